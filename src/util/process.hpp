@@ -1,0 +1,35 @@
+#pragma once
+// Child processes: run a program (argv, never a shell string) and capture its output. The one way the
+// project starts other programs (Slurm's commands, patch, compilers).
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace infrarsi {
+
+struct ProcessResult {
+    int exit_code = -1;   // exit status when the child exited normally, else -1
+    int term_signal = 0;  // signal that ended the child, else 0
+    bool timed_out = false;
+    std::string out;
+    std::string err;
+    bool ok() const { return exit_code == 0 && term_signal == 0 && !timed_out; }
+};
+
+struct ProcessOptions {
+    std::string cwd;                          // empty: inherit
+    std::map<std::string, std::string> env;   // added to (or replacing in) the inherited environment
+    std::optional<std::string> stdin_data;    // written to the child's stdin, then closed
+    std::optional<std::chrono::milliseconds> timeout; // SIGTERM, then SIGKILL after 2 s
+};
+
+// Runs argv[0] (looked up in PATH) and waits for it. Throws infrarsi::Error only when the program cannot be
+// started at all; a non-zero exit is reported in the result.
+ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
+
+// "a b 'c d'": for messages only, never for execution.
+std::string describe_command(const std::vector<std::string>& argv);
+
+} // namespace infrarsi
