@@ -1,6 +1,6 @@
 // The `infrarsi` command: parses arguments and calls the core library. No logic lives here.
-#include "util/error.hpp"
 #include "infrarsi/build_info.hpp"
+#include "util/error.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>

@@ -1,6 +1,6 @@
 // The `infrarsid` daemon: runs campaigns in the background until their budgets end. Thin over src/.
-#include "util/error.hpp"
 #include "infrarsi/build_info.hpp"
+#include "util/error.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>

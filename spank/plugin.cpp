@@ -46,10 +46,14 @@ int on_infrarsi_option(int, const char* optarg, int) {
 }
 
 struct spank_option g_option = {
-    const_cast<char*>("infrarsi"), const_cast<char*>("[MODE]"),
-    const_cast<char*>("InfraRSI: record this allocation's topology and noise (record, the default), run as an "
-                      "orchestrator trial (trial), start a tuning campaign (tune[:CONTRACT]) or off"),
-    2, 0, on_infrarsi_option};
+    const_cast<char*>("infrarsi"),
+    const_cast<char*>("[MODE]"),
+    const_cast<char*>(
+        "InfraRSI: record this allocation's topology and noise (record, the default), run as an "
+        "orchestrator trial (trial), start a tuning campaign (tune[:CONTRACT]) or off"),
+    2,
+    0,
+    on_infrarsi_option};
 
 } // namespace
 

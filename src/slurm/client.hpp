@@ -14,21 +14,21 @@
 namespace infrarsi::slurm {
 
 struct SubmitRequest {
-    std::string script;                         // path of the batch script
+    std::string script; // path of the batch script
     std::vector<std::string> script_args;
     std::string job_name;
     std::string partition;
     int nodes = 1;
     std::optional<int> ntasks_per_node;
     std::optional<int> cpus_per_task;
-    std::string mem;                            // "2000M": per node, Slurm's --mem
-    std::string time_limit;                     // "00:05:00" or minutes
-    std::optional<std::string> array;           // "0-7%1"
-    std::string output;                         // -o pattern, e.g. "dir/%A_%a.out"
-    std::string error;                          // -e pattern; empty: with output
-    std::string workdir;                        // --chdir
-    std::map<std::string, std::string> env;     // exported into the job (--export=ALL,...)
-    std::vector<std::string> extra_args;        // further sbatch options, e.g. "--infrarsi=trial"
+    std::string mem;                        // "2000M": per node, Slurm's --mem
+    std::string time_limit;                 // "00:05:00" or minutes
+    std::optional<std::string> array;       // "0-7%1"
+    std::string output;                     // -o pattern, e.g. "dir/%A_%a.out"
+    std::string error;                      // -e pattern; empty: with output
+    std::string workdir;                    // --chdir
+    std::map<std::string, std::string> env; // exported into the job (--export=ALL,...)
+    std::vector<std::string> extra_args;    // further sbatch options, e.g. "--infrarsi=trial"
     bool hold = false;
 };
 
@@ -63,10 +63,10 @@ class Client {
 };
 
 // Parsers for the commands' outputs (pure; unit-tested against captured real outputs).
-std::string parse_sbatch_parsable(const std::string& out);                   // "123" or "123;cluster"
-std::vector<JobRecord> parse_squeue(const std::string& out);                 // squeue_format()
-std::vector<JobRecord> parse_sacct(const std::string& out);                  // sacct_format(), -P -n
-std::vector<JobRecord> parse_jobcomp(const std::string& text);               // jobcomp/filetxt lines
+std::string parse_sbatch_parsable(const std::string& out);     // "123" or "123;cluster"
+std::vector<JobRecord> parse_squeue(const std::string& out);   // squeue_format()
+std::vector<JobRecord> parse_sacct(const std::string& out);    // sacct_format(), -P -n
+std::vector<JobRecord> parse_jobcomp(const std::string& text); // jobcomp/filetxt lines
 std::map<std::string, std::string> parse_scontrol_config(const std::string& out);
 const char* squeue_format();
 const char* sacct_format();

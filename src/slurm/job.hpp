@@ -7,23 +7,38 @@
 namespace infrarsi::slurm {
 
 // A job's lifecycle as Slurm reports it, reduced to what the orchestrator acts on.
-enum class JobState { Pending, Running, Completing, Completed, Failed, Cancelled, Timeout, OutOfMemory,
-                      NodeFail, Preempted, BootFail, Deadline, Requeued, Suspended, Unknown };
+enum class JobState {
+    Pending,
+    Running,
+    Completing,
+    Completed,
+    Failed,
+    Cancelled,
+    Timeout,
+    OutOfMemory,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    Requeued,
+    Suspended,
+    Unknown
+};
 
 // The outcome of a finished job, as a trial sees it.
 enum class Outcome { Completed, OutOfMemory, Timeout, NodeFailure, Cancelled, Failed };
 
 struct JobRecord {
-    std::string job_id;        // "123" or, for an array task, "123_4"
-    std::string array_job_id;  // "123" for array tasks, else empty
+    std::string job_id;       // "123" or, for an array task, "123_4"
+    std::string array_job_id; // "123" for array tasks, else empty
     std::optional<int> array_task_id;
     JobState state = JobState::Unknown;
-    std::string raw_state;     // as printed by Slurm, e.g. "CANCELLED by 0"
-    int exit_code = 0;         // from ExitCode=E:S
+    std::string raw_state; // as printed by Slurm, e.g. "CANCELLED by 0"
+    int exit_code = 0;     // from ExitCode=E:S
     int exit_signal = 0;
     std::string node_list;
-    std::string reason;        // squeue's reason for pending jobs
-    double elapsed_s = 0;      // wall time, when known
+    std::string reason;                     // squeue's reason for pending jobs
+    double elapsed_s = 0;                   // wall time, when known
     std::optional<long long> max_rss_bytes; // sacct MaxRSS, when accounting works
     std::string start_time, end_time;
 };

@@ -9,15 +9,16 @@ namespace infrarsi {
 class Error : public std::runtime_error {
   public:
     explicit Error(std::string what, std::string where = {}, std::string expected = {})
-        : std::runtime_error(compose(what, where, expected)), what_(std::move(what)), where_(std::move(where)),
-          expected_(std::move(expected)) {}
+        : std::runtime_error(compose(what, where, expected)), what_(std::move(what)),
+          where_(std::move(where)), expected_(std::move(expected)) {}
 
     const std::string& problem() const noexcept { return what_; }
     const std::string& where() const noexcept { return where_; }
     const std::string& expected() const noexcept { return expected_; }
 
   private:
-    static std::string compose(const std::string& what, const std::string& where, const std::string& expected) {
+    static std::string compose(const std::string& what, const std::string& where,
+                               const std::string& expected) {
         std::string s = where.empty() ? what : where + ": " + what;
         if (!expected.empty()) s += " (expected " + expected + ")";
         return s;

@@ -42,7 +42,8 @@ std::vector<std::string> merged_environment(const std::map<std::string, std::str
         std::string name = entry.substr(0, eq);
         if (!extra.count(name)) env.push_back(std::move(entry));
     }
-    for (const auto& [k, v] : extra) env.push_back(k + "=" + v);
+    for (const auto& [k, v] : extra)
+        env.push_back(k + "=" + v);
     return env;
 }
 
@@ -82,11 +83,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
 
     std::vector<char*> cargv;
-    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& a : argv)
+        cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
     auto env_strings = merged_environment(options.env);
     std::vector<char*> cenv;
-    for (auto& e : env_strings) cenv.push_back(e.data());
+    for (auto& e : env_strings)
+        cenv.push_back(e.data());
     cenv.push_back(nullptr);
 
     pid_t pid = -1;

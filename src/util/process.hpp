@@ -10,8 +10,8 @@
 namespace infrarsi {
 
 struct ProcessResult {
-    int exit_code = -1;   // exit status when the child exited normally, else -1
-    int term_signal = 0;  // signal that ended the child, else 0
+    int exit_code = -1;  // exit status when the child exited normally, else -1
+    int term_signal = 0; // signal that ended the child, else 0
     bool timed_out = false;
     std::string out;
     std::string err;
@@ -19,9 +19,9 @@ struct ProcessResult {
 };
 
 struct ProcessOptions {
-    std::string cwd;                          // empty: inherit
-    std::map<std::string, std::string> env;   // added to (or replacing in) the inherited environment
-    std::optional<std::string> stdin_data;    // written to the child's stdin, then closed
+    std::string cwd;                                  // empty: inherit
+    std::map<std::string, std::string> env;           // added to (or replacing in) the inherited environment
+    std::optional<std::string> stdin_data;            // written to the child's stdin, then closed
     std::optional<std::chrono::milliseconds> timeout; // SIGTERM, then SIGKILL after 2 s
 };
 

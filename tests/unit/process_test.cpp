@@ -31,5 +31,6 @@ TEST_CASE("run_process kills a child past its timeout") {
 }
 
 TEST_CASE("a program that does not exist is an error naming it") {
-    CHECK_THROWS_WITH_AS(run_process({"no-such-program-xyz"}), doctest::Contains("no-such-program-xyz"), Error);
+    CHECK_THROWS_WITH_AS(run_process({"no-such-program-xyz"}), doctest::Contains("no-such-program-xyz"),
+                         Error);
 }

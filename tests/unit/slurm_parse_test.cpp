@@ -1,0 +1,136 @@
+// The Slurm client's parsers, against outputs captured from the local cluster (tests/fixtures/slurm).
+#include "slurm/client.hpp"
+#include "util/error.hpp"
+
+#include <doctest/doctest.h>
+#include <fstream>
+#include <sstream>
+
+using namespace infrarsi;
+using namespace infrarsi::slurm;
+
+namespace {
+std::string fixture(const std::string& name) {
+    std::ifstream in(std::string(INFRARSI_FIXTURES) + "/slurm/" + name);
+    REQUIRE_MESSAGE(in.good(), "missing fixture " << name);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+const JobRecord& find(const std::vector<JobRecord>& rs, const std::string& id) {
+    for (const auto& r : rs)
+        if (r.job_id == id) return r;
+    FAIL("no record " << id);
+    throw;
+}
+} // namespace
+
+TEST_CASE("sbatch --parsable gives the job id, with or without a cluster name") {
+    CHECK(parse_sbatch_parsable(fixture("sbatch-parsable.txt")) == "8");
+    CHECK(parse_sbatch_parsable("42;cluster\n") == "42");
+    CHECK_THROWS_AS(parse_sbatch_parsable("sbatch: error: Batch job submission failed\n"), Error);
+}
+
+TEST_CASE("squeue -r expands a job array into one record per task, pending and running") {
+    auto rs = parse_squeue(fixture("squeue-array.txt"));
+    REQUIRE(rs.size() == 6);
+    const auto& pending = find(rs, "8_4");
+    CHECK(pending.array_job_id == "8");
+    CHECK(pending.array_task_id == 4);
+    CHECK(pending.state == JobState::Pending);
+    CHECK(pending.reason == "Resources");
+    const auto& running = find(rs, "8_0");
+    CHECK(running.state == JobState::Running);
+    CHECK(running.node_list == "n1");
+}
+
+TEST_CASE("the job completion file names array tasks by array job and index, and keeps exit codes") {
+    auto rs = parse_jobcomp(fixture("jobcomp.txt"));
+    // Array 1 had four tasks; Slurm gave the last one the array's own id 1.
+    for (int t = 0; t < 4; ++t) {
+        const auto& r = find(rs, "1_" + std::to_string(t));
+        CHECK(r.array_job_id == "1");
+        CHECK(r.state == JobState::Completed);
+        CHECK(classify(r) == Outcome::Completed);
+    }
+    CHECK(classify(find(rs, "2")) == Outcome::OutOfMemory);
+    CHECK(find(rs, "2").exit_signal == 125);
+    CHECK(classify(find(rs, "3")) == Outcome::Timeout);
+    const auto& failed = find(rs, "4");
+    CHECK(classify(failed) == Outcome::Failed);
+    CHECK(failed.exit_code == 3);
+    CHECK(find(rs, "1_2").elapsed_s == doctest::Approx(2.0));
+}
+
+TEST_CASE("a requeued job's last completion record wins") {
+    std::string text = "JobId=7 JobState=NODE_FAIL ExitCode=0:0 NodeList=n2\n"
+                       "JobId=7 JobState=COMPLETED ExitCode=0:0 NodeList=n3\n";
+    auto rs = parse_jobcomp(text);
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].state == JobState::Completed);
+    CHECK(rs[0].node_list == "n3");
+}
+
+TEST_CASE("job names with spaces do not break key=value records") {
+    auto rs = parse_jobcomp("JobId=5 Name=my training job JobState=FAILED ExitCode=1:0\n");
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].state == JobState::Failed);
+    CHECK(rs[0].exit_code == 1);
+}
+
+TEST_CASE("sacct -P records give state, exit code and elapsed time") {
+    auto rs = parse_sacct(fixture("sacct-c.txt"));
+    CHECK(classify(find(rs, "2")) == Outcome::OutOfMemory);
+    CHECK(classify(find(rs, "3")) == Outcome::Timeout);
+    CHECK(find(rs, "4").exit_code == 3);
+}
+
+TEST_CASE("sacct step lines carry the peak RSS up to their job") {
+    std::string text =
+        "12_3|15|COMPLETED|0:0|n1|4||2026-01-01T00:00:00|2026-01-01T00:00:04\n"
+        "12_3.batch|15.batch|COMPLETED|0:0|n1|4|1024K|2026-01-01T00:00:00|2026-01-01T00:00:04\n"
+        "12_3.0|15.0|COMPLETED|0:0|n1|3|2M|2026-01-01T00:00:00|2026-01-01T00:00:03\n";
+    auto rs = parse_sacct(text);
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].array_task_id == 3);
+    REQUIRE(rs[0].max_rss_bytes);
+    CHECK(*rs[0].max_rss_bytes == 2 * 1024 * 1024);
+}
+
+TEST_CASE("scontrol show job -o is read like a completion record") {
+    auto rs = parse_jobcomp(fixture("scontrol-show-job.txt"));
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].job_id == "8_0");
+    CHECK(rs[0].state == JobState::Running);
+}
+
+TEST_CASE("scontrol show config gives the completion file and accounting type") {
+    auto c = parse_scontrol_config(fixture("scontrol-show-config.txt"));
+    CHECK(c.at("JobCompType") == "jobcomp/filetxt");
+    CHECK(c.at("AccountingStorageType") == "accounting_storage/none");
+    CHECK(c.at("DefMemPerCPU") == "500");
+}
+
+TEST_CASE("states parse in long and short spellings, with Slurm's suffixes") {
+    CHECK(parse_job_state("CANCELLED by 0") == JobState::Cancelled);
+    CHECK(parse_job_state("OUT_OF_MEMORY") == JobState::OutOfMemory);
+    CHECK(parse_job_state("OOM") == JobState::OutOfMemory);
+    CHECK(parse_job_state("TO") == JobState::Timeout);
+    CHECK(parse_job_state("NODE_FAIL") == JobState::NodeFail);
+    CHECK(parse_job_state("WHATEVER") == JobState::Unknown);
+}
+
+TEST_CASE("classification: Slurm's state first, then the OOM exit signature") {
+    JobRecord r;
+    r.state = JobState::Failed;
+    r.exit_code = 0;
+    r.exit_signal = 125;
+    CHECK(classify(r) == Outcome::OutOfMemory);
+    r.exit_signal = 9;
+    CHECK(classify(r) == Outcome::Failed);
+    r.state = JobState::NodeFail;
+    CHECK(classify(r) == Outcome::NodeFailure);
+    r.state = JobState::Completed;
+    r.exit_code = 2;
+    CHECK(classify(r) == Outcome::Failed);
+}
