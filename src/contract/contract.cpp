@@ -1,0 +1,589 @@
+#include "contract/contract.hpp"
+
+#include "util/error.hpp"
+
+#include <fmt/core.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+namespace infrarsi::contract {
+namespace {
+
+// Reads typed values out of the TOML tree; every failure names file:line and what was expected.
+class Reader {
+  public:
+    explicit Reader(std::string file) : file_(std::move(file)) {}
+
+    std::string at(const toml::node& n) const { return at(n.source()); }
+    std::string at(const toml::source_region& r) const {
+        return r.begin.line ? fmt::format("{}:{}", file_, r.begin.line) : file_;
+    }
+    std::string at_key(const toml::table& t, const std::string& key) const {
+        for (auto&& [k, v] : t)
+            if (k.str() == key) return at(k.source());
+        return at(t);
+    }
+    const std::string& file() const { return file_; }
+
+    [[noreturn]] void fail(const toml::node& n, const std::string& what, const std::string& expected) const {
+        throw Error(what, at(n), expected);
+    }
+
+    const toml::table* table(const toml::table& parent, const std::string& key, const std::string& path,
+                             bool required) const {
+        const toml::node* n = parent.get(key);
+        if (!n) {
+            if (required) throw Error("missing table [" + path + "]", at(parent), "a [" + path + "] table");
+            return nullptr;
+        }
+        if (!n->is_table()) fail(*n, "'" + path + "' is a " + type(*n), "a table");
+        return n->as_table();
+    }
+
+    // Refuses keys the format does not know, so a typo is an error instead of a silent default.
+    void known_keys(const toml::table& t, const std::string& path,
+                    std::initializer_list<const char*> keys) const {
+        for (auto&& [k, v] : t) {
+            bool ok = std::any_of(keys.begin(), keys.end(), [&](const char* x) { return k.str() == x; });
+            if (!ok) {
+                std::string list;
+                for (auto x : keys)
+                    list += (list.empty() ? "" : ", ") + std::string(x);
+                throw Error("unknown key '" + std::string(k.str()) + "' in [" + path + "]", at(k.source()),
+                            "one of: " + list);
+            }
+        }
+    }
+
+    std::optional<std::string> str(const toml::table& t, const std::string& key, const std::string& path,
+                                   bool required = false) const {
+        const toml::node* n = t.get(key);
+        if (!n) {
+            if (required) throw Error("missing key '" + key + "' in [" + path + "]", at(t), "a string value");
+            return std::nullopt;
+        }
+        if (!n->is_string()) fail(*n, "'" + path + "." + key + "' is a " + type(*n), "a string");
+        return n->as_string()->get();
+    }
+
+    std::optional<long long> integer(const toml::table& t, const std::string& key, const std::string& path,
+                                     bool required = false, long long min = LLONG_MIN) const {
+        const toml::node* n = t.get(key);
+        if (!n) {
+            if (required)
+                throw Error("missing key '" + key + "' in [" + path + "]", at(t), "an integer value");
+            return std::nullopt;
+        }
+        if (!n->is_integer()) fail(*n, "'" + path + "." + key + "' is a " + type(*n), "an integer");
+        long long v = n->as_integer()->get();
+        if (v < min)
+            fail(*n, fmt::format("'{}.{}' is {}", path, key, v), fmt::format("an integer >= {}", min));
+        return v;
+    }
+
+    std::optional<double> number(const toml::table& t, const std::string& key, const std::string& path,
+                                 bool required = false) const {
+        const toml::node* n = t.get(key);
+        if (!n) {
+            if (required) throw Error("missing key '" + key + "' in [" + path + "]", at(t), "a number");
+            return std::nullopt;
+        }
+        if (n->is_integer()) return static_cast<double>(n->as_integer()->get());
+        if (!n->is_floating_point()) fail(*n, "'" + path + "." + key + "' is a " + type(*n), "a number");
+        return n->as_floating_point()->get();
+    }
+
+    std::optional<bool> boolean(const toml::table& t, const std::string& key, const std::string& path) const {
+        const toml::node* n = t.get(key);
+        if (!n) return std::nullopt;
+        if (!n->is_boolean()) fail(*n, "'" + path + "." + key + "' is a " + type(*n), "true or false");
+        return n->as_boolean()->get();
+    }
+
+    std::vector<std::string> strings(const toml::table& t, const std::string& key,
+                                     const std::string& path) const {
+        std::vector<std::string> out;
+        const toml::node* n = t.get(key);
+        if (!n) return out;
+        if (!n->is_array()) fail(*n, "'" + path + "." + key + "' is a " + type(*n), "an array of strings");
+        for (const auto& e : *n->as_array()) {
+            if (!e.is_string())
+                fail(e, "an element of '" + path + "." + key + "' is a " + type(e), "a string");
+            out.push_back(e.as_string()->get());
+        }
+        return out;
+    }
+
+    static std::string type(const toml::node& n) {
+        switch (n.type()) {
+        case toml::node_type::table:
+            return "table";
+        case toml::node_type::array:
+            return "array";
+        case toml::node_type::string:
+            return "string";
+        case toml::node_type::integer:
+            return "integer";
+        case toml::node_type::floating_point:
+            return "float";
+        case toml::node_type::boolean:
+            return "boolean";
+        default:
+            return "date/time";
+        }
+    }
+
+  private:
+    std::string file_;
+};
+
+bool valid_env_name(const std::string& s) {
+    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+fs::path resolve(const fs::path& dir, const std::string& p) {
+    fs::path path(p);
+    return (path.is_absolute() ? path : dir / path).lexically_normal();
+}
+
+void read_workload(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table& w = *r.table(root, "workload", "workload", true);
+    r.known_keys(w, "workload",
+                 {"source", "build", "command", "sbatch_script", "binary", "binary_env", "env"});
+    auto source = r.str(w, "source", "workload", true);
+    c.workload.source = resolve(c.dir, *source);
+    if (!fs::is_directory(c.workload.source))
+        throw Error("workload source '" + c.workload.source.string() + "' is not a directory",
+                    r.at_key(w, "source"),
+                    "the path (relative to the contract) of the workload's source tree");
+    if (const toml::node* b = w.get("build")) {
+        if (!b->is_array())
+            r.fail(*b, "'workload.build' is a " + Reader::type(*b),
+                   "an array of commands (arrays of strings)");
+        for (const auto& cmd : *b->as_array()) {
+            if (!cmd.is_array() || cmd.as_array()->empty())
+                r.fail(cmd, "a build command is not a non-empty array", "[\"program\", \"arg\", ...]");
+            std::vector<std::string> argv;
+            for (const auto& a : *cmd.as_array()) {
+                if (!a.is_string()) r.fail(a, "a build command argument is a " + Reader::type(a), "a string");
+                argv.push_back(a.as_string()->get());
+            }
+            c.workload.build.push_back(std::move(argv));
+        }
+    }
+    c.workload.command = r.strings(w, "command", "workload");
+    if (auto s = r.str(w, "sbatch_script", "workload")) {
+        c.workload.sbatch_script = resolve(c.dir, *s);
+        if (!fs::is_regular_file(c.workload.sbatch_script))
+            throw Error("sbatch_script '" + c.workload.sbatch_script.string() + "' does not exist",
+                        r.at_key(w, "sbatch_script"), "an existing batch script (relative to the contract)");
+    }
+    if (c.workload.command.empty() == c.workload.sbatch_script.empty())
+        throw Error("the workload needs exactly one of 'command' and 'sbatch_script'", r.at(w),
+                    "command = [\"{build}/prog\", ...] or sbatch_script = \"path\"");
+    c.workload.binary = r.str(w, "binary", "workload").value_or("");
+    c.workload.binary_env = r.str(w, "binary_env", "workload").value_or("");
+    if (!c.workload.binary_env.empty() && !valid_env_name(c.workload.binary_env))
+        throw Error("'" + c.workload.binary_env + "' is not an environment variable name",
+                    r.at_key(w, "binary_env"), "letters, digits and _");
+    if (!c.workload.binary_env.empty() && c.workload.binary.empty())
+        throw Error("binary_env is set but binary is not", r.at_key(w, "binary_env"),
+                    "binary = \"{build}/prog\"");
+    if (const toml::table* env = r.table(w, "env", "workload.env", false)) {
+        for (auto&& [k, v] : *env) {
+            std::string name(k.str());
+            if (!valid_env_name(name))
+                throw Error("'" + name + "' is not an environment variable name", r.at(k.source()),
+                            "letters, digits and _");
+            if (v.is_string())
+                c.workload.env[name] = v.as_string()->get();
+            else if (v.is_integer())
+                c.workload.env[name] = std::to_string(v.as_integer()->get());
+            else if (v.is_boolean())
+                c.workload.env[name] = v.as_boolean()->get() ? "1" : "0";
+            else
+                r.fail(v, "workload.env." + name + " is a " + Reader::type(v),
+                       "a string, integer or boolean");
+        }
+    }
+}
+
+void read_resources(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table& t = *r.table(root, "resources", "resources", true);
+    r.known_keys(t, "resources",
+                 {"partition", "nodes", "ntasks_per_node", "cpus_per_task", "mem", "time_limit",
+                  "max_concurrent", "sbatch_args"});
+    auto& res = c.resources;
+    res.partition = r.str(t, "partition", "resources").value_or("");
+    res.nodes = static_cast<int>(r.integer(t, "nodes", "resources", false, 1).value_or(1));
+    res.ntasks_per_node =
+        static_cast<int>(r.integer(t, "ntasks_per_node", "resources", false, 1).value_or(1));
+    if (auto v = r.integer(t, "cpus_per_task", "resources", false, 1))
+        res.cpus_per_task = static_cast<int>(*v);
+    res.mem = *r.str(t, "mem", "resources", true);
+    try {
+        res.mem_bytes = parse_memory(res.mem);
+    } catch (const Error& e) {
+        throw Error(e.problem(), r.at_key(t, "mem"),
+                    "a Slurm memory size per node such as \"2000M\" or \"4G\"");
+    }
+    res.time_limit = *r.str(t, "time_limit", "resources", true);
+    try {
+        res.time_limit_s = parse_time(res.time_limit);
+    } catch (const Error& e) {
+        throw Error(e.problem(), r.at_key(t, "time_limit"),
+                    "a Slurm time such as \"10\" (minutes) or \"00:05:00\"");
+    }
+    res.max_concurrent = static_cast<int>(r.integer(t, "max_concurrent", "resources", false, 1).value_or(1));
+    res.sbatch_args = r.strings(t, "sbatch_args", "resources");
+}
+
+space::Value read_value(const Reader& r, const toml::node& n, const space::Knob& k, const std::string& what) {
+    switch (k.kind) {
+    case space::KnobKind::Integer:
+    case space::KnobKind::Pow2:
+        if (!n.is_integer()) r.fail(n, what + " is a " + Reader::type(n), "an integer");
+        return n.as_integer()->get();
+    case space::KnobKind::Choice:
+        if (!n.is_string()) r.fail(n, what + " is a " + Reader::type(n), "a string (one of the choices)");
+        return n.as_string()->get();
+    case space::KnobKind::Bool:
+        if (!n.is_boolean()) r.fail(n, what + " is a " + Reader::type(n), "true or false");
+        return n.as_boolean()->get();
+    }
+    return 0LL;
+}
+
+void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table* knobs = r.table(root, "knobs", "knobs", false);
+    if (!knobs) return;
+    std::set<std::string> envs;
+    for (auto&& [key, node] : *knobs) {
+        space::Knob k;
+        k.name = std::string(key.str());
+        const std::string path = "knobs." + k.name;
+        if (!node.is_table())
+            r.fail(node, "'" + path + "' is a " + Reader::type(node), "a table with kind = ...");
+        const toml::table& t = *node.as_table();
+        r.known_keys(t, path, {"kind", "min", "max", "step", "values", "env", "baseline", "description"});
+        std::string kind = *r.str(t, "kind", path, true);
+        if (kind == "integer")
+            k.kind = space::KnobKind::Integer;
+        else if (kind == "pow2")
+            k.kind = space::KnobKind::Pow2;
+        else if (kind == "choice")
+            k.kind = space::KnobKind::Choice;
+        else if (kind == "bool")
+            k.kind = space::KnobKind::Bool;
+        else
+            throw Error("unknown knob kind '" + kind + "'", r.at_key(t, "kind"),
+                        "integer, pow2, choice or bool");
+        if (k.kind == space::KnobKind::Integer || k.kind == space::KnobKind::Pow2) {
+            k.min = *r.integer(t, "min", path, true, k.kind == space::KnobKind::Pow2 ? 1 : LLONG_MIN);
+            k.max = *r.integer(t, "max", path, true);
+            k.step = r.integer(t, "step", path, false, 1).value_or(1);
+            if (k.max < k.min)
+                throw Error(fmt::format("max {} is below min {}", k.max, k.min), r.at_key(t, "max"),
+                            "max >= min");
+            if (k.kind == space::KnobKind::Pow2 && k.domain().empty())
+                throw Error(fmt::format("no power of two lies in [{}, {}]", k.min, k.max), r.at(t),
+                            "a range holding a power of two");
+        }
+        if (k.kind == space::KnobKind::Choice) {
+            k.choices = r.strings(t, "values", path);
+            if (k.choices.size() < 1)
+                throw Error("choice knob '" + k.name + "' has no values", r.at(t),
+                            "values = [\"a\", \"b\", ...]");
+        }
+        k.env = r.str(t, "env", path).value_or("");
+        if (!k.env.empty()) {
+            if (!valid_env_name(k.env))
+                throw Error("'" + k.env + "' is not an environment variable name", r.at_key(t, "env"),
+                            "letters, digits and _");
+            if (!envs.insert(k.env).second)
+                throw Error("environment variable " + k.env + " is set by two knobs", r.at_key(t, "env"),
+                            "one knob per variable");
+        }
+        const toml::node* b = t.get("baseline");
+        if (!b)
+            throw Error("knob '" + k.name + "' has no baseline", r.at(t),
+                        "baseline = the value the job uses today");
+        k.baseline = read_value(r, *b, k, "'" + path + ".baseline'");
+        if (!k.allows(k.baseline))
+            r.fail(*b,
+                   "baseline " + space::to_string(k.baseline) + " of knob '" + k.name +
+                       "' is outside its domain",
+                   "a value in the knob's range (powers of two for pow2, one of values for choice)");
+        c.space.knobs.push_back(std::move(k));
+    }
+}
+
+void read_constants_and_constraints(const Reader& r, const toml::table& root, Contract& c) {
+    if (const toml::table* consts = r.table(root, "constants", "constants", false)) {
+        for (auto&& [key, node] : *consts) {
+            std::string name(key.str());
+            if (!node.is_integer())
+                r.fail(node, "constant '" + name + "' is a " + Reader::type(node), "an integer");
+            if (c.space.knob(name))
+                throw Error("'" + name + "' is both a knob and a constant", r.at(key.source()),
+                            "distinct names");
+            c.space.constants[name] = node.as_integer()->get();
+        }
+    }
+    const toml::node* cons = root.get("constraints");
+    if (!cons) return;
+    if (!cons->is_array_of_tables())
+        r.fail(*cons, "'constraints' is not an array of tables",
+               "[[constraints]] product = [...] equals = ...");
+    for (const auto& node : *cons->as_array()) {
+        const toml::table& t = *node.as_table();
+        r.known_keys(t, "constraints", {"product", "equals", "at_most"});
+        space::Constraint con;
+        con.factors = r.strings(t, "product", "constraints");
+        if (con.factors.empty())
+            throw Error("a constraint has no product", r.at(t), "product = [\"a\", \"b\"]");
+        auto numeric_name = [&](const std::string& n) {
+            const space::Knob* k = c.space.knob(n);
+            return (k && k->kind != space::KnobKind::Choice) || c.space.constants.count(n);
+        };
+        for (const auto& f : con.factors)
+            if (!numeric_name(f))
+                throw Error("constraint names '" + f + "', which is no numeric knob or constant",
+                            r.at_key(t, "product"),
+                            "names from [knobs] (integer, pow2, bool) or [constants]");
+        const toml::node* rhs = t.get("equals");
+        con.kind = space::Constraint::Kind::ProductEquals;
+        if (!rhs) {
+            rhs = t.get("at_most");
+            con.kind = space::Constraint::Kind::ProductAtMost;
+        }
+        if (!rhs || (t.get("equals") && t.get("at_most")))
+            throw Error("a constraint needs exactly one of 'equals' and 'at_most'", r.at(t),
+                        "equals = N or at_most = N");
+        if (rhs->is_integer())
+            con.rhs_value = rhs->as_integer()->get();
+        else if (rhs->is_string()) {
+            con.rhs_name = rhs->as_string()->get();
+            if (!numeric_name(con.rhs_name))
+                r.fail(*rhs, "constraint names '" + con.rhs_name + "', which is no numeric knob or constant",
+                       "a name from [knobs] or [constants], or an integer");
+        } else
+            r.fail(*rhs, "a constraint's right side is a " + Reader::type(*rhs), "an integer or a name");
+        std::string lhs;
+        for (const auto& f : con.factors)
+            lhs += (lhs.empty() ? "" : " * ") + f;
+        con.text = lhs + (con.kind == space::Constraint::Kind::ProductEquals ? " == " : " <= ") +
+                   (con.rhs_name.empty() ? std::to_string(con.rhs_value) : con.rhs_name);
+        c.space.constraints.push_back(std::move(con));
+    }
+    if (auto v = c.space.violation(c.space.baseline().knobs); !v.empty())
+        throw Error("the baseline settings violate the constraint " + v, r.at(*cons),
+                    "constraints the baseline satisfies");
+}
+
+void read_patches(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table* t = r.table(root, "patches", "patches", false);
+    if (!t) return;
+    r.known_keys(*t, "patches", {"catalog", "editable", "protected"});
+    if (auto cat = r.str(*t, "catalog", "patches")) {
+        c.patch_catalog = resolve(c.dir, *cat);
+        if (!fs::is_regular_file(c.patch_catalog))
+            throw Error("patch catalog '" + c.patch_catalog.string() + "' does not exist",
+                        r.at_key(*t, "catalog"), "a catalog.toml (relative to the contract)");
+    }
+    c.editable = r.strings(*t, "editable", "patches");
+    c.protected_files = r.strings(*t, "protected", "patches");
+    for (const auto& p : c.protected_files)
+        if (!fs::is_regular_file(c.workload.source / p))
+            throw Error("protected file '" + p + "' does not exist in the workload source",
+                        r.at_key(*t, "protected"), "paths relative to " + c.workload.source.string());
+    if (!c.patch_catalog.empty() && c.editable.empty())
+        throw Error("patches are given but no editable scope", r.at(*t),
+                    "editable = [\"src/kernels/*\", ...]");
+}
+
+void read_invariants(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table& t = *r.table(root, "invariants", "invariants", true);
+    r.known_keys(t, "invariants",
+                 {"steps", "steps_env", "seed", "seed_env", "warmup_steps", "step_prefix", "summary_prefix",
+                  "loss_tolerance", "loss_mode", "loss_last_k"});
+    auto& inv = c.invariants;
+    inv.steps = static_cast<int>(*r.integer(t, "steps", "invariants", true, 1));
+    inv.steps_env = r.str(t, "steps_env", "invariants").value_or("");
+    inv.seed = r.integer(t, "seed", "invariants").value_or(0);
+    inv.seed_env = r.str(t, "seed_env", "invariants").value_or("");
+    inv.warmup_steps = static_cast<int>(r.integer(t, "warmup_steps", "invariants", false, 0).value_or(0));
+    if (inv.warmup_steps >= inv.steps)
+        throw Error(
+            fmt::format("warmup_steps {} leaves no steady-state step of {}", inv.warmup_steps, inv.steps),
+            r.at_key(t, "warmup_steps"), "warmup_steps < steps (at least 3 measured steps are advisable)");
+    inv.step_prefix = r.str(t, "step_prefix", "invariants").value_or(inv.step_prefix);
+    inv.summary_prefix = r.str(t, "summary_prefix", "invariants").value_or(inv.summary_prefix);
+    inv.loss_tolerance = r.number(t, "loss_tolerance", "invariants").value_or(inv.loss_tolerance);
+    if (!(inv.loss_tolerance > 0 && inv.loss_tolerance < 1))
+        throw Error(fmt::format("loss_tolerance {} is out of range", inv.loss_tolerance),
+                    r.at_key(t, "loss_tolerance"), "a relative tolerance in (0, 1), such as 0.02");
+    std::string mode = r.str(t, "loss_mode", "invariants").value_or("last_k_mean");
+    if (mode == "per_step")
+        inv.loss_mode = LossMode::PerStep;
+    else if (mode == "last_k_mean")
+        inv.loss_mode = LossMode::LastKMean;
+    else
+        throw Error("unknown loss_mode '" + mode + "'", r.at_key(t, "loss_mode"), "per_step or last_k_mean");
+    inv.loss_last_k = static_cast<int>(r.integer(t, "loss_last_k", "invariants", false, 1).value_or(5));
+    if (inv.loss_last_k > inv.steps)
+        throw Error("loss_last_k exceeds steps", r.at_key(t, "loss_last_k"), "loss_last_k <= steps");
+    for (const auto& [name, v] : {std::pair{inv.steps_env, 0}, std::pair{inv.seed_env, 0}}) {
+        (void)v;
+        if (!name.empty() && !valid_env_name(name))
+            throw Error("'" + name + "' is not an environment variable name", r.at(t),
+                        "letters, digits and _");
+    }
+}
+
+void read_budget(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table& t = *r.table(root, "budget", "budget", true);
+    r.known_keys(t, "budget", {"trials", "node_hours", "wall_time", "batch_size"});
+    c.budget.trials = static_cast<int>(*r.integer(t, "trials", "budget", true, 1));
+    c.budget.node_hours = r.number(t, "node_hours", "budget").value_or(0);
+    if (auto w = r.str(t, "wall_time", "budget")) {
+        try {
+            c.budget.wall_time_s = static_cast<double>(parse_time(*w));
+        } catch (const Error& e) {
+            throw Error(e.problem(), r.at_key(t, "wall_time"), "a time such as \"00:15:00\"");
+        }
+    }
+    c.budget.batch_size = static_cast<int>(r.integer(t, "batch_size", "budget", false, 1).value_or(4));
+}
+
+void read_repeats(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table* t = r.table(root, "repeats", "repeats", false);
+    if (!t) return;
+    r.known_keys(*t, "repeats", {"doctor", "verify", "verify_top"});
+    c.repeats.doctor = static_cast<int>(r.integer(*t, "doctor", "repeats", false, 2).value_or(5));
+    c.repeats.verify = static_cast<int>(r.integer(*t, "verify", "repeats", false, 2).value_or(3));
+    c.repeats.verify_top = static_cast<int>(r.integer(*t, "verify_top", "repeats", false, 0).value_or(2));
+}
+
+} // namespace
+
+long long parse_memory(const std::string& text) {
+    std::size_t i = 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])))
+        ++i;
+    if (i == 0)
+        throw Error("memory size '" + text + "' has no number", "", "digits with an optional K, M, G or T");
+    long long n = std::stoll(text.substr(0, i));
+    std::string unit = text.substr(i);
+    long long mult = 1LL << 20;
+    if (unit == "K" || unit == "k")
+        mult = 1LL << 10;
+    else if (unit.empty() || unit == "M" || unit == "m")
+        mult = 1LL << 20;
+    else if (unit == "G" || unit == "g")
+        mult = 1LL << 30;
+    else if (unit == "T" || unit == "t")
+        mult = 1LL << 40;
+    else
+        throw Error("memory size '" + text + "' has an unknown unit", "", "K, M, G or T");
+    if (n <= 0) throw Error("memory size '" + text + "' is not positive", "", "a positive size");
+    return n * mult;
+}
+
+long long parse_time(const std::string& text) {
+    auto num = [&](const std::string& s) {
+        if (s.empty() || !std::all_of(s.begin(), s.end(),
+                                      [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
+            throw Error("time '" + text + "' is malformed", "", "MM, MM:SS, HH:MM:SS, D-HH or D-HH:MM:SS");
+        return std::stoll(s);
+    };
+    long long days = 0;
+    std::string rest = text;
+    if (auto dash = text.find('-'); dash != std::string::npos) {
+        days = num(text.substr(0, dash));
+        rest = text.substr(dash + 1);
+    }
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    while (true) {
+        auto colon = rest.find(':', start);
+        parts.push_back(rest.substr(start, colon - start));
+        if (colon == std::string::npos) break;
+        start = colon + 1;
+    }
+    long long s = 0;
+    if (days) {
+        // D-HH, D-HH:MM, D-HH:MM:SS
+        s = num(parts[0]) * 3600;
+        if (parts.size() > 1) s += num(parts[1]) * 60;
+        if (parts.size() > 2) s += num(parts[2]);
+        if (parts.size() > 3) num("x");
+        return days * 86400 + s;
+    }
+    if (parts.size() == 1)
+        s = num(parts[0]) * 60;
+    else if (parts.size() == 2)
+        s = num(parts[0]) * 60 + num(parts[1]);
+    else if (parts.size() == 3)
+        s = num(parts[0]) * 3600 + num(parts[1]) * 60 + num(parts[2]);
+    else
+        num("x");
+    if (s <= 0) throw Error("time '" + text + "' is zero", "", "a positive time");
+    return s;
+}
+
+std::vector<std::string> substitute(const std::vector<std::string>& argv,
+                                    const std::map<std::string, std::string>& vars) {
+    std::vector<std::string> out;
+    for (std::string a : argv) {
+        for (const auto& [k, v] : vars) {
+            const std::string token = "{" + k + "}";
+            for (std::size_t pos = a.find(token); pos != std::string::npos;
+                 pos = a.find(token, pos + v.size()))
+                a.replace(pos, token.size(), v);
+        }
+        out.push_back(std::move(a));
+    }
+    return out;
+}
+
+Contract load(const fs::path& file) {
+    Contract c;
+    std::error_code ec;
+    c.file = fs::absolute(file, ec).lexically_normal();
+    c.dir = c.file.parent_path();
+    if (!fs::is_regular_file(c.file))
+        throw Error("contract file does not exist", file.string(), "a TOML contract file");
+    Reader r(c.file.string());
+    toml::table root;
+    try {
+        root = toml::parse_file(c.file.string());
+    } catch (const toml::parse_error& e) {
+        throw Error(std::string("TOML syntax error: ") + std::string(e.description()), r.at(e.source()),
+                    "valid TOML (https://toml.io)");
+    }
+    r.known_keys(root, "(top level)",
+                 {"name", "workload", "resources", "knobs", "constants", "constraints", "patches",
+                  "invariants", "budget", "repeats", "memory"});
+    c.name = r.str(root, "name", "(top level)").value_or(c.file.stem().string());
+    read_workload(r, root, c);
+    read_resources(r, root, c);
+    read_knobs(r, root, c);
+    read_constants_and_constraints(r, root, c);
+    read_patches(r, root, c);
+    read_invariants(r, root, c);
+    read_budget(r, root, c);
+    read_repeats(r, root, c);
+    if (const toml::table* m = r.table(root, "memory", "memory", false)) {
+        r.known_keys(*m, "memory", {"estimate_command"});
+        c.memory_estimate = r.strings(*m, "estimate_command", "memory");
+    }
+    return c;
+}
+
+} // namespace infrarsi::contract

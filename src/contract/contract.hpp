@@ -1,0 +1,95 @@
+#pragma once
+// The task contract (TOML): what the workload is, where it runs, what may change (knobs, patches, editable
+// scope), what must not (protected files, loss and step invariants), and the budget. Loading validates all
+// of it; every error names file:line and what was expected. Format: docs/contract.md.
+#include "space/space.hpp"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace infrarsi::contract {
+
+namespace fs = std::filesystem;
+
+enum class LossMode { PerStep, LastKMean };
+
+struct Workload {
+    fs::path source;                             // the baseline tree, copied into sandboxes
+    std::vector<std::vector<std::string>> build; // commands run in a sandbox; {source} {build} substituted
+    std::vector<std::string> command;            // the command a trial runs (or empty with sbatch_script)
+    fs::path sbatch_script;                      // a user batch script the trial wrapper runs with bash
+    std::string binary_env;                      // env var through which the script finds the built binary
+    std::string binary;                          // path of the built binary ({build}/...)
+    std::map<std::string, std::string> env;      // fixed environment of every trial
+};
+
+struct Resources {
+    std::string partition; // empty: the cluster's default
+    int nodes = 1;
+    int ntasks_per_node = 1;
+    std::optional<int> cpus_per_task;
+    std::string mem;         // Slurm --mem per node, as written ("2000M")
+    long long mem_bytes = 0; // the memory limit a trial must fit under
+    std::string time_limit;  // Slurm time limit as written
+    long long time_limit_s = 0;
+    int max_concurrent = 1;               // array throttle for search batches (timing needs exclusive cores)
+    std::vector<std::string> sbatch_args; // further sbatch options for every trial job
+};
+
+struct Invariants {
+    int steps = 0;
+    std::string steps_env; // the workload's step-count variable, forced to `steps`
+    long long seed = 0;
+    std::string seed_env;
+    int warmup_steps = 0; // dropped from timing statistics (cold start)
+    std::string step_prefix = "INFRARSI_STEP";
+    std::string summary_prefix = "INFRARSI_SUMMARY";
+    double loss_tolerance = 0.02; // relative
+    LossMode loss_mode = LossMode::LastKMean;
+    int loss_last_k = 5;
+};
+
+struct Budget {
+    int trials = 0;         // search trials (re-queued node failures are not counted)
+    double node_hours = 0;  // 0: no limit
+    double wall_time_s = 0; // 0: no limit
+    int batch_size = 4;     // candidates per job array
+};
+
+struct Repeats {
+    int doctor = 5;     // baseline repeats for noise calibration
+    int verify = 3;     // A/B pairs per verified candidate
+    int verify_top = 2; // how many of the best candidates are verified
+};
+
+struct Contract {
+    fs::path file; // absolute path of the contract
+    fs::path dir;  // its directory; relative paths are relative to it
+    std::string name;
+    Workload workload;
+    Resources resources;
+    space::Space space;                // knobs, constants, constraints (patches filled after the scope check)
+    fs::path patch_catalog;            // empty: no patches
+    std::vector<std::string> editable; // glob patterns (relative to the workload source) a patch may touch
+    std::vector<std::string> protected_files; // relative to the workload source; hashed at init
+    Invariants invariants;
+    Budget budget;
+    Repeats repeats;
+    std::vector<std::string> memory_estimate; // argv printing {"estimated_peak_bytes":N}; knob env set
+};
+
+// Parses and validates; throws infrarsi::Error naming file:line and what was expected.
+Contract load(const fs::path& file);
+
+// "2000M", "4G", "512K", "1000" (MiB, as Slurm) -> bytes. Throws on anything else.
+long long parse_memory(const std::string& text);
+// Slurm time formats: "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM:SS" -> seconds.
+long long parse_time(const std::string& text);
+
+// {source}, {build}, {contract_dir} replaced in each argument.
+std::vector<std::string> substitute(const std::vector<std::string>& argv,
+                                    const std::map<std::string, std::string>& vars);
+
+} // namespace infrarsi::contract

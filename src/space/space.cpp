@@ -1,0 +1,367 @@
+#include "space/space.hpp"
+
+#include "util/error.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+
+namespace infrarsi::space {
+
+const char* to_string(KnobKind k) {
+    switch (k) {
+    case KnobKind::Integer:
+        return "integer";
+    case KnobKind::Pow2:
+        return "pow2";
+    case KnobKind::Choice:
+        return "choice";
+    case KnobKind::Bool:
+        return "bool";
+    }
+    return "?";
+}
+
+std::string to_string(const Value& v) {
+    if (auto i = std::get_if<long long>(&v)) return std::to_string(*i);
+    if (auto s = std::get_if<std::string>(&v)) return *s;
+    return std::get<bool>(v) ? "true" : "false";
+}
+
+std::string env_value(const Value& v) {
+    if (auto b = std::get_if<bool>(&v)) return *b ? "1" : "0";
+    return to_string(v);
+}
+
+nlohmann::json to_json(const Value& v) {
+    if (auto i = std::get_if<long long>(&v)) return *i;
+    if (auto s = std::get_if<std::string>(&v)) return *s;
+    return std::get<bool>(v);
+}
+
+std::vector<Value> Knob::domain() const {
+    std::vector<Value> d;
+    switch (kind) {
+    case KnobKind::Integer:
+        for (long long x = min; x <= max; x += std::max(1LL, step))
+            d.emplace_back(x);
+        break;
+    case KnobKind::Pow2:
+        for (long long x = 1; x <= max && x > 0; x *= 2)
+            if (x >= min) d.emplace_back(x);
+        break;
+    case KnobKind::Choice:
+        for (const auto& c : choices)
+            d.emplace_back(c);
+        break;
+    case KnobKind::Bool:
+        d.emplace_back(false);
+        d.emplace_back(true);
+        break;
+    }
+    return d;
+}
+
+bool Knob::allows(const Value& v) const {
+    for (const auto& x : domain())
+        if (x == v) return true;
+    return false;
+}
+
+std::string Candidate::key() const {
+    std::string k;
+    for (const auto& [name, v] : knobs)
+        k += name + "=" + to_string(v) + ";";
+    k += "|";
+    for (const auto& p : patches)
+        k += p + ";";
+    return k;
+}
+
+std::string Candidate::describe() const {
+    std::string s;
+    for (const auto& [name, v] : knobs)
+        s += (s.empty() ? "" : " ") + name + "=" + to_string(v);
+    for (const auto& p : patches)
+        s += (s.empty() ? "+" : " +") + p;
+    return s;
+}
+
+nlohmann::json Candidate::to_json() const {
+    nlohmann::json j;
+    j["knobs"] = nlohmann::json::object();
+    for (const auto& [name, v] : knobs)
+        j["knobs"][name] = space::to_json(v);
+    j["patches"] = patches;
+    return j;
+}
+
+Candidate Candidate::from_json(const nlohmann::json& j) {
+    Candidate c;
+    for (const auto& [name, v] : j.at("knobs").items()) {
+        if (v.is_boolean())
+            c.knobs[name] = v.get<bool>();
+        else if (v.is_number_integer())
+            c.knobs[name] = v.get<long long>();
+        else
+            c.knobs[name] = v.get<std::string>();
+    }
+    c.patches = j.at("patches").get<std::vector<std::string>>();
+    std::sort(c.patches.begin(), c.patches.end());
+    return c;
+}
+
+const Knob* Space::knob(const std::string& name) const {
+    for (const auto& k : knobs)
+        if (k.name == name) return &k;
+    return nullptr;
+}
+
+namespace {
+std::optional<long long> numeric(const Space& s, const Config& c, const std::string& name) {
+    if (auto it = c.find(name); it != c.end()) {
+        if (auto i = std::get_if<long long>(&it->second)) return *i;
+        if (auto b = std::get_if<bool>(&it->second)) return *b ? 1 : 0;
+        return std::nullopt;
+    }
+    if (auto it = s.constants.find(name); it != s.constants.end()) return it->second;
+    return std::nullopt;
+}
+} // namespace
+
+std::string Space::violation(const Config& c) const {
+    for (const auto& con : constraints) {
+        long double product = 1;
+        bool ok = true;
+        for (const auto& f : con.factors) {
+            auto v = numeric(*this, c, f);
+            if (!v) {
+                ok = false;
+                break;
+            }
+            product *= *v;
+        }
+        long long rhs = con.rhs_value;
+        if (!con.rhs_name.empty()) {
+            auto v = numeric(*this, c, con.rhs_name);
+            if (!v)
+                ok = false;
+            else
+                rhs = *v;
+        }
+        if (!ok) return con.text + " (a name in it is not a numeric knob or constant)";
+        if (con.kind == Constraint::Kind::ProductEquals && product != rhs) return con.text;
+        if (con.kind == Constraint::Kind::ProductAtMost && product > rhs) return con.text;
+    }
+    return {};
+}
+
+Candidate Space::baseline() const {
+    Candidate c;
+    for (const auto& k : knobs)
+        c.knobs[k.name] = k.baseline;
+    return c;
+}
+
+std::size_t Space::cardinality() const {
+    std::size_t n = 1;
+    const std::size_t cap = std::numeric_limits<std::size_t>::max() / 1024;
+    for (const auto& k : knobs) {
+        n *= std::max<std::size_t>(1, k.domain().size());
+        if (n > cap) return cap;
+    }
+    for (std::size_t i = 0; i < patches.size(); ++i) {
+        n *= 2;
+        if (n > cap) return cap;
+    }
+    return n;
+}
+
+std::vector<Candidate> Space::enumerate(std::size_t limit, std::uint64_t seed) const {
+    std::vector<std::vector<Value>> domains;
+    for (const auto& k : knobs)
+        domains.push_back(k.domain());
+    const std::size_t total = cardinality();
+    auto decode = [&](std::size_t index) {
+        Candidate c;
+        for (std::size_t i = 0; i < knobs.size(); ++i) {
+            const auto& d = domains[i];
+            c.knobs[knobs[i].name] = d[index % d.size()];
+            index /= d.size();
+        }
+        for (std::size_t p = 0; p < patches.size(); ++p) {
+            if (index % 2) c.patches.push_back(patches[p]);
+            index /= 2;
+        }
+        std::sort(c.patches.begin(), c.patches.end());
+        return c;
+    };
+    std::vector<Candidate> out;
+    if (total <= 4 * limit) {
+        for (std::size_t i = 0; i < total; ++i) {
+            auto c = decode(i);
+            if (feasible(c)) out.push_back(std::move(c));
+        }
+        if (out.size() <= limit) return out;
+        std::mt19937_64 rng(seed);
+        std::shuffle(out.begin(), out.end(), rng);
+        out.resize(limit);
+        return out;
+    }
+    // Too many to list: sample indices; constraints may reject most, so bound the attempts.
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::size_t> pick(0, total - 1);
+    std::set<std::string> seen;
+    for (std::size_t attempt = 0; attempt < 50 * limit && out.size() < limit; ++attempt) {
+        auto c = decode(pick(rng));
+        if (feasible(c) && seen.insert(c.key()).second) out.push_back(std::move(c));
+    }
+    return out;
+}
+
+std::vector<Candidate> Space::neighbours(const Candidate& c) const {
+    std::vector<Candidate> out;
+    std::set<std::string> seen{c.key()};
+    auto add = [&](Candidate n) {
+        std::sort(n.patches.begin(), n.patches.end());
+        if (feasible(n) && seen.insert(n.key()).second) out.push_back(std::move(n));
+    };
+    auto adjacent = [&](const Knob& k, const Value& v) {
+        std::vector<Value> adj;
+        auto d = k.domain();
+        auto it = std::find(d.begin(), d.end(), v);
+        if (it == d.end()) return adj;
+        if (k.kind == KnobKind::Choice || k.kind == KnobKind::Bool) {
+            for (const auto& x : d)
+                if (x != v) adj.push_back(x);
+        } else {
+            if (it != d.begin()) adj.push_back(*(it - 1));
+            if (it + 1 != d.end()) adj.push_back(*(it + 1));
+        }
+        return adj;
+    };
+    for (const auto& k : knobs) {
+        auto cur = c.knobs.find(k.name);
+        if (cur == c.knobs.end()) continue;
+        for (const auto& v : adjacent(k, cur->second)) {
+            Candidate n = c;
+            n.knobs[k.name] = v;
+            if (feasible(n)) {
+                add(n);
+                continue;
+            }
+            // Compensate through a second knob (micro_batch x2 with accumulation /2 keeps the global batch).
+            for (const auto& k2 : knobs) {
+                if (k2.name == k.name) continue;
+                auto cur2 = n.knobs.find(k2.name);
+                if (cur2 == n.knobs.end()) continue;
+                for (const auto& v2 : k2.domain()) {
+                    if (v2 == cur2->second) continue;
+                    Candidate m = n;
+                    m.knobs[k2.name] = v2;
+                    add(m);
+                }
+            }
+        }
+    }
+    for (const auto& p : patches) {
+        Candidate n = c;
+        auto it = std::find(n.patches.begin(), n.patches.end(), p);
+        if (it == n.patches.end())
+            n.patches.push_back(p);
+        else
+            n.patches.erase(it);
+        add(n);
+    }
+    return out;
+}
+
+std::vector<std::string> Space::feature_names() const {
+    std::vector<std::string> names;
+    for (const auto& k : knobs) {
+        switch (k.kind) {
+        case KnobKind::Integer:
+            names.push_back(k.name);
+            break;
+        case KnobKind::Pow2:
+            names.push_back("log2(" + k.name + ")");
+            break;
+        case KnobKind::Choice:
+            for (const auto& ch : k.choices)
+                names.push_back(k.name + "=" + ch);
+            break;
+        case KnobKind::Bool:
+            names.push_back(k.name);
+            break;
+        }
+    }
+    for (const auto& p : patches)
+        names.push_back("patch:" + p);
+    return names;
+}
+
+Eigen::VectorXd Space::encode(const Candidate& c) const {
+    std::vector<double> f;
+    for (const auto& k : knobs) {
+        auto it = c.knobs.find(k.name);
+        const Value v = it == c.knobs.end() ? k.baseline : it->second;
+        switch (k.kind) {
+        case KnobKind::Integer: {
+            // Scaled to [0, 1] so that distances weigh knobs alike.
+            double span = std::max<double>(1, static_cast<double>(k.max - k.min));
+            f.push_back((static_cast<double>(std::get<long long>(v)) - static_cast<double>(k.min)) / span);
+            break;
+        }
+        case KnobKind::Pow2: {
+            double lo = std::log2(std::max(1LL, k.min)), hi = std::log2(std::max(1LL, k.max));
+            double span = std::max(1.0, hi - lo);
+            f.push_back((std::log2(static_cast<double>(std::get<long long>(v))) - lo) / span);
+            break;
+        }
+        case KnobKind::Choice:
+            for (const auto& ch : k.choices)
+                f.push_back(std::get<std::string>(v) == ch ? 1.0 : 0.0);
+            break;
+        case KnobKind::Bool:
+            f.push_back(std::get<bool>(v) ? 1.0 : 0.0);
+            break;
+        }
+    }
+    for (const auto& p : patches)
+        f.push_back(std::find(c.patches.begin(), c.patches.end(), p) != c.patches.end() ? 1.0 : 0.0);
+    return Eigen::Map<Eigen::VectorXd>(f.data(), static_cast<Eigen::Index>(f.size()));
+}
+
+std::map<std::string, std::string> Space::environment(const Candidate& c) const {
+    std::map<std::string, std::string> env;
+    for (const auto& k : knobs) {
+        if (k.env.empty()) continue;
+        auto it = c.knobs.find(k.name);
+        env[k.env] = env_value(it == c.knobs.end() ? k.baseline : it->second);
+    }
+    return env;
+}
+
+void Space::check(const Candidate& c) const {
+    for (const auto& [name, v] : c.knobs) {
+        const Knob* k = knob(name);
+        if (!k)
+            throw Error("unknown knob '" + name + "'", "candidate " + c.describe(),
+                        "one of the contract's knobs");
+        if (!k->allows(v))
+            throw Error(fmt::format("value {} of knob '{}' is outside its domain", to_string(v), name),
+                        "candidate " + c.describe(), "a value of the knob's kind and range");
+    }
+    for (const auto& p : c.patches)
+        if (std::find(patches.begin(), patches.end(), p) == patches.end())
+            throw Error("unknown or refused patch '" + p + "'", "candidate " + c.describe(),
+                        "a patch of the catalog that passed the scope check");
+    if (auto v = violation(c.knobs); !v.empty())
+        throw Error("constraint violated: " + v, "candidate " + c.describe(), "a feasible configuration");
+}
+
+} // namespace infrarsi::space

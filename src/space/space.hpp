@@ -1,0 +1,86 @@
+#pragma once
+// The search space of a campaign: knobs (integer, power of two, choice, boolean), constants, constraints
+// between them, and the candidate patches. A Candidate is one point: a knob setting plus a patch set.
+// Encoding to features (for models): log2 for powers of two, scaled integers, one-hot for choices,
+// 0/1 for booleans and one indicator per patch.
+#include <Eigen/Dense>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace infrarsi::space {
+
+enum class KnobKind { Integer, Pow2, Choice, Bool };
+const char* to_string(KnobKind k);
+
+// Integer and Pow2 knobs hold a long long, Choice a string, Bool a bool.
+using Value = std::variant<long long, std::string, bool>;
+std::string to_string(const Value& v); // "4", "selective", "true"
+std::string env_value(const Value& v); // "4", "selective", "1"/"0"
+nlohmann::json to_json(const Value& v);
+
+struct Knob {
+    std::string name;
+    KnobKind kind = KnobKind::Integer;
+    long long min = 0, max = 0, step = 1; // Integer: min..max by step; Pow2: powers of two in [min, max]
+    std::vector<std::string> choices;     // Choice
+    std::string env;                      // environment variable that carries the value to the workload
+    Value baseline;                       // the user's current setting
+    std::vector<Value> domain() const;    // every allowed value, in order
+    bool allows(const Value& v) const;
+};
+
+// product(factors) == rhs, or product(factors) <= rhs; rhs is a number or the name of a knob or constant.
+struct Constraint {
+    enum class Kind { ProductEquals, ProductAtMost };
+    Kind kind = Kind::ProductEquals;
+    std::vector<std::string> factors;
+    std::string rhs_name; // empty: rhs_value
+    long long rhs_value = 0;
+    std::string text; // as written, for messages
+};
+
+using Config = std::map<std::string, Value>;
+
+struct Candidate {
+    Config knobs;
+    std::vector<std::string> patches; // patch ids, sorted, distinct
+    std::string key() const;          // canonical text, equal for equal candidates
+    std::string describe() const;     // "micro_batch=4 recompute=none +fused_adam"
+    nlohmann::json to_json() const;
+    static Candidate from_json(const nlohmann::json& j);
+    bool operator==(const Candidate& o) const { return key() == o.key(); }
+};
+
+class Space {
+  public:
+    std::vector<Knob> knobs;
+    std::map<std::string, long long> constants;
+    std::vector<Constraint> constraints;
+    std::vector<std::string> patches; // patch ids a candidate may include (scope-checked before)
+
+    const Knob* knob(const std::string& name) const;
+    // Empty when feasible, else the first violated constraint's text.
+    std::string violation(const Config& c) const;
+    bool feasible(const Candidate& c) const { return violation(c.knobs).empty(); }
+    Candidate baseline() const;
+    // Every feasible candidate when there are at most `limit`; otherwise a uniform sample of `limit` of
+    // them (deterministic in seed).
+    std::vector<Candidate> enumerate(std::size_t limit = 100000, std::uint64_t seed = 1) const;
+    // Feasible candidates one step away: one knob moved to an adjacent value, or one patch toggled. Where a
+    // product constraint ties knobs, a move of one knob with a compensating move of another is included.
+    std::vector<Candidate> neighbours(const Candidate& c) const;
+    Eigen::VectorXd encode(const Candidate& c) const;
+    std::vector<std::string> feature_names() const;
+    // The knobs' environment (KNOB_ENV=value) for a candidate.
+    std::map<std::string, std::string> environment(const Candidate& c) const;
+    // Throws infrarsi::Error when a candidate names unknown knobs or patches or values out of range.
+    void check(const Candidate& c) const;
+    std::size_t cardinality() const; // size of the unconstrained product, saturating
+};
+
+} // namespace infrarsi::space
