@@ -1,0 +1,45 @@
+#pragma once
+// The one statistics helper: medians, confidence intervals (bootstrap for medians, Student t for means),
+// and the summary of one trial's step log (cold start vs steady state).
+#include "measure/steps.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace infrarsi::measure {
+
+struct Interval {
+    double estimate = 0, lo = 0, hi = 0;
+};
+
+double median(std::vector<double> xs);
+double mean(const std::vector<double>& xs);
+double stddev(const std::vector<double>& xs); // sample standard deviation (n - 1)
+// Two-sided Student t quantile t_{1 - alpha/2, dof} for level 0.95 or 0.90.
+double t_quantile(int dof, double level = 0.95);
+Interval mean_ci(const std::vector<double>& xs, double level = 0.95);
+// Percentile bootstrap of the median (Efron & Tibshirani 1993, ch. 13), deterministic in seed.
+Interval median_ci(const std::vector<double>& xs, double level = 0.95, int resamples = 2000,
+                   std::uint64_t seed = 1);
+
+// A trial's step log reduced to what the campaign compares.
+struct TrialSummary {
+    int steps = 0;
+    double cold_step_s = 0; // mean of the warm-up steps (compile, page faults, caches)
+    Interval steady_step_s; // median of the steps after warm-up, with a bootstrap interval
+    std::vector<double> steady_samples;
+    double tokens_per_s = 0;              // median after warm-up
+    std::optional<double> mfu;            // median after warm-up, when reported
+    std::optional<double> peak_rss_bytes; // max over steps
+    std::map<std::string, double> phases; // median seconds per phase after warm-up
+    std::vector<double> losses;           // per step
+};
+
+// Throws infrarsi::Error when there are no steady-state steps.
+TrialSummary summarize(const StepLog& log, int warmup_steps);
+
+// Model FLOPs utilization: achieved model FLOP/s over the hardware's peak.
+double mfu(double model_flops_per_step, double step_time_s, double peak_flops);
+
+} // namespace infrarsi::measure

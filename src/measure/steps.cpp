@@ -1,0 +1,65 @@
+#include "measure/steps.hpp"
+
+#include <sstream>
+
+namespace infrarsi::measure {
+
+StepSample step_from_json(const nlohmann::json& j) {
+    StepSample s;
+    s.step = j.at("step").get<int>();
+    s.loss = j.at("loss").get<double>();
+    s.step_time_s = j.at("step_time_s").get<double>();
+    if (j.contains("phases") && j["phases"].is_object())
+        for (const auto& [k, v] : j["phases"].items())
+            if (v.is_number()) s.phases[k] = v.get<double>();
+    s.tokens = j.value("tokens", 0.0);
+    s.tokens_per_s = j.value("tokens_per_s", 0.0);
+    s.model_flops = j.value("model_flops", 0.0);
+    if (j.contains("mfu") && j["mfu"].is_number()) s.mfu = j["mfu"].get<double>();
+    if (j.contains("peak_rss_bytes") && j["peak_rss_bytes"].is_number())
+        s.peak_rss_bytes = j["peak_rss_bytes"].get<double>();
+    return s;
+}
+
+nlohmann::json to_json(const StepSample& s) {
+    nlohmann::json j = {{"step", s.step},
+                        {"loss", s.loss},
+                        {"step_time_s", s.step_time_s},
+                        {"phases", s.phases},
+                        {"tokens", s.tokens},
+                        {"tokens_per_s", s.tokens_per_s},
+                        {"model_flops", s.model_flops}};
+    if (s.mfu) j["mfu"] = *s.mfu;
+    if (s.peak_rss_bytes) j["peak_rss_bytes"] = *s.peak_rss_bytes;
+    return j;
+}
+
+StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
+                       const std::string& summary_prefix) {
+    StepLog log;
+    std::istringstream in(text);
+    std::string line;
+    auto payload = [&](const std::string& prefix) -> std::optional<std::string> {
+        auto pos = line.find(prefix + " ");
+        if (pos == std::string::npos) return std::nullopt;
+        return line.substr(pos + prefix.size() + 1);
+    };
+    while (std::getline(in, line)) {
+        if (auto p = payload(step_prefix)) {
+            try {
+                log.steps.push_back(step_from_json(nlohmann::json::parse(*p)));
+            } catch (const nlohmann::json::exception&) {
+                ++log.malformed;
+            }
+        } else if (auto q = payload(summary_prefix)) {
+            try {
+                log.summary = nlohmann::json::parse(*q);
+            } catch (const nlohmann::json::exception&) {
+                ++log.malformed;
+            }
+        }
+    }
+    return log;
+}
+
+} // namespace infrarsi::measure

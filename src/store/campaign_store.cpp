@@ -1,0 +1,419 @@
+#include "store/campaign_store.hpp"
+
+#include "util/error.hpp"
+
+#include <chrono>
+
+namespace infrarsi::store {
+
+double now_seconds() {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+const char* to_string(TrialKind k) {
+    switch (k) {
+    case TrialKind::Doctor:
+        return "doctor";
+    case TrialKind::Search:
+        return "search";
+    case TrialKind::VerifyBaseline:
+        return "verify_baseline";
+    case TrialKind::VerifyCandidate:
+        return "verify_candidate";
+    }
+    return "?";
+}
+
+TrialKind parse_trial_kind(const std::string& s) {
+    if (s == "doctor") return TrialKind::Doctor;
+    if (s == "search") return TrialKind::Search;
+    if (s == "verify_baseline") return TrialKind::VerifyBaseline;
+    if (s == "verify_candidate") return TrialKind::VerifyCandidate;
+    throw Error("unknown trial kind '" + s + "'", "campaign store",
+                "doctor, search, verify_baseline, verify_candidate");
+}
+
+const char* to_string(TrialState s) {
+    switch (s) {
+    case TrialState::Planned:
+        return "planned";
+    case TrialState::Submitted:
+        return "submitted";
+    case TrialState::Finished:
+        return "finished";
+    }
+    return "?";
+}
+
+namespace {
+TrialState parse_state(const std::string& s) {
+    if (s == "planned") return TrialState::Planned;
+    if (s == "submitted") return TrialState::Submitted;
+    return TrialState::Finished;
+}
+
+// Migration i brings the schema from version i to i + 1. Never edit a shipped one; append.
+const char* const migrations[] = {
+    R"sql(
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE locks (kind TEXT NOT NULL, path TEXT NOT NULL, hash TEXT NOT NULL, PRIMARY KEY (kind, path));
+CREATE TABLE patches (id TEXT PRIMARY KEY, accepted INTEGER NOT NULL, reason TEXT NOT NULL, info TEXT NOT NULL);
+CREATE TABLE batches (
+  id INTEGER PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL, job_id TEXT NOT NULL DEFAULT '',
+  manifest TEXT NOT NULL, created REAL NOT NULL, submitted REAL NOT NULL DEFAULT 0, finished REAL NOT NULL DEFAULT 0);
+CREATE TABLE trials (
+  id INTEGER PRIMARY KEY, batch_id INTEGER NOT NULL REFERENCES batches(id), array_index INTEGER NOT NULL,
+  kind TEXT NOT NULL, candidate_key TEXT NOT NULL, candidate TEXT NOT NULL, sandbox TEXT NOT NULL,
+  state TEXT NOT NULL, outcome TEXT NOT NULL DEFAULT '', detail TEXT NOT NULL DEFAULT '',
+  job_id TEXT NOT NULL DEFAULT '', node TEXT NOT NULL DEFAULT '',
+  step_time_s REAL, step_time_lo REAL, step_time_hi REAL, cold_step_s REAL, tokens_per_s REAL, mfu REAL,
+  loss REAL, peak_memory_bytes REAL, cost_node_s REAL NOT NULL DEFAULT 0, counted INTEGER NOT NULL DEFAULT 1,
+  attempt INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '', result_path TEXT NOT NULL DEFAULT '',
+  verification_id INTEGER, measurements TEXT NOT NULL DEFAULT '{}',
+  UNIQUE (batch_id, array_index));
+CREATE INDEX trials_candidate ON trials(candidate_key);
+CREATE TABLE doctor (id INTEGER PRIMARY KEY, created REAL NOT NULL, result TEXT NOT NULL);
+CREATE TABLE verifications (
+  id INTEGER PRIMARY KEY, candidate_key TEXT NOT NULL, candidate TEXT NOT NULL, batch_id INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL, promoted INTEGER NOT NULL DEFAULT 0, speedup REAL, lo REAL, hi REAL,
+  detail TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE promotions (
+  id INTEGER PRIMARY KEY, verification_id INTEGER NOT NULL REFERENCES verifications(id),
+  candidate_key TEXT NOT NULL UNIQUE, speedup REAL NOT NULL, created REAL NOT NULL);
+CREATE TABLE events (id INTEGER PRIMARY KEY, time REAL NOT NULL, message TEXT NOT NULL);
+)sql",
+};
+constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
+static_assert(migration_count == CampaignStore::schema_version);
+
+const char* trial_columns =
+    "id, batch_id, array_index, kind, candidate_key, candidate, sandbox, state, outcome, detail, job_id, "
+    "node, "
+    "step_time_s, step_time_lo, step_time_hi, cold_step_s, tokens_per_s, mfu, loss, peak_memory_bytes, "
+    "cost_node_s, counted, attempt, reason, result_path, verification_id, measurements";
+
+TrialRow read_trial(const Statement& s) {
+    TrialRow t;
+    t.id = s.integer(0);
+    t.batch_id = s.integer(1);
+    t.array_index = static_cast<int>(s.integer(2));
+    t.kind = parse_trial_kind(s.text(3));
+    t.candidate_key = s.text(4);
+    t.candidate = nlohmann::json::parse(s.text(5));
+    t.sandbox = s.text(6);
+    t.state = parse_state(s.text(7));
+    t.outcome = s.text(8);
+    t.detail = s.text(9);
+    t.job_id = s.text(10);
+    t.node = s.text(11);
+    t.step_time_s = s.opt_real(12);
+    t.step_time_lo = s.opt_real(13);
+    t.step_time_hi = s.opt_real(14);
+    t.cold_step_s = s.opt_real(15);
+    t.tokens_per_s = s.opt_real(16);
+    t.mfu = s.opt_real(17);
+    t.loss = s.opt_real(18);
+    t.peak_memory_bytes = s.opt_real(19);
+    t.cost_node_s = s.real(20);
+    t.counted = s.integer(21) != 0;
+    t.attempt = static_cast<int>(s.integer(22));
+    t.reason = s.text(23);
+    t.result_path = s.text(24);
+    t.verification_id = s.opt_integer(25);
+    t.measurements = nlohmann::json::parse(s.text(26));
+    return t;
+}
+} // namespace
+
+CampaignStore::CampaignStore(const std::string& path) : db_(path) {
+    migrate();
+}
+
+void CampaignStore::migrate() {
+    Statement q(db_, "PRAGMA user_version");
+    q.step();
+    int version = static_cast<int>(q.integer(0));
+    if (version > schema_version)
+        throw Error("campaign database has schema version " + std::to_string(version) +
+                        ", newer than this build understands",
+                    db_.path(),
+                    "schema version <= " + std::to_string(schema_version) + " (upgrade infrarsi)");
+    for (int v = version; v < schema_version; ++v) {
+        Transaction tx(db_);
+        db_.exec(migrations[v]);
+        db_.exec("PRAGMA user_version = " + std::to_string(v + 1));
+        tx.commit();
+    }
+}
+
+void CampaignStore::set_meta(const std::string& key, const std::string& value) {
+    Statement(db_, "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = ?2")
+        .bind(1, key)
+        .bind(2, value)
+        .run();
+}
+
+std::optional<std::string> CampaignStore::meta(const std::string& key) {
+    Statement s(db_, "SELECT value FROM meta WHERE key = ?1");
+    s.bind(1, key);
+    if (s.step()) return s.text(0);
+    return std::nullopt;
+}
+
+void CampaignStore::add_lock(const Lock& l) {
+    Statement(db_, "INSERT OR REPLACE INTO locks(kind, path, hash) VALUES (?1, ?2, ?3)")
+        .bind(1, l.kind)
+        .bind(2, l.path)
+        .bind(3, l.hash)
+        .run();
+}
+
+std::vector<Lock> CampaignStore::locks() {
+    std::vector<Lock> out;
+    Statement s(db_, "SELECT kind, path, hash FROM locks ORDER BY kind, path");
+    while (s.step())
+        out.push_back({s.text(0), s.text(1), s.text(2)});
+    return out;
+}
+
+void CampaignStore::put_patch(const PatchRow& p) {
+    Statement(db_, "INSERT OR REPLACE INTO patches(id, accepted, reason, info) VALUES (?1, ?2, ?3, ?4)")
+        .bind(1, p.id)
+        .bind(2, p.accepted ? 1 : 0)
+        .bind(3, p.reason)
+        .bind(4, p.info.dump())
+        .run();
+}
+
+std::vector<PatchRow> CampaignStore::patches() {
+    std::vector<PatchRow> out;
+    Statement s(db_, "SELECT id, accepted, reason, info FROM patches ORDER BY id");
+    while (s.step())
+        out.push_back({s.text(0), s.integer(1) != 0, s.text(2), nlohmann::json::parse(s.text(3))});
+    return out;
+}
+
+std::int64_t CampaignStore::add_batch(const std::string& kind, const std::string& manifest) {
+    Statement(db_, "INSERT INTO batches(kind, state, manifest, created) VALUES (?1, 'planned', ?2, ?3)")
+        .bind(1, kind)
+        .bind(2, manifest)
+        .bind(3, now_seconds())
+        .run();
+    return db_.last_insert_rowid();
+}
+
+void CampaignStore::set_batch_submitted(std::int64_t id, const std::string& job_id) {
+    Transaction tx(db_);
+    Statement(db_, "UPDATE batches SET state = 'submitted', job_id = ?2, submitted = ?3 WHERE id = ?1")
+        .bind(1, id)
+        .bind(2, job_id)
+        .bind(3, now_seconds())
+        .run();
+    Statement(db_, "UPDATE trials SET state = 'submitted', job_id = ?2 || '_' || array_index "
+                   "WHERE batch_id = ?1 AND state = 'planned'")
+        .bind(1, id)
+        .bind(2, job_id)
+        .run();
+    tx.commit();
+}
+
+void CampaignStore::set_batch_manifest(std::int64_t id, const std::string& manifest) {
+    Statement(db_, "UPDATE batches SET manifest = ?2 WHERE id = ?1").bind(1, id).bind(2, manifest).run();
+}
+
+void CampaignStore::set_batch_finished(std::int64_t id) {
+    Statement(db_, "UPDATE batches SET state = 'finished', finished = ?2 WHERE id = ?1")
+        .bind(1, id)
+        .bind(2, now_seconds())
+        .run();
+}
+
+namespace {
+BatchRow read_batch(const Statement& s) {
+    return {s.integer(0), s.text(1), s.text(2), s.text(3), s.text(4), s.real(5), s.real(6), s.real(7)};
+}
+} // namespace
+
+std::vector<BatchRow> CampaignStore::batches(const std::string& state) {
+    std::vector<BatchRow> out;
+    Statement s(db_, "SELECT id, kind, state, job_id, manifest, created, submitted, finished FROM batches "
+                     "WHERE ?1 = '' OR state = ?1 ORDER BY id");
+    s.bind(1, state);
+    while (s.step())
+        out.push_back(read_batch(s));
+    return out;
+}
+
+BatchRow CampaignStore::batch(std::int64_t id) {
+    Statement s(
+        db_,
+        "SELECT id, kind, state, job_id, manifest, created, submitted, finished FROM batches WHERE id = ?1");
+    s.bind(1, id);
+    if (!s.step()) throw Error("no batch " + std::to_string(id), db_.path(), "an existing batch id");
+    return read_batch(s);
+}
+
+std::int64_t CampaignStore::add_trial(const TrialRow& t) {
+    Statement(db_,
+              "INSERT INTO trials(batch_id, array_index, kind, candidate_key, candidate, sandbox, state, "
+              "counted, attempt, reason, result_path, verification_id) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
+        .bind(1, t.batch_id)
+        .bind(2, t.array_index)
+        .bind(3, to_string(t.kind))
+        .bind(4, t.candidate_key)
+        .bind(5, t.candidate.dump())
+        .bind(6, t.sandbox)
+        .bind(7, to_string(t.state))
+        .bind(8, t.counted ? 1 : 0)
+        .bind(9, t.attempt)
+        .bind(10, t.reason)
+        .bind(11, t.result_path)
+        .bind(12, t.verification_id)
+        .run();
+    return db_.last_insert_rowid();
+}
+
+void CampaignStore::update_trial(const TrialRow& t) {
+    Statement(
+        db_, "UPDATE trials SET state = ?2, outcome = ?3, detail = ?4, job_id = ?5, node = ?6, "
+             "step_time_s = ?7, step_time_lo = ?8, step_time_hi = ?9, cold_step_s = ?10, tokens_per_s = ?11, "
+             "mfu = ?12, loss = ?13, peak_memory_bytes = ?14, cost_node_s = ?15, counted = ?16, "
+             "result_path = ?17, measurements = ?18, sandbox = ?19 WHERE id = ?1")
+        .bind(1, t.id)
+        .bind(2, to_string(t.state))
+        .bind(3, t.outcome)
+        .bind(4, t.detail)
+        .bind(5, t.job_id)
+        .bind(6, t.node)
+        .bind(7, t.step_time_s)
+        .bind(8, t.step_time_lo)
+        .bind(9, t.step_time_hi)
+        .bind(10, t.cold_step_s)
+        .bind(11, t.tokens_per_s)
+        .bind(12, t.mfu)
+        .bind(13, t.loss)
+        .bind(14, t.peak_memory_bytes)
+        .bind(15, t.cost_node_s)
+        .bind(16, t.counted ? 1 : 0)
+        .bind(17, t.result_path)
+        .bind(18, t.measurements.dump())
+        .bind(19, t.sandbox)
+        .run();
+}
+
+std::vector<TrialRow> CampaignStore::trials(const std::string& where, const std::vector<std::string>& args) {
+    std::vector<TrialRow> out;
+    Statement s(db_, std::string("SELECT ") + trial_columns + " FROM trials" +
+                         (where.empty() ? "" : " WHERE " + where) + " ORDER BY id");
+    for (std::size_t i = 0; i < args.size(); ++i)
+        s.bind(static_cast<int>(i + 1), args[i]);
+    while (s.step())
+        out.push_back(read_trial(s));
+    return out;
+}
+
+std::vector<TrialRow> CampaignStore::trials_of_batch(std::int64_t batch_id) {
+    return trials("batch_id = ?1", {std::to_string(batch_id)});
+}
+
+void CampaignStore::put_doctor(const nlohmann::json& result) {
+    Statement(db_, "INSERT INTO doctor(created, result) VALUES (?1, ?2)")
+        .bind(1, now_seconds())
+        .bind(2, result.dump())
+        .run();
+}
+
+std::optional<nlohmann::json> CampaignStore::doctor() {
+    Statement s(db_, "SELECT result FROM doctor ORDER BY id DESC LIMIT 1");
+    if (s.step()) return nlohmann::json::parse(s.text(0));
+    return std::nullopt;
+}
+
+std::int64_t CampaignStore::add_verification(const VerificationRow& v) {
+    Statement(db_, "INSERT INTO verifications(candidate_key, candidate, batch_id, state, detail) VALUES (?1, "
+                   "?2, ?3, ?4, ?5)")
+        .bind(1, v.candidate_key)
+        .bind(2, v.candidate.dump())
+        .bind(3, v.batch_id)
+        .bind(4, v.state)
+        .bind(5, v.detail.dump())
+        .run();
+    return db_.last_insert_rowid();
+}
+
+void CampaignStore::update_verification(const VerificationRow& v) {
+    Statement(db_,
+              "UPDATE verifications SET batch_id = ?2, state = ?3, promoted = ?4, speedup = ?5, lo = ?6, "
+              "hi = ?7, detail = ?8 WHERE id = ?1")
+        .bind(1, v.id)
+        .bind(2, v.batch_id)
+        .bind(3, v.state)
+        .bind(4, v.promoted ? 1 : 0)
+        .bind(5, v.speedup)
+        .bind(6, v.lo)
+        .bind(7, v.hi)
+        .bind(8, v.detail.dump())
+        .run();
+}
+
+std::vector<VerificationRow> CampaignStore::verifications() {
+    std::vector<VerificationRow> out;
+    Statement s(db_,
+                "SELECT id, candidate_key, candidate, batch_id, state, promoted, speedup, lo, hi, detail "
+                "FROM verifications ORDER BY id");
+    while (s.step()) {
+        VerificationRow v;
+        v.id = s.integer(0);
+        v.candidate_key = s.text(1);
+        v.candidate = nlohmann::json::parse(s.text(2));
+        v.batch_id = s.integer(3);
+        v.state = s.text(4);
+        v.promoted = s.integer(5) != 0;
+        v.speedup = s.opt_real(6);
+        v.lo = s.opt_real(7);
+        v.hi = s.opt_real(8);
+        v.detail = nlohmann::json::parse(s.text(9));
+        out.push_back(std::move(v));
+    }
+    return out;
+}
+
+void CampaignStore::add_promotion(std::int64_t verification_id, const std::string& key, double speedup) {
+    Statement(db_, "INSERT OR IGNORE INTO promotions(verification_id, candidate_key, speedup, created) "
+                   "VALUES (?1, ?2, ?3, ?4)")
+        .bind(1, verification_id)
+        .bind(2, key)
+        .bind(3, speedup)
+        .bind(4, now_seconds())
+        .run();
+}
+
+std::vector<std::pair<std::int64_t, std::string>> CampaignStore::promotions() {
+    std::vector<std::pair<std::int64_t, std::string>> out;
+    Statement s(db_, "SELECT verification_id, candidate_key FROM promotions ORDER BY speedup DESC");
+    while (s.step())
+        out.emplace_back(s.integer(0), s.text(1));
+    return out;
+}
+
+void CampaignStore::log(const std::string& message) {
+    Statement(db_, "INSERT INTO events(time, message) VALUES (?1, ?2)")
+        .bind(1, now_seconds())
+        .bind(2, message)
+        .run();
+}
+
+std::vector<std::pair<double, std::string>> CampaignStore::events(int last) {
+    std::vector<std::pair<double, std::string>> out;
+    Statement s(db_,
+                "SELECT time, message FROM (SELECT id, time, message FROM events ORDER BY id DESC LIMIT ?1) "
+                "ORDER BY id");
+    s.bind(1, last);
+    while (s.step())
+        out.emplace_back(s.real(0), s.text(1));
+    return out;
+}
+
+} // namespace infrarsi::store

@@ -1,0 +1,134 @@
+#pragma once
+// The campaign store: everything a campaign knows, in one SQLite database that only the orchestrator writes
+// (trial jobs write result files that it ingests). Schema versioned with PRAGMA user_version and forward
+// migrations; a newer database than this build understands is refused.
+#include "store/sqlite.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace infrarsi::store {
+
+// What a trial is for.
+enum class TrialKind { Doctor, Search, VerifyBaseline, VerifyCandidate };
+const char* to_string(TrialKind k);
+TrialKind parse_trial_kind(const std::string& s);
+
+// planned: in the DB, not yet in Slurm; submitted: job id known; finished: outcome recorded.
+enum class TrialState { Planned, Submitted, Finished };
+const char* to_string(TrialState s);
+
+struct Lock {
+    std::string kind; // contract, tree, protected
+    std::string path;
+    std::string hash;
+};
+
+struct PatchRow {
+    std::string id;
+    bool accepted = false;
+    std::string reason;  // why refused
+    nlohmann::json info; // description, tags, touched paths
+};
+
+struct BatchRow {
+    std::int64_t id = 0;
+    std::string kind;     // doctor, search, verify
+    std::string state;    // planned, submitted, finished
+    std::string job_id;   // Slurm array job id once submitted
+    std::string manifest; // path
+    double created = 0, submitted = 0, finished = 0;
+};
+
+struct TrialRow {
+    std::int64_t id = 0;
+    std::int64_t batch_id = 0;
+    int array_index = 0;
+    TrialKind kind = TrialKind::Search;
+    std::string candidate_key;
+    nlohmann::json candidate; // space::Candidate::to_json()
+    std::string sandbox;      // build hash
+    TrialState state = TrialState::Planned;
+    std::string
+        outcome;        // ok, oom, timeout, node_failure, crash, build_failure, contract_violation, cancelled
+    std::string detail; // a line saying why
+    std::string job_id;
+    std::string node;
+    std::optional<double> step_time_s; // steady-state median
+    std::optional<double> step_time_lo, step_time_hi;
+    std::optional<double> cold_step_s;
+    std::optional<double> tokens_per_s, mfu, loss, peak_memory_bytes;
+    double cost_node_s = 0;
+    bool counted = true; // false: re-queued after a node failure, not counted against the budget
+    int attempt = 0;
+    std::string reason; // the proposer's reason
+    std::string result_path;
+    std::optional<std::int64_t> verification_id;
+    nlohmann::json measurements; // per-step samples and phases
+};
+
+struct VerificationRow {
+    std::int64_t id = 0;
+    std::string candidate_key;
+    nlohmann::json candidate;
+    std::int64_t batch_id = 0;
+    std::string state; // running, done
+    bool promoted = false;
+    std::optional<double> speedup, lo, hi;
+    nlohmann::json detail;
+};
+
+class CampaignStore {
+  public:
+    static constexpr int schema_version = 1;
+    explicit CampaignStore(const std::string& path);
+
+    Database& db() { return db_; }
+
+    void set_meta(const std::string& key, const std::string& value);
+    std::optional<std::string> meta(const std::string& key);
+
+    void add_lock(const Lock& l);
+    std::vector<Lock> locks();
+
+    void put_patch(const PatchRow& p);
+    std::vector<PatchRow> patches();
+
+    std::int64_t add_batch(const std::string& kind, const std::string& manifest);
+    void set_batch_submitted(std::int64_t id, const std::string& job_id);
+    void set_batch_manifest(std::int64_t id, const std::string& manifest);
+    void set_batch_finished(std::int64_t id);
+    std::vector<BatchRow> batches(const std::string& state = "");
+    BatchRow batch(std::int64_t id);
+
+    std::int64_t add_trial(const TrialRow& t);
+    void update_trial(const TrialRow& t); // every mutable field, by id
+    std::vector<TrialRow> trials(const std::string& where = "", const std::vector<std::string>& args = {});
+    std::vector<TrialRow> trials_of_batch(std::int64_t batch_id);
+
+    void put_doctor(const nlohmann::json& result);
+    std::optional<nlohmann::json> doctor();
+
+    std::int64_t add_verification(const VerificationRow& v);
+    void update_verification(const VerificationRow& v);
+    std::vector<VerificationRow> verifications();
+
+    void add_promotion(std::int64_t verification_id, const std::string& candidate_key, double speedup);
+    std::vector<std::pair<std::int64_t, std::string>> promotions(); // verification id, candidate key
+
+    // Appends to the campaign's event log (also shown by status).
+    void log(const std::string& message);
+    std::vector<std::pair<double, std::string>> events(int last = 20);
+
+  private:
+    void migrate();
+    Database db_;
+};
+
+double now_seconds(); // wall-clock epoch seconds
+
+} // namespace infrarsi::store
