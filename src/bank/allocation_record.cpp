@@ -1,0 +1,146 @@
+#include "bank/allocation_record.hpp"
+
+#include "util/error.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/file.h>
+#include <unistd.h>
+
+namespace infrarsi::bank {
+namespace {
+
+template <class T> T field(const nlohmann::json& j, const char* name) {
+    if (!j.contains(name)) throw Error(std::string("missing field '") + name + "'", "allocation record");
+    try {
+        return j.at(name).get<T>();
+    } catch (const nlohmann::json::exception&) {
+        throw Error(std::string("field '") + name + "' has the wrong type", "allocation record");
+    }
+}
+
+// nlohmann converts -1 to 4294967295 silently: ids must be non-negative integers in range.
+uint32_t id_field(const nlohmann::json& j, const char* name) {
+    if (!j.contains(name)) throw Error(std::string("missing field '") + name + "'", "allocation record");
+    const auto& v = j.at(name);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > int64_t(UINT32_MAX))
+        throw Error(std::string("field '") + name + "' must be an integer in 0..4294967295",
+                    "allocation record");
+    return static_cast<uint32_t>(v.get<int64_t>());
+}
+
+bool printable(const std::string& s) {
+    for (unsigned char c : s)
+        if (c < 0x20 || c == 0x7f) return false;
+    return true;
+}
+
+struct Fd {
+    int fd = -1;
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+} // namespace
+
+nlohmann::json to_json(const AllocationRecord& r) {
+    return {{"format", kAllocationRecordFormat},
+            {"job_id", r.job_id},
+            {"array_job_id", r.array_job_id},
+            {"array_task_id", r.array_task_id},
+            {"step_id", r.step_id},
+            {"node", r.node},
+            {"time", r.time},
+            {"mode", r.mode},
+            {"plugin_version", r.plugin_version},
+            {"topology", to_json(r.topology)},
+            {"calibration", to_json(r.calibration)}};
+}
+
+std::string to_json_line(const AllocationRecord& r) {
+    // dump() without indent escapes control characters, so the line has no raw newline inside.
+    return to_json(r).dump() + "\n";
+}
+
+AllocationRecord record_from_json(const nlohmann::json& j) {
+    if (!j.is_object()) throw Error("a record must be a JSON object", "allocation record");
+    auto format = field<std::string>(j, "format");
+    if (format != kAllocationRecordFormat)
+        throw Error("unknown format '" + format + "'", "allocation record", kAllocationRecordFormat);
+    AllocationRecord r;
+    r.job_id = id_field(j, "job_id");
+    r.array_job_id = id_field(j, "array_job_id");
+    r.array_task_id = id_field(j, "array_task_id");
+    r.step_id = id_field(j, "step_id");
+    r.node = field<std::string>(j, "node");
+    r.time = field<std::string>(j, "time");
+    r.mode = field<std::string>(j, "mode");
+    r.plugin_version = field<std::string>(j, "plugin_version");
+    if (r.job_id == 0) throw Error("job_id must be > 0", "allocation record");
+    if (r.node.empty() || r.node.size() > 256 || !printable(r.node))
+        throw Error("node must be a non-empty printable name", "allocation record");
+    if (r.time.size() != 20 || r.time[10] != 'T' || r.time.back() != 'Z')
+        throw Error("time '" + r.time + "' is not UTC ISO 8601", "allocation record", "YYYY-MM-DDTHH:MM:SSZ");
+    if (r.mode != "record" && r.mode != "trial" && r.mode != "tune")
+        throw Error("mode '" + r.mode + "' is not record, trial or tune", "allocation record");
+    r.topology = topology_from_json(field<nlohmann::json>(j, "topology"));
+    r.calibration = calibration_from_json(field<nlohmann::json>(j, "calibration"));
+    return r;
+}
+
+AllocationRecord parse_record_line(const std::string& line) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw Error(std::string("not JSON: ") + e.what(), "allocation record");
+    }
+    return record_from_json(j);
+}
+
+void append_record(const std::string& path, const AllocationRecord& r, unsigned mode) {
+    const std::string line = to_json_line(r);
+    Fd f;
+    f.fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (f.fd < 0) throw Error(std::string("cannot open for appending: ") + std::strerror(errno), path);
+    if (::flock(f.fd, LOCK_EX) != 0) throw Error(std::string("flock: ") + std::strerror(errno), path);
+    size_t done = 0;
+    while (done < line.size()) {
+        ssize_t n = ::write(f.fd, line.data() + done, line.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw Error(std::string("write: ") + std::strerror(errno), path);
+        done += static_cast<size_t>(n);
+    }
+}
+
+RecordReadResult read_records(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw Error("cannot read the records file", path);
+    RecordReadResult out;
+    std::string line;
+    for (size_t no = 1; std::getline(in, line); ++no) {
+        if (line.empty()) continue;
+        try {
+            out.records.push_back(parse_record_line(line));
+        } catch (const Error& e) {
+            out.errors.push_back(path + ":" + std::to_string(no) + ": " + e.what());
+        }
+    }
+    return out;
+}
+
+std::string utc_now_iso8601() {
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+} // namespace infrarsi::bank

@@ -1,0 +1,54 @@
+#pragma once
+// The per-node, per-allocation record the SPANK plugin writes in record mode: which job, which node, what
+// hardware (topology features) and how noisy it was (calibration). One JSON object per line in
+// <spool>/allocations.jsonl; the orchestrator and the experience bank read them back with read_records.
+#include "bank/calibration.hpp"
+#include "bank/topology.hpp"
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace infrarsi::bank {
+
+inline constexpr const char* kAllocationRecordFormat = "infrarsi-allocation/1";
+
+struct AllocationRecord {
+    uint32_t job_id = 0;
+    uint32_t array_job_id = 0;  // 0 when not an array task
+    uint32_t array_task_id = 0; // meaningful only when array_job_id != 0
+    uint32_t step_id = 0;       // the step that wrote it (the first on this node), as Slurm numbers it
+    std::string node;           // Slurm node name (not the host name: fake nodes share one host)
+    std::string time;           // UTC, ISO 8601 ("2024-05-01T12:00:00Z")
+    std::string mode;           // record, trial, tune: what the job asked for
+    std::string plugin_version; // InfraRSI version that wrote it
+    TopologyFeatures topology;
+    Calibration calibration;
+    bool operator==(const AllocationRecord&) const = default;
+};
+
+nlohmann::json to_json(const AllocationRecord& r);
+// One line, no newline inside, ending in '\n': what append_record writes.
+std::string to_json_line(const AllocationRecord& r);
+// Validates everything: format tag, field types, a non-empty node name without control characters.
+// Throws infrarsi::Error naming the field.
+AllocationRecord record_from_json(const nlohmann::json& j);
+AllocationRecord parse_record_line(const std::string& line);
+
+// Appends one record with a single write(2) on an O_APPEND descriptor under an exclusive flock, so records
+// from many nodes' slurmstepd never interleave. Creates the file with `mode` when absent. Throws Error.
+void append_record(const std::string& path, const AllocationRecord& r, unsigned mode = 0644);
+
+struct RecordReadResult {
+    std::vector<AllocationRecord> records;
+    std::vector<std::string> errors; // "path:line: problem" for each line that failed validation
+};
+// Reads a JSON-lines file; a bad line is reported and skipped (one writer's crash must not hide the rest).
+// Throws Error only when the file cannot be read.
+RecordReadResult read_records(const std::string& path);
+
+// Current UTC time in the record's format.
+std::string utc_now_iso8601();
+
+} // namespace infrarsi::bank

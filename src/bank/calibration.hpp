@@ -1,0 +1,60 @@
+#pragma once
+// A short noise calibration of one node: how fast it computes, how fast it moves memory and how steady its
+// timers are, each measured a few times so the spread is known. The orchestrator divides trial timings by
+// node speed and flags nodes whose spread is large (noisy neighbours, throttling). Runs within a time
+// budget because it runs at the start of users' jobs.
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace infrarsi::bank {
+
+struct CalibrationOptions {
+    std::chrono::milliseconds budget{300}; // total wall time of all probes
+    unsigned repeats = 5;                  // samples per probe
+    size_t memory_bytes = 48u << 20;       // working set of the bandwidth probe (3 arrays), beyond most L2s
+    bool nccl = false;                     // look for NCCL (dlopen libnccl.so.2); off by default
+};
+
+// Samples of one probe and their summary. Units are in the name of the field that holds it.
+struct ProbeStats {
+    std::vector<double> samples;
+    double median = 0, min = 0, max = 0;
+    double cv = 0; // coefficient of variation (stddev / mean): the noise figure
+    bool operator==(const ProbeStats&) const = default;
+};
+
+struct NcclInfo {
+    bool available = false;
+    int version = 0; // ncclGetVersion's code, e.g. 21903 for 2.19.3
+    bool operator==(const NcclInfo&) const = default;
+};
+
+struct Calibration {
+    ProbeStats compute_gflops;      // double-precision FMA throughput of one core
+    ProbeStats memory_gbs;          // STREAM-triad bandwidth of one core
+    ProbeStats timer_overshoot_us;  // how late a 100 us sleep wakes up (scheduler noise)
+    double timer_resolution_ns = 0; // smallest non-zero step of CLOCK_MONOTONIC seen
+    double elapsed_ms = 0;          // what the calibration cost
+    double budget_ms = 0;
+    std::optional<NcclInfo> nccl; // absent when not asked for
+    bool operator==(const Calibration&) const = default;
+};
+
+// Runs the probes on the calling thread. A budget of 0 runs nothing and returns empty samples.
+Calibration calibrate(const CalibrationOptions& options = {});
+
+// Summary of raw samples (exposed for the record reader and for tests).
+ProbeStats summarize(std::vector<double> samples);
+
+// Whether NCCL can be loaded here, without initializing any device.
+NcclInfo probe_nccl();
+
+nlohmann::json to_json(const Calibration& c);
+// Validates as it reads; throws infrarsi::Error naming the field.
+Calibration calibration_from_json(const nlohmann::json& j);
+
+} // namespace infrarsi::bank

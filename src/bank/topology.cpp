@@ -1,0 +1,256 @@
+#include "bank/topology.hpp"
+
+#include "util/error.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <hwloc.h>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+namespace infrarsi::bank {
+namespace {
+
+struct TopologyDeleter {
+    void operator()(hwloc_topology_t t) const { hwloc_topology_destroy(t); }
+};
+using Topology = std::unique_ptr<std::remove_pointer_t<hwloc_topology_t>, TopologyDeleter>;
+
+Topology make_topology() {
+    hwloc_topology_t raw = nullptr;
+    if (hwloc_topology_init(&raw) != 0) throw Error("hwloc_topology_init failed", "hwloc");
+    return Topology(raw);
+}
+
+void load(hwloc_topology_t t, const std::string& where) {
+    if (hwloc_topology_load(t) != 0) throw Error("hwloc could not load the topology", where);
+}
+
+uint64_t first_cache_size(hwloc_topology_t t, hwloc_obj_type_t type) {
+    hwloc_obj_t o = hwloc_get_next_obj_by_type(t, type, nullptr);
+    return (o && o->attr) ? o->attr->cache.size : 0;
+}
+
+unsigned count(hwloc_topology_t t, hwloc_obj_type_t type) {
+    int n = hwloc_get_nbobjs_by_type(t, type);
+    return n > 0 ? static_cast<unsigned>(n) : 0;
+}
+
+std::string busid(hwloc_obj_t pci) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
+                  pci->attr->pcidev.dev, pci->attr->pcidev.func);
+    return buf;
+}
+
+OsDevice describe(hwloc_obj_t osdev, const char* kind) {
+    OsDevice d;
+    d.name = osdev->name ? osdev->name : "";
+    d.kind = kind;
+    d.subtype = osdev->subtype ? osdev->subtype : "";
+    for (hwloc_obj_t p = osdev->parent; p; p = p->parent) {
+        if (p->type != HWLOC_OBJ_PCI_DEVICE) continue;
+        d.pci_busid = busid(p);
+        d.pci_vendor = p->attr->pcidev.vendor_id;
+        d.pci_device = p->attr->pcidev.device_id;
+        d.pci_link_gbps = p->attr->pcidev.linkspeed;
+        break;
+    }
+    return d;
+}
+
+TopologyFeatures extract(hwloc_topology_t t, std::string source) {
+    TopologyFeatures f;
+    f.source = std::move(source);
+    f.packages = count(t, HWLOC_OBJ_PACKAGE);
+    f.numa_nodes = count(t, HWLOC_OBJ_NUMANODE);
+    f.cores = count(t, HWLOC_OBJ_CORE);
+    f.pus = count(t, HWLOC_OBJ_PU);
+    f.l1d_bytes = first_cache_size(t, HWLOC_OBJ_L1CACHE);
+    f.l2_bytes = first_cache_size(t, HWLOC_OBJ_L2CACHE);
+    f.l3_bytes = first_cache_size(t, HWLOC_OBJ_L3CACHE);
+    f.l3_count = count(t, HWLOC_OBJ_L3CACHE);
+    f.memory_bytes = hwloc_get_root_obj(t)->total_memory;
+
+    // A GPU shows up under several OS names (nvml, cuda, opencl, display): one entry per PCI device.
+    std::map<std::string, size_t> gpu_by_pci;
+    for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o; o = hwloc_get_next_osdev(t, o)) {
+        switch (o->attr->osdev.type) {
+        case HWLOC_OBJ_OSDEV_GPU:
+        case HWLOC_OBJ_OSDEV_COPROC: {
+            OsDevice d = describe(o, o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ? "gpu" : "coproc");
+            // Display outputs of a server's BMC ("card0" on an ASPEED VGA) are not accelerators.
+            if (d.subtype.empty() && d.kind == "gpu" && d.name.rfind("card", 0) == 0) break;
+            if (!d.pci_busid.empty()) {
+                auto [it, fresh] = gpu_by_pci.emplace(d.pci_busid, f.gpus.size());
+                if (!fresh) break;
+            }
+            f.gpus.push_back(std::move(d));
+            break;
+        }
+        case HWLOC_OBJ_OSDEV_NETWORK:
+            f.nics.push_back(describe(o, "network"));
+            break;
+        case HWLOC_OBJ_OSDEV_OPENFABRICS:
+            f.nics.push_back(describe(o, "openfabrics"));
+            break;
+        default:
+            break;
+        }
+    }
+    return f;
+}
+
+void keep_io(hwloc_topology_t t) {
+    // PCI devices and OS devices (GPUs, NICs) are filtered out by default in hwloc 2.
+    hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+}
+
+template <class T> T field(const nlohmann::json& j, const char* name) {
+    if (!j.is_object() || !j.contains(name))
+        throw Error(std::string("missing field '") + name + "'", "topology");
+    const auto& v = j.at(name);
+    // nlohmann would turn -1 into a huge unsigned count: counts and sizes must be non-negative integers.
+    if constexpr (std::is_unsigned_v<T>)
+        if (!v.is_number_integer() || v.get<int64_t>() < 0)
+            throw Error(std::string("field '") + name + "' must be a non-negative integer", "topology");
+    try {
+        return v.get<T>();
+    } catch (const nlohmann::json::exception&) {
+        throw Error(std::string("field '") + name + "' has the wrong type", "topology");
+    }
+}
+
+nlohmann::json device_json(const OsDevice& d) {
+    return {{"name", d.name},
+            {"kind", d.kind},
+            {"subtype", d.subtype},
+            {"pci_busid", d.pci_busid},
+            {"pci_vendor", d.pci_vendor},
+            {"pci_device", d.pci_device},
+            {"pci_link_gbps", d.pci_link_gbps}};
+}
+
+std::vector<OsDevice> devices_from_json(const nlohmann::json& j, const char* name) {
+    auto arr = field<nlohmann::json>(j, name);
+    if (!arr.is_array()) throw Error(std::string("field '") + name + "' must be an array", "topology");
+    std::vector<OsDevice> out;
+    for (const auto& e : arr) {
+        OsDevice d;
+        d.name = field<std::string>(e, "name");
+        d.kind = field<std::string>(e, "kind");
+        d.subtype = field<std::string>(e, "subtype");
+        d.pci_busid = field<std::string>(e, "pci_busid");
+        d.pci_vendor = field<uint16_t>(e, "pci_vendor");
+        d.pci_device = field<uint16_t>(e, "pci_device");
+        d.pci_link_gbps = field<double>(e, "pci_link_gbps");
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
+double log2p(double x) {
+    return std::log2(1.0 + x);
+}
+
+} // namespace
+
+TopologyFeatures topology_from_live() {
+    auto t = make_topology();
+    keep_io(t.get());
+    // The live machine, not whatever HWLOC_XMLFILE/HWLOC_SYNTHETIC a user's environment points at.
+    hwloc_topology_set_flags(t.get(), HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
+    load(t.get(), "hwloc (live machine)");
+    return extract(t.get(), "live");
+}
+
+TopologyFeatures topology_from_xml(const std::string& path) {
+    auto t = make_topology();
+    keep_io(t.get());
+    if (hwloc_topology_set_xml(t.get(), path.c_str()) != 0)
+        throw Error("hwloc cannot read this XML topology", path, "a file written by lstopo --of xml");
+    load(t.get(), path);
+    return extract(t.get(), "xml:" + path);
+}
+
+TopologyFeatures topology_from_synthetic(const std::string& description) {
+    auto t = make_topology();
+    if (hwloc_topology_set_synthetic(t.get(), description.c_str()) != 0)
+        throw Error("hwloc refuses the synthetic topology '" + description + "'", "hwloc",
+                    "a description like \"pack:2 numa:1 l3:1 core:8 pu:2\"");
+    load(t.get(), "synthetic:" + description);
+    return extract(t.get(), "synthetic:" + description);
+}
+
+nlohmann::json to_json(const TopologyFeatures& t) {
+    nlohmann::json gpus = nlohmann::json::array(), nics = nlohmann::json::array();
+    for (const auto& d : t.gpus)
+        gpus.push_back(device_json(d));
+    for (const auto& d : t.nics)
+        nics.push_back(device_json(d));
+    return {{"packages", t.packages},
+            {"numa_nodes", t.numa_nodes},
+            {"cores", t.cores},
+            {"pus", t.pus},
+            {"l1d_bytes", t.l1d_bytes},
+            {"l2_bytes", t.l2_bytes},
+            {"l3_bytes", t.l3_bytes},
+            {"l3_count", t.l3_count},
+            {"memory_bytes", t.memory_bytes},
+            {"gpus", std::move(gpus)},
+            {"nics", std::move(nics)},
+            {"source", t.source}};
+}
+
+TopologyFeatures topology_from_json(const nlohmann::json& j) {
+    if (!j.is_object()) throw Error("topology must be a JSON object", "topology");
+    TopologyFeatures t;
+    t.packages = field<unsigned>(j, "packages");
+    t.numa_nodes = field<unsigned>(j, "numa_nodes");
+    t.cores = field<unsigned>(j, "cores");
+    t.pus = field<unsigned>(j, "pus");
+    t.l1d_bytes = field<uint64_t>(j, "l1d_bytes");
+    t.l2_bytes = field<uint64_t>(j, "l2_bytes");
+    t.l3_bytes = field<uint64_t>(j, "l3_bytes");
+    t.l3_count = field<unsigned>(j, "l3_count");
+    t.memory_bytes = field<uint64_t>(j, "memory_bytes");
+    t.gpus = devices_from_json(j, "gpus");
+    t.nics = devices_from_json(j, "nics");
+    t.source = field<std::string>(j, "source");
+    if (t.cores == 0 || t.pus < t.cores)
+        throw Error("cores must be > 0 and pus >= cores (got cores=" + std::to_string(t.cores) +
+                        " pus=" + std::to_string(t.pus) + ")",
+                    "topology");
+    return t;
+}
+
+const std::vector<std::string>& feature_names() {
+    static const std::vector<std::string> names = {
+        "log2_cores",  "pus_per_core",          "log2_packages", "log2_numa_nodes", "log2_l3_per_core_kib",
+        "log2_l2_kib", "log2_mem_per_core_gib", "log2_gpus",     "log2_nics",       "max_pci_link_gbps"};
+    return names;
+}
+
+std::vector<double> feature_vector(const TopologyFeatures& t) {
+    const double cores = t.cores ? t.cores : 1;
+    const double l3_total = static_cast<double>(t.l3_bytes) * (t.l3_count ? t.l3_count : 1);
+    double link = 0;
+    for (const auto& d : t.gpus)
+        link = std::max(link, d.pci_link_gbps);
+    for (const auto& d : t.nics)
+        link = std::max(link, d.pci_link_gbps);
+    return {log2p(t.cores),
+            t.cores ? static_cast<double>(t.pus) / cores : 0.0,
+            log2p(t.packages),
+            log2p(t.numa_nodes),
+            log2p(l3_total / cores / 1024.0),
+            log2p(static_cast<double>(t.l2_bytes) / 1024.0),
+            log2p(static_cast<double>(t.memory_bytes) / cores / (1024.0 * 1024.0 * 1024.0)),
+            log2p(static_cast<double>(t.gpus.size())),
+            log2p(static_cast<double>(t.nics.size())),
+            link};
+}
+
+} // namespace infrarsi::bank

@@ -1,0 +1,132 @@
+// The plugin's allocation record: what it writes, the orchestrator reads back; bad lines are reported, not
+// fatal, and concurrent appends never interleave.
+#include "bank/allocation_record.hpp"
+#include "util/error.hpp"
+
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace infrarsi;
+using namespace infrarsi::bank;
+
+namespace {
+AllocationRecord sample() {
+    AllocationRecord r;
+    r.job_id = 42;
+    r.array_job_id = 40;
+    r.array_task_id = 2;
+    r.step_id = 0;
+    r.node = "n1";
+    r.time = "2024-05-01T12:00:00Z";
+    r.mode = "record";
+    r.plugin_version = "0.1.0";
+    r.topology = topology_from_synthetic("pack:1 numa:1 l3:1(size=16MB) l2:4(size=1MB) core:1 pu:2");
+    r.calibration.compute_gflops = summarize({1.0, 1.1, 0.9});
+    r.calibration.memory_gbs = summarize({10.0, 11.0});
+    r.calibration.timer_overshoot_us = summarize({50, 60});
+    r.calibration.timer_resolution_ns = 20;
+    r.calibration.elapsed_ms = 290;
+    r.calibration.budget_ms = 300;
+    return r;
+}
+
+std::filesystem::path temp_dir(const char* name) {
+    auto d = std::filesystem::temp_directory_path() /
+             (std::string("infrarsi-unit-") + name + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    return d;
+}
+} // namespace
+
+TEST_CASE("a record round-trips through one JSON line") {
+    auto r = sample();
+    auto line = to_json_line(r);
+    CHECK(line.back() == '\n');
+    CHECK(line.find('\n') == line.size() - 1);
+    CHECK(parse_record_line(line) == r);
+}
+
+TEST_CASE("record validation names what is wrong") {
+    auto j = to_json(sample());
+    auto check_bad = [&](const char* what, auto mutate) {
+        auto bad = j;
+        mutate(bad);
+        CHECK_THROWS_WITH_AS(record_from_json(bad), doctest::Contains(what), Error);
+    };
+    check_bad("format", [](auto& b) { b["format"] = "other/9"; });
+    check_bad("job_id", [](auto& b) { b["job_id"] = -1; });
+    check_bad("job_id", [](auto& b) { b["job_id"] = 0; });
+    check_bad("node", [](auto& b) { b["node"] = "n1\nn2"; });
+    check_bad("node", [](auto& b) { b["node"] = ""; });
+    check_bad("time", [](auto& b) { b["time"] = "yesterday"; });
+    check_bad("mode", [](auto& b) { b["mode"] = "off"; });
+    check_bad("cores", [](auto& b) { b["topology"].erase("cores"); });
+    check_bad("calibration", [](auto& b) { b.erase("calibration"); });
+    CHECK_THROWS_WITH_AS(parse_record_line("{\"format\": "), doctest::Contains("not JSON"), Error);
+}
+
+TEST_CASE("appended records read back; a corrupt line is reported with its line number and skipped") {
+    auto dir = temp_dir("records");
+    auto path = (dir / "allocations.jsonl").string();
+    auto a = sample(), b = sample();
+    b.node = "n2";
+    append_record(path, a);
+    { std::ofstream(path, std::ios::app) << "{not json\n"; }
+    append_record(path, b);
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0644);
+    auto res = read_records(path);
+    REQUIRE(res.records.size() == 2);
+    CHECK(res.records[0] == a);
+    CHECK(res.records[1].node == "n2");
+    REQUIRE(res.errors.size() == 1);
+    CHECK(res.errors[0].find(":2:") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("concurrent appends from several processes never interleave") {
+    auto dir = temp_dir("concurrent");
+    auto path = (dir / "allocations.jsonl").string();
+    std::vector<pid_t> kids;
+    for (int p = 0; p < 4; ++p) {
+        pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            auto r = sample();
+            r.node = "n" + std::to_string(p);
+            for (int i = 0; i < 25; ++i)
+                append_record(path, r);
+            ::_exit(0);
+        }
+        kids.push_back(pid);
+    }
+    for (pid_t k : kids) {
+        int st = 0;
+        ::waitpid(k, &st, 0);
+        CHECK(WIFEXITED(st));
+    }
+    auto res = read_records(path);
+    CHECK(res.errors.empty());
+    CHECK(res.records.size() == 100);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("appending refuses to follow a symlink") {
+    auto dir = temp_dir("symlink");
+    std::filesystem::create_symlink(dir / "elsewhere", dir / "allocations.jsonl");
+    CHECK_THROWS_AS(append_record((dir / "allocations.jsonl").string(), sample()), Error);
+    CHECK_FALSE(std::filesystem::exists(dir / "elsewhere"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("reading a missing records file is an error naming it") {
+    CHECK_THROWS_WITH_AS(read_records("/nonexistent/allocations.jsonl"), doctest::Contains("/nonexistent"),
+                         Error);
+}
