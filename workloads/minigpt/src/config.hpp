@@ -14,8 +14,8 @@ struct ModelConfig {
     int vocab = 2048;
     int d_model = 128;
     int n_layers = 4;
-    int n_heads = 8;
-    int seq_len = 1024;
+    int n_heads = 16;
+    int seq_len = 512;
     int d_ff = 0; // 0: 4 * d_model
     NormKind norm = NormKind::Rms;
     int experts = 8;
