@@ -1,18 +1,53 @@
 // The `infrarsid` daemon: runs campaigns in the background until their budgets end. Thin over src/.
-#include "infrarsi/build_info.hpp"
+#include "campaign/daemon.hpp"
 #include "util/error.hpp"
+
+#include "infrarsi/build_info.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <atomic>
+#include <csignal>
+
+namespace {
+std::atomic<bool> stop_requested{false};
+void on_signal(int) {
+    stop_requested = true;
+}
+} // namespace
+
 int main(int argc, char** argv) {
     CLI::App app{"infrarsid: the InfraRSI campaign daemon"};
     app.set_version_flag("--version", std::string("infrarsid ") + infrarsi::build::version);
+    infrarsi::campaign::DaemonOptions o;
+    std::vector<std::string> campaigns;
+    std::string root;
+    int idle = 10;
+    app.add_option("--campaign,-c", campaigns, "a campaign directory (repeatable)");
+    app.add_option("--root", root, "drive every campaign directory under this one");
+    app.add_flag("--once", o.once, "exit when every campaign is done");
+    app.add_option("--idle", idle, "seconds between scans")->capture_default_str();
+    app.add_flag("!--verbose", o.run.verbose, "quiet: only errors");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }
-    fmt::print("{}", app.help());
-    return 0;
+    if (campaigns.empty() && root.empty()) {
+        fmt::print(stderr, "infrarsid: give --campaign DIR or --root DIR\n");
+        return 2;
+    }
+    for (const auto& c : campaigns)
+        o.campaigns.emplace_back(c);
+    o.root = root;
+    o.idle = std::chrono::seconds(idle);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    try {
+        return infrarsi::campaign::run_daemon(o, stop_requested) == 0 ? 0 : 1;
+    } catch (const infrarsi::Error& e) {
+        fmt::print(stderr, "infrarsid: {}\n", e.what());
+        return 1;
+    }
 }

@@ -1,0 +1,25 @@
+#pragma once
+// The daemon loop: drive every unfinished campaign (given directly, or found under a root directory) until
+// its budget ends, one campaign step at a time; stop cleanly on SIGTERM/SIGINT. All state is in each
+// campaign's store, so the daemon may be killed at any time (even SIGKILL) and restarted, or run as a Slurm
+// job (sbatch/infrarsid.sbatch).
+#include "campaign/campaign.hpp"
+
+#include <atomic>
+#include <filesystem>
+#include <vector>
+
+namespace infrarsi::campaign {
+
+struct DaemonOptions {
+    std::vector<std::filesystem::path> campaigns;
+    std::filesystem::path root; // every subdirectory holding campaign.db
+    bool once = false;          // exit when every campaign is done
+    std::chrono::seconds idle{10};
+    RunOptions run;
+};
+
+// Returns the number of campaigns that failed with an error (each is logged and skipped).
+int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop);
+
+} // namespace infrarsi::campaign

@@ -1,0 +1,154 @@
+#include "patch/sandbox.hpp"
+
+#include "contract/contract.hpp"
+#include "patch/hash.hpp"
+#include "util/error.hpp"
+#include "util/process.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <unistd.h>
+
+namespace infrarsi::patch {
+
+namespace {
+// The last lines of a log, on one line (for a trial's one-line detail).
+std::string tail(const std::string& s, std::size_t lines) {
+    std::vector<std::string> all;
+    std::string cur;
+    for (char ch : s) {
+        if (ch == '\n') {
+            if (cur.find_first_not_of(" \t|~^") != std::string::npos) all.push_back(cur);
+            cur.clear();
+        } else {
+            cur += ch;
+        }
+    }
+    if (cur.find_first_not_of(" \t|~^") != std::string::npos) all.push_back(cur);
+    std::string out;
+    for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
+        out += (out.empty() ? "" : " | ") + all[i];
+    return out;
+}
+
+void copy_tree(const fs::path& from, const fs::path& to) {
+    for (const auto& rel : tree_files(from)) {
+        fs::create_directories((to / rel).parent_path());
+        fs::copy_file(from / rel, to / rel, fs::copy_options::overwrite_existing);
+        fs::permissions(to / rel, fs::status(from / rel).permissions());
+    }
+}
+} // namespace
+
+SandboxCache::SandboxCache(fs::path root, SandboxSpec spec) : root_(std::move(root)), spec_(std::move(spec)) {
+    fs::create_directories(root_);
+}
+
+std::string SandboxCache::key(const std::vector<const PatchInfo*>& patches) const {
+    std::string text = "tree " + spec_.tree_hash + "\n";
+    for (const auto& cmd : spec_.build) {
+        for (const auto& a : cmd)
+            text += a + '\0';
+        text += '\n';
+    }
+    for (const auto* p : patches)
+        text += "patch " + p->id + " " + hash_file(p->file) + "\n";
+    return hash_text(text).substr(0, 16);
+}
+
+Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) {
+    Sandbox sb;
+    sb.hash = key(patches);
+    const fs::path dir = root_ / sb.hash;
+    sb.source = dir / "src";
+    sb.build = dir / "build";
+    sb.log = dir / "build.log";
+    const fs::path state_file = dir / "state.json";
+    auto load_state = [&]() {
+        std::ifstream in(state_file);
+        auto j = nlohmann::json::parse(in);
+        sb.state = static_cast<Sandbox::State>(j.at("state").get<int>());
+        sb.detail = j.value("detail", "");
+    };
+    if (fs::exists(state_file)) {
+        load_state();
+        return sb;
+    }
+    // Build in a scratch directory and rename at the end, so a crash leaves no half-built sandbox behind.
+    const fs::path work = root_ / (sb.hash + ".tmp-" + std::to_string(::getpid()));
+    fs::remove_all(work);
+    const fs::path src = work / "src", build = work / "build";
+    fs::create_directories(build);
+    copy_tree(spec_.source, src);
+    std::string log;
+    auto finish = [&](Sandbox::State st, const std::string& detail) {
+        { std::ofstream(work / "build.log") << log; }
+        nlohmann::json j = {{"state", static_cast<int>(st)}, {"detail", detail}};
+        { std::ofstream(work / "state.json") << j.dump(2) << "\n"; }
+        fs::remove_all(dir);
+        fs::rename(work, dir);
+        load_state();
+        return sb;
+    };
+    for (const auto* p : patches) {
+        auto r = run_process({"patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-d",
+                              src.string(), "-i", p->file.string()});
+        log += "$ patch -p1 < " + p->file.string() + "\n" + r.out + r.err;
+        if (!r.ok())
+            return finish(Sandbox::State::BuildFailure,
+                          "patch " + p->id + " does not apply: " + tail(r.out + r.err, 3));
+    }
+    // Defense in depth: the scope check refused such patches already; a protected file must be unchanged
+    // here.
+    if (!spec_.protected_files.empty()) {
+        std::vector<fs::path> files;
+        for (const auto& f : spec_.protected_files)
+            files.push_back(src / f);
+        for (const auto& f : spec_.protected_files) {
+            if (!fs::exists(src / f))
+                return finish(Sandbox::State::ProtectedChanged, "protected file " + f + " removed");
+        }
+        auto hashes = hash_files(files);
+        for (const auto& f : spec_.protected_files) {
+            auto it = spec_.protected_hashes.find(f);
+            if (it != spec_.protected_hashes.end() && hashes[(src / f).string()] != it->second)
+                return finish(Sandbox::State::ProtectedChanged, "protected file " + f + " changed");
+        }
+    }
+    // Build with the final paths substituted, so binaries and build systems see where they will live.
+    std::map<std::string, std::string> vars{{"source", sb.source.string()}, {"build", sb.build.string()}};
+    // Rename first, then build in place: the commands may embed absolute paths (CMake does).
+    fs::remove_all(dir);
+    fs::rename(work, dir);
+    auto finish_in_place = [&](Sandbox::State st, const std::string& detail) {
+        { std::ofstream(sb.log) << log; }
+        nlohmann::json j = {{"state", static_cast<int>(st)}, {"detail", detail}};
+        const fs::path tmp = dir / "state.json.tmp";
+        { std::ofstream(tmp) << j.dump(2) << "\n"; }
+        fs::rename(tmp, state_file);
+        load_state();
+        return sb;
+    };
+    for (const auto& cmd : spec_.build) {
+        auto argv = contract::substitute(cmd, vars);
+        ProcessOptions o;
+        o.cwd = sb.build.string();
+        o.timeout = std::chrono::minutes(20);
+        ProcessResult r;
+        try {
+            r = run_process(argv, o);
+        } catch (const Error& e) {
+            log += e.what();
+            return finish_in_place(Sandbox::State::BuildFailure, e.what());
+        }
+        log += "$ " + describe_command(argv) + "\n" + r.out + r.err;
+        if (!r.ok())
+            return finish_in_place(Sandbox::State::BuildFailure,
+                                   (r.timed_out ? "build timed out: " : "build failed: ") +
+                                       tail(r.err.empty() ? r.out : r.err, 3));
+    }
+    return finish_in_place(Sandbox::State::Ready, "");
+}
+
+} // namespace infrarsi::patch

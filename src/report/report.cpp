@@ -1,0 +1,402 @@
+#include "report/report.hpp"
+
+#include "measure/statistics.hpp"
+#include "util/error.hpp"
+#include "util/process.hpp"
+
+#include <fmt/core.h>
+
+#include <fstream>
+#include <map>
+
+namespace infrarsi::report {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+json opt(const std::optional<double>& v) {
+    return v ? json(*v) : json();
+}
+
+json trial_json(const store::TrialRow& t) {
+    return {{"id", t.id},
+            {"batch", t.batch_id},
+            {"kind", store::to_string(t.kind)},
+            {"candidate", space::Candidate::from_json(t.candidate).describe()},
+            {"state", store::to_string(t.state)},
+            {"outcome", t.outcome},
+            {"detail", t.detail},
+            {"job_id", t.job_id},
+            {"node", t.node},
+            {"step_s", opt(t.step_time_s)},
+            {"step_s_ci", t.step_time_lo ? json::array({*t.step_time_lo, *t.step_time_hi}) : json()},
+            {"mfu", opt(t.mfu)},
+            {"tokens_per_s", opt(t.tokens_per_s)},
+            {"peak_memory_bytes", opt(t.peak_memory_bytes)},
+            {"cost_node_s", t.cost_node_s},
+            {"counted", t.counted},
+            {"reason", t.reason},
+            {"result", t.result_path}};
+}
+
+std::string fmt_opt(const json& v, const char* spec = "{:.4f}") {
+    return v.is_number() ? fmt::format(fmt::runtime(spec), v.get<double>()) : "-";
+}
+
+double median_of(const std::vector<store::TrialRow>& ts, std::optional<double> store::TrialRow::*field) {
+    std::vector<double> xs;
+    for (const auto& t : ts)
+        if (t.outcome == "ok" && (t.*field)) xs.push_back(*(t.*field));
+    return measure::median(xs);
+}
+} // namespace
+
+json status(campaign::Campaign& c) {
+    auto& s = c.store();
+    auto use = c.budget_use();
+    const auto& b = c.contract().budget;
+    std::map<std::string, int> counts;
+    int running = 0, pending = 0;
+    const store::TrialRow* best = nullptr;
+    auto trials = s.trials();
+    for (const auto& t : trials) {
+        if (t.state == store::TrialState::Finished)
+            ++counts[t.outcome];
+        else if (t.state == store::TrialState::Submitted)
+            ++running;
+        else
+            ++pending;
+        if (t.kind == store::TrialKind::Search && t.outcome == "ok" && t.step_time_s &&
+            (!best || *t.step_time_s < *best->step_time_s))
+            best = &t;
+    }
+    int failed = 0;
+    for (const auto& [k, n] : counts)
+        if (k != "ok") failed += n;
+    json j = {{"campaign", s.meta("name").value_or("")},
+              {"dir", c.dir().string()},
+              {"state", s.meta("state").value_or("")},
+              {"trials", {{"used", use.trials}, {"budget", b.trials}}},
+              {"node_hours", {{"used", use.node_hours}, {"budget", b.node_hours}}},
+              {"wall_s", use.wall_s},
+              {"running", running},
+              {"pending", pending},
+              {"failed", failed},
+              {"outcomes", counts},
+              {"promotions", s.promotions().size()}};
+    if (auto d = s.doctor())
+        j["baseline"] = {{"step_s", (*d)["median_step_s"]}, {"mde", (*d)["minimum_detectable_effect"]}};
+    if (best) {
+        j["best"] = trial_json(*best);
+        if (auto d = s.doctor())
+            j["best"]["speedup_vs_baseline"] = (*d)["median_step_s"].get<double>() / *best->step_time_s;
+    }
+    json ev = json::array();
+    for (const auto& [t, m] : s.events(8))
+        ev.push_back({{"time", t}, {"message", m}});
+    j["recent"] = ev;
+    return j;
+}
+
+std::string render_status(const json& j) {
+    std::string out = fmt::format("campaign {} ({})  state: {}\n", j["campaign"].get<std::string>(),
+                                  j["dir"].get<std::string>(), j["state"].get<std::string>());
+    out += fmt::format("trials: {} of {} used; node-hours {:.3f}; wall {:.0f} s\n",
+                       j["trials"]["used"].get<int>(), j["trials"]["budget"].get<int>(),
+                       j["node_hours"]["used"].get<double>(), j["wall_s"].get<double>());
+    out += fmt::format("running {}, pending {}, failed {}; outcomes:", j["running"].get<int>(),
+                       j["pending"].get<int>(), j["failed"].get<int>());
+    for (const auto& [k, v] : j["outcomes"].items())
+        out += fmt::format(" {}={}", k, v.get<int>());
+    out += "\n";
+    if (j.contains("baseline"))
+        out += fmt::format("baseline {} s/step, minimum detectable effect {:.1f}%\n",
+                           fmt_opt(j["baseline"]["step_s"]), 100 * j["baseline"]["mde"].get<double>());
+    if (j.contains("best"))
+        out += fmt::format("best so far: {} at {} s/step ({:.2f}x in search, unverified)\n",
+                           j["best"]["candidate"].get<std::string>(), fmt_opt(j["best"]["step_s"]),
+                           j["best"]["speedup_vs_baseline"].get<double>());
+    out += fmt::format("promoted: {}\n", j["promotions"].get<std::size_t>());
+    for (const auto& e : j["recent"])
+        out += "  " + e["message"].get<std::string>() + "\n";
+    return out;
+}
+
+json build(campaign::Campaign& c) {
+    auto& s = c.store();
+    const auto& k = c.contract();
+    json r;
+    r["campaign"] = {{"name", s.meta("name").value_or("")},
+                     {"id", s.meta("id").value_or("")},
+                     {"dir", c.dir().string()},
+                     {"contract", k.file.string()},
+                     {"state", s.meta("state").value_or("")}};
+    auto use = c.budget_use();
+    r["budget"] = {{"trials_used", use.trials},
+                   {"trials", k.budget.trials},
+                   {"node_hours_used", use.node_hours},
+                   {"node_hours", k.budget.node_hours},
+                   {"wall_s", use.wall_s},
+                   {"wall_time_s", k.budget.wall_time_s}};
+    if (auto d = s.doctor()) {
+        json b = *d;
+        b.erase("reference_losses");
+        r["baseline"] = b;
+    }
+    auto trials = s.trials();
+    json outcomes = json::object(), failed_cost = json::object();
+    double total = 0;
+    for (const auto& t : trials) {
+        if (t.state != store::TrialState::Finished) continue;
+        outcomes[t.outcome] = outcomes.value(t.outcome, 0) + 1;
+        total += t.cost_node_s;
+        if (t.outcome != "ok") failed_cost[t.outcome] = failed_cost.value(t.outcome, 0.0) + t.cost_node_s;
+    }
+    r["outcomes"] = outcomes;
+    r["failed_cost_node_s"] = failed_cost;
+    r["total_cost_node_s"] = total;
+
+    json patches = json::array();
+    for (const auto& p : s.patches())
+        patches.push_back({{"id", p.id},
+                           {"accepted", p.accepted},
+                           {"refused_because", p.reason},
+                           {"tags", p.info["tags"]},
+                           {"touches", p.info["touches"]},
+                           {"description", p.info["description"]}});
+    r["patches"] = patches;
+
+    json verifications = json::array(), promoted = json::array();
+    std::map<std::int64_t, bool> is_promoted;
+    for (const auto& [vid, key] : s.promotions())
+        is_promoted[vid] = true;
+    for (const auto& v : s.verifications()) {
+        auto cand = space::Candidate::from_json(v.candidate);
+        auto vt = s.trials("verification_id = ?1", {std::to_string(v.id)});
+        std::vector<store::TrialRow> base, cnd;
+        for (const auto& t : vt)
+            (t.kind == store::TrialKind::VerifyBaseline ? base : cnd).push_back(t);
+        json entry = {{"id", v.id},
+                      {"candidate", cand.describe()},
+                      {"state", v.state},
+                      {"promoted", v.promoted},
+                      {"speedup", opt(v.speedup)},
+                      {"speedup_ci", v.lo ? json::array({*v.lo, *v.hi}) : json()},
+                      {"reasons", v.detail.value("reasons", json::array())},
+                      {"evidence", v.detail.value("evidence", json::array())},
+                      {"pairs", v.detail.value("pairs", json::array())},
+                      {"mde", v.detail.value("mde", 0.0)},
+                      {"baseline_step_s", median_of(base, &store::TrialRow::step_time_s)},
+                      {"candidate_step_s", median_of(cnd, &store::TrialRow::step_time_s)},
+                      {"baseline_mfu", median_of(base, &store::TrialRow::mfu)},
+                      {"candidate_mfu", median_of(cnd, &store::TrialRow::mfu)}};
+        verifications.push_back(entry);
+        if (!is_promoted.count(v.id)) continue;
+        // The audit path: the change itself, the search trials behind it, the measurements, the verification.
+        json audit = entry;
+        audit["knobs"] = v.candidate["knobs"];
+        audit["environment"] = c.contract().space.environment(cand);
+        json ps = json::array();
+        for (const auto& id : cand.patches) {
+            const auto* p = c.patch_info(id);
+            ps.push_back({{"id", id},
+                          {"diff", p ? p->file.string() : ""},
+                          {"touches", p ? p->touches : std::vector<std::string>{}},
+                          {"description", p ? p->description : ""}});
+        }
+        audit["patches"] = ps;
+        json support = json::array();
+        for (const auto& t : s.trials("candidate_key = ?1 AND kind = 'search'", {v.candidate_key}))
+            support.push_back(trial_json(t));
+        audit["supporting_trials"] = support;
+        json vts = json::array();
+        for (const auto& t : vt)
+            vts.push_back(trial_json(t));
+        audit["verification_trials"] = vts;
+        promoted.push_back(audit);
+    }
+    r["verifications"] = verifications;
+    r["promoted"] = promoted;
+    json ts = json::array();
+    for (const auto& t : trials)
+        ts.push_back(trial_json(t));
+    r["trials"] = ts;
+    return r;
+}
+
+std::string render(const json& r) {
+    std::string o;
+    o += fmt::format("InfraRSI report: campaign {} ({})\n", r["campaign"]["name"].get<std::string>(),
+                     r["campaign"]["dir"].get<std::string>());
+    o += fmt::format("contract: {}\nstate: {}\n\n", r["campaign"]["contract"].get<std::string>(),
+                     r["campaign"]["state"].get<std::string>());
+    if (r.contains("baseline")) {
+        const auto& b = r["baseline"];
+        o += fmt::format(
+            "Baseline (doctor, {} runs): {} s/step steady, cold start {} s/step, MFU {}, noise CV {:.2f}%, "
+            "minimum detectable effect {:.2f}%\n",
+            b["completed"].get<int>(), fmt_opt(b["median_step_s"]), fmt_opt(b["cold_step_s"]),
+            fmt_opt(b.value("mfu", json()), "{:.4f}"), 100 * b["cv_between"].get<double>(),
+            100 * b["minimum_detectable_effect"].get<double>());
+        if (b.contains("phases") && b["phases"].is_object()) {
+            o += "  phases (median s/step):";
+            for (const auto& [k, v] : b["phases"].items())
+                o += fmt::format(" {}={:.4f}", k, v.get<double>());
+            o += "\n";
+        }
+    }
+    o += "\nPromoted changes:\n";
+    if (r["promoted"].empty())
+        o += "  none (nothing beat the baseline beyond the noise floor with the loss held)\n";
+    for (const auto& p : r["promoted"]) {
+        o +=
+            fmt::format("  {}\n    speed-up {:.3f}x (95% CI {:.3f}-{:.3f}) over {} interleaved A/B pairs; "
+                        "{:.4f} -> {:.4f} s/step; MFU {:.4f} -> {:.4f}\n",
+                        p["candidate"].get<std::string>(), p["speedup"].get<double>(),
+                        p["speedup_ci"][0].get<double>(), p["speedup_ci"][1].get<double>(), p["pairs"].size(),
+                        p["baseline_step_s"].get<double>(), p["candidate_step_s"].get<double>(),
+                        p["baseline_mfu"].get<double>(), p["candidate_mfu"].get<double>());
+        o += "    environment:";
+        for (const auto& [k, v] : p["environment"].items())
+            o += " " + k + "=" + v.get<std::string>();
+        o += "\n";
+        for (const auto& patch : p["patches"])
+            o += fmt::format("    patch {}: {} (diff {})\n", patch["id"].get<std::string>(),
+                             patch["description"].get<std::string>(), patch["diff"].get<std::string>());
+        o += "    supporting search trials:";
+        for (const auto& t : p["supporting_trials"])
+            o += fmt::format(" #{} ({} s/step)", t["id"].get<int>(), fmt_opt(t["step_s"]));
+        o += "\n    verification:";
+        for (const auto& e : p["evidence"])
+            o += " " + e.get<std::string>() + ";";
+        o += " loss invariant held\n";
+    }
+    o += "\nVerifications:\n";
+    for (const auto& v : r["verifications"]) {
+        o += fmt::format("  {}: {} {}\n", v["candidate"].get<std::string>(),
+                         v["promoted"].get<bool>() ? "PROMOTED" : "rejected",
+                         v["speedup"].is_number() ? fmt::format("{:.3f}x", v["speedup"].get<double>()) : "");
+        for (const auto& why : v["reasons"])
+            o += "    - " + why.get<std::string>() + "\n";
+    }
+    o += "\nPatches:\n";
+    for (const auto& p : r["patches"])
+        o += fmt::format("  {} {}{}\n", p["id"].get<std::string>(),
+                         p["accepted"].get<bool>() ? "accepted" : "REFUSED: ",
+                         p["accepted"].get<bool>() ? "" : p["refused_because"].get<std::string>());
+    o += "\nTrials by outcome (cost in node-seconds):\n";
+    for (const auto& [k, v] : r["outcomes"].items())
+        o += fmt::format("  {:<20} {:>4}  {:>9.1f}\n", k, v.get<int>(),
+                         k == "ok" ? 0.0 : r["failed_cost_node_s"].value(k, 0.0));
+    o += fmt::format(
+        "  failed trials cost {:.1f} of {:.1f} node-seconds\n",
+        [&] {
+            double s = 0;
+            for (const auto& [k, v] : r["failed_cost_node_s"].items())
+                s += v.get<double>();
+            return s;
+        }(),
+        r["total_cost_node_s"].get<double>());
+    o += "\nSearch trials:\n";
+    for (const auto& t : r["trials"]) {
+        if (t["kind"] != "search") continue;
+        o += fmt::format("  #{:<4} {:<19} {:>8} s/step  {:>8} MiB  {}{}\n", t["id"].get<int>(),
+                         t["outcome"].get<std::string>(), fmt_opt(t["step_s"]),
+                         t["peak_memory_bytes"].is_number()
+                             ? fmt::format("{:.0f}", t["peak_memory_bytes"].get<double>() / (1 << 20))
+                             : "-",
+                         t["candidate"].get<std::string>(),
+                         t["outcome"] == "ok" ? "" : "  (" + t["detail"].get<std::string>() + ")");
+    }
+    const auto& b = r["budget"];
+    o += fmt::format("\nBudget used: {} of {} trials, {:.3f} node-hours, {:.0f} s wall\n",
+                     b["trials_used"].get<int>(), b["trials"].get<int>(), b["node_hours_used"].get<double>(),
+                     b["wall_s"].get<double>());
+    return o;
+}
+
+std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
+    auto& s = c.store();
+    auto promos = s.promotions();
+    if (promos.empty())
+        throw Error("nothing was promoted", c.dir().string(),
+                    "a finished campaign with a verified change (see infrarsi report)");
+    store::VerificationRow v;
+    for (const auto& x : s.verifications())
+        if (x.id == promos[0].first) v = x;
+    auto cand = space::Candidate::from_json(v.candidate);
+    std::vector<fs::path> written;
+    fs::create_directories(o.target);
+    auto env = c.contract().space.environment(cand);
+    {
+        fs::path p = o.target / "infrarsi.env";
+        std::ofstream out(p);
+        out << "# InfraRSI: promoted settings of campaign " << s.meta("name").value_or("") << " ("
+            << fmt::format("{:.3f}x, 95% CI {:.3f}-{:.3f}", v.speedup.value_or(0), v.lo.value_or(0),
+                           v.hi.value_or(0))
+            << ")\n";
+        for (const auto& [k, val] : env)
+            out << k << "=" << val << "\n";
+        written.push_back(p);
+    }
+    {
+        fs::path p = o.target / "infrarsi-sbatch-snippet.sh";
+        std::ofstream out(p);
+        out << "# Paste into your batch script before the launch line (InfraRSI promoted settings).\n";
+        for (const auto& [k, val] : env)
+            out << "export " << k << "=" << val << "\n";
+        if (!cand.patches.empty())
+            out << "# Build the workload with the patch series in infrarsi-patches/ applied (see series).\n";
+        written.push_back(p);
+    }
+    fs::path pdir = o.target / "infrarsi-patches";
+    fs::create_directories(pdir);
+    std::ofstream series(pdir / "series");
+    int n = 0;
+    for (const auto& id : cand.patches) {
+        const auto* p = c.patch_info(id);
+        if (!p)
+            throw Error("promoted patch '" + id + "' is not in the catalog",
+                        c.contract().patch_catalog.string(), "the catalog as at init");
+        auto name = fmt::format("{:04d}-{}.patch", ++n, id);
+        fs::copy_file(p->file, pdir / name, fs::copy_options::overwrite_existing);
+        series << name << "\n";
+        written.push_back(pdir / name);
+    }
+    series.close();
+    written.push_back(pdir / "series");
+    if (!o.git_branch.empty()) {
+        // A branch of the user's repository with the series applied, made in a separate worktree so the
+        // user's checkout is not touched.
+        fs::path wt = o.target / "infrarsi-worktree";
+        auto git = [&](std::vector<std::string> args, const fs::path& cwd) {
+            args.insert(args.begin(), "git");
+            ProcessOptions po;
+            po.cwd = cwd.string();
+            auto r = run_process(args, po);
+            if (!r.ok()) throw Error("git failed: " + r.err, describe_command(args), "a git repository");
+        };
+        git({"worktree", "add", "-b", o.git_branch, wt.string()}, o.git_repo);
+        auto rel = fs::relative(c.contract().workload.source, o.git_repo);
+        for (const auto& id : cand.patches) {
+            const auto* p = c.patch_info(id);
+            auto r =
+                run_process({"patch", "-p1", "--batch", "-d", (wt / rel).string(), "-i", p->file.string()});
+            if (!r.ok())
+                throw Error("patch " + id + " does not apply: " + r.out, (wt / rel).string(),
+                            "the baseline tree");
+        }
+        fs::copy_file(o.target / "infrarsi.env", wt / rel / "infrarsi.env",
+                      fs::copy_options::overwrite_existing);
+        git({"add", "-A", "."}, wt / rel);
+        git({"-c", "user.name=infrarsi", "-c", "user.email=infrarsi@localhost", "commit", "-q", "-m",
+             "InfraRSI: promoted change " + cand.describe()},
+            wt);
+        written.push_back(wt);
+    }
+    s.log("applied " + cand.describe() + " to " + o.target.string());
+    return written;
+}
+
+} // namespace infrarsi::report

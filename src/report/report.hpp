@@ -1,0 +1,28 @@
+#pragma once
+// What a campaign found, for people (text) and machines (--json): status while it runs; the report at the end
+// (baseline vs promoted speed-up and MFU, each promoted change's audit path, failed-trial costs, budget
+// used); and apply, which writes the promoted change for the user (env file, sbatch snippet, patch series).
+#include "campaign/campaign.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+namespace infrarsi::report {
+
+nlohmann::json status(campaign::Campaign& c);
+std::string render_status(const nlohmann::json& status);
+
+nlohmann::json build(campaign::Campaign& c);
+std::string render(const nlohmann::json& report);
+
+struct ApplyOptions {
+    std::filesystem::path target; // directory for the env file, sbatch snippet and patch series
+    std::string git_branch;       // when set: also commit the patch series on this new branch of git_repo
+    std::filesystem::path git_repo;
+};
+// Writes the best promoted candidate; returns the files written. Throws when nothing was promoted.
+std::vector<std::filesystem::path> apply(campaign::Campaign& c, const ApplyOptions& o);
+
+} // namespace infrarsi::report

@@ -1,0 +1,78 @@
+#pragma once
+// The proposer interface: given the space, every trial so far (failures included), the noise floor and q,
+// return q distinct untried candidates, each with a reason for the audit. The campaign loop only knows this
+// interface; the simple proposer below is the default until a model-based one (src/model) plugs in.
+#include "space/space.hpp"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace infrarsi::search {
+
+enum class TrialOutcome {
+    Ok,
+    OutOfMemory,
+    Timeout,
+    NodeFailure,
+    Crash,
+    BuildFailure,
+    ContractViolation,
+    Cancelled
+};
+const char* to_string(TrialOutcome o);
+TrialOutcome parse_outcome(const std::string& s); // "ok", "oom", ...
+
+struct Observation {
+    space::Candidate candidate;
+    TrialOutcome outcome = TrialOutcome::Ok;
+    std::optional<double> step_time_s;       // steady-state median, when measured
+    std::optional<double> peak_memory_bytes; // measured peak; for an OOM, the limit (peak > limit)
+    double cost_node_s = 0;
+};
+
+struct PatchFacts {
+    std::string id;
+    std::vector<std::string> tags; // memory_saver, memory_hungry, math_changing, ...
+};
+
+struct ProposalContext {
+    const space::Space* space = nullptr;
+    std::vector<PatchFacts> patches;
+    std::vector<Observation> history;
+    std::optional<double> baseline_step_s;
+    double noise_floor = 0.0; // minimum detectable effect (relative)
+    double memory_limit_bytes = 0;
+    int q = 1;
+    std::uint64_t seed = 1;
+    // Analytic peak-memory estimate of a candidate (the contract's estimate command), when available.
+    std::function<std::optional<double>(const space::Candidate&)> memory_estimate;
+};
+
+struct Proposal {
+    space::Candidate candidate;
+    std::string reason;
+};
+
+class Proposer {
+  public:
+    virtual ~Proposer() = default;
+    virtual std::string name() const = 0;
+    // At most q distinct candidates that are in the space and not in the history; fewer when the space is
+    // exhausted.
+    virtual std::vector<Proposal> propose(const ProposalContext& context) = 0;
+};
+
+// Space-filling (greedy maximin distance in the encoded space) until a candidate succeeds, then the best
+// successful candidate's neighbours first, the rest space-filling.
+class SimpleProposer : public Proposer {
+  public:
+    std::string name() const override { return "simple (space-filling, then neighbours of the best)"; }
+    std::vector<Proposal> propose(const ProposalContext& context) override;
+};
+
+std::unique_ptr<Proposer> make_proposer(const std::string& name); // "simple" (default)
+
+} // namespace infrarsi::search

@@ -1,0 +1,101 @@
+#include "verify/verify.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace infrarsi::verify {
+
+std::vector<double> reference_losses(const std::vector<std::vector<double>>& runs) {
+    std::vector<double> ref;
+    if (runs.empty()) return ref;
+    std::size_t n = runs[0].size();
+    for (const auto& r : runs)
+        n = std::min(n, r.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        std::vector<double> xs;
+        for (const auto& r : runs)
+            xs.push_back(r[i]);
+        ref.push_back(measure::median(xs));
+    }
+    return ref;
+}
+
+std::string check_loss(const std::vector<double>& ref, const std::vector<double>& got,
+                       const contract::Invariants& inv) {
+    if (static_cast<int>(got.size()) < inv.steps)
+        return fmt::format("{} of {} step lines", got.size(), inv.steps);
+    if (static_cast<int>(ref.size()) < inv.steps) return "no complete baseline loss curve to compare with";
+    auto rel = [](double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-12); };
+    if (inv.loss_mode == contract::LossMode::PerStep) {
+        for (int i = 0; i < inv.steps; ++i) {
+            if (!std::isfinite(got[i])) return fmt::format("loss at step {} is not finite", i + 1);
+            if (rel(got[i], ref[i]) > inv.loss_tolerance)
+                return fmt::format("loss at step {} is {:.6g}, baseline {:.6g} (tolerance {:.3g} relative)",
+                                   i + 1, got[i], ref[i], inv.loss_tolerance);
+        }
+        return {};
+    }
+    double a = 0, b = 0;
+    for (int i = inv.steps - inv.loss_last_k; i < inv.steps; ++i) {
+        if (!std::isfinite(got[i])) return fmt::format("loss at step {} is not finite", i + 1);
+        a += got[i];
+        b += ref[i];
+    }
+    a /= inv.loss_last_k;
+    b /= inv.loss_last_k;
+    if (rel(a, b) > inv.loss_tolerance)
+        return fmt::format(
+            "mean loss of the last {} steps is {:.6g}, baseline {:.6g} (tolerance {:.3g} relative)",
+            inv.loss_last_k, a, b, inv.loss_tolerance);
+    return {};
+}
+
+Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
+                const contract::Contract& c, double mde, bool math_changing) {
+    Decision d;
+    std::vector<double> log_ratios;
+    double peak = 0;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        const auto& [a, b] = pairs[i];
+        if (!a.ok || !b.ok) {
+            d.reasons.push_back(
+                fmt::format("pair {}: {} run did not complete", i + 1, !b.ok ? "candidate" : "baseline"));
+            continue;
+        }
+        if (auto why = check_loss(reference_loss, b.losses, c.invariants); !why.empty())
+            d.reasons.push_back(fmt::format("pair {}: loss invariant broken: {}", i + 1, why));
+        if (auto why = check_loss(a.losses, b.losses, c.invariants); !why.empty())
+            d.reasons.push_back(
+                fmt::format("pair {}: loss differs from the interleaved baseline: {}", i + 1, why));
+        if (b.peak_memory_bytes) peak = std::max(peak, *b.peak_memory_bytes);
+        log_ratios.push_back(std::log(a.step_s / b.step_s));
+    }
+    d.pairs = static_cast<int>(log_ratios.size());
+    if (math_changing)
+        d.reasons.push_back("a patch of this candidate is tagged math_changing: never promoted");
+    if (peak >= static_cast<double>(c.resources.mem_bytes))
+        d.reasons.push_back(fmt::format("peak memory {:.0f} MiB is not under the limit {}", peak / (1 << 20),
+                                        c.resources.mem));
+    d.evidence.push_back(fmt::format("peak memory {:.0f} MiB, limit {}", peak / (1 << 20), c.resources.mem));
+    if (log_ratios.size() < 2) {
+        d.reasons.push_back(fmt::format("only {} complete A/B pairs; at least 2 are needed for an interval",
+                                        log_ratios.size()));
+        if (log_ratios.size() == 1) d.speedup = d.lo = d.hi = std::exp(log_ratios[0]);
+    } else {
+        auto ci = measure::mean_ci(log_ratios, 0.95);
+        d.speedup = std::exp(ci.estimate);
+        d.lo = std::exp(ci.lo);
+        d.hi = std::exp(ci.hi);
+        d.evidence.push_back(fmt::format("speed-up {:.3f}x, 95% interval [{:.3f}, {:.3f}] over {} A/B pairs",
+                                         d.speedup, d.lo, d.hi, log_ratios.size()));
+        if (!(d.lo - 1.0 > mde))
+            d.reasons.push_back(fmt::format(
+                "lower bound of the speed-up {:.3f}x does not exceed 1 + MDE = {:.3f}", d.lo, 1.0 + mde));
+    }
+    d.promoted = d.reasons.empty();
+    return d;
+}
+
+} // namespace infrarsi::verify

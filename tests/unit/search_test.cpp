@@ -1,0 +1,78 @@
+#include "contract/contract.hpp"
+#include "search/proposer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include <set>
+
+using namespace infrarsi;
+
+namespace {
+space::Space toy_space() {
+    auto c = contract::load(std::string(INFRARSI_FIXTURES) + "/toyload.contract.toml");
+    c.space.patches = {"broken_build", "fast_kernel"};
+    return c.space;
+}
+} // namespace
+
+TEST_CASE("a batch has q distinct, feasible candidates none of which was tried") {
+    auto s = toy_space();
+    search::SimpleProposer p;
+    search::ProposalContext ctx;
+    ctx.space = &s;
+    ctx.q = 6;
+    ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+    auto batch = p.propose(ctx);
+    REQUIRE(batch.size() == 6);
+    std::set<std::string> keys;
+    for (const auto& b : batch) {
+        CHECK(s.feasible(b.candidate));
+        CHECK(b.candidate.key() != s.baseline().key());
+        CHECK_FALSE(b.reason.empty());
+        keys.insert(b.candidate.key());
+    }
+    CHECK(keys.size() == 6);
+}
+
+TEST_CASE("after a success the best candidate's neighbours come first") {
+    auto s = toy_space();
+    search::SimpleProposer p;
+    search::ProposalContext ctx;
+    ctx.space = &s;
+    ctx.q = 2;
+    ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+    auto batch = p.propose(ctx);
+    CHECK(batch[0].reason.find("neighbour of the best") != std::string::npos);
+}
+
+TEST_CASE("no proposal contains a patch set that failed to build") {
+    auto s = toy_space();
+    search::SimpleProposer p;
+    search::ProposalContext ctx;
+    ctx.space = &s;
+    ctx.q = 100;
+    auto broken = s.baseline();
+    broken.patches = {"broken_build"};
+    ctx.history.push_back({broken, search::TrialOutcome::BuildFailure, {}, {}, 0});
+    auto batch = p.propose(ctx);
+    CHECK(!batch.empty());
+    for (const auto& b : batch)
+        CHECK(std::find(b.candidate.patches.begin(), b.candidate.patches.end(), "broken_build") ==
+              b.candidate.patches.end());
+}
+
+TEST_CASE("an exhausted space yields fewer proposals, never repeats") {
+    auto s = toy_space();
+    s.patches.clear();
+    search::SimpleProposer p;
+    search::ProposalContext ctx;
+    ctx.space = &s;
+    ctx.q = 100;
+    auto all = p.propose(ctx);
+    CHECK(all.size() == 15); // 5 micro-batches x 3 recompute modes
+    for (const auto& a : all)
+        ctx.history.push_back({a.candidate, search::TrialOutcome::Ok, 1.0, {}, 0});
+    CHECK(p.propose(ctx).empty());
+}
