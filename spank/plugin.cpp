@@ -1,11 +1,11 @@
-// The InfraRSI SPANK plugin: the one file that defines Slurm's entry points. It registers `--infrarsi` in
-// every context that uses it and dispatches on spank_context().
-#include <cstring>
-#include <string>
+// The InfraRSI SPANK plugin: the one file that defines Slurm's entry points. Each entry point switches on
+// spank_context() and calls the file of that context (submit.cpp: srun/sbatch, stepd.cpp: slurmstepd).
+#include "context.hpp"
 
-extern "C" {
-#include <slurm/spank.h>
-}
+#include "util/error.hpp"
+
+#include <string>
+#include <vector>
 
 // SPANK_PLUGIN gives these internal linkage in C++; Slurm needs them exported (see ENVIRONMENT.md).
 extern "C" {
@@ -19,48 +19,57 @@ const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 const unsigned int spank_plugin_version = 0;
 }
 
-namespace {
-
-constexpr const char* kModes = "record, trial, tune[:CONTRACT], off";
-
-struct PluginState {
-    std::string mode = "record";
-    bool mode_given = false;
-};
-PluginState g_state;
-
-bool valid_mode(const std::string& m) {
-    return m == "record" || m == "trial" || m == "off" || m == "tune" || m.rfind("tune:", 0) == 0;
+namespace infrarsi::spank {
+Context& context() {
+    static Context ctx;
+    return ctx;
 }
+} // namespace infrarsi::spank
 
-int on_infrarsi_option(int, const char* optarg, int) {
-    std::string value = optarg ? optarg : "record";
-    if (value.empty()) value = "record";
-    if (!valid_mode(value)) {
-        slurm_error("infrarsi: invalid --infrarsi value '%s' (allowed: %s)", value.c_str(), kModes);
+using infrarsi::spank::context;
+
+#define INFRARSI_EXPORT extern "C" __attribute__((visibility("default")))
+
+INFRARSI_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
+    // No C++ exception may cross into Slurm.
+    try {
+        std::vector<std::string> args(av, av + (ac > 0 ? ac : 0));
+        context().config = infrarsi::spank::parse_config(args);
+    } catch (const std::exception& e) {
+        slurm_error("infrarsi: %s", e.what());
         return -1;
     }
-    g_state.mode = value; // copied: optarg is not ours to keep
-    g_state.mode_given = true;
-    return 0;
+    switch (spank_context()) {
+    case S_CTX_LOCAL:
+    case S_CTX_REMOTE:
+    case S_CTX_ALLOCATOR:
+        return infrarsi::spank::register_options(sp);
+    default:
+        return 0;
+    }
 }
 
-struct spank_option g_option = {
-    const_cast<char*>("infrarsi"),
-    const_cast<char*>("[MODE]"),
-    const_cast<char*>(
-        "InfraRSI: record this allocation's topology and noise (record, the default), run as an "
-        "orchestrator trial (trial), start a tuning campaign (tune[:CONTRACT]) or off"),
-    2,
-    0,
-    on_infrarsi_option};
-
-} // namespace
-
-extern "C" __attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int, char**) {
-    if (spank_option_register(sp, &g_option) != ESPANK_SUCCESS) {
-        slurm_error("infrarsi: cannot register --infrarsi");
-        return -1;
+INFRARSI_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+    try {
+        if (spank_context() != S_CTX_REMOTE) return 0;
+        return infrarsi::spank::stepd_init_post_opt(sp, context());
+    } catch (const std::exception& e) {
+        slurm_error("infrarsi: %s", e.what());
+        return context().effective_mode().kind == infrarsi::spank::ModeKind::record ? 0 : -1;
     }
-    return 0;
+}
+
+INFRARSI_EXPORT int slurm_spank_user_init(spank_t sp, int, char**) {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    try {
+        return infrarsi::spank::stepd_user_init(sp, context());
+    } catch (const std::exception& e) {
+        context().deferred_error = e.what();
+        return 0;
+    }
+}
+
+INFRARSI_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    return infrarsi::spank::stepd_task_init(sp, context());
 }

@@ -58,6 +58,7 @@ nlohmann::json to_json(const AllocationRecord& r) {
             {"time", r.time},
             {"mode", r.mode},
             {"plugin_version", r.plugin_version},
+            {"record_ms", r.record_ms},
             {"topology", to_json(r.topology)},
             {"calibration", to_json(r.calibration)}};
 }
@@ -81,6 +82,8 @@ AllocationRecord record_from_json(const nlohmann::json& j) {
     r.time = field<std::string>(j, "time");
     r.mode = field<std::string>(j, "mode");
     r.plugin_version = field<std::string>(j, "plugin_version");
+    r.record_ms = field<double>(j, "record_ms");
+    if (!(r.record_ms >= 0)) throw Error("record_ms must be >= 0", "allocation record");
     if (r.job_id == 0) throw Error("job_id must be > 0", "allocation record");
     if (r.node.empty() || r.node.size() > 256 || !printable(r.node))
         throw Error("node must be a non-empty printable name", "allocation record");

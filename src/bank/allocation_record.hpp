@@ -23,6 +23,7 @@ struct AllocationRecord {
     std::string time;           // UTC, ISO 8601 ("2024-05-01T12:00:00Z")
     std::string mode;           // record, trial, tune: what the job asked for
     std::string plugin_version; // InfraRSI version that wrote it
+    double record_ms = 0;       // what writing this record cost the job: topology + calibration + write
     TopologyFeatures topology;
     Calibration calibration;
     bool operator==(const AllocationRecord&) const = default;

@@ -25,6 +25,7 @@ AllocationRecord sample() {
     r.time = "2024-05-01T12:00:00Z";
     r.mode = "record";
     r.plugin_version = "0.1.0";
+    r.record_ms = 312.5;
     r.topology = topology_from_synthetic("pack:1 numa:1 l3:1(size=16MB) l2:4(size=1MB) core:1 pu:2");
     r.calibration.compute_gflops = summarize({1.0, 1.1, 0.9});
     r.calibration.memory_gbs = summarize({10.0, 11.0});
@@ -66,6 +67,7 @@ TEST_CASE("record validation names what is wrong") {
     check_bad("node", [](auto& b) { b["node"] = ""; });
     check_bad("time", [](auto& b) { b["time"] = "yesterday"; });
     check_bad("mode", [](auto& b) { b["mode"] = "off"; });
+    check_bad("record_ms", [](auto& b) { b["record_ms"] = -1.0; });
     check_bad("cores", [](auto& b) { b["topology"].erase("cores"); });
     check_bad("calibration", [](auto& b) { b.erase("calibration"); });
     CHECK_THROWS_WITH_AS(parse_record_line("{\"format\": "), doctest::Contains("not JSON"), Error);

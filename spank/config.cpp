@@ -1,0 +1,86 @@
+#include "config.hpp"
+
+#include "util/error.hpp"
+
+#include <charconv>
+
+namespace infrarsi::spank {
+namespace {
+
+bool parse_yes_no(const std::string& key, const std::string& value) {
+    if (value == "yes" || value == "true" || value == "1") return true;
+    if (value == "no" || value == "false" || value == "0") return false;
+    throw Error("plugstack argument " + key + "=" + value + " is not yes or no", "plugstack.conf");
+}
+
+} // namespace
+
+std::string Mode::text() const {
+    switch (kind) {
+    case ModeKind::record:
+        return "record";
+    case ModeKind::trial:
+        return "trial";
+    case ModeKind::off:
+        return "off";
+    case ModeKind::tune:
+        return contract.empty() ? "tune" : "tune:" + contract;
+    }
+    return "record";
+}
+
+std::optional<Mode> parse_mode(std::string_view value) {
+    if (value.empty() || value == "record") return Mode{ModeKind::record, {}};
+    if (value == "trial") return Mode{ModeKind::trial, {}};
+    if (value == "off") return Mode{ModeKind::off, {}};
+    if (value == "tune") return Mode{ModeKind::tune, {}};
+    if (value.starts_with("tune:")) {
+        std::string_view contract = value.substr(5);
+        if (contract.empty() || contract.size() > 4096) return std::nullopt;
+        for (unsigned char c : contract)
+            if (c < 0x20 || c == 0x7f) return std::nullopt;
+        return Mode{ModeKind::tune, std::string(contract)};
+    }
+    return std::nullopt;
+}
+
+Config parse_config(const std::vector<std::string>& args) {
+    Config c;
+    for (const auto& arg : args) {
+        auto eq = arg.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw Error("plugstack argument '" + arg + "' is not key=value", "plugstack.conf",
+                        "spool=DIR default_mode=record|off calibration_ms=N allow_off=yes|no nccl=yes|no");
+        std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
+        if (key == "spool") {
+            if (value.empty() || value[0] != '/')
+                throw Error("spool=" + value + " is not an absolute path", "plugstack.conf");
+            c.spool = value;
+        } else if (key == "default_mode") {
+            if (value == "record")
+                c.default_mode = ModeKind::record;
+            else if (value == "off")
+                c.default_mode = ModeKind::off;
+            else
+                throw Error("default_mode=" + value + " is not record or off", "plugstack.conf");
+        } else if (key == "calibration_ms") {
+            int ms = -1;
+            auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+            if (ec != std::errc() || end != value.data() + value.size() || ms < 0 || ms > kMaxCalibrationMs)
+                throw Error("calibration_ms=" + value + " is not a number of milliseconds in 0.." +
+                                std::to_string(kMaxCalibrationMs),
+                            "plugstack.conf");
+            c.calibration = std::chrono::milliseconds(ms);
+        } else if (key == "allow_off") {
+            c.allow_off = parse_yes_no(key, value);
+        } else if (key == "nccl") {
+            c.nccl = parse_yes_no(key, value);
+        } else {
+            throw Error("unknown plugstack argument '" + key + "'", "plugstack.conf",
+                        "one of spool, default_mode, calibration_ms, allow_off, nccl");
+        }
+    }
+    return c;
+}
+
+} // namespace infrarsi::spank

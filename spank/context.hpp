@@ -1,0 +1,38 @@
+#pragma once
+// All of the plugin's state, in one struct (one instance per process that loads the plugin: srun, sbatch,
+// each slurmstepd), and the per-context entry points the dispatcher (plugin.cpp) calls.
+#include "config.hpp"
+
+#include <optional>
+#include <string>
+
+extern "C" {
+#include <slurm/spank.h>
+}
+
+namespace infrarsi::spank {
+
+struct Context {
+    Config config;
+    std::optional<std::string> option_text; // --infrarsi's value as first given (copied: optarg is not ours)
+    std::optional<Mode> option;             // parsed option_text
+    std::string deferred_error; // from user_init, reported by task_init (user_init's never reach srun)
+
+    Mode effective_mode() const { return option ? *option : Mode{config.default_mode, {}}; }
+};
+
+Context& context();
+
+// options.cpp: --infrarsi, registered in every context that parses or receives it.
+int register_options(spank_t sp);
+
+// submit.cpp: sbatch/salloc, before the job exists (runs as the submitting user): tune mode's script and
+// contract. -1 refuses the submission.
+int submit_tune(const Mode& mode);
+
+// stepd.cpp: slurmstepd (root), per step and node.
+int stepd_init_post_opt(spank_t sp, Context& ctx); // record mode's node record, tune mode's request
+int stepd_user_init(spank_t sp, Context& ctx);     // trial mode's environment (privileges dropped)
+int stepd_task_init(spank_t sp, Context& ctx);     // reports errors kept from user_init
+
+} // namespace infrarsi::spank

@@ -1,0 +1,105 @@
+#include "spool.hpp"
+
+#include "util/error.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace infrarsi::spank {
+namespace {
+
+std::string sys_error(const char* what) {
+    return std::string(what) + ": " + std::strerror(errno);
+}
+
+struct Fd {
+    int fd = -1;
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+void write_all(int fd, const std::string& s, const std::string& where) {
+    size_t done = 0;
+    while (done < s.size()) {
+        ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw Error(sys_error("write"), where);
+        done += static_cast<size_t>(n);
+    }
+}
+
+} // namespace
+
+void ensure_safe_dir(const std::string& dir) {
+    if (dir.empty() || dir[0] != '/') throw Error("spool path is not absolute", dir);
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) {
+        if (errno != ENOENT) throw Error(sys_error("lstat"), dir);
+        // Created with exactly 0755 whatever the umask of the process that loaded us.
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw Error(sys_error("mkdir"), dir);
+        if (::lstat(dir.c_str(), &st) != 0) throw Error(sys_error("lstat"), dir);
+        if (S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 07777) != 0755)
+            ::chmod(dir.c_str(), 0755);
+        if (::lstat(dir.c_str(), &st) != 0) throw Error(sys_error("lstat"), dir);
+    }
+    if (S_ISLNK(st.st_mode))
+        throw Error("spool is a symlink; refusing to follow it", dir, "a real directory");
+    if (!S_ISDIR(st.st_mode)) throw Error("spool is not a directory", dir);
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+        throw Error("spool is owned by uid " + std::to_string(st.st_uid), dir, "owned by root");
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        throw Error("spool is world-writable without the sticky bit", dir, "mode 0755");
+}
+
+bool claim_marker(const std::string& path) {
+    Fd f;
+    f.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (f.fd >= 0) return true;
+    if (errno == EEXIST) return false;
+    throw Error(sys_error("cannot create marker"), path);
+}
+
+bool write_new_file(const std::string& dir, const std::string& name, const std::string& content,
+                    mode_t mode) {
+    const std::string path = dir + "/" + name;
+    const std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
+    {
+        Fd f;
+        f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (f.fd < 0) throw Error(sys_error("cannot create"), tmp);
+        ::fchmod(f.fd, mode); // whatever the umask
+        try {
+            write_all(f.fd, content, tmp);
+        } catch (...) {
+            ::unlink(tmp.c_str());
+            throw;
+        }
+    }
+    // link(2) fails on an existing target, unlike rename(2): no request is ever overwritten.
+    if (::link(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        if (e == EEXIST) return false;
+        errno = e;
+        throw Error(sys_error("cannot publish"), path);
+    }
+    ::unlink(tmp.c_str());
+    return true;
+}
+
+std::string safe_component(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                  c == '_' || c == '-';
+        out += ok ? c : '_';
+    }
+    if (out.empty() || out[0] == '.') out.insert(out.begin(), '_');
+    return out;
+}
+
+} // namespace infrarsi::spank

@@ -1,0 +1,53 @@
+// Modes and plugstack.conf arguments: what the plugin accepts and what it refuses, with the name of it.
+#include "config.hpp"
+
+#include "util/error.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace infrarsi;
+using namespace infrarsi::spank;
+
+TEST_CASE("modes: a bare --infrarsi is record; tune takes an optional contract; others are refused") {
+    CHECK(parse_mode("")->kind == ModeKind::record);
+    CHECK(parse_mode("record")->kind == ModeKind::record);
+    CHECK(parse_mode("trial")->kind == ModeKind::trial);
+    CHECK(parse_mode("off")->kind == ModeKind::off);
+    CHECK(parse_mode("tune")->contract.empty());
+    CHECK(parse_mode("tune:job.contract.toml")->contract == "job.contract.toml");
+    CHECK(parse_mode("tune:job.contract.toml")->text() == "tune:job.contract.toml");
+    CHECK_FALSE(parse_mode("tune:"));
+    CHECK_FALSE(parse_mode("Record"));
+    CHECK_FALSE(parse_mode("bogus"));
+    CHECK_FALSE(parse_mode("tune:a\nb"));
+}
+
+TEST_CASE("plugstack arguments: defaults, every key, and the site's record default") {
+    auto d = parse_config({});
+    CHECK(d.default_mode == ModeKind::record);
+    CHECK(d.calibration.count() == 300);
+    CHECK(d.allow_off);
+    CHECK_FALSE(d.nccl);
+    auto c = parse_config(
+        {"spool=/var/spool/x", "default_mode=off", "calibration_ms=120", "allow_off=no", "nccl=yes"});
+    CHECK(c.spool == "/var/spool/x");
+    CHECK(c.default_mode == ModeKind::off);
+    CHECK(c.calibration.count() == 120);
+    CHECK_FALSE(c.allow_off);
+    CHECK(c.nccl);
+}
+
+TEST_CASE("an unknown plugstack key is refused with its name") {
+    CHECK_THROWS_WITH_AS(parse_config({"spool=/x", "colour=blue"}), doctest::Contains("'colour'"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"verbose"}), doctest::Contains("'verbose'"), Error);
+}
+
+TEST_CASE("bad plugstack values are refused with the value") {
+    CHECK_THROWS_WITH_AS(parse_config({"spool=relative/dir"}), doctest::Contains("relative/dir"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"default_mode=trial"}), doctest::Contains("default_mode=trial"),
+                         Error);
+    CHECK_THROWS_WITH_AS(parse_config({"calibration_ms=-5"}), doctest::Contains("calibration_ms=-5"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"calibration_ms=20000"}), doctest::Contains("0..10000"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"calibration_ms=12ms"}), doctest::Contains("12ms"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"allow_off=maybe"}), doctest::Contains("maybe"), Error);
+}
