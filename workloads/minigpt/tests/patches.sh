@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every candidate patch applies to the baseline source; the one tagged expected_build_failure fails to build and
 # all others build; the math_changing one moves the loss beyond tolerance and the others keep it within.
-# Loss tolerance: mean over 10 steps of |loss_patch - loss_base| / loss_base < 2e-3 (float reassociation in
-# fused kernels moves it by ~1e-5; a changed model moves it by far more).
+# Loss tolerance: mean over 10 steps of |loss_patch - loss_base| / loss_base < 1e-4 (float reassociation in
+# fused kernels moved it by <= 3e-9 when measured; window-attention by 9e-4).
 # Speed: one sandbox source tree and one build tree; before each patch only the files the previous patch touched
 # are restored, so make recompiles just the touched translation units.
 set -euo pipefail
@@ -37,9 +37,9 @@ for p in "$src"/patches/*.patch; do
   m=$(drift "$base_moe" "$(losses "$work/build/minigpt" "${run[@]}" --model moe --experts 4)")
   worst=$(python3 -c "print(max($d, $m))")
   if [[ " $tags " == *" math_changing "* ]]; then
-    python3 -c "import sys; sys.exit(0 if $worst > 2e-3 else 1)" && echo "ok   $id: loss drift $worst > 2e-3 (math changing)" || { echo "FAIL $id: math-changing patch kept the loss (drift $worst)"; fail=1; }
+    python3 -c "import sys; sys.exit(0 if $worst > 1e-4 else 1)" && echo "ok   $id: loss drift $worst > 1e-4 (math changing)" || { echo "FAIL $id: math-changing patch kept the loss (drift $worst)"; fail=1; }
   else
-    python3 -c "import sys; sys.exit(0 if $worst < 2e-3 else 1)" && echo "ok   $id: loss drift $worst < 2e-3" || { echo "FAIL $id: loss drift $worst >= 2e-3"; fail=1; }
+    python3 -c "import sys; sys.exit(0 if $worst < 1e-4 else 1)" && echo "ok   $id: loss drift $worst < 1e-4" || { echo "FAIL $id: loss drift $worst >= 1e-4"; fail=1; }
   fi
 done
 exit $fail
