@@ -30,7 +30,9 @@ std::string Mode::text() const {
 }
 
 std::optional<Mode> parse_mode(std::string_view value) {
-    if (value.empty() || value == "record") return Mode{ModeKind::record, {}};
+    // A bare --infrarsi given to sbatch/salloc reaches srun inside the job as the string "(null)" (Slurm
+    // formats the missing argument with %s into SLURM_SPANK__SLURM_SPANK_OPTION_infrarsi_infrarsi).
+    if (value.empty() || value == "(null)" || value == "record") return Mode{ModeKind::record, {}};
     if (value == "trial") return Mode{ModeKind::trial, {}};
     if (value == "off") return Mode{ModeKind::off, {}};
     if (value == "tune") return Mode{ModeKind::tune, {}};

@@ -11,6 +11,7 @@ using namespace infrarsi::spank;
 TEST_CASE("modes: a bare --infrarsi is record; tune takes an optional contract; others are refused") {
     CHECK(parse_mode("")->kind == ModeKind::record);
     CHECK(parse_mode("record")->kind == ModeKind::record);
+    CHECK(parse_mode("(null)")->kind == ModeKind::record); // bare --infrarsi, as srun inside sbatch sees it
     CHECK(parse_mode("trial")->kind == ModeKind::trial);
     CHECK(parse_mode("off")->kind == ModeKind::off);
     CHECK(parse_mode("tune")->contract.empty());

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The plugin under plugstack.conf arguments the main test cluster does not use, on its own 2-node cluster:
+# a spool it cannot write never fails a job; `required` makes trial-mode errors fail the job; an unknown key
+# is refused by name; allow_off=no and default_mode=off do what they say. plugstack.conf is read afresh by
+# srun, sbatch and every slurmstepd, so each case rewrites it without restarting daemons.
+set -euo pipefail
+src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+build=${INFRARSI_BUILD_DIR:-$src/build}
+so=$build/spank/infrarsi.so
+[ -f "$so" ] || { echo "FAIL: no plugin at $so (build first)"; exit 1; }
+dir=$(mktemp -d /tmp/infrarsi-spank-site.XXXXXX)
+chmod 0755 "$dir"
+export INFRARSI_SLURM_DIR=$dir INFRARSI_SLURM_PORT=17410
+unset SLURM_CONF
+cleanup() { "$src/scripts/slurm-local" stop >/dev/null 2>&1 || true; rm -rf "$dir"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# A spool that is a regular file: the plugin can neither create nor use it.
+echo "not a directory" >"$dir/spool-file"
+eval "$("$src/scripts/slurm-local" start --nodes 2 --plugin "$so" --plugin-args "spool=$dir/spool-file")"
+plugstack=$dir/etc/plugstack.conf
+logs() { cat "$dir"/log/slurmd-n*.log; }
+
+# 1. Unwritable spool: the job runs and succeeds; the plugin says why it recorded nothing.
+out=$(srun -N2 -n2 --infrarsi echo ran) || fail "a job failed because of the plugin's spool"
+[ "$(grep -c ran <<<"$out")" -eq 2 ] || fail "expected 2 tasks to run, got: $out"
+logs | grep -q "infrarsi: record skipped: .*spool-file.*not a directory" || fail "no log line about the bad spool"
+[ "$(cat "$dir/spool-file")" = "not a directory" ] || fail "the plugin wrote into a file that is not its spool"
+
+# 2. A world-writable spool without the sticky bit is refused, the job still runs.
+mkdir -p "$dir/open-spool" && chmod 0777 "$dir/open-spool"
+echo "required $so spool=$dir/open-spool" >"$plugstack"
+srun -N1 true || fail "a world-writable spool failed the job"
+logs | grep -q "world-writable" || fail "no log line about the world-writable spool"
+[ ! -e "$dir/open-spool/allocations.jsonl" ] || fail "records written into a world-writable spool"
+
+# 3. required + trial mode: an index the manifest lacks fails that array task, with the reason.
+spool=$dir/spool
+echo "required $so spool=$spool" >"$plugstack"
+cat >"$dir/manifest.json" <<JSON
+{"format": "infrarsi-manifest/1", "campaign": "site", "knobs": {"OMP_NUM_THREADS": ["1"]},
+ "trials": [{"index": 0, "trial_id": "t0", "env": {"OMP_NUM_THREADS": "1"}, "result": "$dir/t0.json"}]}
+JSON
+set +e
+INFRARSI_MANIFEST=$dir/manifest.json sbatch --wait --array=0-1 --infrarsi=trial -o "$dir/trial-%a.out" \
+  --wrap 'echo trial=$INFRARSI_TRIAL_ID' >/dev/null 2>&1
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "an array task without a manifest entry did not fail"
+grep -q "trial=t0" "$dir/trial-0.out" || fail "index 0 did not get its trial: $(cat "$dir/trial-0.out")"
+grep -q "no trial for array index 1" "$dir/trial-1.out" || fail "index 1's error is not in its output"
+if grep -q "trial=" "$dir/trial-1.out"; then fail "index 1 ran its script despite the error"; fi
+
+# 4. An unknown key is refused, naming it.
+echo "required $so spool=$spool colour=blue" >"$plugstack"
+if err=$(srun -N1 true 2>&1); then fail "srun ran with an unknown plugstack key"; fi
+grep -q "unknown plugstack argument 'colour'" <<<"$err" || fail "the refusal does not name the key: $err"
+
+# 5. allow_off=no: users cannot opt out; default_mode=off: only jobs that ask are recorded.
+echo "required $so spool=$spool allow_off=no" >"$plugstack"
+if err=$(srun -N1 --infrarsi=off true 2>&1); then fail "--infrarsi=off accepted with allow_off=no"; fi
+grep -q "not allowed here" <<<"$err" || fail "allow_off refusal unclear: $err"
+echo "required $so spool=$spool default_mode=off calibration_ms=50" >"$plugstack"
+before=$(wc -l <"$spool/allocations.jsonl" 2>/dev/null || echo 0)
+srun -N1 true
+[ "$(wc -l <"$spool/allocations.jsonl" 2>/dev/null || echo 0)" -eq "$before" ] || fail "default_mode=off recorded a job"
+srun -N1 --infrarsi true
+[ "$(wc -l <"$spool/allocations.jsonl")" -eq $((before + 1)) ] || fail "--infrarsi under default_mode=off did not record"
+tail -1 "$spool/allocations.jsonl" | grep -q '"budget_ms":50.0' || fail "calibration_ms=50 not applied"
+[ "$(stat -c %a "$spool")" = 755 ] || fail "spool created with mode $(stat -c %a "$spool")"
+[ "$(stat -c %a "$spool/allocations.jsonl")" = 644 ] || fail "records file mode $(stat -c %a "$spool/allocations.jsonl")"
+
+echo "ok: unwritable and open spools, required trial errors, unknown key, allow_off, default_mode"

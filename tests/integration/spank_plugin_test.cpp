@@ -1,0 +1,203 @@
+// The SPANK plugin on the real local cluster (scripts/test loads build/spank/infrarsi.so with its spool at
+// $INFRARSI_SLURM_DIR/spank-spool): the option on srun and sbatch, record mode's per-node records, trial
+// mode's environment and tune mode's request. Tests that need other plugstack arguments start their own
+// cluster: tests/integration/2N-spank-*.sh.
+#include "bank/allocation_record.hpp"
+#include "bank/topology.hpp"
+#include "cluster.hpp"
+#include "util/process.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <doctest/doctest.h>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+using namespace infrarsi;
+using infrarsi::testing::require_cluster;
+using infrarsi::testing::scratch_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path spool() {
+    const char* dir = std::getenv("INFRARSI_SLURM_DIR");
+    REQUIRE_MESSAGE(dir != nullptr, "INFRARSI_SLURM_DIR is not set: run through scripts/test");
+    return fs::path(dir) / "spank-spool";
+}
+
+ProcessResult run(const std::vector<std::string>& argv, std::map<std::string, std::string> env = {}) {
+    ProcessOptions o;
+    o.timeout = std::chrono::seconds(120);
+    o.env = std::move(env);
+    return run_process(argv, o);
+}
+
+std::vector<bank::AllocationRecord> records_of(const std::string& job_id) {
+    std::vector<bank::AllocationRecord> out;
+    auto path = spool() / "allocations.jsonl";
+    if (!fs::exists(path)) return out;
+    auto all = bank::read_records(path.string());
+    for (auto& r : all.records)
+        if (std::to_string(r.job_id) == job_id) out.push_back(r);
+    return out;
+}
+
+std::string first_line(const std::string& s) {
+    return s.substr(0, s.find('\n'));
+}
+
+std::map<std::string, std::string> read_env_file(const fs::path& p) {
+    std::map<std::string, std::string> env;
+    std::ifstream in(p);
+    std::string line;
+    while (std::getline(in, line)) {
+        auto eq = line.find('=');
+        // Multi-line values (bash functions) continue on lines without a NAME= prefix: skip those.
+        if (eq == std::string::npos || eq == 0) continue;
+        env[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return env;
+}
+
+} // namespace
+
+TEST_CASE("srun and sbatch --help list --infrarsi") {
+    require_cluster();
+    for (const char* cmd : {"srun", "sbatch"}) {
+        auto r = run({cmd, "--help"});
+        CHECK_MESSAGE(r.out.find("--infrarsi") != std::string::npos, cmd << " --help: " << r.out);
+    }
+}
+
+TEST_CASE("a bad --infrarsi value is refused at submit time with the allowed values") {
+    require_cluster();
+    auto dir = scratch_dir("spank-bad");
+    for (std::vector<std::string> argv : {std::vector<std::string>{"srun", "--infrarsi=fast", "true"},
+                                          {"sbatch", "--infrarsi=fast", "--wrap", "true"}}) {
+        auto r = run(argv);
+        CHECK(r.exit_code != 0);
+        CHECK_MESSAGE(r.err.find("record, trial, tune[:CONTRACT], off") != std::string::npos, r.err);
+        CHECK(r.out.find("Submitted") == std::string::npos);
+    }
+}
+
+TEST_CASE("record mode writes one record per node of a 2-node allocation, however many steps run") {
+    require_cluster();
+    // Two steps on both nodes: the second must not add records.
+    auto r = run({"salloc", "-N2", "-n2", "--infrarsi", "bash", "-c",
+                  "srun -N2 -n2 true && srun -N2 -n2 true && echo $SLURM_JOB_ID"});
+    REQUIRE_MESSAGE(r.ok(), r.err);
+    auto job = first_line(r.out.substr(r.out.find_first_of("0123456789")));
+    auto recs = records_of(job);
+    REQUIRE_MESSAGE(recs.size() == 2, "job " << job << " has " << recs.size() << " records in " << spool());
+    std::set<std::string> nodes;
+    auto here = bank::topology_from_live(); // the fake nodes are this host
+    for (const auto& rec : recs) {
+        nodes.insert(rec.node);
+        CHECK(rec.mode == "record");
+        CHECK(rec.topology.cores == here.cores);
+        CHECK(rec.topology.pus == here.pus);
+        CHECK(rec.topology.l1d_bytes > 0);
+        CHECK(rec.topology.l2_bytes > 0);
+        CHECK(rec.topology.l3_bytes > 0);
+        CHECK(rec.topology.memory_bytes > 0);
+        CHECK(rec.calibration.compute_gflops.samples.size() == 5);
+        CHECK(rec.calibration.compute_gflops.median > 0);
+        CHECK(rec.calibration.memory_gbs.median > 0);
+        CHECK(rec.calibration.budget_ms == 300);
+        CHECK(rec.record_ms > 0);
+    }
+    CHECK(nodes.size() == 2);
+}
+
+TEST_CASE("--infrarsi=off writes no record") {
+    require_cluster();
+    auto r = run({"srun", "-N1", "--infrarsi=off", "bash", "-c", "echo $SLURM_JOB_ID"});
+    REQUIRE_MESSAGE(r.ok(), r.err);
+    CHECK(records_of(first_line(r.out)).empty());
+}
+
+TEST_CASE("trial mode gives each array index exactly its declared knobs plus INFRARSI_*") {
+    require_cluster();
+    auto dir = scratch_dir("spank-trial");
+    nlohmann::json manifest = {
+        {"format", "infrarsi-manifest/1"},
+        {"campaign", "it-trial"},
+        {"knobs", {{"OMP_NUM_THREADS", {"1", "2"}}, {"MICRO_BATCH", nullptr}, {"NEVER_SET", nullptr}}},
+        {"trials",
+         {{{"index", 0},
+           {"trial_id", "t0"},
+           {"env", {{"OMP_NUM_THREADS", "1"}, {"MICRO_BATCH", "8"}}},
+           {"result", (dir / "t0.json").string()}},
+          {{"index", 1},
+           {"trial_id", "t1"},
+           {"env", {{"OMP_NUM_THREADS", "2"}}},
+           {"result", (dir / "t1.json").string()}}}}};
+    std::ofstream(dir / "manifest.json") << manifest.dump();
+    std::map<std::string, std::string> env = {{"INFRARSI_MANIFEST", (dir / "manifest.json").string()}};
+    // The same array once in record mode: what the trial adds is the difference of the two environments.
+    for (const char* mode : {"record", "trial"}) {
+        auto r = run({"sbatch", "--wait", "--array=0-1", std::string("--infrarsi=") + mode, "-o",
+                      (dir / (std::string(mode) + "-%a.out")).string(), "--wrap", "env"},
+                     env);
+        REQUIRE_MESSAGE(r.ok(), mode << ": " << r.err);
+    }
+    std::map<int, std::map<std::string, std::string>> expected = {
+        {0,
+         {{"OMP_NUM_THREADS", "1"},
+          {"MICRO_BATCH", "8"},
+          {"INFRARSI_CAMPAIGN", "it-trial"},
+          {"INFRARSI_TRIAL_ID", "t0"},
+          {"INFRARSI_RESULT", (dir / "t0.json").string()}}},
+        {1,
+         {{"OMP_NUM_THREADS", "2"},
+          {"INFRARSI_CAMPAIGN", "it-trial"},
+          {"INFRARSI_TRIAL_ID", "t1"},
+          {"INFRARSI_RESULT", (dir / "t1.json").string()}}}};
+    for (int i : {0, 1}) {
+        auto base = read_env_file(dir / ("record-" + std::to_string(i) + ".out"));
+        auto trial = read_env_file(dir / ("trial-" + std::to_string(i) + ".out"));
+        REQUIRE(!base.empty());
+        std::map<std::string, std::string> added;
+        for (const auto& [k, v] : trial)
+            if (!base.contains(k)) added[k] = v;
+        CHECK_MESSAGE(added == expected[i], "index " << i);
+    }
+}
+
+TEST_CASE("tune mode hands a request with script and contract to the spool and runs the job as baseline") {
+    require_cluster();
+    auto dir = scratch_dir("spank-tune");
+    std::ofstream(dir / "train.sbatch") << "#!/bin/bash\necho baseline-ran\n";
+    // No contract beside the script yet: refused at submission, saying where it looked.
+    auto refused = run({"sbatch", "--infrarsi=tune", (dir / "train.sbatch").string()});
+    CHECK(refused.exit_code != 0);
+    CHECK_MESSAGE(refused.err.find((dir / "train.contract.toml").string()) != std::string::npos, refused.err);
+
+    std::ofstream(dir / "train.contract.toml") << "# contract\n";
+    ProcessOptions o;
+    o.cwd = dir.string();
+    o.timeout = std::chrono::seconds(120);
+    auto r = run_process({"sbatch", "--parsable", "--wait", "--infrarsi=tune", "-o",
+                          (dir / "out.txt").string(), "train.sbatch"},
+                         o);
+    REQUIRE_MESSAGE(r.ok(), r.err);
+    auto job = first_line(r.out);
+    std::ifstream out(dir / "out.txt");
+    std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    CHECK(text.find("baseline-ran") != std::string::npos);
+    auto req_path = spool() / "tune" / (job + ".json");
+    REQUIRE_MESSAGE(fs::exists(req_path), req_path);
+    auto req = nlohmann::json::parse(std::ifstream(req_path));
+    CHECK(req["format"] == "infrarsi-tune-request/1");
+    CHECK(std::to_string(req["job_id"].get<uint32_t>()) == job);
+    CHECK(req["script"] == (dir / "train.sbatch").string());
+    CHECK(req["contract"] == (dir / "train.contract.toml").string());
+    CHECK(req["submit_dir"] == dir.string());
+    CHECK(records_of(job).size() == 1);
+    CHECK(records_of(job).at(0).mode == "tune");
+}
