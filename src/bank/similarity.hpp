@@ -1,0 +1,45 @@
+#pragma once
+// How alike two machines are, for the experience bank's nearest-hardware lookup. A finding from a machine
+// counts for another in proportion to this, so it must be 1 for the same machine, fall smoothly as
+// topology and software drift apart, and be near 0 for a different class of machine.
+#include "bank/topology.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace infrarsi::bank {
+
+// The software a finding was measured under. A different MPI or workload version weakens a finding; it does
+// not void it.
+struct SoftwareStack {
+    std::string compiler; // "g++ 12.2.0"
+    std::string mpi;      // "Open MPI 4.1.4"
+    std::string nccl;     // "2.18.3", empty without NCCL
+    std::string workload; // workload name and version (e.g. hash of the baseline tree)
+    bool operator==(const SoftwareStack&) const = default;
+};
+
+// What a bank entry is keyed by: one node's topology, its accelerators' memory (hwloc does not always
+// know it), and the software stack.
+struct HardwareKey {
+    TopologyFeatures topology;
+    double accelerator_memory_bytes = 0; // per accelerator, 0 without accelerators
+    SoftwareStack stack;
+};
+
+nlohmann::json to_json(const HardwareKey& k);
+HardwareKey hardware_key_from_json(const nlohmann::json& j); // validates; throws infrarsi::Error
+
+// A stable hex digest of the key's content: the same hardware gets the same entry on every cluster.
+std::string fingerprint(const HardwareKey& k);
+
+// Similarity in (0, 1]: a Gaussian kernel over feature_vector() (log2 coordinates, so doubling the cores is
+// one unit whatever the size) plus log2 of accelerator memory, with length scale 1 (one doubling of one
+// feature gives exp(-1/2) = 0.61), times 0.9 for each software component that differs.
+double similarity(const HardwareKey& a, const HardwareKey& b);
+
+// Below this, hardware counts as unseen: inherited candidates are hypotheses to re-verify on a fresh
+// baseline.
+inline constexpr double kSeenHardwareSimilarity = 0.5;
+
+} // namespace infrarsi::bank
