@@ -65,9 +65,21 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
                     "a manifest written by the orchestrator");
     }
     if (!j.is_object()) throw Error("a manifest must be a JSON object", where);
-    auto format = string_member(j, "format", where);
-    if (format != kManifestFormat)
-        throw Error("unknown manifest format '" + format + "'", where, kManifestFormat);
+    // Two shapes: ours ("format": "infrarsi-manifest/1", "trials") and the orchestrator's batch manifest
+    // ("version": 1, "tasks", integer trial ids, more fields we ignore). Both must declare "knobs".
+    const char* entries = "trials";
+    if (j.contains("format")) {
+        auto format = string_member(j, "format", where);
+        if (format != kManifestFormat)
+            throw Error("unknown manifest format '" + format + "'", where, kManifestFormat);
+    } else if (j.contains("version")) {
+        if (j.at("version") != 1)
+            throw Error("unknown manifest version " + j.at("version").dump(), where, "version 1");
+        entries = "tasks";
+    } else {
+        throw Error("a manifest needs \"format\": \"" + std::string(kManifestFormat) + "\" or \"version\": 1",
+                    where);
+    }
 
     Manifest m;
     m.campaign = string_member(j, "campaign", where);
@@ -94,12 +106,12 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
         m.knobs[name] = std::move(values);
     }
 
-    const json& trials = member(j, "trials", where);
-    if (!trials.is_array()) throw Error("'trials' must be an array", where);
+    const json& trials = member(j, entries, where);
+    if (!trials.is_array()) throw Error(std::string("'") + entries + "' must be an array", where);
     std::set<uint32_t> seen;
     for (size_t i = 0; i < trials.size(); ++i) {
         const json& t = trials[i];
-        const std::string at = where + ": trials[" + std::to_string(i) + "]";
+        const std::string at = where + ": " + entries + "[" + std::to_string(i) + "]";
         TrialEntry e;
         const json& index = member(t, "index", at);
         if (!index.is_number_integer() || index.get<int64_t>() < 0 ||
@@ -108,7 +120,12 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
         e.index = static_cast<uint32_t>(index.get<int64_t>());
         if (!seen.insert(e.index).second)
             throw Error("index " + std::to_string(e.index) + " appears twice", at);
-        e.trial_id = string_member(t, "trial_id", at);
+        // The orchestrator numbers trials (its store's row id); ours are names. Either becomes a string.
+        const json& tid = member(t, "trial_id", at);
+        if (tid.is_number_integer() && tid.get<int64_t>() >= 0)
+            e.trial_id = std::to_string(tid.get<int64_t>());
+        else
+            e.trial_id = string_member(t, "trial_id", at);
         if (!valid_id(e.trial_id))
             throw Error("trial_id '" + e.trial_id + "' is not [A-Za-z0-9._-]{1,128}", at);
         e.result = string_member(t, "result", at);

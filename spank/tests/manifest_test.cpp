@@ -80,8 +80,27 @@ TEST_CASE("values with newlines, NULs or beyond the length bound are refused") {
     refused(j, "must be a string");
 }
 
+TEST_CASE("the orchestrator's batch manifest (version 1, tasks, numeric trial ids) reads the same") {
+    auto j = json::parse(R"({
+      "version": 1, "campaign": "0badc0de", "batch": 3, "kind": "search", "step_prefix": "INFRARSI_STEP",
+      "knobs": {"TOY_MICRO_BATCH": ["1", "2", "4"], "TOY_STEPS": null},
+      "tasks": [{"index": 0, "trial_id": 17, "kind": "search", "candidate": {"knobs": {}},
+                 "env": {"TOY_MICRO_BATCH": "2", "TOY_STEPS": "20"}, "command": ["bash", "x.sbatch"],
+                 "workdir": "/c/batches/3/0", "result": "/c/batches/3/0/result.json", "log": "/c/l.txt"}]})");
+    auto env = trial_environment(parse_manifest(j.dump(), "m.json"), 0);
+    CHECK(env.at("INFRARSI_TRIAL_ID") == "17");
+    CHECK(env.at("INFRARSI_CAMPAIGN") == "0badc0de");
+    CHECK(env.at("TOY_MICRO_BATCH") == "2");
+    CHECK(env.size() == 5);
+    j.erase("knobs");
+    refused(j, "'knobs'"); // without declared names the plugin cannot tell a knob from anything else
+    j = json::parse(R"({"version": 2, "tasks": []})");
+    refused(j, "version");
+}
+
 TEST_CASE("structural errors name the field") {
     refused(json::parse(R"({"format":"infrarsi-manifest/2"})"), "unknown manifest format");
+    refused(json::parse(R"({"trials":[]})"), "needs");
     auto j = good();
     j.erase("knobs");
     refused(j, "'knobs'");
