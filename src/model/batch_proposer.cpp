@@ -1,0 +1,451 @@
+#include "model/batch_proposer.hpp"
+
+#include "util/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <numeric>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace infrarsi::model {
+
+double expected_improvement(double target, double mean, double sd) {
+    if (sd < 1e-12) return std::max(0.0, target - mean);
+    double z = (target - mean) / sd;
+    return (target - mean) * normal_cdf(z) + sd * normal_pdf(z);
+}
+
+std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,
+                                   const std::vector<TrialObservation>& trials) {
+    std::vector<char> out(candidates.size(), 0);
+    // Minimal OOM keys: an OOM whose key dominates another OOM's adds nothing.
+    std::vector<const Eigen::VectorXd*> keys;
+    for (const auto& t : trials) {
+        if (t.outcome != Outcome::oom) continue;
+        if (t.candidate < 0 || t.candidate >= static_cast<int>(candidates.size()))
+            throw Error("trial refers to candidate " + std::to_string(t.candidate), "memory_dominated");
+        out[t.candidate] = 1;
+        if (candidates[t.candidate].memory_key.size() > 0)
+            keys.push_back(&candidates[t.candidate].memory_key);
+    }
+    // Plain loops with early exit: this scans every candidate against every minimal OOM key.
+    auto dominates = [](const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
+        if (a.size() != b.size()) return false;
+        const double *x = a.data(), *y = b.data();
+        for (Eigen::Index j = 0; j < a.size(); ++j)
+            if (x[j] < y[j] - 1e-9) return false;
+        return true;
+    };
+    std::vector<const Eigen::VectorXd*> minimal;
+    for (size_t i = 0; i < keys.size(); ++i) {
+        bool redundant = false;
+        for (size_t j = 0; j < keys.size() && !redundant; ++j)
+            if (j != i && dominates(*keys[i], *keys[j]) && (!dominates(*keys[j], *keys[i]) || j < i))
+                redundant = true;
+        if (!redundant) minimal.push_back(keys[i]);
+    }
+    if (minimal.empty()) return out;
+
+    // Coordinates declared "must match" appear as pairs (v, -v). Bucketing OOM keys by those values means a
+    // candidate is only compared with OOMs of its own group (same TP x PP layout, say): the scan stays fast
+    // with thousands of OOMs.
+    const Eigen::Index K = minimal.front()->size();
+    std::vector<Eigen::Index> paired;
+    for (Eigen::Index j = 0; j < K; ++j)
+        for (Eigen::Index k = j + 1; k < K; ++k) {
+            bool pair = true;
+            for (const auto& c : candidates)
+                if (c.memory_key.size() == K && c.memory_key(j) != -c.memory_key(k)) {
+                    pair = false;
+                    break;
+                }
+            if (pair) paired.push_back(j);
+        }
+    // A hash of the paired values: a collision only costs comparisons, dominance itself is checked exactly.
+    auto group = [&](const Eigen::VectorXd& key) {
+        std::uint64_t h = 1469598103934665603ULL;
+        for (auto j : paired)
+            h = (h ^ std::hash<double>{}(key(j))) * 1099511628211ULL;
+        return h;
+    };
+    std::unordered_map<std::uint64_t, std::vector<const Eigen::VectorXd*>> by_group;
+    for (const auto* k : minimal)
+        if (k->size() == K) by_group[group(*k)].push_back(k);
+    for (size_t c = 0; c < candidates.size(); ++c) {
+        if (out[c] || candidates[c].memory_key.size() != K) continue;
+        auto it = by_group.find(group(candidates[c].memory_key));
+        if (it == by_group.end()) continue;
+        for (const auto* k : it->second)
+            if (dominates(candidates[c].memory_key, *k)) {
+                out[c] = 1;
+                break;
+            }
+    }
+    return out;
+}
+
+namespace {
+
+void validate(const std::vector<Candidate>& candidates, const std::vector<TrialObservation>& trials, int q,
+              const ProposerSettings& s) {
+    if (candidates.empty()) throw Error("no candidates to propose from", "BatchProposer::propose");
+    if (q < 1) throw Error("batch size " + std::to_string(q), "BatchProposer::propose", "at least 1");
+    if (!(s.memory_limit_bytes > 0))
+        throw Error("no memory limit", "ProposerSettings::memory_limit_bytes", "bytes per GPU > 0");
+    const auto d = candidates.front().features.size();
+    for (const auto& c : candidates) {
+        if (c.features.size() != d)
+            throw Error("candidate '" + c.id + "' has " + std::to_string(c.features.size()) + " features",
+                        "BatchProposer::propose", std::to_string(d));
+        if (!(c.prior_peak_bytes > 0))
+            throw Error("candidate '" + c.id + "' has no prior peak estimate", "BatchProposer::propose");
+    }
+    const int n = static_cast<int>(candidates.size());
+    for (const auto& t : trials) {
+        if (t.candidate < 0 || t.candidate >= n)
+            throw Error("trial refers to candidate " + std::to_string(t.candidate), "BatchProposer::propose",
+                        "an index below " + std::to_string(n));
+        if (t.outcome == Outcome::ok && !(t.step_time_s > 0))
+            throw Error("successful trial of '" + candidates[t.candidate].id + "' has no step time",
+                        "BatchProposer::propose");
+    }
+    for (int h : s.hints)
+        if (h < 0 || h >= n)
+            throw Error("hint " + std::to_string(h) + " is not a candidate", "ProposerSettings::hints");
+}
+
+std::string percent(double p) {
+    return fmt::format("{:.2f}", p);
+}
+
+} // namespace
+
+std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candidates,
+                                             const std::vector<TrialObservation>& trials, int q,
+                                             const ProposerSettings& s) {
+    validate(candidates, trials, q, s);
+    const int n = static_cast<int>(candidates.size());
+    const int d = static_cast<int>(candidates.front().features.size());
+    std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ULL + trials.size());
+
+    // Hard rules: never a tried candidate (its result is known), never an OOM or anything that needs at
+    // least as much memory as an OOM.
+    std::vector<char> excluded = memory_dominated(candidates, trials);
+    for (const auto& t : trials)
+        excluded[t.candidate] = 1;
+
+    // Memory model: successful trials with a measured peak, and OOMs as censored at the limit.
+    std::vector<MemoryPoint> mem;
+    for (const auto& t : trials) {
+        const auto& c = candidates[t.candidate];
+        if (t.outcome == Outcome::ok && t.peak_bytes > 0)
+            mem.push_back({c.features, c.prior_peak_bytes, false, t.peak_bytes});
+        else if (t.outcome == Outcome::oom)
+            mem.push_back({c.features, c.prior_peak_bytes, true, s.memory_limit_bytes});
+    }
+    memory_.fit(mem, d, s.memory);
+    auto p_oom = [&](int c) {
+        return memory_.probability_over(candidates[c].features, candidates[c].prior_peak_bytes,
+                                        s.memory_limit_bytes);
+    };
+
+    std::vector<int> ok_trials;
+    for (size_t i = 0; i < trials.size(); ++i)
+        if (trials[i].outcome == Outcome::ok) ok_trials.push_back(static_cast<int>(i));
+
+    std::vector<Proposal> out;
+    std::vector<char> chosen(n, 0);
+    auto take = [&](int c, std::string reason, double p, double ei, double step) {
+        chosen[c] = 1;
+        out.push_back({c, std::move(reason), p, ei, step});
+    };
+    auto allowed = [&](int c) { return !excluded[c] && !chosen[c]; };
+
+    // Hints first, whatever the phase: they are what experience says to try.
+    for (int h : s.hints)
+        if (static_cast<int>(out.size()) < q && allowed(h))
+            take(h, "hint from contract or experience bank; P(OOM)=" + percent(p_oom(h)), p_oom(h), 0, 0);
+
+    runtime_fitted_ = static_cast<int>(ok_trials.size()) >= s.min_model_points;
+    if (!runtime_fitted_) {
+        // Initial design: greedy maximin over a random sample of candidates the memory model believes fit,
+        // measured from everything tried or chosen, so the first batch spreads over the space.
+        std::vector<int> avail;
+        for (int c = 0; c < n; ++c)
+            if (allowed(c)) avail.push_back(c);
+        std::shuffle(avail.begin(), avail.end(), rng);
+        if (avail.size() > 3000) avail.resize(3000);
+        std::vector<int> safe;
+        std::vector<double> risk(avail.size());
+        for (size_t i = 0; i < avail.size(); ++i) {
+            risk[i] = p_oom(avail[i]);
+            if (risk[i] <= s.initial_max_oom) safe.push_back(static_cast<int>(i));
+        }
+        if (safe.empty()) { // nothing looks safe: take the least risky quarter
+            std::vector<int> order(avail.size());
+            std::iota(order.begin(), order.end(), 0);
+            std::sort(order.begin(), order.end(), [&](int a, int b) { return risk[a] < risk[b]; });
+            order.resize((order.size() + 3) / 4);
+            safe = order;
+        }
+        std::vector<double> mind(safe.size(), std::numeric_limits<double>::infinity());
+        auto update = [&](const Eigen::VectorXd& f) {
+            for (size_t i = 0; i < safe.size(); ++i)
+                mind[i] = std::min(mind[i], (candidates[avail[safe[i]]].features - f).squaredNorm());
+        };
+        for (const auto& t : trials)
+            update(candidates[t.candidate].features);
+        for (const auto& p : out)
+            update(candidates[p.candidate].features);
+        while (static_cast<int>(out.size()) < q) {
+            int best = -1;
+            for (size_t i = 0; i < safe.size(); ++i)
+                if (allowed(avail[safe[i]]) && (best < 0 || mind[i] > mind[best])) best = static_cast<int>(i);
+            if (best < 0) break;
+            int c = avail[safe[best]];
+            double p = risk[safe[best]];
+            std::string dist =
+                std::isfinite(mind[best]) ? fmt::format("{:.2f}", std::sqrt(mind[best])) : "inf";
+            take(c,
+                 "space-filling initial design: distance " + dist +
+                     " to anything tried; P(OOM)=" + percent(p),
+                 p, 0, 0);
+            update(candidates[c].features);
+        }
+        return out;
+    }
+
+    // Runtime model on log step time, noise floored at the calibrated measurement variance.
+    Eigen::MatrixXd X(ok_trials.size(), d);
+    Eigen::VectorXd y(ok_trials.size());
+    for (size_t i = 0; i < ok_trials.size(); ++i) {
+        const auto& t = trials[ok_trials[i]];
+        X.row(i) = candidates[t.candidate].features.transpose();
+        y(i) = std::log(t.step_time_s);
+    }
+    GpSettings gs = s.gp;
+    gs.noise_variance_floor = std::max(s.noise_variance, 1e-8);
+    gs.seed = s.seed + trials.size();
+    if (warm_) gs.warm_start = warm_;
+    runtime_.fit(X, y, gs);
+    warm_ = runtime_.hyperparameters();
+
+    // Incumbent: the best posterior mean among tried candidates, robust to one lucky measurement.
+    std::vector<int> tried_ok;
+    {
+        std::unordered_set<int> seen;
+        for (int i : ok_trials)
+            if (seen.insert(trials[i].candidate).second) tried_ok.push_back(trials[i].candidate);
+    }
+    Eigen::MatrixXd Xo(tried_ok.size(), d);
+    for (size_t i = 0; i < tried_ok.size(); ++i)
+        Xo.row(i) = candidates[tried_ok[i]].features.transpose();
+    Eigen::VectorXd mean_tried = runtime_.mean(Xo);
+    double incumbent = mean_tried.minCoeff();
+    const double target = incumbent - std::log1p(s.min_detectable_effect);
+
+    // Pool: a random sample, plus the nearest untried candidates of the best few tried ones (where the
+    // improvement usually is), plus their declared memory savers.
+    std::vector<int> pool;
+    std::vector<char> in_pool(n, 0);
+    auto add_pool = [&](int c) {
+        if (allowed(c) && !in_pool[c]) in_pool[c] = 1, pool.push_back(c);
+    };
+    {
+        std::vector<int> order(tried_ok.size());
+        std::iota(order.begin(), order.end(), 0);
+        int top = std::min<int>(5, static_cast<int>(order.size()));
+        std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                          [&](int a, int b) { return mean_tried(a) < mean_tried(b); });
+        std::vector<int> avail;
+        avail.reserve(n);
+        for (int c = 0; c < n; ++c)
+            if (allowed(c)) avail.push_back(c);
+        for (int k = 0; k < top; ++k) {
+            const double* f = candidates[tried_ok[order[k]]].features.data();
+            std::vector<std::pair<double, int>> dist(avail.size());
+            for (size_t i = 0; i < avail.size(); ++i) {
+                const double* g = candidates[avail[i]].features.data();
+                double acc = 0;
+                for (int j = 0; j < d; ++j)
+                    acc += (g[j] - f[j]) * (g[j] - f[j]);
+                dist[i] = {acc, avail[i]};
+            }
+            int m = std::min<int>(s.neighbours, static_cast<int>(dist.size()));
+            std::nth_element(dist.begin(), dist.begin() + m, dist.end());
+            for (int i = 0; i < m; ++i)
+                add_pool(dist[i].second);
+            for (const auto& sv : candidates[tried_ok[order[k]]].savers)
+                add_pool(sv.candidate);
+        }
+        int want = std::min<int>(s.pool_size, static_cast<int>(avail.size()));
+        for (int i = 0; i < want; ++i) { // partial Fisher-Yates
+            std::uniform_int_distribution<size_t> pick(i, avail.size() - 1);
+            std::swap(avail[i], avail[pick(rng)]);
+            add_pool(avail[i]);
+        }
+    }
+    if (pool.empty()) return out;
+
+    // Exact posteriors cost (points used)^2 per candidate; score the pool first with the mean and the prior
+    // sd, an upper bound on the posterior sd (EI grows with sd), and keep the most promising.
+    if (static_cast<int>(pool.size()) > s.exact_pool) {
+        Eigen::MatrixXd Xp(pool.size(), d);
+        for (size_t i = 0; i < pool.size(); ++i)
+            Xp.row(i) = candidates[pool[i]].features.transpose();
+        Eigen::VectorXd mu = runtime_.mean(Xp);
+        const double sd0 = std::sqrt(runtime_.signal_variance());
+        std::vector<std::pair<double, int>> bound(pool.size());
+        for (size_t i = 0; i < pool.size(); ++i) {
+            double p = p_oom(pool[i]);
+            double run = s.trial_overhead_s + s.trial_steps * std::exp(mu(i));
+            double cost =
+                (1 - p) * run + p * (s.trial_overhead_s + s.oom_cost_fraction * (run - s.trial_overhead_s));
+            bound[i] = {-expected_improvement(target, mu(i), sd0) * (1 - p) / cost, pool[i]};
+        }
+        std::nth_element(bound.begin(), bound.begin() + s.exact_pool, bound.end());
+        for (int c : pool)
+            in_pool[c] = 0;
+        pool.clear();
+        for (int i = 0; i < s.exact_pool; ++i)
+            in_pool[bound[i].second] = 1, pool.push_back(bound[i].second);
+    }
+
+    // Scores of the pool; extended below when pairing brings in savers.
+    GpPosterior post;
+    std::vector<double> risk, run_cost, oom_cost;
+    auto score = [&](const std::vector<int>& idx) {
+        Eigen::MatrixXd Xs(idx.size(), d);
+        for (size_t i = 0; i < idx.size(); ++i)
+            Xs.row(i) = candidates[idx[i]].features.transpose();
+        GpPosterior p = runtime_.posterior(Xs);
+        for (size_t i = 0; i < idx.size(); ++i) {
+            risk.push_back(p_oom(idx[i]));
+            double run = s.trial_overhead_s + s.trial_steps * std::exp(p.mean(i));
+            run_cost.push_back(run);
+            oom_cost.push_back(s.trial_overhead_s + s.oom_cost_fraction * (run - s.trial_overhead_s));
+        }
+        if (post.mean.size() == 0) {
+            post = std::move(p);
+        } else {
+            const auto old = post.mean.size();
+            post.mean.conservativeResize(old + p.mean.size());
+            post.mean.tail(p.mean.size()) = p.mean;
+            post.variance.conservativeResize(old + p.variance.size());
+            post.variance.tail(p.variance.size()) = p.variance;
+            post.whitened.conservativeResize(Eigen::NoChange, old + p.whitened.cols());
+            post.whitened.rightCols(p.whitened.cols()) = p.whitened;
+        }
+    };
+    score(pool);
+
+    std::vector<double> ei(pool.size());
+    auto refresh_ei = [&]() {
+        ei.resize(pool.size());
+        for (size_t i = 0; i < pool.size(); ++i)
+            ei[i] = expected_improvement(target, post.mean(i), std::sqrt(std::max(post.variance(i), 0.0)));
+    };
+    auto acquisition = [&](size_t i) {
+        double cost = (1 - risk[i]) * run_cost[i] + risk[i] * oom_cost[i];
+        return ei[i] * (1 - risk[i]) / cost;
+    };
+    refresh_ei();
+
+    // Kriging believer: condition on a fantasy at pool item b (posterior mean, so means are unchanged).
+    std::vector<Eigen::VectorXd> fantasy; // rank-one downdates of the pool's posterior covariance
+    Eigen::MatrixXd Xpool;
+    auto believe = [&](size_t b) {
+        if (Xpool.rows() != static_cast<Eigen::Index>(pool.size())) {
+            Xpool.resize(pool.size(), d);
+            for (size_t i = 0; i < pool.size(); ++i)
+                Xpool.row(i) = candidates[pool[i]].features.transpose();
+        }
+        Eigen::VectorXd c = runtime_.prior_covariance(Xpool, Xpool.row(b)).col(0) -
+                            post.whitened.transpose() * post.whitened.col(b);
+        for (const auto& f : fantasy)
+            c -= f * f(b);
+        double vb = std::max(c(b), 0.0) + runtime_.noise_variance();
+        Eigen::VectorXd f = c / std::sqrt(vb);
+        post.variance -= f.cwiseProduct(f);
+        post.variance = post.variance.cwiseMax(0.0);
+        fantasy.push_back(std::move(f));
+        refresh_ei();
+    };
+    std::unordered_map<int, size_t> pos;
+    for (size_t i = 0; i < pool.size(); ++i)
+        pos[pool[i]] = i;
+    auto describe = [&](size_t i) {
+        return fmt::format("EI={:.4f} above MDE, P(OOM)={}, predicted step {:.3g} s, expected cost {:.0f} s",
+                           ei[i], percent(risk[i]), std::exp(post.mean(i)),
+                           (1 - risk[i]) * run_cost[i] + risk[i] * oom_cost[i]);
+    };
+    auto take_pool = [&](size_t i, std::string reason) {
+        take(pool[i], std::move(reason), risk[i], ei[i], std::exp(post.mean(i)));
+        believe(i);
+    };
+
+    // Pairing: the best-looking candidate ignoring memory risk; if it may not fit, add a memory-saver
+    // variant.
+    if (static_cast<int>(out.size()) < q) {
+        size_t best = 0;
+        double best_v = -1;
+        for (size_t i = 0; i < pool.size(); ++i) {
+            double v = ei[i] / run_cost[i];
+            if (allowed(pool[i]) && v > best_v) best_v = v, best = i;
+        }
+        if (risk[best] >= s.pair_oom_threshold && !candidates[pool[best]].savers.empty()) {
+            // Savers up to two steps away (e.g. +flash_attention, then recompute=selective).
+            std::vector<std::pair<int, std::string>> chain;
+            for (const auto& a : candidates[pool[best]].savers) {
+                chain.push_back({a.candidate, a.change});
+                for (const auto& b : candidates[a.candidate].savers)
+                    chain.push_back({b.candidate, a.change + ", " + b.change});
+            }
+            std::vector<int> extra;
+            for (const auto& [c, _] : chain)
+                if (allowed(c) && !in_pool[c]) in_pool[c] = 1, extra.push_back(c);
+            if (!extra.empty()) {
+                for (int c : extra)
+                    pos[c] = pool.size(), pool.push_back(c);
+                score(extra);
+                refresh_ei();
+            }
+            int hungry = pool[best];
+            double hungry_risk = risk[best];
+            if (hungry_risk <= s.max_pair_oom)
+                take_pool(best, "best-looking, memory-hungry: " + describe(best));
+            // The saver that scores best, preferring one that likely fits.
+            long pick = -1;
+            std::string change;
+            double pick_v = -1;
+            for (const auto& [c, what] : chain) {
+                if (!allowed(c)) continue;
+                size_t i = pos.at(c);
+                double v = acquisition(i) * (risk[i] < s.pair_oom_threshold ? 2.0 : 1.0);
+                if (v > pick_v) pick_v = v, pick = static_cast<long>(i), change = what;
+            }
+            if (pick >= 0 && static_cast<int>(out.size()) < q)
+                take_pool(static_cast<size_t>(pick),
+                          "paired with " + candidates[hungry].id + " because P(OOM)=" + percent(hungry_risk) +
+                              " (saver: " + change + "); " + describe(static_cast<size_t>(pick)));
+        }
+    }
+
+    while (static_cast<int>(out.size()) < q) {
+        long best = -1;
+        double best_v = -1;
+        for (size_t i = 0; i < pool.size(); ++i) {
+            if (!allowed(pool[i])) continue;
+            double v = acquisition(i);
+            if (v > best_v) best_v = v, best = static_cast<long>(i);
+        }
+        if (best < 0) break;
+        take_pool(static_cast<size_t>(best), describe(static_cast<size_t>(best)));
+    }
+    return out;
+}
+
+} // namespace infrarsi::model

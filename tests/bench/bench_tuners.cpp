@@ -1,0 +1,310 @@
+// bench_tuners: tuners side by side on simulated and recorded tables (run by scripts/bench-tuners).
+// Per table and tuner, over seeds: trials until a configuration within 5% of the best feasible one has
+// run (median and IQR), fraction of OOM trials, cost, best found at a fixed budget; then the time of one
+// model refit plus batch proposal at 500 and 5,000 trials. Everything printed is measured in this run.
+#include "environment.hpp"
+#include "tuners.hpp"
+#include "util/error.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <thread>
+#include <time.h>
+
+using namespace infrarsi;
+using namespace infrarsi::bench;
+
+namespace {
+
+struct RunResult {
+    int to_5pct = 0; // trials until within 5% (0: not within the budget)
+    int trials = 0, ooms = 0, invalid = 0;
+    double cost_s = 0, cost_to_5pct_s = 0;
+    double best_at_fixed = std::numeric_limits<double>::infinity(); // true time of best ok config so far
+};
+
+RunResult run(const Environment& env, Tuner& tuner, int budget, int fixed_budget, int search_limit,
+              std::uint64_t seed) {
+    RunResult r;
+    const double threshold = 1.05 * env.best_feasible_time();
+    std::mt19937_64 rng(seed * 7919 + 17);
+    double best = std::numeric_limits<double>::infinity();
+    int n = 0;
+    double cost = 0;
+    while (n < search_limit && (n < budget || r.to_5pct == 0)) {
+        auto batch = tuner.ask();
+        if (batch.empty()) break;
+        for (int i : batch) {
+            auto t = env.run(i, rng);
+            tuner.tell(t);
+            ++n;
+            cost += t.cost_s;
+            if (n <= budget) {
+                r.trials = n;
+                r.cost_s = cost;
+                if (t.outcome == model::Outcome::oom) ++r.ooms;
+            }
+            if (t.outcome == model::Outcome::ok) best = std::min(best, env.true_step_time(i));
+            if (n == fixed_budget) r.best_at_fixed = best;
+            if (r.to_5pct == 0 && t.outcome == model::Outcome::ok && env.true_step_time(i) <= threshold)
+                r.to_5pct = n, r.cost_to_5pct_s = cost;
+        }
+    }
+    if (n < fixed_budget) r.best_at_fixed = best;
+    r.invalid = tuner.invalid_asks();
+    return r;
+}
+
+double quantile(std::vector<double> v, double q) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    double pos = q * (v.size() - 1);
+    size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
+    return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+struct Summary {
+    std::string tuner;
+    int reached = 0, seeds = 0, limit = 0;
+    double median = 0, q25 = 0, q75 = 0; // trials to 5%, not reached counted as limit + 1
+    double oom_fraction = 0, cost_h = 0, cost_to_5pct_h = 0, best_ratio = 0, invalid = 0;
+};
+
+std::string trials_text(double v, int limit) {
+    return v > limit ? fmt::format(">{}", limit) : fmt::format("{:.0f}", v);
+}
+
+Summary summarize(const std::string& name, const std::vector<RunResult>& runs, int limit, double best) {
+    Summary s;
+    s.tuner = name;
+    s.seeds = static_cast<int>(runs.size());
+    s.limit = limit;
+    std::vector<double> t, c5, ratio;
+    int trials = 0, ooms = 0;
+    for (const auto& r : runs) {
+        s.reached += r.to_5pct > 0;
+        t.push_back(r.to_5pct > 0 ? r.to_5pct : limit + 1);
+        c5.push_back(r.to_5pct > 0 ? r.cost_to_5pct_s / 3600 : INFINITY);
+        trials += r.trials;
+        ooms += r.ooms;
+        s.cost_h += r.cost_s / 3600 / runs.size();
+        ratio.push_back(r.best_at_fixed / best);
+        s.invalid += double(r.invalid) / runs.size();
+    }
+    s.median = quantile(t, 0.5), s.q25 = quantile(t, 0.25), s.q75 = quantile(t, 0.75);
+    s.cost_to_5pct_h = quantile(c5, 0.5);
+    s.oom_fraction = trials ? double(ooms) / trials : 0;
+    s.best_ratio = quantile(ratio, 0.5);
+    return s;
+}
+
+double thread_cpu_ms() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+struct Timing {
+    double cpu_ms = 0, wall_ms = 0;
+};
+
+// Model refit plus one batch proposal, cold (a fresh proposer: no warm start), at n random trials. CPU time
+// of this thread is what the algorithm costs; wall time also counts other processes on a shared machine.
+Timing time_proposal(const Environment& env, int n, int q, int repeats) {
+    std::mt19937_64 rng(12345 + n);
+    std::vector<model::TrialObservation> trials;
+    std::uniform_int_distribution<int> pick(0, env.size() - 1);
+    for (int i = 0; i < n; ++i)
+        trials.push_back(env.run(pick(rng), rng));
+    model::ProposerSettings s;
+    s.memory_limit_bytes = env.memory_limit_bytes();
+    s.noise_variance = env.noise_variance();
+    s.trial_steps = env.trial_steps();
+    s.trial_overhead_s = env.startup_s();
+    std::vector<double> cpu, wall;
+    for (int r = 0; r < repeats; ++r) {
+        model::BatchProposer p;
+        auto t0 = std::chrono::steady_clock::now();
+        double c0 = thread_cpu_ms();
+        auto out = p.propose(env.candidates(), trials, q, s);
+        cpu.push_back(thread_cpu_ms() - c0);
+        wall.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (static_cast<int>(out.size()) != q) throw Error("proposer returned a short batch", "timing");
+    }
+    return {quantile(cpu, 0.5), quantile(wall, 0.5)};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"InfraRSI tuner benchmark: ours vs random, greedy coordinate descent and Optuna TPE"};
+    std::vector<std::string> tables;
+    int seeds = 20, budget = 200, fixed_budget = 50, q = 4;
+    bool quick = false, no_tpe = false, json_out = false;
+    std::string python = "/usr/bin/python3", adapter;
+    std::string export_table, export_path;
+    int export_repeats = 3;
+    app.add_option("--table", tables,
+                   "sim-gpt7b-64, sim-gpt20b-256, sim-gpt175b-1024, or a .jsonl table; repeatable");
+    app.add_option("--seeds", seeds, "seeds per tuner (at least 20 for reported numbers)");
+    app.add_option("--budget", budget, "trials per run for ours, greedy and TPE");
+    app.add_option("--fixed-budget", fixed_budget, "trials at which 'best found' is read");
+    app.add_option("--q", q, "our batch size (one job array)");
+    app.add_flag("--quick", quick, "budget 100, one simulated table unless --table is given");
+    app.add_flag("--no-tpe", no_tpe, "skip Optuna (no /usr/bin/python3 with optuna)");
+    app.add_flag("--json", json_out, "one JSON object per table and tuner as well");
+    app.add_option("--python", python, "python with optuna 3.x");
+    app.add_option("--adapter", adapter, "path of optuna_adapter.py")->required();
+    app.add_option("--export-table", export_table,
+                   "write this simulated table in the recorded format and exit");
+    app.add_option("--export-path", export_path, "where --export-table writes");
+    app.add_option("--export-repeats", export_repeats, "repeats per configuration for --export-table");
+    CLI11_PARSE(app, argc, argv);
+
+    try {
+        std::map<std::string, model::SimulatorSpec> sims;
+        for (const auto& s : model::TrainingSimulator::presets())
+            sims[s.name] = s;
+        if (!export_table.empty()) {
+            if (!sims.count(export_table))
+                throw Error("unknown simulated table '" + export_table + "'", "--export-table");
+            SimulatorEnvironment env(sims.at(export_table));
+            write_table(env, export_path, export_repeats, 1);
+            std::cout << "wrote " << env.size() << " configurations to " << export_path << "\n";
+            return 0;
+        }
+        if (quick) budget = 100;
+        if (tables.empty()) {
+            if (quick)
+                tables = {"sim-gpt7b-64"};
+            else
+                for (const auto& s : model::TrainingSimulator::presets())
+                    tables.push_back(s.name);
+        }
+        std::cout << fmt::format("# bench_tuners: seeds={} budget={} fixed_budget={} q={} threads={}\n",
+                                 seeds, budget, fixed_budget, q, std::thread::hardware_concurrency());
+        std::vector<std::string> summaries;
+        for (const auto& table : tables) {
+            std::unique_ptr<Environment> env;
+            if (sims.count(table))
+                env = std::make_unique<SimulatorEnvironment>(sims.at(table));
+            else
+                env = std::make_unique<RecordedTableEnvironment>(table);
+            const double best = env->best_feasible_time();
+            int feasible = 0, near = 0;
+            for (int i = 0; i < env->size(); ++i)
+                if (env->feasible(i)) ++feasible, near += env->true_step_time(i) <= 1.05 * best;
+            std::cout << fmt::format(
+                "\n## table {}: {} configurations, {} fit in memory, {} within 5% of the best "
+                "({:.3f} s/step: {}); baseline {:.3f} s/step\n",
+                env->name(), env->size(), feasible, near, best,
+                [&] {
+                    for (int i = 0; i < env->size(); ++i)
+                        if (env->feasible(i) && env->true_step_time(i) == best)
+                            return env->candidates()[i].id;
+                    return std::string("?");
+                }(),
+                env->true_step_time(env->baseline()));
+            std::vector<Summary> rows;
+            auto timed = [&](const std::string& name, auto make, int limit) {
+                auto t0 = std::chrono::steady_clock::now();
+                std::vector<RunResult> runs;
+                for (int s = 0; s < seeds; ++s) {
+                    auto tuner = make(static_cast<std::uint64_t>(s + 1));
+                    runs.push_back(
+                        run(*env, *tuner, budget, fixed_budget, limit, static_cast<std::uint64_t>(s + 1)));
+                }
+                rows.push_back(summarize(name, runs, limit, best));
+                double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                std::cerr << fmt::format("  {} on {}: {:.1f} s\n", name, env->name(), secs);
+                if (json_out) {
+                    nlohmann::json j = {
+                        {"table", env->name()}, {"tuner", name}, {"to_5pct", nlohmann::json::array()}};
+                    for (const auto& r : runs)
+                        j["to_5pct"].push_back(r.to_5pct);
+                    std::cout << "json " << j.dump() << "\n";
+                }
+            };
+            timed(
+                "ours", [&](std::uint64_t s) { return std::make_unique<ModelTuner>(*env, q, s); }, budget);
+            // Random search is cheap to run on: it goes on past the budget until it reaches 5%.
+            timed(
+                "random", [&](std::uint64_t s) { return std::make_unique<RandomTuner>(*env, s); },
+                env->size());
+            timed(
+                "greedy", [&](std::uint64_t s) { return std::make_unique<GreedyTuner>(*env, s); }, budget);
+            std::unique_ptr<PipeChild> optuna;
+            if (!no_tpe) {
+                optuna = std::make_unique<PipeChild>(std::vector<std::string>{python, adapter});
+                timed(
+                    "optuna-tpe",
+                    [&](std::uint64_t s) { return std::make_unique<TpeTuner>(*env, *optuna, s); }, budget);
+            }
+            std::cout << fmt::format("{:<11} {:>9} {:>16} {:>9} {:>12} {:>12} {:>11} {:>8}\n", "tuner",
+                                     "reached", "to-5% med [IQR]", "OOM frac", "cost h (B)", "cost h to5%",
+                                     fmt::format("best@{}", fixed_budget), "invalid");
+            for (const auto& r : rows)
+                std::cout << fmt::format(
+                    "{:<11} {:>9} {:>16} {:>9.3f} {:>12.1f} {:>12} {:>11.3f} {:>8.1f}\n", r.tuner,
+                    fmt::format("{}/{}", r.reached, r.seeds),
+                    fmt::format("{} [{}-{}]", trials_text(r.median, r.limit), trials_text(r.q25, r.limit),
+                                trials_text(r.q75, r.limit)),
+                    r.oom_fraction, r.cost_h,
+                    std::isfinite(r.cost_to_5pct_h) ? fmt::format("{:.1f}", r.cost_to_5pct_h) : "-",
+                    r.best_ratio, r.invalid);
+            std::cout
+                << "(to-5%: trials until a configuration within 5% of the best feasible has run; '>N' = not "
+                   "within N; random runs on to the table size. OOM frac and cost h (B): over the first "
+                << budget << " trials. best@" << fixed_budget
+                << ": true step time of the best found / best.)\n";
+
+            Timing t500 = time_proposal(*env, 500, 8, 3);
+            Timing t5000 = time_proposal(*env, 5000, 8, 3);
+            double load = 0;
+            if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+                if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+                std::fclose(f);
+            }
+            std::cout << fmt::format("refit + one batch proposal (q=8, cold, {} candidates, median of 3): "
+                                     "500 trials {:.0f} ms CPU ({:.0f} ms wall), 5000 trials {:.0f} ms CPU "
+                                     "({:.0f} ms wall); load average {:.1f} on {} cores\n",
+                                     env->size(), t500.cpu_ms, t500.wall_ms, t5000.cpu_ms, t5000.wall_ms,
+                                     load, std::thread::hardware_concurrency());
+            const double p500 = t500.cpu_ms, p5000 = t5000.cpu_ms;
+            auto find = [&](const std::string& n) -> const Summary* {
+                for (const auto& r : rows)
+                    if (r.tuner == n) return &r;
+                return nullptr;
+            };
+            const Summary* ours = find("ours");
+            const Summary* rnd = find("random");
+            const Summary* tpe = find("optuna-tpe");
+            auto ratio = [](double a, double b) {
+                return b > 0 ? fmt::format("{:.3f}", a / b) : std::string("nan");
+            };
+            summaries.push_back(fmt::format(
+                "summary table={} trials_ratio_vs_tpe={} trials_ratio_vs_random={} oom_ratio_vs_tpe={} "
+                "propose_ms_500={:.0f} propose_ms_5000={:.0f}",
+                env->name(), tpe ? ratio(ours->median, tpe->median) : "nan", ratio(ours->median, rnd->median),
+                tpe ? ratio(ours->oom_fraction, tpe->oom_fraction) : "nan", p500, p5000));
+            if (tpe && tpe->median > tpe->limit)
+                std::cout << "note: TPE's median is censored at the budget, so trials_ratio_vs_tpe is an "
+                             "upper bound\n";
+        }
+        std::cout << "\n";
+        for (const auto& s : summaries)
+            std::cout << s << "\n";
+    } catch (const std::exception& e) {
+        std::cerr << "bench_tuners: " << e.what() << "\n";
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,161 @@
+#include "tuners.hpp"
+
+#include "util/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+namespace infrarsi::bench {
+
+using nlohmann::json;
+
+ModelTuner::ModelTuner(const Environment& env, int q, std::uint64_t seed) : env_(env), q_(q) {
+    settings_.memory_limit_bytes = env.memory_limit_bytes();
+    settings_.noise_variance = env.noise_variance();
+    settings_.min_detectable_effect = 0.02;
+    settings_.trial_steps = env.trial_steps();
+    settings_.trial_overhead_s = env.startup_s();
+    settings_.hints = {env.baseline()};
+    settings_.seed = seed;
+}
+
+std::vector<int> ModelTuner::ask() {
+    std::vector<int> out;
+    for (const auto& p : proposer_.propose(env_.candidates(), trials_, q_, settings_))
+        out.push_back(p.candidate);
+    return out;
+}
+
+RandomTuner::RandomTuner(const Environment& env, std::uint64_t seed) : order_(env.size()), rng_(seed) {
+    std::iota(order_.begin(), order_.end(), 0);
+}
+
+std::vector<int> RandomTuner::ask() {
+    if (next_ >= order_.size()) return {};
+    std::uniform_int_distribution<size_t> pick(next_, order_.size() - 1);
+    std::swap(order_[next_], order_[pick(rng_)]);
+    return {order_[next_++]};
+}
+
+GreedyTuner::GreedyTuner(const Environment& env, std::uint64_t seed, double mde) : env_(env), mde_(mde) {
+    const int k = static_cast<int>(env.encoding().knobs().size());
+    const int p = static_cast<int>(env.encoding().patches().size());
+    coordinates_.resize(k + p);
+    std::iota(coordinates_.begin(), coordinates_.end(), 0);
+    std::mt19937_64 rng(seed);
+    std::shuffle(coordinates_.begin(), coordinates_.end(), rng);
+    current_index_ = env.baseline();
+    current_ = env.configuration(current_index_);
+}
+
+void GreedyTuner::plan_coordinate() {
+    const auto& enc = env_.encoding();
+    const int k = static_cast<int>(enc.knobs().size());
+    int c = coordinates_[position_];
+    std::vector<model::Configuration> alternatives;
+    if (c < k) {
+        const auto& knob = enc.knobs()[c];
+        for (const auto& v : knob.values) {
+            if (v == current_.knobs.at(knob.name)) continue;
+            auto a = current_;
+            a.knobs[knob.name] = v;
+            alternatives.push_back(a);
+        }
+    } else {
+        const auto& patch = enc.patches()[c - k].name;
+        auto a = current_;
+        if (a.patches.count(patch))
+            a.patches.erase(patch);
+        else
+            a.patches.insert(patch);
+        alternatives.push_back(a);
+    }
+    pending_.clear();
+    for (const auto& a : alternatives) {
+        int i = env_.find(a);
+        if (i >= 0) pending_.push_back(i);
+    }
+}
+
+std::vector<int> GreedyTuner::ask() {
+    if (!seen_.count(current_index_)) return {current_index_};
+    while (!done_) {
+        if (!planned_) plan_coordinate(), planned_ = true;
+        for (int i : pending_)
+            if (!seen_.count(i)) return {i};
+        // Every alternative of this coordinate is measured: move only for a clear win.
+        int best = current_index_;
+        for (int i : pending_)
+            if (seen_.at(i) < seen_.at(best) - std::log1p(mde_)) best = i;
+        if (best != current_index_) {
+            current_index_ = best;
+            current_ = env_.configuration(best);
+            ++moves_in_pass_;
+        }
+        planned_ = false;
+        if (++position_ >= coordinates_.size()) {
+            done_ = moves_in_pass_ == 0;
+            moves_in_pass_ = 0;
+            position_ = 0;
+        }
+    }
+    return {};
+}
+
+void GreedyTuner::tell(const model::TrialObservation& t) {
+    seen_[t.candidate] =
+        t.outcome == model::Outcome::ok ? std::log(t.step_time_s) : std::numeric_limits<double>::infinity();
+}
+
+TpeTuner::TpeTuner(const Environment& env, PipeChild& adapter, std::uint64_t seed)
+    : env_(env), adapter_(adapter) {
+    json space = json::object();
+    for (const auto& k : env.encoding().knobs())
+        space[k.name] = k.values;
+    for (const auto& p : env.encoding().patches())
+        space[p.name] = std::vector<std::string>{"off", "on"};
+    auto base = env.configuration(env.baseline());
+    json enqueue = json::object();
+    for (const auto& [k, v] : base.knobs)
+        enqueue[k] = v;
+    for (const auto& p : env.encoding().patches())
+        enqueue[p.name] = base.patches.count(p.name) ? "on" : "off";
+    adapter_.send(json{{"cmd", "new_study"}, {"seed", seed}, {"space", space}, {"enqueue", enqueue}}.dump());
+    auto reply = json::parse(adapter_.receive());
+    if (!reply.value("ok", false))
+        throw Error("optuna adapter refused the study: " + reply.dump(), "TpeTuner");
+}
+
+std::vector<int> TpeTuner::ask() {
+    for (int attempt = 0; attempt < 2000; ++attempt) {
+        adapter_.send(R"({"cmd":"ask"})");
+        auto reply = json::parse(adapter_.receive());
+        number_ = reply.at("number").get<long>();
+        model::Configuration c;
+        const auto& params = reply.at("params");
+        for (const auto& k : env_.encoding().knobs())
+            c.knobs[k.name] = params.at(k.name).get<std::string>();
+        for (const auto& p : env_.encoding().patches())
+            if (params.at(p.name).get<std::string>() == "on") c.patches.insert(p.name);
+        int i = env_.find(c);
+        if (i >= 0) return {i};
+        ++invalid_;
+        adapter_.send(json{{"cmd", "tell"}, {"number", number_}, {"state", "fail"}}.dump());
+        adapter_.receive();
+    }
+    return {};
+}
+
+void TpeTuner::tell(const model::TrialObservation& t) {
+    json msg = {{"cmd", "tell"}, {"number", number_}};
+    if (t.outcome == model::Outcome::ok)
+        msg["state"] = "complete", msg["value"] = std::log(t.step_time_s);
+    else
+        msg["state"] = "fail";
+    adapter_.send(msg.dump());
+    adapter_.receive();
+}
+
+} // namespace infrarsi::bench

@@ -1,0 +1,188 @@
+#include "model/batch_proposer.hpp"
+#include "model/features.hpp"
+#include "util/error.hpp"
+
+#include <cmath>
+#include <doctest/doctest.h>
+#include <random>
+#include <set>
+
+using namespace infrarsi;
+using namespace infrarsi::model;
+
+namespace {
+
+// A small space with a known runtime and memory: bigger micro-batches and no recompute are faster and
+// hungrier; the analytic prior undercounts activations by 1.6x, so trusting it leads into OOMs.
+struct World {
+    FeatureEncoding enc{
+        {{"mb", KnobSpec::Kind::power_of_two, {"1", "2", "4", "8", "16"}, MemoryEffect::increasing, false},
+         {"recompute", KnobSpec::Kind::choice, {"none", "selective", "full"}, MemoryEffect::decreasing, true},
+         {"tp", KnobSpec::Kind::power_of_two, {"1", "2", "4"}, MemoryEffect::unordered, false}},
+        {{"flash", MemoryEffect::decreasing, true}, {"fused", MemoryEffect::none, false}}};
+    std::vector<Configuration> configs;
+    std::vector<Candidate> cands;
+    std::vector<double> time, peak;
+    double limit = 80e9;
+
+    World() {
+        std::vector<double> prior;
+        for (int mb : {1, 2, 4, 8, 16})
+            for (int rc = 0; rc < 3; ++rc)
+                for (int tp : {1, 2, 4})
+                    for (int p = 0; p < 4; ++p) {
+                        Configuration c{
+                            {{"mb", std::to_string(mb)},
+                             {"recompute", std::vector<std::string>{"none", "selective", "full"}[rc]},
+                             {"tp", std::to_string(tp)}},
+                            {}};
+                        bool flash = p & 1, fused = p & 2;
+                        if (flash) c.patches.insert("flash");
+                        if (fused) c.patches.insert("fused");
+                        configs.push_back(c);
+                        double states = 48e9 / tp;
+                        double act = 5e9 * mb / tp * (rc == 0 ? (flash ? 0.7 : 1.0) : rc == 1 ? 0.7 : 0.15);
+                        prior.push_back(states + act);
+                        peak.push_back(states + 1.6 * act + 2e9);
+                        double eff = 1.0 / (1.0 + 1.5 / mb);
+                        time.push_back(1.0 / eff *
+                                       (rc == 0   ? 1.0
+                                        : rc == 1 ? 1.04
+                                                  : 1.33) *
+                                       (flash ? 0.8 : 1.0) * (fused ? 0.97 : 1.0) *
+                                       (1.0 + 0.12 * std::log2(tp)));
+                    }
+        cands = build_candidates(enc, configs, prior);
+    }
+    TrialObservation run(int i, std::mt19937_64& rng) const {
+        std::normal_distribution<double> z(0, 0.01);
+        TrialObservation t;
+        t.candidate = i;
+        if (peak[i] > limit) {
+            t.outcome = Outcome::oom;
+            t.cost_s = 100;
+            return t;
+        }
+        t.step_time_s = time[i] * std::exp(z(rng));
+        t.peak_bytes = peak[i];
+        t.cost_s = 60 + 20 * t.step_time_s;
+        return t;
+    }
+    ProposerSettings settings() const {
+        ProposerSettings s;
+        s.memory_limit_bytes = limit;
+        s.noise_variance = 1e-4;
+        s.hints = {0};
+        return s;
+    }
+};
+
+bool needs_at_least(const Candidate& a, const Candidate& b) {
+    return (a.memory_key.array() >= b.memory_key.array()).all();
+}
+
+} // namespace
+
+TEST_CASE("proposals never repeat an OOM, never need more memory than an OOM, and are distinct in a batch") {
+    World w;
+    std::mt19937_64 rng(7);
+    BatchProposer proposer;
+    std::vector<TrialObservation> trials;
+    int ooms = 0, pairings = 0;
+    for (int round = 0; round < 10; ++round) {
+        auto batch = proposer.propose(w.cands, trials, 4, w.settings());
+        REQUIRE(batch.size() == 4);
+        std::set<int> in_batch;
+        for (const auto& p : batch) {
+            CHECK(in_batch.insert(p.candidate).second);
+            CHECK_FALSE(p.reason.empty());
+            for (const auto& t : trials) {
+                CHECK(t.candidate != p.candidate);
+                if (t.outcome == Outcome::oom)
+                    CHECK_MESSAGE(!needs_at_least(w.cands[p.candidate], w.cands[t.candidate]),
+                                  w.cands[p.candidate].id << " needs at least the memory of OOMed "
+                                                          << w.cands[t.candidate].id);
+            }
+            if (p.reason.find("paired with") != std::string::npos) {
+                ++pairings;
+                // The pair is a declared saver (one or two steps) of the candidate named in the reason.
+                bool declared = false;
+                for (const auto& c : w.cands)
+                    if (p.reason.find("paired with " + c.id + " ") != std::string::npos)
+                        for (const auto& a : c.savers) {
+                            declared = declared || a.candidate == p.candidate;
+                            for (const auto& b : w.cands[a.candidate].savers)
+                                declared = declared || b.candidate == p.candidate;
+                        }
+                CHECK(declared);
+                CHECK(p.reason.find("P(OOM)=") != std::string::npos);
+            }
+        }
+        for (const auto& p : batch) {
+            trials.push_back(w.run(p.candidate, rng));
+            ooms += trials.back().outcome == Outcome::oom;
+        }
+    }
+    CHECK(pairings >= 1);
+    // The campaign found a configuration within 5% of the best that fits, with few OOMs.
+    double best = 1e9, found = 1e9;
+    for (size_t i = 0; i < w.cands.size(); ++i)
+        if (w.peak[i] <= w.limit) best = std::min(best, w.time[i]);
+    for (const auto& t : trials)
+        if (t.outcome == Outcome::ok) found = std::min(found, w.time[t.candidate]);
+    CHECK(found <= 1.05 * best);
+    CHECK(ooms <= 8);
+}
+
+TEST_CASE("the initial design starts from the hints and spreads over the space") {
+    World w;
+    BatchProposer proposer;
+    auto s = w.settings();
+    s.hints = {5, 100};
+    auto batch = proposer.propose(w.cands, {}, 6, s);
+    REQUIRE(batch.size() == 6);
+    CHECK(batch[0].candidate == 5);
+    CHECK(batch[1].candidate == 100);
+    std::set<int> distinct;
+    double min_dist = 1e9;
+    for (size_t i = 0; i < batch.size(); ++i) {
+        distinct.insert(batch[i].candidate);
+        CHECK(batch[i].p_oom <= 0.5 + 1e-9 * (i < 2)); // hints excepted from the bound by design, here safe
+        for (size_t j = 0; j < i; ++j)
+            min_dist = std::min(
+                min_dist,
+                (w.cands[batch[i].candidate].features - w.cands[batch[j].candidate].features).norm());
+    }
+    CHECK(distinct.size() == 6);
+    CHECK(min_dist >= 1.0); // space-filling: no two differ by a single patch (distance 1 at least)
+}
+
+TEST_CASE("memory_dominated excludes what needs at least the memory of an OOM, and only that") {
+    World w;
+    // OOM at mb=4, recompute=none, tp=1, no patches.
+    int oom = -1;
+    for (size_t i = 0; i < w.cands.size(); ++i)
+        if (w.cands[i].id == "mb=4 recompute=none tp=1") oom = static_cast<int>(i);
+    REQUIRE(oom >= 0);
+    TrialObservation t;
+    t.candidate = oom;
+    t.outcome = Outcome::oom;
+    auto excluded = memory_dominated(w.cands, {t});
+    for (size_t i = 0; i < w.cands.size(); ++i) {
+        const auto& c = w.configs[i];
+        bool hungrier = std::stoi(c.knobs.at("mb")) >= 4 && c.knobs.at("recompute") == "none" &&
+                        c.knobs.at("tp") == "1" && !c.patches.count("flash");
+        CHECK_MESSAGE(bool(excluded[i]) == hungrier, w.cands[i].id);
+    }
+}
+
+TEST_CASE("the proposer rejects inconsistent input with a message") {
+    World w;
+    BatchProposer proposer;
+    auto s = w.settings();
+    TrialObservation t;
+    t.candidate = 100000;
+    CHECK_THROWS_WITH_AS(proposer.propose(w.cands, {t}, 4, s), doctest::Contains("candidate 100000"), Error);
+    s.memory_limit_bytes = 0;
+    CHECK_THROWS_WITH_AS(proposer.propose(w.cands, {}, 4, s), doctest::Contains("memory limit"), Error);
+}
