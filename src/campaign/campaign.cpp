@@ -94,7 +94,14 @@ void Campaign::init(const fs::path& contract_file, const fs::path& dir) {
     for (const auto& l : compute_locks(c))
         s.add_lock(l);
     if (!c.patch_catalog.empty()) {
-        for (const auto& p : patch::load_catalog(c.patch_catalog)) {
+        auto catalog = patch::load_catalog(c.patch_catalog);
+        for (const auto& id : c.patch_candidates)
+            if (std::none_of(catalog.begin(), catalog.end(), [&](auto& p) { return p.id == id; }))
+                throw Error("patch candidate '" + id + "' is not in the catalog", c.file.string(),
+                            "ids from " + c.patch_catalog.string());
+        for (const auto& p : catalog) {
+            const auto& want = c.patch_candidates;
+            if (!want.empty() && std::find(want.begin(), want.end(), p.id) == want.end()) continue;
             auto d = patch::check_scope(p, c.editable, c.protected_files);
             json info = {{"description", p.description},
                          {"tags", p.tags},

@@ -389,13 +389,14 @@ void read_constants_and_constraints(const Reader& r, const toml::table& root, Co
 void read_patches(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table* t = r.table(root, "patches", "patches", false);
     if (!t) return;
-    r.known_keys(*t, "patches", {"catalog", "editable", "protected"});
+    r.known_keys(*t, "patches", {"catalog", "candidates", "editable", "protected"});
     if (auto cat = r.str(*t, "catalog", "patches")) {
         c.patch_catalog = resolve(c.dir, *cat);
         if (!fs::is_regular_file(c.patch_catalog))
             throw Error("patch catalog '" + c.patch_catalog.string() + "' does not exist",
                         r.at_key(*t, "catalog"), "a catalog.toml (relative to the contract)");
     }
+    c.patch_candidates = r.strings(*t, "candidates", "patches");
     c.editable = r.strings(*t, "editable", "patches");
     c.protected_files = r.strings(*t, "protected", "patches");
     for (const auto& p : c.protected_files)

@@ -70,8 +70,9 @@ struct Contract {
     std::string name;
     Workload workload;
     Resources resources;
-    space::Space space;                // knobs, constants, constraints (patches filled after the scope check)
-    fs::path patch_catalog;            // empty: no patches
+    space::Space space;     // knobs, constants, constraints (patches filled after the scope check)
+    fs::path patch_catalog; // empty: no patches
+    std::vector<std::string> patch_candidates; // catalog ids to search over; empty: the whole catalog
     std::vector<std::string> editable; // glob patterns (relative to the workload source) a patch may touch
     std::vector<std::string> protected_files; // relative to the workload source; hashed at init
     Invariants invariants;

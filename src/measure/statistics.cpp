@@ -82,10 +82,12 @@ TrialSummary summarize(const StepLog& log, int warmup_steps) {
     t.steps = static_cast<int>(log.steps.size());
     std::vector<double> cold, tps, mfus;
     std::map<std::string, std::vector<double>> phases;
+    int position = 0;
     for (const auto& s : log.steps) {
         t.losses.push_back(s.loss);
         if (s.peak_rss_bytes) t.peak_rss_bytes = std::max(t.peak_rss_bytes.value_or(0), *s.peak_rss_bytes);
-        if (s.step <= warmup_steps) {
+        // By position, not by step number: workloads count steps from 0 or from 1.
+        if (position++ < warmup_steps) {
             cold.push_back(s.step_time_s);
             continue;
         }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <set>
 #include <unistd.h>
 
 namespace infrarsi::patch {
@@ -34,6 +35,25 @@ std::string tail(const std::string& s, std::size_t lines) {
 
 void copy_tree(const fs::path& from, const fs::path& to) {
     for (const auto& rel : tree_files(from)) {
+        fs::create_directories((to / rel).parent_path());
+        fs::copy_file(from / rel, to / rel, fs::copy_options::overwrite_existing);
+        fs::permissions(to / rel, fs::status(from / rel).permissions());
+    }
+}
+// Makes `to` hold exactly the files of `from`, rewriting only those whose content differs.
+void sync_tree(const fs::path& from, const fs::path& to) {
+    fs::create_directories(to);
+    auto want = tree_files(from);
+    std::set<fs::path> keep(want.begin(), want.end());
+    for (const auto& rel : tree_files(to))
+        if (!keep.count(rel)) fs::remove(to / rel);
+    std::vector<fs::path> a, b;
+    for (const auto& rel : want)
+        if (fs::exists(to / rel)) a.push_back(from / rel), b.push_back(to / rel);
+    auto ha = hash_files(a), hb = hash_files(b);
+    for (const auto& rel : want) {
+        bool same = fs::exists(to / rel) && ha[(from / rel).string()] == hb[(to / rel).string()];
+        if (same) continue;
         fs::create_directories((to / rel).parent_path());
         fs::copy_file(from / rel, to / rel, fs::copy_options::overwrite_existing);
         fs::permissions(to / rel, fs::status(from / rel).permissions());
@@ -116,9 +136,6 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
                 return finish(Sandbox::State::ProtectedChanged, "protected file " + f + " changed");
         }
     }
-    // Build with the final paths substituted, so binaries and build systems see where they will live.
-    std::map<std::string, std::string> vars{{"source", sb.source.string()}, {"build", sb.build.string()}};
-    // Rename first, then build in place: the commands may embed absolute paths (CMake does).
     fs::remove_all(dir);
     fs::rename(work, dir);
     auto finish_in_place = [&](Sandbox::State st, const std::string& detail) {
@@ -130,11 +147,18 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
         load_state();
         return sb;
     };
+    // Builds are incremental in one workspace: its source tree is synced to this patch set (only files whose
+    // content differs are rewritten, so make recompiles just what a patch changed), built, and its build
+    // directory copied into the sandbox. Trials run the sandbox's copy.
+    const fs::path ws = root_ / "workspace", ws_src = ws / "src", ws_build = ws / "build";
+    fs::create_directories(ws_build);
+    sync_tree(sb.source, ws_src);
+    std::map<std::string, std::string> vars{{"source", ws_src.string()}, {"build", ws_build.string()}};
     for (const auto& cmd : spec_.build) {
         auto argv = contract::substitute(cmd, vars);
         ProcessOptions o;
-        o.cwd = sb.build.string();
-        o.timeout = std::chrono::minutes(20);
+        o.cwd = ws_build.string();
+        o.timeout = std::chrono::minutes(30);
         ProcessResult r;
         try {
             r = run_process(argv, o);
@@ -148,6 +172,10 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
                                    (r.timed_out ? "build timed out: " : "build failed: ") +
                                        tail(r.err.empty() ? r.out : r.err, 3));
     }
+    fs::remove_all(sb.build);
+    auto cp = run_process({"cp", "-a", ws_build.string(), sb.build.string()});
+    if (!cp.ok())
+        throw Error("cannot copy the build: " + cp.err, sb.build.string(), "disk space for the sandbox");
     return finish_in_place(Sandbox::State::Ready, "");
 }
 

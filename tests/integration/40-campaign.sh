@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A small campaign on the toyload fixture, end to end on the real local cluster: init (the out-of-scope and
+# protected-file patches are refused before anything runs), doctor, run, verification, report and apply. The
+# math-changing patch is never promoted; the user's tree is untouched. Needs SLURM_CONF (scripts/test).
+set -euo pipefail
+src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+build=${INFRARSI_BUILD_DIR:-$src/build}
+bin=$build/orchestrator/infrarsi
+fx=$src/tests/fixtures
+: "${SLURM_CONF:?start the cluster first: eval \"\$(scripts/slurm-local start)\"}"
+work=$(mktemp -d /tmp/infrarsi-campaign.XXXXXX)
+fail() { echo "FAIL: $*" >&2; exit 1; }
+tree_before=$(cd "$fx/toyload" && find . -type f -exec sha256sum {} + | sort | sha256sum)
+
+out=$("$bin" init "$fx/toyload.contract.toml" --dir "$work/c")
+echo "$out"
+grep -q "patch outside_scope refused: touches 'bench/extra.c', outside the editable scope" <<<"$out" || fail "out-of-scope patch not refused at init"
+grep -q "patch edit_loss refused: touches protected file 'loss.c'" <<<"$out" || fail "protected-file patch not refused at init"
+
+"$bin" run --dir "$work/c" >"$work/run.log" 2>&1 || { cat "$work/run.log"; fail "infrarsi run failed"; }
+"$bin" report --dir "$work/c" --json >"$work/report.json"
+"$bin" report --dir "$work/c"
+"$bin" status --dir "$work/c" --json | jq -e '.state == "done" and .trials.used == 8' >/dev/null || fail "status: not done with 8 trials"
+
+r=$work/report.json
+# The refused patches never ran.
+[ "$(jq '[.trials[] | select(.candidate | test("outside_scope|edit_loss"))] | length' "$r")" = 0 ] || fail "a refused patch ran"
+# Doctor: repeats, MDE and phases are stored.
+jq -e '.baseline.completed >= 2 and .baseline.minimum_detectable_effect > 0 and (.baseline.phases | length) > 0' "$r" >/dev/null || fail "no doctor result"
+# Every search trial is classified; costs are recorded.
+jq -e '[.trials[] | select(.kind == "search" and .state != "finished")] | length == 0' "$r" >/dev/null || fail "unfinished trials"
+# The math-changing patch: never promoted, and any run of it broke the loss invariant.
+[ "$(jq '[.promoted[] | select(.candidate | test("math_shortcut"))] | length' "$r")" = 0 ] || fail "math-changing patch promoted"
+[ "$(jq '[.trials[] | select(.kind == "search" and (.candidate | test("math_shortcut")) and .outcome == "ok")] | length' "$r")" = 0 ] \
+  || fail "a math-changing trial was scored ok"
+# A verified speed-up with the loss held, and its audit path.
+jq -e '.promoted | length >= 1' "$r" >/dev/null || fail "nothing promoted (toyload has a 2x micro-batch speed-up)"
+jq -e '.promoted[0] | .speedup_ci[0] > 1 + .mde and (.supporting_trials | length) >= 1 and (.pairs | length) >= 2' "$r" >/dev/null \
+  || fail "promotion without lower bound above the MDE or without audit"
+
+"$bin" apply --dir "$work/c" --to "$work/apply" >/dev/null
+grep -q '^TOY_MICRO_BATCH=' "$work/apply/infrarsi.env" || fail "apply wrote no env file"
+grep -q '^export TOY_MICRO_BATCH=' "$work/apply/infrarsi-sbatch-snippet.sh" || fail "apply wrote no sbatch snippet"
+[ -f "$work/apply/infrarsi-patches/series" ] || fail "apply wrote no patch series"
+tree_after=$(cd "$fx/toyload" && find . -type f -exec sha256sum {} + | sort | sha256sum)
+[ "$tree_before" = "$tree_after" ] || fail "the user's tree changed"
+rm -rf "$work"
+echo "ok: campaign init, doctor, run, verify, report, apply"
