@@ -81,8 +81,8 @@ TopologyFeatures extract(hwloc_topology_t t, std::string source) {
         case HWLOC_OBJ_OSDEV_GPU:
         case HWLOC_OBJ_OSDEV_COPROC: {
             OsDevice d = describe(o, o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ? "gpu" : "coproc");
-            // Display outputs of a server's BMC ("card0" on an ASPEED VGA) are not accelerators.
-            if (d.subtype.empty() && d.kind == "gpu" && d.name.rfind("card", 0) == 0) break;
+            // A server's BMC display (ASPEED, Matrox VGA) shows up as a DRM "GPU"; it is no accelerator.
+            if (d.pci_vendor == 0x1a03 || d.pci_vendor == 0x102b) break;
             if (!d.pci_busid.empty()) {
                 auto [it, fresh] = gpu_by_pci.emplace(d.pci_busid, f.gpus.size());
                 if (!fresh) break;
