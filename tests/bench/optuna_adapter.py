@@ -11,9 +11,13 @@ End of input ends the process. Run with Debian's /usr/bin/python3 (python3-optun
 import json
 import sys
 
+import warnings
+
 import optuna
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+# multivariate TPE is marked experimental in 3.1 and says so on every study.
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
 def main():
@@ -26,17 +30,23 @@ def main():
         msg = json.loads(line)
         cmd = msg["cmd"]
         if cmd == "new_study":
-            # Default TPE settings, as an Optuna user would run it; the seed makes runs repeatable.
-            sampler = optuna.samplers.TPESampler(seed=int(msg["seed"]))
+            # TPE with its defaults except multivariate=True (Falkner et al. 2018's joint TPE, which Optuna
+            # recommends and which is both stronger on interacting knobs and much faster per ask than one
+            # independent estimator per parameter); "multivariate": false gives the plain default.
+            multivariate = bool(msg.get("multivariate", True))
+            sampler = optuna.samplers.TPESampler(seed=int(msg["seed"]), multivariate=multivariate)
             study = optuna.create_study(direction="minimize", sampler=sampler)
-            space = msg["space"]
+            space = {
+                name: optuna.distributions.CategoricalDistribution(values)
+                for name, values in msg["space"].items()
+            }
             pending = {}
             if msg.get("enqueue"):
                 study.enqueue_trial(msg["enqueue"])
             reply = {"ok": True}
         elif cmd == "ask":
-            trial = study.ask()
-            params = {name: trial.suggest_categorical(name, values) for name, values in space.items()}
+            trial = study.ask(space)
+            params = {name: trial.params[name] for name in space}
             pending[trial.number] = trial
             reply = {"number": trial.number, "params": params}
         elif cmd == "tell":
