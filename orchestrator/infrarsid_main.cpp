@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     app.add_option("--root", root, "drive every campaign directory under this one");
     app.add_flag("--once", o.once, "exit when every campaign is done");
     app.add_option("--idle", idle, "seconds between scans")->capture_default_str();
-    app.add_flag("!--verbose", o.run.verbose, "quiet: only errors");
+    bool quiet = false;
+    app.add_flag("--quiet,-q", quiet, "print only errors");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "infrarsid: give --campaign DIR or --root DIR\n");
         return 2;
     }
+    o.run.verbose = !quiet;
     for (const auto& c : campaigns)
         o.campaigns.emplace_back(c);
     o.root = root;
