@@ -29,888 +29,787 @@ using store::TrialRow;
 using store::TrialState;
 
 std::string infrarsi_binary() {
-  if (const char *b = std::getenv("INFRARSI_BIN"); b && *b)
-    return b;
-  return std::string(build::binary_dir) + "/orchestrator/infrarsi";
+    if (const char* b = std::getenv("INFRARSI_BIN"); b && *b) return b;
+    return std::string(build::binary_dir) + "/orchestrator/infrarsi";
 }
 
 namespace {
 
-fs::path db_path(const fs::path &dir) { return dir / "campaign.db"; }
-
-std::string last_lines(const fs::path &file, std::size_t n) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    lines.push_back(line);
-    if (lines.size() > n)
-      lines.erase(lines.begin());
-  }
-  std::string s;
-  for (const auto &l : lines)
-    s += (s.empty() ? "" : " | ") + l;
-  return s;
+fs::path db_path(const fs::path& dir) {
+    return dir / "campaign.db";
 }
 
-std::vector<store::Lock> compute_locks(const contract::Contract &c) {
-  std::vector<store::Lock> locks;
-  locks.push_back({"contract", c.file.string(), patch::hash_file(c.file)});
-  locks.push_back({"tree", c.workload.source.string(),
-                   patch::hash_tree(c.workload.source)});
-  for (const auto &p : c.protected_files)
-    locks.push_back({"protected", p, patch::hash_file(c.workload.source / p)});
-  if (!c.patch_catalog.empty())
-    locks.push_back({"catalog", c.patch_catalog.string(),
-                     patch::hash_file(c.patch_catalog)});
-  return locks;
+std::string last_lines(const fs::path& file, std::size_t n) {
+    std::ifstream in(file);
+    std::vector<std::string> lines;
+    std::string line;
+    while (std::getline(in, line)) {
+        lines.push_back(line);
+        if (lines.size() > n) lines.erase(lines.begin());
+    }
+    std::string s;
+    for (const auto& l : lines)
+        s += (s.empty() ? "" : " | ") + l;
+    return s;
 }
 
-json opt(const std::optional<double> &v) { return v ? json(*v) : json(); }
+std::vector<store::Lock> compute_locks(const contract::Contract& c) {
+    std::vector<store::Lock> locks;
+    locks.push_back({"contract", c.file.string(), patch::hash_file(c.file)});
+    locks.push_back({"tree", c.workload.source.string(), patch::hash_tree(c.workload.source)});
+    for (const auto& p : c.protected_files)
+        locks.push_back({"protected", p, patch::hash_file(c.workload.source / p)});
+    if (!c.patch_catalog.empty())
+        locks.push_back({"catalog", c.patch_catalog.string(), patch::hash_file(c.patch_catalog)});
+    return locks;
+}
 
-std::vector<measure::StepSample> steps_of(const json &result) {
-  std::vector<measure::StepSample> steps;
-  if (result.contains("steps"))
-    for (const auto &s : result["steps"])
-      steps.push_back(measure::step_from_json(s));
-  return steps;
+json opt(const std::optional<double>& v) {
+    return v ? json(*v) : json();
+}
+
+std::vector<measure::StepSample> steps_of(const json& result) {
+    std::vector<measure::StepSample> steps;
+    if (result.contains("steps"))
+        for (const auto& s : result["steps"])
+            steps.push_back(measure::step_from_json(s));
+    return steps;
 }
 
 } // namespace
 
-void Campaign::init(const fs::path &contract_file, const fs::path &dir) {
-  if (fs::exists(db_path(dir)))
-    throw Error("a campaign already exists here", db_path(dir).string(),
-                "a new directory (--dir)");
-  auto c = contract::load(contract_file);
-  fs::create_directories(dir);
-  store::CampaignStore s(db_path(dir).string());
-  store::Transaction tx(s.db());
-  std::random_device rd;
-  s.set_meta("id", fmt::format("{:08x}", rd()));
-  s.set_meta("name", c.name);
-  s.set_meta("contract", c.file.string());
-  s.set_meta("created", fmt::format("{:.3f}", store::now_seconds()));
-  s.set_meta("state", "initialized");
-  for (const auto &l : compute_locks(c))
-    s.add_lock(l);
-  if (!c.patch_catalog.empty()) {
-    auto catalog = patch::load_catalog(c.patch_catalog);
-    for (const auto &id : c.patch_candidates)
-      if (std::none_of(catalog.begin(), catalog.end(),
-                       [&](auto &p) { return p.id == id; }))
-        throw Error("patch candidate '" + id + "' is not in the catalog",
-                    c.file.string(), "ids from " + c.patch_catalog.string());
-    for (const auto &p : catalog) {
-      const auto &want = c.patch_candidates;
-      if (!want.empty() &&
-          std::find(want.begin(), want.end(), p.id) == want.end())
-        continue;
-      auto d = patch::check_scope(p, c.editable, c.protected_files);
-      json info = {{"description", p.description},
-                   {"tags", p.tags},
-                   {"touches", p.touches},
-                   {"declared_touches", p.declared_touches},
-                   {"file", p.file.string()}};
-      s.put_patch({p.id, d.accepted, d.reason, info});
-      s.log(d.accepted
-                ? "patch " + p.id + " accepted"
-                : "patch " + p.id + " refused before any run: " + d.reason);
-    }
-  }
-  s.log("campaign initialized from " + c.file.string());
-  tx.commit();
-}
-
-Campaign::Campaign(const fs::path &dir)
-    : dir_(fs::absolute(dir).lexically_normal()) {
-  if (!fs::exists(db_path(dir_)))
-    throw Error("no campaign here", dir_.string(),
-                "a directory made by `infrarsi init CONTRACT --dir DIR`");
-  store_ = std::make_unique<store::CampaignStore>(db_path(dir_).string());
-  auto file = store_->meta("contract");
-  if (!file)
-    throw Error("the campaign store has no contract", db_path(dir_).string(),
-                "a store made by infrarsi init");
-  contract_ = contract::load(*file);
-  // Everything locked at init must be unchanged, or the campaign's measurements
-  // mean nothing.
-  std::map<std::pair<std::string, std::string>, std::string> now;
-  for (const auto &l : compute_locks(contract_))
-    now[{l.kind, l.path}] = l.hash;
-  std::vector<std::string> changed;
-  for (const auto &l : store_->locks()) {
-    auto it = now.find({l.kind, l.path});
-    if (it == now.end() || it->second != l.hash)
-      changed.push_back(l.kind + " " + l.path);
-  }
-  if (!changed.empty()) {
-    std::string list;
-    for (const auto &c : changed)
-      list += (list.empty() ? "" : ", ") + c;
-    throw Error("locked inputs changed since init: " + list, dir_.string(),
-                "the contract, baseline tree and protected files as they were "
-                "at init (restore them, or start "
-                "a new campaign with `infrarsi init`)");
-  }
-  if (!contract_.patch_catalog.empty())
-    catalog_ = patch::load_catalog(contract_.patch_catalog);
-  for (const auto &p : store_->patches())
-    if (p.accepted)
-      contract_.space.patches.push_back(p.id);
-  std::sort(contract_.space.patches.begin(), contract_.space.patches.end());
-}
-
-const patch::PatchInfo *Campaign::patch_info(const std::string &id) const {
-  for (const auto &p : catalog_)
-    if (p.id == id)
-      return &p;
-  return nullptr;
-}
-
-void Campaign::say(const RunOptions &o, const std::string &msg) {
-  store_->log(msg);
-  if (o.verbose)
-    fmt::print("infrarsi: {}\n", msg);
-  std::fflush(stdout);
-}
-
-std::int64_t Campaign::plan_batch(const std::string &kind,
-                                  const std::vector<Task> &tasks) {
-  patch::SandboxSpec spec;
-  spec.source = contract_.workload.source;
-  spec.build = contract_.workload.build;
-  spec.protected_files = contract_.protected_files;
-  for (const auto &l : store_->locks()) {
-    if (l.kind == "tree")
-      spec.tree_hash = l.hash;
-    if (l.kind == "protected")
-      spec.protected_hashes[l.path] = l.hash;
-  }
-  patch::SandboxCache cache(dir_ / "sandboxes", spec);
-  std::vector<patch::Sandbox> boxes;
-  for (const auto &t : tasks) {
-    contract_.space.check(t.candidate);
-    std::vector<const patch::PatchInfo *> ps;
-    for (const auto &id : t.candidate.patches) {
-      const auto *p = patch_info(id);
-      if (!p)
-        throw Error("unknown patch '" + id + "'",
-                    contract_.patch_catalog.string(), "a catalog entry");
-      ps.push_back(p);
-    }
-    boxes.push_back(cache.materialize(ps));
-  }
-
-  store::Transaction tx(store_->db());
-  const auto batch_id = store_->add_batch(kind, "");
-  const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
-  fs::create_directories(bdir);
-  json manifest = {{"version", 1},
-                   {"campaign", store_->meta("id").value_or("")},
-                   {"batch", batch_id},
-                   {"kind", kind},
-                   {"step_prefix", contract_.invariants.step_prefix},
-                   {"summary_prefix", contract_.invariants.summary_prefix},
-                   {"tasks", json::array()}};
-  int next_index = 0, failed_index = 0;
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const auto &t = tasks[i];
-    const auto &box = boxes[i];
-    TrialRow row;
-    row.batch_id = batch_id;
-    row.kind = t.kind;
-    row.candidate = t.candidate.to_json();
-    row.candidate_key = t.candidate.key();
-    row.sandbox = box.hash;
-    row.reason = t.reason;
-    row.attempt = t.attempt;
-    row.verification_id = t.verification_id;
-    if (box.state != patch::Sandbox::State::Ready) {
-      row.array_index = --failed_index;
-      row.id = store_->add_trial(row);
-      row.state = TrialState::Finished;
-      row.outcome = box.state == patch::Sandbox::State::BuildFailure
-                        ? "build_failure"
-                        : "contract_violation";
-      row.detail = box.detail;
-      row.result_path = box.log.string();
-      store_->update_trial(row);
-      continue;
-    }
-    row.array_index = next_index++;
-    const fs::path tdir = bdir / std::to_string(row.array_index);
-    row.result_path = (tdir / "result.json").string();
-    row.id = store_->add_trial(row);
-    std::map<std::string, std::string> vars{
-        {"source", box.source.string()},
-        {"build", box.build.string()},
-        {"contract_dir", contract_.dir.string()}};
-    json env = contract_.workload.env;
-    for (const auto &[k, v] : contract_.space.environment(t.candidate))
-      env[k] = v;
-    if (!contract_.invariants.steps_env.empty())
-      env[contract_.invariants.steps_env] =
-          std::to_string(contract_.invariants.steps);
-    if (!contract_.invariants.seed_env.empty())
-      env[contract_.invariants.seed_env] =
-          std::to_string(contract_.invariants.seed);
-    if (!contract_.workload.binary_env.empty())
-      env[contract_.workload.binary_env] =
-          contract::substitute({contract_.workload.binary}, vars)[0];
-    std::vector<std::string> command;
-    if (!contract_.workload.command.empty()) {
-      command = contract::substitute(contract_.workload.command, vars);
-    } else {
-      // A script inside the workload tree runs from the sandbox copy (patches
-      // may touch it).
-      fs::path script = contract_.workload.sbatch_script;
-      auto rel = fs::relative(script, contract_.workload.source);
-      if (!rel.empty() && rel.native().rfind("..", 0) != 0)
-        script = box.source / rel;
-      command = {"bash", script.string()};
-    }
-    manifest["tasks"].push_back({{"index", row.array_index},
-                                 {"trial_id", row.id},
-                                 {"kind", store::to_string(t.kind)},
-                                 {"candidate", row.candidate},
-                                 {"env", env},
-                                 {"command", command},
-                                 {"build", box.build.string()},
-                                 {"workdir", tdir.string()},
-                                 {"result", row.result_path},
-                                 {"log", (tdir / "log.txt").string()}});
-    fs::create_directories(tdir);
-  }
-  const fs::path mpath = bdir / "manifest.json";
-  {
-    std::ofstream out(bdir / "manifest.json.tmp");
-    out << manifest.dump(1) << "\n";
-  }
-  fs::rename(bdir / "manifest.json.tmp", mpath);
-  store_->set_batch_manifest(batch_id, mpath.string());
-  if (next_index == 0)
-    store_->set_batch_finished(batch_id);
-  tx.commit();
-  return batch_id;
-}
-
-void Campaign::submit_batch(std::int64_t batch_id, const RunOptions &o) {
-  auto b = store_->batch(batch_id);
-  if (b.state != "planned")
-    return;
-  int runnable = 0;
-  for (const auto &t : store_->trials_of_batch(batch_id))
-    if (t.array_index >= 0)
-      ++runnable;
-  if (runnable == 0) {
-    store_->set_batch_finished(batch_id);
-    return;
-  }
-  const std::string name = fmt::format(
-      "infrarsi-{}-b{}", store_->meta("id").value_or("x"), batch_id);
-  // Slurm unreachable for a while is waited out, with a message now and then.
-  for (int waited = 0;; ++waited) {
-    std::string why;
-    if (slurm_.reachable(&why))
-      break;
-    if (waited % 30 == 0)
-      say(o, "waiting for Slurm to answer: " + why);
-    if (stopping(o))
-      return;
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
-  // A previous process may have died between sbatch and recording the job id:
-  // its job is still held (never released), so cancel it by name before
-  // submitting again. Nothing of it ran.
-  run_process({"scancel", "--name", name, "--state", "PENDING"});
-  slurm::SubmitRequest r;
-  r.script = std::string(build::source_dir) + "/sbatch/trial.sbatch";
-  r.job_name = name;
-  r.partition = contract_.resources.partition;
-  r.nodes = contract_.resources.nodes;
-  r.ntasks_per_node = contract_.resources.ntasks_per_node;
-  r.cpus_per_task = contract_.resources.cpus_per_task;
-  r.mem = contract_.resources.mem;
-  r.time_limit = contract_.resources.time_limit;
-  const int throttle =
-      b.kind == "search" ? contract_.resources.max_concurrent : 1;
-  r.array = fmt::format("0-{}%{}", runnable - 1, throttle);
-  const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
-  r.output = (bdir / "slurm-%A_%a.out").string();
-  r.workdir = bdir.string();
-  r.env = {{"INFRARSI_MANIFEST", b.manifest},
-           {"INFRARSI_BIN", infrarsi_binary()}};
-  r.extra_args = contract_.resources.sbatch_args;
-  r.hold = true;
-  const std::string job = slurm_.submit(r);
-  store_->set_batch_submitted(batch_id, job); // recorded before it can run
-  auto rel = run_process({"scontrol", "release", job});
-  if (!rel.ok())
-    throw Error("cannot release job " + job + ": " + rel.err,
-                "scontrol release", "a held job");
-  say(o, fmt::format("batch {} ({}, {} trials) submitted as job array {}",
-                     batch_id, b.kind, runnable, job));
-}
-
-void Campaign::await_batch(std::int64_t batch_id, const RunOptions &o) {
-  auto b = store_->batch(batch_id);
-  if (b.state != "submitted")
-    return;
-  std::size_t runnable = 0;
-  for (const auto &t : store_->trials_of_batch(batch_id))
-    if (t.array_index >= 0)
-      ++runnable;
-  while (!stopping(o)) {
-    auto records = slurm_.wait(b.job_id, std::chrono::seconds(5), o.poll);
-    std::size_t finished = 0;
-    for (const auto &r : records)
-      if (slurm::is_finished(r.state) && r.array_task_id)
-        ++finished;
-    if (finished >= runnable) {
-      ingest(batch_id, records);
-      return;
-    }
-  }
-}
-
-void Campaign::resume_open_batches(const RunOptions &o) {
-  for (const auto &b : store_->batches()) {
-    if (b.state == "finished")
-      continue;
-    if (b.state == "submitted") {
-      // Released already, unless the process died right after recording the id.
-      run_process({"scontrol", "release", b.job_id});
-      say(o, fmt::format("re-attaching to batch {} (job {})", b.id, b.job_id));
-    }
-    submit_batch(b.id, o);
-    await_batch(b.id, o);
-    if (stopping(o))
-      return;
-  }
-}
-
-void Campaign::ingest(std::int64_t batch_id,
-                      const std::vector<slurm::JobRecord> &records) {
-  auto b = store_->batch(batch_id);
-  std::map<int, slurm::JobRecord> by_index;
-  for (const auto &r : records)
-    if (r.array_task_id)
-      by_index[*r.array_task_id] = r;
-  const auto reference = reference_losses();
-  const auto &inv = contract_.invariants;
-  json requeue = json::parse(store_->meta("requeue").value_or("[]"));
-  store::Transaction tx(store_->db());
-  for (auto t : store_->trials_of_batch(batch_id)) {
-    if (t.state != TrialState::Submitted)
-      continue;
-    auto it = by_index.find(t.array_index);
-    if (it == by_index.end())
-      continue;
-    const auto &rec = it->second;
-    t.state = TrialState::Finished;
-    t.node = rec.node_list;
-    json result;
-    if (std::ifstream in(t.result_path); in) {
-      try {
-        result = json::parse(in);
-      } catch (const json::exception &) {
-      }
-    }
-    const double wall = result.value("wall_s", 0.0);
-    t.cost_node_s =
-        (rec.elapsed_s > 0 ? rec.elapsed_s : wall) * contract_.resources.nodes;
-    auto steps = steps_of(result);
-    if (steps.empty()) {
-      // The wrapper may not have finished (killed with the job): read the steps
-      // the log has.
-      fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
-      std::ifstream lin(log);
-      std::string text{std::istreambuf_iterator<char>(lin), {}};
-      steps = measure::parse_step_log(text, inv.step_prefix, inv.summary_prefix)
-                  .steps;
-    }
-    std::optional<measure::TrialSummary> summary;
-    if (static_cast<int>(steps.size()) > inv.warmup_steps) {
-      measure::StepLog log;
-      log.steps = steps;
-      summary = measure::summarize(log, inv.warmup_steps);
-      t.step_time_s = summary->steady_step_s.estimate;
-      t.step_time_lo = summary->steady_step_s.lo;
-      t.step_time_hi = summary->steady_step_s.hi;
-      t.cold_step_s = summary->cold_step_s;
-      t.tokens_per_s = summary->tokens_per_s;
-      t.mfu = summary->mfu;
-      t.peak_memory_bytes = summary->peak_rss_bytes;
-      if (!summary->losses.empty())
-        t.loss = summary->losses.back();
-      t.measurements = {{"steady_samples", summary->steady_samples},
-                        {"losses", summary->losses},
-                        {"phases", summary->phases},
-                        {"cold_step_s", summary->cold_step_s}};
-    }
-    if (rec.max_rss_bytes)
-      t.peak_memory_bytes =
-          std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
-    const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
-    switch (slurm::classify(rec)) {
-    case slurm::Outcome::OutOfMemory:
-      t.outcome = "oom";
-      // Censored: the peak is only known to exceed the limit.
-      t.peak_memory_bytes = static_cast<double>(contract_.resources.mem_bytes);
-      t.detail = fmt::format("peak memory > limit {} ({} MiB): killed out of "
-                             "memory after {} steps",
-                             contract_.resources.mem,
-                             contract_.resources.mem_bytes >> 20, steps.size());
-      break;
-    case slurm::Outcome::Timeout:
-      t.outcome = "timeout";
-      t.detail = fmt::format("time limit {} reached after {} steps",
-                             contract_.resources.time_limit, steps.size());
-      break;
-    case slurm::Outcome::NodeFailure:
-    case slurm::Outcome::Cancelled:
-      t.outcome = slurm::classify(rec) == slurm::Outcome::NodeFailure
-                      ? "node_failure"
-                      : "cancelled";
-      t.detail = fmt::format("Slurm state {} on {}: re-queued, not counted",
-                             rec.raw_state, rec.node_list);
-      t.counted = false;
-      if (t.kind == TrialKind::Search)
-        requeue.push_back(
-            {{"candidate", t.candidate},
-             {"reason", "re-queued after " + t.outcome + ": " + t.reason},
-             {"attempt", t.attempt + 1}});
-      break;
-    case slurm::Outcome::Failed:
-      t.outcome = "crash";
-      t.detail =
-          fmt::format("exit {} signal {} ({}): {}", rec.exit_code,
-                      rec.exit_signal, rec.raw_state, last_lines(log, 3));
-      break;
-    case slurm::Outcome::Completed:
-      if (result.is_null()) {
-        t.outcome = "contract_violation";
-        t.detail = "no result file (the trial wrapper did not finish)";
-      } else if (static_cast<int>(steps.size()) < inv.steps) {
-        t.outcome = "contract_violation";
-        t.detail = fmt::format("missing step lines: {} of {} '{}' lines",
-                               steps.size(), inv.steps, inv.step_prefix);
-      } else {
-        std::vector<double> losses;
-        for (const auto &s : steps)
-          losses.push_back(s.loss);
-        std::string why =
-            reference.empty() ? "" : verify::check_loss(reference, losses, inv);
-        if (!why.empty()) {
-          t.outcome = "contract_violation";
-          t.detail = "loss invariant broken: " + why;
-        } else {
-          t.outcome = "ok";
-          t.detail =
-              fmt::format("{:.4f} s/step (95% CI {:.4f}-{:.4f})",
-                          *t.step_time_s, *t.step_time_lo, *t.step_time_hi);
+void Campaign::init(const fs::path& contract_file, const fs::path& dir) {
+    if (fs::exists(db_path(dir)))
+        throw Error("a campaign already exists here", db_path(dir).string(), "a new directory (--dir)");
+    auto c = contract::load(contract_file);
+    fs::create_directories(dir);
+    store::CampaignStore s(db_path(dir).string());
+    store::Transaction tx(s.db());
+    std::random_device rd;
+    s.set_meta("id", fmt::format("{:08x}", rd()));
+    s.set_meta("name", c.name);
+    s.set_meta("contract", c.file.string());
+    s.set_meta("created", fmt::format("{:.3f}", store::now_seconds()));
+    s.set_meta("state", "initialized");
+    for (const auto& l : compute_locks(c))
+        s.add_lock(l);
+    if (!c.patch_catalog.empty()) {
+        auto catalog = patch::load_catalog(c.patch_catalog);
+        for (const auto& id : c.patch_candidates)
+            if (std::none_of(catalog.begin(), catalog.end(), [&](auto& p) { return p.id == id; }))
+                throw Error("patch candidate '" + id + "' is not in the catalog", c.file.string(),
+                            "ids from " + c.patch_catalog.string());
+        for (const auto& p : catalog) {
+            const auto& want = c.patch_candidates;
+            if (!want.empty() && std::find(want.begin(), want.end(), p.id) == want.end()) continue;
+            auto d = patch::check_scope(p, c.editable, c.protected_files);
+            json info = {{"description", p.description},
+                         {"tags", p.tags},
+                         {"touches", p.touches},
+                         {"declared_touches", p.declared_touches},
+                         {"file", p.file.string()}};
+            s.put_patch({p.id, d.accepted, d.reason, info});
+            s.log(d.accepted ? "patch " + p.id + " accepted"
+                             : "patch " + p.id + " refused before any run: " + d.reason);
         }
-      }
-      break;
     }
-    store_->update_trial(t);
-    store_->log(fmt::format("trial {} ({}) {}: {}", t.id,
-                            store::to_string(t.kind), t.outcome, t.detail));
-  }
-  store_->set_meta("requeue", requeue.dump());
-  store_->set_batch_finished(batch_id);
-  tx.commit();
-  if (b.kind == "doctor")
-    finish_doctor();
-  if (b.kind == "verify") {
-    std::set<std::int64_t> vids;
-    for (const auto &t : store_->trials_of_batch(batch_id))
-      if (t.verification_id)
-        vids.insert(*t.verification_id);
-    for (auto v : vids)
-      finish_verification(v);
-  }
+    s.log("campaign initialized from " + c.file.string());
+    tx.commit();
+}
+
+Campaign::Campaign(const fs::path& dir) : dir_(fs::absolute(dir).lexically_normal()) {
+    if (!fs::exists(db_path(dir_)))
+        throw Error("no campaign here", dir_.string(),
+                    "a directory made by `infrarsi init CONTRACT --dir DIR`");
+    store_ = std::make_unique<store::CampaignStore>(db_path(dir_).string());
+    auto file = store_->meta("contract");
+    if (!file)
+        throw Error("the campaign store has no contract", db_path(dir_).string(),
+                    "a store made by infrarsi init");
+    contract_ = contract::load(*file);
+    // Everything locked at init must be unchanged, or the campaign's measurements
+    // mean nothing.
+    std::map<std::pair<std::string, std::string>, std::string> now;
+    for (const auto& l : compute_locks(contract_))
+        now[{l.kind, l.path}] = l.hash;
+    std::vector<std::string> changed;
+    for (const auto& l : store_->locks()) {
+        auto it = now.find({l.kind, l.path});
+        if (it == now.end() || it->second != l.hash) changed.push_back(l.kind + " " + l.path);
+    }
+    if (!changed.empty()) {
+        std::string list;
+        for (const auto& c : changed)
+            list += (list.empty() ? "" : ", ") + c;
+        throw Error("locked inputs changed since init: " + list, dir_.string(),
+                    "the contract, baseline tree and protected files as they were "
+                    "at init (restore them, or start "
+                    "a new campaign with `infrarsi init`)");
+    }
+    if (!contract_.patch_catalog.empty()) catalog_ = patch::load_catalog(contract_.patch_catalog);
+    for (const auto& p : store_->patches())
+        if (p.accepted) contract_.space.patches.push_back(p.id);
+    std::sort(contract_.space.patches.begin(), contract_.space.patches.end());
+}
+
+const patch::PatchInfo* Campaign::patch_info(const std::string& id) const {
+    for (const auto& p : catalog_)
+        if (p.id == id) return &p;
+    return nullptr;
+}
+
+void Campaign::say(const RunOptions& o, const std::string& msg) {
+    store_->log(msg);
+    if (o.verbose) fmt::print("infrarsi: {}\n", msg);
+    std::fflush(stdout);
+}
+
+std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Task>& tasks) {
+    patch::SandboxSpec spec;
+    spec.source = contract_.workload.source;
+    spec.build = contract_.workload.build;
+    spec.protected_files = contract_.protected_files;
+    for (const auto& l : store_->locks()) {
+        if (l.kind == "tree") spec.tree_hash = l.hash;
+        if (l.kind == "protected") spec.protected_hashes[l.path] = l.hash;
+    }
+    patch::SandboxCache cache(dir_ / "sandboxes", spec);
+    std::vector<patch::Sandbox> boxes;
+    for (const auto& t : tasks) {
+        contract_.space.check(t.candidate);
+        std::vector<const patch::PatchInfo*> ps;
+        for (const auto& id : t.candidate.patches) {
+            const auto* p = patch_info(id);
+            if (!p)
+                throw Error("unknown patch '" + id + "'", contract_.patch_catalog.string(),
+                            "a catalog entry");
+            ps.push_back(p);
+        }
+        boxes.push_back(cache.materialize(ps));
+    }
+
+    store::Transaction tx(store_->db());
+    const auto batch_id = store_->add_batch(kind, "");
+    const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
+    fs::create_directories(bdir);
+    json manifest = {{"version", 1},
+                     {"campaign", store_->meta("id").value_or("")},
+                     {"batch", batch_id},
+                     {"kind", kind},
+                     {"step_prefix", contract_.invariants.step_prefix},
+                     {"summary_prefix", contract_.invariants.summary_prefix},
+                     {"tasks", json::array()}};
+    int next_index = 0, failed_index = 0;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const auto& t = tasks[i];
+        const auto& box = boxes[i];
+        TrialRow row;
+        row.batch_id = batch_id;
+        row.kind = t.kind;
+        row.candidate = t.candidate.to_json();
+        row.candidate_key = t.candidate.key();
+        row.sandbox = box.hash;
+        row.reason = t.reason;
+        row.attempt = t.attempt;
+        row.verification_id = t.verification_id;
+        if (box.state != patch::Sandbox::State::Ready) {
+            row.array_index = --failed_index;
+            row.id = store_->add_trial(row);
+            row.state = TrialState::Finished;
+            row.outcome =
+                box.state == patch::Sandbox::State::BuildFailure ? "build_failure" : "contract_violation";
+            row.detail = box.detail;
+            row.result_path = box.log.string();
+            store_->update_trial(row);
+            continue;
+        }
+        row.array_index = next_index++;
+        const fs::path tdir = bdir / std::to_string(row.array_index);
+        row.result_path = (tdir / "result.json").string();
+        row.id = store_->add_trial(row);
+        std::map<std::string, std::string> vars{{"source", box.source.string()},
+                                                {"build", box.build.string()},
+                                                {"contract_dir", contract_.dir.string()}};
+        json env = contract_.workload.env;
+        for (const auto& [k, v] : contract_.space.environment(t.candidate))
+            env[k] = v;
+        if (!contract_.invariants.steps_env.empty())
+            env[contract_.invariants.steps_env] = std::to_string(contract_.invariants.steps);
+        if (!contract_.invariants.seed_env.empty())
+            env[contract_.invariants.seed_env] = std::to_string(contract_.invariants.seed);
+        if (!contract_.workload.binary_env.empty())
+            env[contract_.workload.binary_env] = contract::substitute({contract_.workload.binary}, vars)[0];
+        std::vector<std::string> command;
+        if (!contract_.workload.command.empty()) {
+            command = contract::substitute(contract_.workload.command, vars);
+        } else {
+            // A script inside the workload tree runs from the sandbox copy (patches
+            // may touch it).
+            fs::path script = contract_.workload.sbatch_script;
+            auto rel = fs::relative(script, contract_.workload.source);
+            if (!rel.empty() && rel.native().rfind("..", 0) != 0) script = box.source / rel;
+            command = {"bash", script.string()};
+        }
+        manifest["tasks"].push_back({{"index", row.array_index},
+                                     {"trial_id", row.id},
+                                     {"kind", store::to_string(t.kind)},
+                                     {"candidate", row.candidate},
+                                     {"env", env},
+                                     {"command", command},
+                                     {"build", box.build.string()},
+                                     {"workdir", tdir.string()},
+                                     {"result", row.result_path},
+                                     {"log", (tdir / "log.txt").string()}});
+        fs::create_directories(tdir);
+    }
+    const fs::path mpath = bdir / "manifest.json";
+    {
+        std::ofstream out(bdir / "manifest.json.tmp");
+        out << manifest.dump(1) << "\n";
+    }
+    fs::rename(bdir / "manifest.json.tmp", mpath);
+    store_->set_batch_manifest(batch_id, mpath.string());
+    if (next_index == 0) store_->set_batch_finished(batch_id);
+    tx.commit();
+    return batch_id;
+}
+
+void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
+    auto b = store_->batch(batch_id);
+    if (b.state != "planned") return;
+    int runnable = 0;
+    for (const auto& t : store_->trials_of_batch(batch_id))
+        if (t.array_index >= 0) ++runnable;
+    if (runnable == 0) {
+        store_->set_batch_finished(batch_id);
+        return;
+    }
+    const std::string name = fmt::format("infrarsi-{}-b{}", store_->meta("id").value_or("x"), batch_id);
+    // Slurm unreachable for a while is waited out, with a message now and then.
+    for (int waited = 0;; ++waited) {
+        std::string why;
+        if (slurm_.reachable(&why)) break;
+        if (waited % 30 == 0) say(o, "waiting for Slurm to answer: " + why);
+        if (stopping(o)) return;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    // A previous process may have died between sbatch and recording the job id:
+    // its job is still held (never released), so cancel it by name before
+    // submitting again. Nothing of it ran.
+    run_process({"scancel", "--name", name, "--state", "PENDING"});
+    slurm::SubmitRequest r;
+    r.script = std::string(build::source_dir) + "/sbatch/trial.sbatch";
+    r.job_name = name;
+    r.partition = contract_.resources.partition;
+    r.nodes = contract_.resources.nodes;
+    r.ntasks_per_node = contract_.resources.ntasks_per_node;
+    r.cpus_per_task = contract_.resources.cpus_per_task;
+    r.mem = contract_.resources.mem;
+    r.time_limit = contract_.resources.time_limit;
+    const int throttle = b.kind == "search" ? contract_.resources.max_concurrent : 1;
+    r.array = fmt::format("0-{}%{}", runnable - 1, throttle);
+    const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
+    r.output = (bdir / "slurm-%A_%a.out").string();
+    r.workdir = bdir.string();
+    r.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_binary()}};
+    r.extra_args = contract_.resources.sbatch_args;
+    r.hold = true;
+    const std::string job = slurm_.submit(r);
+    store_->set_batch_submitted(batch_id, job); // recorded before it can run
+    auto rel = run_process({"scontrol", "release", job});
+    if (!rel.ok())
+        throw Error("cannot release job " + job + ": " + rel.err, "scontrol release", "a held job");
+    say(o,
+        fmt::format("batch {} ({}, {} trials) submitted as job array {}", batch_id, b.kind, runnable, job));
+}
+
+void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
+    auto b = store_->batch(batch_id);
+    if (b.state != "submitted") return;
+    std::size_t runnable = 0;
+    for (const auto& t : store_->trials_of_batch(batch_id))
+        if (t.array_index >= 0) ++runnable;
+    while (!stopping(o)) {
+        auto records = slurm_.wait(b.job_id, std::chrono::seconds(5), o.poll);
+        std::size_t finished = 0;
+        for (const auto& r : records)
+            if (slurm::is_finished(r.state) && r.array_task_id) ++finished;
+        if (finished >= runnable) {
+            ingest(batch_id, records);
+            return;
+        }
+    }
+}
+
+void Campaign::resume_open_batches(const RunOptions& o) {
+    for (const auto& b : store_->batches()) {
+        if (b.state == "finished") continue;
+        if (b.state == "submitted") {
+            // Released already, unless the process died right after recording the id.
+            run_process({"scontrol", "release", b.job_id});
+            say(o, fmt::format("re-attaching to batch {} (job {})", b.id, b.job_id));
+        }
+        submit_batch(b.id, o);
+        await_batch(b.id, o);
+        if (stopping(o)) return;
+    }
+}
+
+void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records) {
+    auto b = store_->batch(batch_id);
+    std::map<int, slurm::JobRecord> by_index;
+    for (const auto& r : records)
+        if (r.array_task_id) by_index[*r.array_task_id] = r;
+    const auto reference = reference_losses();
+    const auto& inv = contract_.invariants;
+    json requeue = json::parse(store_->meta("requeue").value_or("[]"));
+    store::Transaction tx(store_->db());
+    for (auto t : store_->trials_of_batch(batch_id)) {
+        if (t.state != TrialState::Submitted) continue;
+        auto it = by_index.find(t.array_index);
+        if (it == by_index.end()) continue;
+        const auto& rec = it->second;
+        t.state = TrialState::Finished;
+        t.node = rec.node_list;
+        json result;
+        if (std::ifstream in(t.result_path); in) {
+            try {
+                result = json::parse(in);
+            } catch (const json::exception&) {
+            }
+        }
+        const double wall = result.value("wall_s", 0.0);
+        t.cost_node_s = (rec.elapsed_s > 0 ? rec.elapsed_s : wall) * contract_.resources.nodes;
+        auto steps = steps_of(result);
+        if (steps.empty()) {
+            // The wrapper may not have finished (killed with the job): read the steps
+            // the log has.
+            fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
+            std::ifstream lin(log);
+            std::string text{std::istreambuf_iterator<char>(lin), {}};
+            steps = measure::parse_step_log(text, inv.step_prefix, inv.summary_prefix).steps;
+        }
+        std::optional<measure::TrialSummary> summary;
+        if (static_cast<int>(steps.size()) > inv.warmup_steps) {
+            measure::StepLog log;
+            log.steps = steps;
+            summary = measure::summarize(log, inv.warmup_steps);
+            t.step_time_s = summary->steady_step_s.estimate;
+            t.step_time_lo = summary->steady_step_s.lo;
+            t.step_time_hi = summary->steady_step_s.hi;
+            t.cold_step_s = summary->cold_step_s;
+            t.tokens_per_s = summary->tokens_per_s;
+            t.mfu = summary->mfu;
+            t.peak_memory_bytes = summary->peak_rss_bytes;
+            if (!summary->losses.empty()) t.loss = summary->losses.back();
+            t.measurements = {{"steady_samples", summary->steady_samples},
+                              {"losses", summary->losses},
+                              {"phases", summary->phases},
+                              {"cold_step_s", summary->cold_step_s}};
+        }
+        if (rec.max_rss_bytes)
+            t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
+        const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
+        switch (slurm::classify(rec)) {
+        case slurm::Outcome::OutOfMemory:
+            t.outcome = "oom";
+            // Censored: the peak is only known to exceed the limit.
+            t.peak_memory_bytes = static_cast<double>(contract_.resources.mem_bytes);
+            t.detail =
+                fmt::format("peak memory > limit {} ({} MiB): killed out of "
+                            "memory after {} steps",
+                            contract_.resources.mem, contract_.resources.mem_bytes >> 20, steps.size());
+            break;
+        case slurm::Outcome::Timeout:
+            t.outcome = "timeout";
+            t.detail = fmt::format("time limit {} reached after {} steps", contract_.resources.time_limit,
+                                   steps.size());
+            break;
+        case slurm::Outcome::NodeFailure:
+        case slurm::Outcome::Cancelled:
+            t.outcome = slurm::classify(rec) == slurm::Outcome::NodeFailure ? "node_failure" : "cancelled";
+            t.detail =
+                fmt::format("Slurm state {} on {}: re-queued, not counted", rec.raw_state, rec.node_list);
+            t.counted = false;
+            if (t.kind == TrialKind::Search)
+                requeue.push_back({{"candidate", t.candidate},
+                                   {"reason", "re-queued after " + t.outcome + ": " + t.reason},
+                                   {"attempt", t.attempt + 1}});
+            break;
+        case slurm::Outcome::Failed:
+            t.outcome = "crash";
+            t.detail = fmt::format("exit {} signal {} ({}): {}", rec.exit_code, rec.exit_signal,
+                                   rec.raw_state, last_lines(log, 3));
+            break;
+        case slurm::Outcome::Completed:
+            if (result.is_null()) {
+                t.outcome = "contract_violation";
+                t.detail = "no result file (the trial wrapper did not finish)";
+            } else if (static_cast<int>(steps.size()) < inv.steps) {
+                t.outcome = "contract_violation";
+                t.detail = fmt::format("missing step lines: {} of {} '{}' lines", steps.size(), inv.steps,
+                                       inv.step_prefix);
+            } else {
+                std::vector<double> losses;
+                for (const auto& s : steps)
+                    losses.push_back(s.loss);
+                std::string why = reference.empty() ? "" : verify::check_loss(reference, losses, inv);
+                if (!why.empty()) {
+                    t.outcome = "contract_violation";
+                    t.detail = "loss invariant broken: " + why;
+                } else {
+                    t.outcome = "ok";
+                    t.detail = fmt::format("{:.4f} s/step (95% CI {:.4f}-{:.4f})", *t.step_time_s,
+                                           *t.step_time_lo, *t.step_time_hi);
+                }
+            }
+            break;
+        }
+        store_->update_trial(t);
+        store_->log(fmt::format("trial {} ({}) {}: {}", t.id, store::to_string(t.kind), t.outcome, t.detail));
+    }
+    store_->set_meta("requeue", requeue.dump());
+    store_->set_batch_finished(batch_id);
+    tx.commit();
+    if (b.kind == "doctor") finish_doctor();
+    if (b.kind == "verify") {
+        std::set<std::int64_t> vids;
+        for (const auto& t : store_->trials_of_batch(batch_id))
+            if (t.verification_id) vids.insert(*t.verification_id);
+        for (auto v : vids)
+            finish_verification(v);
+    }
 }
 
 std::vector<double> Campaign::reference_losses() {
-  auto d = store_->doctor();
-  if (!d || !d->contains("reference_losses"))
-    return {};
-  return (*d)["reference_losses"].get<std::vector<double>>();
+    auto d = store_->doctor();
+    if (!d || !d->contains("reference_losses")) return {};
+    return (*d)["reference_losses"].get<std::vector<double>>();
 }
 
 double Campaign::mde() {
-  auto d = store_->doctor();
-  return d ? d->value("minimum_detectable_effect", 0.05) : 0.05;
+    auto d = store_->doctor();
+    return d ? d->value("minimum_detectable_effect", 0.05) : 0.05;
 }
 
-std::optional<double> Campaign::memory_estimate(const space::Candidate &c) {
-  if (contract_.memory_estimate.empty())
-    return std::nullopt;
-  if (auto it = estimates_.find(c.key()); it != estimates_.end())
-    return it->second;
-  auto doctor_trials = store_->trials("kind = 'doctor'");
-  if (doctor_trials.empty())
-    return std::nullopt;
-  const fs::path box = dir_ / "sandboxes" / doctor_trials[0].sandbox;
-  ProcessOptions po;
-  po.env = contract_.workload.env;
-  for (const auto &[k, v] : contract_.space.environment(c))
-    po.env[k] = v;
-  po.timeout = std::chrono::seconds(60);
-  auto argv = contract::substitute(contract_.memory_estimate,
-                                   {{"build", (box / "build").string()},
-                                    {"source", (box / "src").string()}});
-  std::optional<double> est;
-  try {
-    auto r = run_process(argv, po);
-    auto brace = r.out.find('{');
-    if (r.ok() && brace != std::string::npos) {
-      auto j = json::parse(r.out.substr(brace), nullptr, false);
-      if (j.is_object() && j.contains("estimated_peak_bytes"))
-        est = j["estimated_peak_bytes"].get<double>();
+std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
+    if (contract_.memory_estimate.empty()) return std::nullopt;
+    if (auto it = estimates_.find(c.key()); it != estimates_.end()) return it->second;
+    auto doctor_trials = store_->trials("kind = 'doctor'");
+    if (doctor_trials.empty()) return std::nullopt;
+    const fs::path box = dir_ / "sandboxes" / doctor_trials[0].sandbox;
+    ProcessOptions po;
+    po.env = contract_.workload.env;
+    for (const auto& [k, v] : contract_.space.environment(c))
+        po.env[k] = v;
+    po.timeout = std::chrono::seconds(60);
+    auto argv = contract::substitute(
+        contract_.memory_estimate, {{"build", (box / "build").string()}, {"source", (box / "src").string()}});
+    std::optional<double> est;
+    try {
+        auto r = run_process(argv, po);
+        auto brace = r.out.find('{');
+        if (r.ok() && brace != std::string::npos) {
+            auto j = json::parse(r.out.substr(brace), nullptr, false);
+            if (j.is_object() && j.contains("estimated_peak_bytes"))
+                est = j["estimated_peak_bytes"].get<double>();
+        }
+    } catch (const Error&) {
     }
-  } catch (const Error &) {
-  }
-  estimates_[c.key()] = est;
-  return est;
+    estimates_[c.key()] = est;
+    return est;
 }
 
 void Campaign::finish_doctor() {
-  auto trials = store_->trials("kind = 'doctor' AND state = 'finished'");
-  std::vector<double> medians, within, colds, tps, mfus, peaks;
-  std::vector<std::vector<double>> losses;
-  std::map<std::string, std::vector<double>> phases;
-  json runs = json::array();
-  std::string failures;
-  const auto &inv = contract_.invariants;
-  for (const auto &t : trials) {
-    runs.push_back({{"trial", t.id},
-                    {"node", t.node},
-                    {"outcome", t.outcome},
-                    {"step_s", opt(t.step_time_s)},
-                    {"cold_step_s", opt(t.cold_step_s)},
-                    {"detail", t.detail}});
-    bool complete =
-        (t.outcome == "ok" || t.outcome == "contract_violation") &&
-        t.step_time_s && t.measurements.contains("losses") &&
-        static_cast<int>(t.measurements["losses"].size()) >= inv.steps;
-    if (!complete) {
-      failures += fmt::format("{}trial {}: {} {}", failures.empty() ? "" : "; ",
-                              t.id, t.outcome, t.detail);
-      continue;
+    auto trials = store_->trials("kind = 'doctor' AND state = 'finished'");
+    std::vector<double> medians, within, colds, tps, mfus, peaks;
+    std::vector<std::vector<double>> losses;
+    std::map<std::string, std::vector<double>> phases;
+    json runs = json::array();
+    std::string failures;
+    const auto& inv = contract_.invariants;
+    for (const auto& t : trials) {
+        runs.push_back({{"trial", t.id},
+                        {"node", t.node},
+                        {"outcome", t.outcome},
+                        {"step_s", opt(t.step_time_s)},
+                        {"cold_step_s", opt(t.cold_step_s)},
+                        {"detail", t.detail}});
+        bool complete = (t.outcome == "ok" || t.outcome == "contract_violation") && t.step_time_s &&
+                        t.measurements.contains("losses") &&
+                        static_cast<int>(t.measurements["losses"].size()) >= inv.steps;
+        if (!complete) {
+            failures +=
+                fmt::format("{}trial {}: {} {}", failures.empty() ? "" : "; ", t.id, t.outcome, t.detail);
+            continue;
+        }
+        medians.push_back(*t.step_time_s);
+        auto samples = t.measurements["steady_samples"].get<std::vector<double>>();
+        double mu = measure::mean(samples);
+        within.push_back(mu > 0 ? measure::stddev(samples) / mu : 0);
+        colds.push_back(t.cold_step_s.value_or(0));
+        if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
+        if (t.mfu) mfus.push_back(*t.mfu);
+        if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
+        losses.push_back(t.measurements["losses"].get<std::vector<double>>());
+        for (const auto& [k, v] : t.measurements["phases"].items())
+            phases[k].push_back(v.get<double>());
     }
-    medians.push_back(*t.step_time_s);
-    auto samples = t.measurements["steady_samples"].get<std::vector<double>>();
-    double mu = measure::mean(samples);
-    within.push_back(mu > 0 ? measure::stddev(samples) / mu : 0);
-    colds.push_back(t.cold_step_s.value_or(0));
-    if (t.tokens_per_s)
-      tps.push_back(*t.tokens_per_s);
-    if (t.mfu)
-      mfus.push_back(*t.mfu);
-    if (t.peak_memory_bytes)
-      peaks.push_back(*t.peak_memory_bytes);
-    losses.push_back(t.measurements["losses"].get<std::vector<double>>());
-    for (const auto &[k, v] : t.measurements["phases"].items())
-      phases[k].push_back(v.get<double>());
-  }
-  if (medians.size() < 2)
-    throw Error(
-        fmt::format("the baseline completed only {} of {} doctor runs: {}",
-                    medians.size(), trials.size(), failures),
-        dir_.string(),
-        "a baseline that runs (check the contract's resources and command)");
-  auto noise = measure::calibrate(medians, within, contract_.repeats.verify);
-  json phase_medians;
-  for (const auto &[k, v] : phases)
-    phase_medians[k] = measure::median(v);
-  json d = {{"repeats", trials.size()},
-            {"completed", medians.size()},
-            {"runs", runs},
-            {"median_step_s", noise.median_step_s},
-            {"cold_step_s", measure::median(colds)},
-            {"cold_overhead", noise.median_step_s > 0
-                                  ? measure::median(colds) / noise.median_step_s
-                                  : 0},
-            {"cv_between", noise.cv_between},
-            {"cv_within", noise.cv_within},
-            {"minimum_detectable_effect", noise.minimum_detectable_effect},
-            {"comparison_repeats", noise.comparison_repeats},
-            {"phases", phase_medians},
-            {"tokens_per_s", measure::median(tps)},
-            {"reference_losses", verify::reference_losses(losses)}};
-  if (!mfus.empty())
-    d["mfu"] = measure::median(mfus);
-  if (!peaks.empty())
-    d["peak_memory_bytes"] = *std::max_element(peaks.begin(), peaks.end());
-  store_->put_doctor(d);
-  store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, "
-                          "noise CV {:.2f}% between runs, "
-                          "minimum detectable effect {:.2f}%",
-                          noise.median_step_s, measure::median(colds),
-                          100 * noise.cv_between,
-                          100 * noise.minimum_detectable_effect));
+    if (medians.size() < 2)
+        throw Error(fmt::format("the baseline completed only {} of {} doctor runs: {}", medians.size(),
+                                trials.size(), failures),
+                    dir_.string(), "a baseline that runs (check the contract's resources and command)");
+    auto noise = measure::calibrate(medians, within, contract_.repeats.verify);
+    json phase_medians;
+    for (const auto& [k, v] : phases)
+        phase_medians[k] = measure::median(v);
+    json d = {{"repeats", trials.size()},
+              {"completed", medians.size()},
+              {"runs", runs},
+              {"median_step_s", noise.median_step_s},
+              {"cold_step_s", measure::median(colds)},
+              {"cold_overhead", noise.median_step_s > 0 ? measure::median(colds) / noise.median_step_s : 0},
+              {"cv_between", noise.cv_between},
+              {"cv_within", noise.cv_within},
+              {"minimum_detectable_effect", noise.minimum_detectable_effect},
+              {"comparison_repeats", noise.comparison_repeats},
+              {"phases", phase_medians},
+              {"tokens_per_s", measure::median(tps)},
+              {"reference_losses", verify::reference_losses(losses)}};
+    if (!mfus.empty()) d["mfu"] = measure::median(mfus);
+    if (!peaks.empty()) d["peak_memory_bytes"] = *std::max_element(peaks.begin(), peaks.end());
+    store_->put_doctor(d);
+    store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, "
+                            "noise CV {:.2f}% between runs, "
+                            "minimum detectable effect {:.2f}%",
+                            noise.median_step_s, measure::median(colds), 100 * noise.cv_between,
+                            100 * noise.minimum_detectable_effect));
 }
 
-void Campaign::doctor(const RunOptions &o) {
-  resume_open_batches(o);
-  if (store_->doctor() || stopping(o))
-    return;
-  if (store_->batches().empty() ||
-      std::none_of(store_->batches().begin(), store_->batches().end(),
-                   [](auto &b) { return b.kind == "doctor"; })) {
-    std::vector<Task> tasks(static_cast<std::size_t>(contract_.repeats.doctor));
-    for (auto &t : tasks) {
-      t.candidate = contract_.space.baseline();
-      t.kind = TrialKind::Doctor;
-      t.reason = "baseline repeat for noise calibration";
+void Campaign::doctor(const RunOptions& o) {
+    resume_open_batches(o);
+    if (store_->doctor() || stopping(o)) return;
+    if (store_->batches().empty() || std::none_of(store_->batches().begin(), store_->batches().end(),
+                                                  [](auto& b) { return b.kind == "doctor"; })) {
+        std::vector<Task> tasks(static_cast<std::size_t>(contract_.repeats.doctor));
+        for (auto& t : tasks) {
+            t.candidate = contract_.space.baseline();
+            t.kind = TrialKind::Doctor;
+            t.reason = "baseline repeat for noise calibration";
+        }
+        say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
+        auto id = plan_batch("doctor", tasks);
+        for (const auto& t : store_->trials_of_batch(id))
+            if (t.array_index < 0)
+                throw Error("the baseline does not build: " + t.detail, t.result_path,
+                            "a baseline that builds");
+        submit_batch(id, o);
+        await_batch(id, o);
     }
-    say(o, fmt::format("doctor: building the baseline and running it {} times",
-                       tasks.size()));
-    auto id = plan_batch("doctor", tasks);
-    for (const auto &t : store_->trials_of_batch(id))
-      if (t.array_index < 0)
-        throw Error("the baseline does not build: " + t.detail, t.result_path,
-                    "a baseline that builds");
-    submit_batch(id, o);
-    await_batch(id, o);
-  }
 }
 
 Campaign::BudgetUse Campaign::budget_use() {
-  BudgetUse u;
-  for (const auto &t : store_->trials()) {
-    if (t.kind == TrialKind::Search && t.counted)
-      ++u.trials;
-    u.node_hours += t.cost_node_s / 3600.0;
-  }
-  if (auto s = store_->meta("started"))
-    u.wall_s = store::now_seconds() - std::stod(*s);
-  const auto &b = contract_.budget;
-  if (u.trials >= b.trials)
-    u.exhausted = fmt::format("trial budget ({} trials)", b.trials);
-  else if (b.node_hours > 0 && u.node_hours >= b.node_hours)
-    u.exhausted = fmt::format("node-hour budget ({})", b.node_hours);
-  else if (b.wall_time_s > 0 && u.wall_s >= b.wall_time_s)
-    u.exhausted = "wall-time budget";
-  return u;
+    BudgetUse u;
+    for (const auto& t : store_->trials()) {
+        if (t.kind == TrialKind::Search && t.counted) ++u.trials;
+        u.node_hours += t.cost_node_s / 3600.0;
+    }
+    if (auto s = store_->meta("started")) u.wall_s = store::now_seconds() - std::stod(*s);
+    const auto& b = contract_.budget;
+    if (u.trials >= b.trials)
+        u.exhausted = fmt::format("trial budget ({} trials)", b.trials);
+    else if (b.node_hours > 0 && u.node_hours >= b.node_hours)
+        u.exhausted = fmt::format("node-hour budget ({})", b.node_hours);
+    else if (b.wall_time_s > 0 && u.wall_s >= b.wall_time_s)
+        u.exhausted = "wall-time budget";
+    return u;
 }
 
-void Campaign::search(const RunOptions &o) {
-  resume_open_batches(o);
-  auto proposer = search::make_proposer(o.proposer);
-  auto doctor = store_->doctor();
-  while (!stopping(o)) {
-    auto use = budget_use();
-    if (!use.exhausted.empty()) {
-      if (store_->meta("search_done") != "1")
-        say(o, "search ends: " + use.exhausted + " used");
-      store_->set_meta("search_done", "1");
-      return;
+void Campaign::search(const RunOptions& o) {
+    resume_open_batches(o);
+    auto proposer = search::make_proposer(o.proposer);
+    auto doctor = store_->doctor();
+    while (!stopping(o)) {
+        auto use = budget_use();
+        if (!use.exhausted.empty()) {
+            if (store_->meta("search_done") != "1") say(o, "search ends: " + use.exhausted + " used");
+            store_->set_meta("search_done", "1");
+            return;
+        }
+        const int q = std::min(contract_.budget.batch_size, contract_.budget.trials - use.trials);
+        std::vector<Task> tasks;
+        json requeue = json::parse(store_->meta("requeue").value_or("[]"));
+        while (!requeue.empty() && static_cast<int>(tasks.size()) < q) {
+            Task t;
+            t.candidate = space::Candidate::from_json(requeue[0]["candidate"]);
+            t.reason = requeue[0]["reason"].get<std::string>();
+            t.attempt = requeue[0]["attempt"].get<int>();
+            tasks.push_back(t);
+            requeue.erase(requeue.begin());
+        }
+        search::ProposalContext ctx;
+        ctx.space = &contract_.space;
+        for (const auto& p : catalog_)
+            ctx.patches.push_back({p.id, p.tags});
+        for (const auto& t : store_->trials("state = 'finished' AND counted = 1 "
+                                            "AND kind IN ('search', 'doctor')")) {
+            search::Observation ob;
+            ob.candidate = space::Candidate::from_json(t.candidate);
+            ob.outcome = search::parse_outcome(t.outcome);
+            ob.step_time_s = t.step_time_s;
+            ob.peak_memory_bytes = t.peak_memory_bytes;
+            ob.cost_node_s = t.cost_node_s;
+            ctx.history.push_back(std::move(ob));
+        }
+        for (const auto& t : tasks)
+            ctx.history.push_back({t.candidate, search::TrialOutcome::Ok, {}, {}, 0});
+        if (doctor) ctx.baseline_step_s = doctor->value("median_step_s", 0.0);
+        ctx.noise_floor = mde();
+        ctx.memory_limit_bytes = static_cast<double>(contract_.resources.mem_bytes);
+        ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
+        ctx.q = q - static_cast<int>(tasks.size());
+        ctx.seed = std::hash<std::string>{}(store_->meta("id").value_or("")) + store_->batches().size();
+        if (ctx.q > 0)
+            for (auto& p : proposer->propose(ctx))
+                tasks.push_back({p.candidate, TrialKind::Search, p.reason, 0, {}});
+        if (tasks.empty()) {
+            say(o, "search ends: every candidate of the space has been tried");
+            store_->set_meta("search_done", "1");
+            return;
+        }
+        auto id = plan_batch("search", tasks);
+        store_->set_meta("requeue", requeue.dump());
+        say(o, fmt::format("batch {}: {} candidates ({} of {} trials used)", id, tasks.size(), use.trials,
+                           contract_.budget.trials));
+        submit_batch(id, o);
+        await_batch(id, o);
     }
-    const int q = std::min(contract_.budget.batch_size,
-                           contract_.budget.trials - use.trials);
-    std::vector<Task> tasks;
-    json requeue = json::parse(store_->meta("requeue").value_or("[]"));
-    while (!requeue.empty() && static_cast<int>(tasks.size()) < q) {
-      Task t;
-      t.candidate = space::Candidate::from_json(requeue[0]["candidate"]);
-      t.reason = requeue[0]["reason"].get<std::string>();
-      t.attempt = requeue[0]["attempt"].get<int>();
-      tasks.push_back(t);
-      requeue.erase(requeue.begin());
-    }
-    search::ProposalContext ctx;
-    ctx.space = &contract_.space;
-    for (const auto &p : catalog_)
-      ctx.patches.push_back({p.id, p.tags});
-    for (const auto &t : store_->trials("state = 'finished' AND counted = 1 "
-                                        "AND kind IN ('search', 'doctor')")) {
-      search::Observation ob;
-      ob.candidate = space::Candidate::from_json(t.candidate);
-      ob.outcome = search::parse_outcome(t.outcome);
-      ob.step_time_s = t.step_time_s;
-      ob.peak_memory_bytes = t.peak_memory_bytes;
-      ob.cost_node_s = t.cost_node_s;
-      ctx.history.push_back(std::move(ob));
-    }
-    for (const auto &t : tasks)
-      ctx.history.push_back({t.candidate, search::TrialOutcome::Ok, {}, {}, 0});
-    if (doctor)
-      ctx.baseline_step_s = doctor->value("median_step_s", 0.0);
-    ctx.noise_floor = mde();
-    ctx.memory_limit_bytes = static_cast<double>(contract_.resources.mem_bytes);
-    ctx.memory_estimate = [this](const space::Candidate &c) {
-      return memory_estimate(c);
-    };
-    ctx.q = q - static_cast<int>(tasks.size());
-    ctx.seed = std::hash<std::string>{}(store_->meta("id").value_or("")) +
-               store_->batches().size();
-    if (ctx.q > 0)
-      for (auto &p : proposer->propose(ctx))
-        tasks.push_back({p.candidate, TrialKind::Search, p.reason, 0, {}});
-    if (tasks.empty()) {
-      say(o, "search ends: every candidate of the space has been tried");
-      store_->set_meta("search_done", "1");
-      return;
-    }
-    auto id = plan_batch("search", tasks);
-    store_->set_meta("requeue", requeue.dump());
-    say(o, fmt::format("batch {}: {} candidates ({} of {} trials used)", id,
-                       tasks.size(), use.trials, contract_.budget.trials));
-    submit_batch(id, o);
-    await_batch(id, o);
-  }
 }
 
-void Campaign::verify(const RunOptions &o) {
-  resume_open_batches(o);
-  if (store_->meta("verify_done") == "1" || stopping(o))
-    return;
-  auto doctor = store_->doctor();
-  const double base = doctor ? doctor->value("median_step_s", 0.0) : 0.0;
-  const auto baseline_key = contract_.space.baseline().key();
-  // The best distinct candidates that were faster than the baseline in the
-  // search.
-  std::map<std::string, TrialRow> best;
-  for (const auto &t : store_->trials("kind = 'search' AND outcome = 'ok'")) {
-    if (t.candidate_key == baseline_key || !t.step_time_s ||
-        *t.step_time_s >= base)
-      continue;
-    auto it = best.find(t.candidate_key);
-    if (it == best.end() || *t.step_time_s < *it->second.step_time_s)
-      best[t.candidate_key] = t;
-  }
-  std::vector<TrialRow> ranked;
-  for (auto &[k, t] : best)
-    ranked.push_back(t);
-  std::sort(ranked.begin(), ranked.end(),
-            [](auto &a, auto &b) { return *a.step_time_s < *b.step_time_s; });
-  if (static_cast<int>(ranked.size()) > contract_.repeats.verify_top)
-    ranked.resize(contract_.repeats.verify_top);
-  std::set<std::string> done;
-  for (const auto &v : store_->verifications())
-    done.insert(v.candidate_key);
-  for (const auto &t : ranked) {
-    if (stopping(o))
-      return;
-    if (done.count(t.candidate_key))
-      continue;
-    auto cand = space::Candidate::from_json(t.candidate);
-    store::VerificationRow v;
-    v.candidate_key = t.candidate_key;
-    v.candidate = t.candidate;
-    v.state = "running";
-    v.detail = {{"search_trial", t.id}};
-    v.id = store_->add_verification(v);
-    std::vector<Task> tasks;
-    for (int i = 0; i < contract_.repeats.verify; ++i) {
-      tasks.push_back({contract_.space.baseline(), TrialKind::VerifyBaseline,
-                       "A: baseline", 0, v.id});
-      tasks.push_back(
-          {cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id});
+void Campaign::verify(const RunOptions& o) {
+    resume_open_batches(o);
+    if (store_->meta("verify_done") == "1" || stopping(o)) return;
+    auto doctor = store_->doctor();
+    const double base = doctor ? doctor->value("median_step_s", 0.0) : 0.0;
+    const auto baseline_key = contract_.space.baseline().key();
+    // The best distinct candidates that were faster than the baseline in the
+    // search.
+    std::map<std::string, TrialRow> best;
+    for (const auto& t : store_->trials("kind = 'search' AND outcome = 'ok'")) {
+        if (t.candidate_key == baseline_key || !t.step_time_s || *t.step_time_s >= base) continue;
+        auto it = best.find(t.candidate_key);
+        if (it == best.end() || *t.step_time_s < *it->second.step_time_s) best[t.candidate_key] = t;
     }
-    say(o, fmt::format("verifying {} ({:.4f} s/step in search, baseline "
-                       "{:.4f}): {} interleaved A/B pairs",
-                       cand.describe(), *t.step_time_s, base,
-                       contract_.repeats.verify));
-    v.batch_id = plan_batch("verify", tasks);
-    store_->update_verification(v);
-    submit_batch(v.batch_id, o);
-    await_batch(v.batch_id, o);
-  }
-  if (!stopping(o))
-    store_->set_meta("verify_done", "1");
+    std::vector<TrialRow> ranked;
+    for (auto& [k, t] : best)
+        ranked.push_back(t);
+    std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return *a.step_time_s < *b.step_time_s; });
+    if (static_cast<int>(ranked.size()) > contract_.repeats.verify_top)
+        ranked.resize(contract_.repeats.verify_top);
+    std::set<std::string> done;
+    for (const auto& v : store_->verifications())
+        done.insert(v.candidate_key);
+    for (const auto& t : ranked) {
+        if (stopping(o)) return;
+        if (done.count(t.candidate_key)) continue;
+        auto cand = space::Candidate::from_json(t.candidate);
+        store::VerificationRow v;
+        v.candidate_key = t.candidate_key;
+        v.candidate = t.candidate;
+        v.state = "running";
+        v.detail = {{"search_trial", t.id}};
+        v.id = store_->add_verification(v);
+        std::vector<Task> tasks;
+        for (int i = 0; i < contract_.repeats.verify; ++i) {
+            tasks.push_back({contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id});
+            tasks.push_back({cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id});
+        }
+        say(o, fmt::format("verifying {} ({:.4f} s/step in search, baseline "
+                           "{:.4f}): {} interleaved A/B pairs",
+                           cand.describe(), *t.step_time_s, base, contract_.repeats.verify));
+        v.batch_id = plan_batch("verify", tasks);
+        store_->update_verification(v);
+        submit_batch(v.batch_id, o);
+        await_batch(v.batch_id, o);
+    }
+    if (!stopping(o)) store_->set_meta("verify_done", "1");
 }
 
 void Campaign::finish_verification(std::int64_t vid) {
-  store::VerificationRow v;
-  for (const auto &x : store_->verifications())
-    if (x.id == vid)
-      v = x;
-  auto trials = store_->trials("verification_id = ?1", {std::to_string(vid)});
-  std::vector<verify::Arm> a, b;
-  json pairs = json::array();
-  const auto &inv = contract_.invariants;
-  auto arm = [&](const TrialRow &t) {
-    verify::Arm x;
-    x.ok = t.outcome == "ok" || (t.outcome == "contract_violation" &&
-                                 t.detail.rfind("loss invariant", 0) == 0);
-    x.step_s = t.step_time_s.value_or(0);
-    if (t.measurements.contains("losses"))
-      x.losses = t.measurements["losses"].get<std::vector<double>>();
-    x.peak_memory_bytes = t.peak_memory_bytes;
-    if (static_cast<int>(x.losses.size()) < inv.steps)
-      x.ok = false;
-    return x;
-  };
-  std::vector<std::int64_t> ids_a, ids_b;
-  for (const auto &t : trials) {
-    if (t.kind == TrialKind::VerifyBaseline)
-      a.push_back(arm(t)), ids_a.push_back(t.id);
-    else
-      b.push_back(arm(t)), ids_b.push_back(t.id);
-  }
-  std::vector<std::pair<verify::Arm, verify::Arm>> ab;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    ab.emplace_back(a[i], b[i]);
-    pairs.push_back({{"baseline_trial", ids_a[i]},
-                     {"candidate_trial", ids_b[i]},
-                     {"baseline_step_s", a[i].step_s},
-                     {"candidate_step_s", b[i].step_s}});
-  }
-  auto cand = space::Candidate::from_json(v.candidate);
-  bool math_changing = false;
-  for (const auto &id : cand.patches)
-    if (const auto *p = patch_info(id); p && p->has_tag("math_changing"))
-      math_changing = true;
-  auto d =
-      verify::decide(ab, reference_losses(), contract_, mde(), math_changing);
-  v.state = "done";
-  v.promoted = d.promoted;
-  v.speedup = d.speedup;
-  v.lo = d.lo;
-  v.hi = d.hi;
-  v.detail["pairs"] = pairs;
-  v.detail["reasons"] = d.reasons;
-  v.detail["evidence"] = d.evidence;
-  v.detail["mde"] = mde();
-  store::Transaction tx(store_->db());
-  store_->update_verification(v);
-  if (d.promoted)
-    store_->add_promotion(v.id, v.candidate_key, d.speedup);
-  store_->log(d.promoted ? fmt::format("promoted {}: {:.3f}x [{:.3f}, {:.3f}]",
-                                       cand.describe(), d.speedup, d.lo, d.hi)
-                         : fmt::format("not promoted {}: {}", cand.describe(),
-                                       d.reasons.empty() ? "" : d.reasons[0]));
-  tx.commit();
+    store::VerificationRow v;
+    for (const auto& x : store_->verifications())
+        if (x.id == vid) v = x;
+    auto trials = store_->trials("verification_id = ?1", {std::to_string(vid)});
+    std::vector<verify::Arm> a, b;
+    json pairs = json::array();
+    const auto& inv = contract_.invariants;
+    auto arm = [&](const TrialRow& t) {
+        verify::Arm x;
+        x.ok = t.outcome == "ok" ||
+               (t.outcome == "contract_violation" && t.detail.rfind("loss invariant", 0) == 0);
+        x.step_s = t.step_time_s.value_or(0);
+        if (t.measurements.contains("losses")) x.losses = t.measurements["losses"].get<std::vector<double>>();
+        x.peak_memory_bytes = t.peak_memory_bytes;
+        if (static_cast<int>(x.losses.size()) < inv.steps) x.ok = false;
+        return x;
+    };
+    std::vector<std::int64_t> ids_a, ids_b;
+    for (const auto& t : trials) {
+        if (t.kind == TrialKind::VerifyBaseline)
+            a.push_back(arm(t)), ids_a.push_back(t.id);
+        else
+            b.push_back(arm(t)), ids_b.push_back(t.id);
+    }
+    std::vector<std::pair<verify::Arm, verify::Arm>> ab;
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+        ab.emplace_back(a[i], b[i]);
+        pairs.push_back({{"baseline_trial", ids_a[i]},
+                         {"candidate_trial", ids_b[i]},
+                         {"baseline_step_s", a[i].step_s},
+                         {"candidate_step_s", b[i].step_s}});
+    }
+    auto cand = space::Candidate::from_json(v.candidate);
+    bool math_changing = false;
+    for (const auto& id : cand.patches)
+        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
+    auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing);
+    v.state = "done";
+    v.promoted = d.promoted;
+    v.speedup = d.speedup;
+    v.lo = d.lo;
+    v.hi = d.hi;
+    v.detail["pairs"] = pairs;
+    v.detail["reasons"] = d.reasons;
+    v.detail["evidence"] = d.evidence;
+    v.detail["mde"] = mde();
+    store::Transaction tx(store_->db());
+    store_->update_verification(v);
+    if (d.promoted) store_->add_promotion(v.id, v.candidate_key, d.speedup);
+    store_->log(
+        d.promoted
+            ? fmt::format("promoted {}: {:.3f}x [{:.3f}, {:.3f}]", cand.describe(), d.speedup, d.lo, d.hi)
+            : fmt::format("not promoted {}: {}", cand.describe(), d.reasons.empty() ? "" : d.reasons[0]));
+    tx.commit();
 }
 
-bool Campaign::finished() { return store_->meta("state") == "done"; }
+bool Campaign::finished() {
+    return store_->meta("state") == "done";
+}
 
-void Campaign::run(const RunOptions &o) {
-  if (!store_->meta("started"))
-    store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
-  store_->set_meta("state", "running");
-  doctor(o);
-  if (stopping(o))
-    return;
-  if (auto d = store_->doctor())
-    say(o,
-        fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%",
-                    d->value("median_step_s", 0.0),
-                    100 * d->value("minimum_detectable_effect", 0.0)));
-  search(o);
-  if (stopping(o))
-    return;
-  if (o.verify)
-    verify(o);
-  if (stopping(o))
-    return;
-  store_->set_meta("state", "done");
-  say(o, "campaign done");
+void Campaign::run(const RunOptions& o) {
+    if (!store_->meta("started")) store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
+    store_->set_meta("state", "running");
+    doctor(o);
+    if (stopping(o)) return;
+    if (auto d = store_->doctor())
+        say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%",
+                           d->value("median_step_s", 0.0), 100 * d->value("minimum_detectable_effect", 0.0)));
+    search(o);
+    if (stopping(o)) return;
+    if (o.verify) verify(o);
+    if (stopping(o)) return;
+    store_->set_meta("state", "done");
+    say(o, "campaign done");
 }
 
 } // namespace infrarsi::campaign
