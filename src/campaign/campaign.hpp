@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 struct RunOptions {
     bool verbose = true;
-    std::string proposer = "simple";
+    std::string proposer = "model";
     std::chrono::milliseconds poll{1000};
     bool verify = true;                      // run the verification stage after the search
     const std::atomic<bool>* stop = nullptr; // set by a signal handler: finish the current step and return

@@ -1,7 +1,7 @@
 #pragma once
 // The proposer interface: given the space, every trial so far (failures included), the noise floor and q,
 // return q distinct untried candidates, each with a reason for the audit. The campaign loop only knows this
-// interface; the simple proposer below is the default until a model-based one (src/model) plugs in.
+// interface; the model-based one (search/model_proposer.hpp) is the default, the simple one below a fallback.
 #include "space/space.hpp"
 
 #include <functional>
@@ -49,6 +49,8 @@ struct ProposalContext {
     std::uint64_t seed = 1;
     // Analytic peak-memory estimate of a candidate (the contract's estimate command), when available.
     std::function<std::optional<double>(const space::Candidate&)> memory_estimate;
+    // Candidates to try first (experience bank and contract hints); the model proposer takes them as hints.
+    std::vector<space::Candidate> seeds;
 };
 
 struct Proposal {
@@ -73,6 +75,6 @@ class SimpleProposer : public Proposer {
     std::vector<Proposal> propose(const ProposalContext& context) override;
 };
 
-std::unique_ptr<Proposer> make_proposer(const std::string& name); // "simple" (default)
+std::unique_ptr<Proposer> make_proposer(const std::string& name); // "model" (default), "simple"
 
 } // namespace infrarsi::search

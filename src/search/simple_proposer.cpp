@@ -1,5 +1,6 @@
 #include "search/proposer.hpp"
 
+#include "search/model_proposer.hpp"
 #include "util/error.hpp"
 
 #include <fmt/core.h>
@@ -111,8 +112,9 @@ std::vector<Proposal> SimpleProposer::propose(const ProposalContext& ctx) {
 }
 
 std::unique_ptr<Proposer> make_proposer(const std::string& name) {
-    if (name.empty() || name == "simple") return std::make_unique<SimpleProposer>();
-    throw Error("unknown proposer '" + name + "'", "--proposer", "simple");
+    if (name.empty() || name == "model") return std::make_unique<ModelProposer>();
+    if (name == "simple") return std::make_unique<SimpleProposer>();
+    throw Error("unknown proposer '" + name + "'", "--proposer", "model or simple");
 }
 
 } // namespace infrarsi::search

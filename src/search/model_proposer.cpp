@@ -1,0 +1,237 @@
+#include "search/model_proposer.hpp"
+
+#include "util/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+namespace infrarsi::search {
+
+namespace {
+
+bool contains(const std::string& s, const char* part) {
+    return s.find(part) != std::string::npos;
+}
+
+// How a knob moves peak memory, for the dominance rule (see model_proposer.hpp).
+enum class Role { Ignored, Increasing, Recompute, Unordered };
+
+Role role_of(const space::Knob& k) {
+    const bool numeric = k.kind == space::KnobKind::Integer || k.kind == space::KnobKind::Pow2;
+    if (contains(k.name, "grad_accum") || contains(k.name, "gradient_accumulation")) return Role::Ignored;
+    if (numeric && (contains(k.name, "micro_batch") || k.name == "mbs")) return Role::Increasing;
+    if (contains(k.name, "recompute")) {
+        if (k.kind == space::KnobKind::Bool) return Role::Recompute;
+        if (k.kind == space::KnobKind::Choice) {
+            static const std::set<std::string> known = {"none", "selective", "full"};
+            if (std::all_of(k.choices.begin(), k.choices.end(), [](const auto& v) { return known.count(v); }))
+                return Role::Recompute;
+        }
+    }
+    return Role::Unordered;
+}
+
+// Strength of recompute: more recompute, less activation memory.
+int recompute_rank(const space::Value& v) {
+    if (const auto* b = std::get_if<bool>(&v)) return *b ? 2 : 0;
+    const auto& s = std::get<std::string>(v);
+    return s == "none" ? 0 : s == "selective" ? 1 : 2;
+}
+
+double numeric(const space::Knob& k, const space::Value& v) {
+    if (const auto* i = std::get_if<long long>(&v)) return static_cast<double>(*i);
+    if (const auto* b = std::get_if<bool>(&v)) return *b ? 1 : 0;
+    const auto& s = std::get<std::string>(v);
+    auto it = std::find(k.choices.begin(), k.choices.end(), s);
+    return static_cast<double>(it - k.choices.begin());
+}
+
+// The candidate's memory key, or an empty vector when it does not fit the space (no dominance claims).
+Eigen::VectorXd memory_key(const space::Space& space, const std::map<std::string, int>& patch_effect,
+                           const space::Candidate& c) {
+    std::vector<double> key;
+    for (const auto& k : space.knobs) {
+        auto it = c.knobs.find(k.name);
+        if (it == c.knobs.end()) return {};
+        switch (role_of(k)) {
+        case Role::Ignored:
+            break;
+        case Role::Increasing:
+            key.push_back(numeric(k, it->second));
+            break;
+        case Role::Recompute:
+            key.push_back(-recompute_rank(it->second));
+            break;
+        case Role::Unordered:
+            key.push_back(numeric(k, it->second));
+            key.push_back(-numeric(k, it->second));
+            break;
+        }
+    }
+    for (const auto& p : space.patches) {
+        const double on = std::binary_search(c.patches.begin(), c.patches.end(), p) ? 1 : 0;
+        const int effect = patch_effect.count(p) ? patch_effect.at(p) : 0;
+        if (effect > 0)
+            key.push_back(on);
+        else if (effect < 0)
+            key.push_back(-on);
+        else {
+            key.push_back(on);
+            key.push_back(-on);
+        }
+    }
+    return Eigen::Map<Eigen::VectorXd>(key.data(), static_cast<Eigen::Index>(key.size()));
+}
+
+model::Outcome to_model(const Observation& o) {
+    if (o.outcome == TrialOutcome::OutOfMemory) return model::Outcome::oom;
+    if (o.outcome == TrialOutcome::Ok && o.step_time_s && *o.step_time_s > 0) return model::Outcome::ok;
+    return model::Outcome::failed; // failed, or queued and not yet measured: known, never proposed again
+}
+
+} // namespace
+
+std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
+    if (!ctx.space) throw Error("proposer called without a space", "ModelProposer", "a space");
+    if (ctx.q < 1) return {};
+    if (!(ctx.memory_limit_bytes > 0)) {
+        auto out = SimpleProposer().propose(ctx);
+        for (auto& p : out)
+            p.reason = "no memory limit, model not used: " + p.reason;
+        return out;
+    }
+    const auto& space = *ctx.space;
+
+    // Patch memory effects from their tags: +1 memory_hungry, -1 memory_saver, 0 unknown (must match).
+    std::map<std::string, int> patch_effect;
+    std::vector<std::string> savers;
+    for (const auto& p : ctx.patches) {
+        const bool hungry = std::count(p.tags.begin(), p.tags.end(), "memory_hungry") > 0;
+        const bool saver = std::count(p.tags.begin(), p.tags.end(), "memory_saver") > 0;
+        patch_effect[p.id] = hungry == saver ? 0 : hungry ? 1 : -1;
+        if (saver && !hungry && std::count(space.patches.begin(), space.patches.end(), p.id))
+            savers.push_back(p.id);
+    }
+
+    // A patch set that did not build fails in any larger set: its supersets are not candidates.
+    std::vector<std::vector<std::string>> broken;
+    for (const auto& o : ctx.history)
+        if (o.outcome == TrialOutcome::BuildFailure) broken.push_back(o.candidate.patches);
+    auto builds = [&](const space::Candidate& c) {
+        for (const auto& b : broken)
+            if (std::includes(c.patches.begin(), c.patches.end(), b.begin(), b.end())) return false;
+        return true;
+    };
+
+    // The candidate list: every history candidate (so observations map to indices), the seeds, the space.
+    std::vector<space::Candidate> list;
+    std::unordered_map<std::string, int> index;
+    auto add = [&](const space::Candidate& c) {
+        auto [it, fresh] = index.emplace(c.key(), static_cast<int>(list.size()));
+        if (fresh) list.push_back(c);
+        return it->second;
+    };
+    std::vector<model::TrialObservation> trials;
+    for (const auto& o : ctx.history) {
+        model::TrialObservation t;
+        t.candidate = add(o.candidate);
+        t.outcome = to_model(o);
+        if (t.outcome == model::Outcome::ok) {
+            t.step_time_s = *o.step_time_s;
+            t.peak_bytes = o.peak_memory_bytes.value_or(0);
+        }
+        t.cost_s = o.cost_node_s;
+        trials.push_back(t);
+    }
+    model::ProposerSettings s;
+    for (const auto& c : ctx.seeds) {
+        if (index.count(c.key())) continue; // already tried: the model skips it anyway
+        try {
+            space.check(c);
+        } catch (const Error&) {
+            continue;
+        }
+        if (space.feasible(c) && builds(c)) s.hints.push_back(add(c));
+    }
+    for (const auto& c : space.enumerate(pool_limit_, ctx.seed))
+        if (builds(c)) add(c);
+    std::vector<char> known(list.size(), 0);
+    for (const auto& t : trials)
+        known[static_cast<std::size_t>(t.candidate)] = 1;
+    if (std::all_of(known.begin(), known.end(), [](char k) { return k; })) return {}; // space exhausted
+
+    // Analytic memory prior for every candidate, or one constant for all when any is missing (a mix of
+    // analytic and constant priors would read as a systematic error of the estimate).
+    std::vector<double> prior(list.size(), 0.5 * ctx.memory_limit_bytes);
+    bool analytic = static_cast<bool>(ctx.memory_estimate);
+    for (std::size_t i = 0; analytic && i < list.size(); ++i) {
+        auto e = ctx.memory_estimate(list[i]);
+        if (e && *e > 0)
+            prior[i] = *e;
+        else
+            analytic = false;
+    }
+    if (!analytic) std::fill(prior.begin(), prior.end(), 0.5 * ctx.memory_limit_bytes);
+
+    std::vector<model::Candidate> candidates(list.size());
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const auto& c = list[i];
+        auto& m = candidates[i];
+        m.id = c.describe();
+        m.features = space.encode(c);
+        m.prior_peak_bytes = prior[i];
+        m.memory_key = memory_key(space, patch_effect, c);
+    }
+    // Savers: recompute one step stronger, or one memory_saver patch added (when that candidate is listed).
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const auto& c = list[i];
+        for (const auto& k : space.knobs) {
+            auto it = c.knobs.find(k.name);
+            if (role_of(k) != Role::Recompute || it == c.knobs.end()) continue;
+            std::optional<space::Value> next;
+            if (k.kind == space::KnobKind::Bool) {
+                if (!std::get<bool>(it->second)) next = true;
+            } else {
+                const int rank = recompute_rank(it->second);
+                for (const auto& v : k.choices) {
+                    const int r = recompute_rank(space::Value(v));
+                    if (r > rank && (!next || r < recompute_rank(*next))) next = space::Value(v);
+                }
+            }
+            if (!next) continue;
+            auto saved = c;
+            saved.knobs[k.name] = *next;
+            if (auto j = index.find(saved.key()); j != index.end())
+                candidates[i].savers.push_back({j->second, k.name + "=" + space::to_string(*next)});
+        }
+        for (const auto& p : savers) {
+            if (std::binary_search(c.patches.begin(), c.patches.end(), p)) continue;
+            auto saved = c;
+            saved.patches.insert(std::upper_bound(saved.patches.begin(), saved.patches.end(), p), p);
+            if (auto j = index.find(saved.key()); j != index.end())
+                candidates[i].savers.push_back({j->second, "+" + p});
+        }
+    }
+
+    s.memory_limit_bytes = ctx.memory_limit_bytes;
+    if (ctx.noise_floor > 0) {
+        s.min_detectable_effect = ctx.noise_floor;
+        // MDE ~ (z_0.975 + z_0.8) sd for one trial against another: sd of log step time ~ MDE / 2.8.
+        s.noise_variance = std::max(1e-6, std::pow(ctx.noise_floor / 2.8, 2));
+    }
+    s.seed = ctx.seed;
+
+    std::vector<Proposal> out;
+    for (auto& p : model_.propose(candidates, trials, ctx.q, s)) {
+        auto reason = std::move(p.reason);
+        if (!analytic) reason += "; memory prior: constant (no analytic estimate), learned from OOMs";
+        out.push_back({list[static_cast<std::size_t>(p.candidate)], std::move(reason)});
+    }
+    return out;
+}
+
+} // namespace infrarsi::search

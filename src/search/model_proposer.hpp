@@ -1,0 +1,38 @@
+#pragma once
+// The model-based proposer ("model", the default): model::BatchProposer (runtime GP, censored memory model,
+// cost- and noise-aware batch EI) over the space's candidates.
+//
+// Each call enumerates the space (a uniform sample above `pool_limit`) plus every candidate of the history,
+// so that every observation maps to a candidate index, and builds model::Candidates from them:
+//   - features: Space::encode;
+//   - prior_peak_bytes: the contract's analytic estimate (ProposalContext::memory_estimate). When there is
+//     none for some candidate, every candidate gets the same constant (half the memory limit), so the
+//     censored model still learns a correction from the OOMs; the reasons say so;
+//   - memory_key (see model::Candidate): micro-batch knobs raise memory, recompute knobs (none < selective
+//     < full) lower it, patches tagged memory_hungry raise it and memory_saver lower it, gradient
+//     accumulation is ignored; every other knob and patch must match for a dominance claim;
+//   - savers: the same candidate with recompute one step stronger, or with one memory_saver patch added.
+// History: Ok with a step time -> ok (with the measured peak), Ok without one (queued, not yet measured)
+// and every other failure -> failed (never proposed again), OutOfMemory -> oom at the memory limit.
+// Candidates whose patch set contains one that failed to build are not proposed. Without a memory limit the
+// model cannot weigh OOMs: the call falls back to the simple proposer, and says so in the reasons.
+#include "model/batch_proposer.hpp"
+#include "search/proposer.hpp"
+
+#include <cstddef>
+#include <string>
+
+namespace infrarsi::search {
+
+class ModelProposer : public Proposer {
+  public:
+    explicit ModelProposer(std::size_t pool_limit = 2000) : pool_limit_(pool_limit) {}
+    std::string name() const override { return "model (runtime GP + censored memory model, batch EI)"; }
+    std::vector<Proposal> propose(const ProposalContext& context) override;
+
+  private:
+    std::size_t pool_limit_;
+    model::BatchProposer model_; // keeps the last hyperparameters as the next fit's start
+};
+
+} // namespace infrarsi::search

@@ -1,0 +1,172 @@
+#include "contract/contract.hpp"
+#include "search/model_proposer.hpp"
+#include "search/proposer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+using namespace infrarsi;
+
+namespace {
+
+// micro_batch 1..32 x recompute x an unordered layout knob, two tagged patches; no constraints.
+space::Space memory_space() {
+    space::Space s;
+    space::Knob mb;
+    mb.name = "micro_batch";
+    mb.kind = space::KnobKind::Pow2;
+    mb.min = 1;
+    mb.max = 32;
+    mb.env = "MB";
+    mb.baseline = 1LL;
+    space::Knob rc;
+    rc.name = "recompute";
+    rc.kind = space::KnobKind::Choice;
+    rc.choices = {"none", "selective", "full"};
+    rc.env = "RC";
+    rc.baseline = std::string("none");
+    space::Knob layout;
+    layout.name = "layout";
+    layout.kind = space::KnobKind::Choice;
+    layout.choices = {"a", "b"};
+    layout.env = "LAYOUT";
+    layout.baseline = std::string("a");
+    s.knobs = {mb, rc, layout};
+    s.patches = {"big_buffer", "fused_attn"};
+    return s;
+}
+
+space::Candidate make(long long mb, const std::string& rc, const std::string& layout,
+                      std::vector<std::string> patches = {}) {
+    space::Candidate c;
+    c.knobs["micro_batch"] = mb;
+    c.knobs["recompute"] = rc;
+    c.knobs["layout"] = layout;
+    std::sort(patches.begin(), patches.end());
+    c.patches = patches;
+    return c;
+}
+
+search::ProposalContext memory_context(const space::Space& s) {
+    search::ProposalContext ctx;
+    ctx.space = &s;
+    ctx.patches = {{"big_buffer", {"memory_hungry"}}, {"fused_attn", {"memory_saver"}}};
+    ctx.memory_limit_bytes = 80e9;
+    ctx.noise_floor = 0.03;
+    ctx.seed = 7;
+    return ctx;
+}
+
+long long mb_of(const space::Candidate& c) {
+    return std::get<long long>(c.knobs.at("micro_batch"));
+}
+
+} // namespace
+
+TEST_CASE("model proposer: an OOM at micro_batch=16 is never repeated nor dominated") {
+    auto s = memory_space();
+    auto ctx = memory_context(s);
+    const auto oom = make(16, "none", "a");
+    ctx.history.push_back({make(1, "none", "a"), search::TrialOutcome::Ok, 2.0, 20e9, 100});
+    ctx.history.push_back({make(4, "none", "b"), search::TrialOutcome::Ok, 1.4, 45e9, 100});
+    ctx.history.push_back({make(8, "full", "a"), search::TrialOutcome::Ok, 1.3, 40e9, 100});
+    ctx.history.push_back({oom, search::TrialOutcome::OutOfMemory, {}, 80e9, 30});
+    ctx.history.push_back({make(2, "selective", "b"), search::TrialOutcome::Crash, {}, {}, 10});
+
+    for (int q : {1, 4, 12, 40}) {
+        CAPTURE(q);
+        search::ModelProposer p;
+        ctx.q = q;
+        auto batch = p.propose(ctx);
+        REQUIRE(static_cast<int>(batch.size()) == q);
+        std::set<std::string> keys;
+        for (const auto& b : batch) {
+            CAPTURE(b.candidate.describe());
+            CHECK(s.feasible(b.candidate));
+            CHECK_NOTHROW(s.check(b.candidate));
+            CHECK_FALSE(b.reason.empty());
+            for (const auto& h : ctx.history)
+                CHECK(b.candidate.key() != h.candidate.key());
+            // Dominates the OOM: at least its micro-batch, no more recompute, same layout, no saver patch.
+            const bool saver =
+                std::count(b.candidate.patches.begin(), b.candidate.patches.end(), "fused_attn");
+            const bool dominating = mb_of(b.candidate) >= 16 &&
+                                    std::get<std::string>(b.candidate.knobs.at("recompute")) == "none" &&
+                                    std::get<std::string>(b.candidate.knobs.at("layout")) == "a" && !saver;
+            CHECK_FALSE(dominating);
+            keys.insert(b.candidate.key());
+        }
+        CHECK(keys.size() == batch.size());
+    }
+}
+
+TEST_CASE("model proposer: reasons carry P(OOM); the constant memory prior is said") {
+    auto s = memory_space();
+    auto ctx = memory_context(s);
+    ctx.q = 3;
+    auto batch = search::ModelProposer().propose(ctx);
+    REQUIRE(batch.size() == 3);
+    for (const auto& b : batch) {
+        CHECK(b.reason.find("P(OOM)") != std::string::npos);
+        CHECK(b.reason.find("memory prior: constant") != std::string::npos);
+    }
+    // With an analytic estimate, no such note.
+    ctx.memory_estimate = [](const space::Candidate& c) -> std::optional<double> {
+        return 5e9 * static_cast<double>(mb_of(c));
+    };
+    for (const auto& b : search::ModelProposer().propose(ctx))
+        CHECK(b.reason.find("memory prior: constant") == std::string::npos);
+}
+
+TEST_CASE("model proposer: seeds come first, as hints") {
+    auto s = memory_space();
+    auto ctx = memory_context(s);
+    ctx.q = 2;
+    ctx.seeds = {make(8, "selective", "b", {"fused_attn"})};
+    auto batch = search::ModelProposer().propose(ctx);
+    REQUIRE(!batch.empty());
+    CHECK(batch[0].candidate.key() == ctx.seeds[0].key());
+    CHECK(batch[0].reason.find("hint") != std::string::npos);
+}
+
+TEST_CASE("model proposer on a constrained contract space: feasible, no broken patch sets, exhausts") {
+    auto c = contract::load(std::string(INFRARSI_FIXTURES) + "/toyload.contract.toml");
+    auto& s = c.space;
+    s.patches = {"broken_build", "fast_kernel"};
+    search::ProposalContext ctx;
+    ctx.space = &s;
+    ctx.memory_limit_bytes = 300e6;
+    ctx.q = 100;
+    auto broken = s.baseline();
+    broken.patches = {"broken_build"};
+    ctx.history.push_back({broken, search::TrialOutcome::BuildFailure, {}, {}, 0});
+    search::ModelProposer p;
+    auto all = p.propose(ctx);
+    CHECK(all.size() == 30); // 5 micro-batches x 3 recompute modes x fast_kernel on/off
+    for (const auto& a : all) {
+        CHECK(s.feasible(a.candidate));
+        CHECK(std::count(a.candidate.patches.begin(), a.candidate.patches.end(), "broken_build") == 0);
+        ctx.history.push_back({a.candidate, search::TrialOutcome::Ok, 1.0, 1e8, 10});
+    }
+    CHECK(p.propose(ctx).empty());
+}
+
+TEST_CASE("make_proposer: model is the default, simple stays selectable") {
+    CHECK(search::make_proposer("")->name().rfind("model", 0) == 0);
+    CHECK(search::make_proposer("model")->name().rfind("model", 0) == 0);
+    CHECK(search::make_proposer("simple")->name().rfind("simple", 0) == 0);
+    CHECK_THROWS(search::make_proposer("nope"));
+}
+
+TEST_CASE("model proposer without a memory limit falls back to the simple one, and says so") {
+    auto s = memory_space();
+    auto ctx = memory_context(s);
+    ctx.memory_limit_bytes = 0;
+    ctx.q = 2;
+    auto batch = search::ModelProposer().propose(ctx);
+    REQUIRE(batch.size() == 2);
+    CHECK(batch[0].reason.find("no memory limit") != std::string::npos);
+}
