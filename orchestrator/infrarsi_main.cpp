@@ -1,6 +1,9 @@
 // The `infrarsi` command: parses arguments and calls the core library. No logic lives here.
+#include "bank/experience_bank.hpp"
 #include "campaign/campaign.hpp"
+#include "campaign/experience.hpp"
 #include "campaign/trial_exec.hpp"
+#include "report/bank_report.hpp"
 #include "report/report.hpp"
 #include "util/error.hpp"
 
@@ -11,6 +14,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 
 namespace {
 std::atomic<bool> stop_requested{false};
@@ -44,6 +48,13 @@ int main(int argc, char** argv) {
     add_dir(run);
     run->add_option("--proposer", ro.proposer, "candidate proposer")->capture_default_str();
     run->add_flag("--no-verify", no_verify, "stop after the search, before verification");
+    bool no_bank = false;
+    run->add_option("--bank", ro.bank,
+                    "experience bank to seed from and record into (default: $INFRARSI_BANK, "
+                    "else ~/.local/share/infrarsi/bank.sqlite; INFRARSI_BANK=off: none)");
+    run->add_flag("--no-bank", no_bank, "neither seed from nor record into the experience bank");
+    run->add_option("--spool", ro.spool,
+                    "the plugin's spool directory (its allocation records name the hardware)");
     for (auto* s : {doctor, run})
         s->add_flag("--quiet,-q", quiet, "print nothing but errors");
     auto* verify =
@@ -68,6 +79,24 @@ int main(int argc, char** argv) {
                       "also commit the series on this new branch (needs --git-repo)");
     apply->add_option("--git-repo", git_repo, "the repository holding the workload tree");
 
+    std::string bank_path, bank_file, spool;
+    auto* bank =
+        app.add_subcommand("bank", "the experience bank: findings keyed by hardware, shared across clusters");
+    bank->require_subcommand(1);
+    bank->add_option("--bank", bank_path,
+                     "bank file (default: $INFRARSI_BANK, else ~/.local/share/infrarsi/bank.sqlite)");
+    auto* bank_ingest =
+        bank->add_subcommand("ingest", "add a finished campaign's findings (and allocation records)");
+    add_dir(bank_ingest);
+    bank_ingest->add_option("--spool", spool, "the plugin's spool: its allocation records name the hardware");
+    auto* bank_export = bank->add_subcommand("export", "write every entry, with provenance, to a file");
+    bank_export->add_option("file", bank_file, "export file (JSON)")->required();
+    auto* bank_import = bank->add_subcommand("import", "merge an export from another cluster (idempotent)");
+    bank_import->add_option("file", bank_file, "export file (JSON)")->required();
+    auto* bank_show =
+        bank->add_subcommand("show", "what the bank knows, nearest hardware to this machine first");
+    bank_show->add_flag("--json", as_json, "machine-readable");
+
     std::string manifest;
     int index = 0;
     auto* trial = app.add_subcommand(
@@ -86,6 +115,8 @@ int main(int argc, char** argv) {
     ro.stop = &stop_requested;
     ro.verbose = !quiet;
     ro.verify = !no_verify;
+    if (ro.bank.empty() && !no_bank) ro.bank = bank::default_bank_path();
+    if (no_bank) ro.bank.clear();
     try {
         if (app.get_subcommands().empty()) {
             fmt::print("{}", app.help());
@@ -97,6 +128,39 @@ int main(int argc, char** argv) {
             fmt::print("campaign {} initialized in {}\n", c.contract().name, c.dir().string());
             for (const auto& p : c.store().patches())
                 if (!p.accepted) fmt::print("  patch {} refused: {}\n", p.id, p.reason);
+            return 0;
+        }
+        if (*bank) {
+            if (bank_path.empty()) bank_path = bank::default_bank_path();
+            if (bank_path.empty())
+                throw Error("the experience bank is off", "INFRARSI_BANK=off",
+                            "--bank PATH or INFRARSI_BANK=PATH");
+            bank::ExperienceBank b(bank_path);
+            if (*bank_export) {
+                b.export_to(bank_file);
+                fmt::print("exported {} hardware entries and {} findings to {}\n", b.hardware().size(),
+                           b.findings().size(), bank_file);
+            } else if (*bank_import) {
+                auto r = b.import_from(bank_file);
+                fmt::print(
+                    "imported from {} ({}): {} new hardware entries, {} new findings, {} already known, "
+                    "{} new noise records\n",
+                    bank_file, r.origin, r.hardware_new, r.findings_new, r.findings_known, r.noise_new);
+            } else if (*bank_ingest) {
+                campaign::Campaign c(dir);
+                auto hw = campaign::campaign_hardware(c, spool);
+                if (!spool.empty())
+                    b.ingest_allocation_records((std::filesystem::path(spool) / "allocations.jsonl").string(),
+                                                hw.stack);
+                auto r = campaign::ingest_into_bank(b, c, hw);
+                fmt::print("campaign {}: {} findings added, {} already known\n", c.contract().name, r.added,
+                           r.known);
+            } else if (*bank_show) {
+                auto here =
+                    bank::HardwareKey{bank::topology_from_live(), 0, bank::current_software_stack("")};
+                auto j = report::describe_bank(b, here);
+                fmt::print("{}\n", as_json ? j.dump(2) : report::render_bank(j));
+            }
             return 0;
         }
         if (*trial) return campaign::execute_trial(manifest, index);

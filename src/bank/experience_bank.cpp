@@ -433,7 +433,8 @@ ImportSummary ExperienceBank::import_from(const std::string& path) {
 }
 
 std::string default_bank_path() {
-    if (const char* p = std::getenv("INFRARSI_BANK"); p && *p) return p;
+    if (const char* p = std::getenv("INFRARSI_BANK"); p && *p)
+        return std::string(p) == "off" ? std::string() : p;
     fs::path base;
     if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x)
         base = x;

@@ -103,7 +103,8 @@ class ExperienceBank {
 };
 
 // Where the bank lives: $INFRARSI_BANK, else $XDG_DATA_HOME/infrarsi/bank.sqlite, else
-// ~/.local/share/infrarsi/bank.sqlite. A site sets INFRARSI_BANK (or the site config) to share one.
+// ~/.local/share/infrarsi/bank.sqlite. A site sets INFRARSI_BANK to share one; INFRARSI_BANK=off gives
+// an empty path: campaigns neither read nor write a bank.
 std::string default_bank_path();
 
 // The software stack of this build and machine (compiler from the build, MPI from ompi_info when present).

@@ -1,5 +1,7 @@
 #include "campaign/campaign.hpp"
 
+#include "campaign/experience.hpp"
+
 #include "measure/noise.hpp"
 #include "measure/statistics.hpp"
 #include "patch/hash.hpp"
@@ -127,8 +129,7 @@ Campaign::Campaign(const fs::path& dir) : dir_(fs::absolute(dir).lexically_norma
         throw Error("the campaign store has no contract", db_path(dir_).string(),
                     "a store made by infrarsi init");
     contract_ = contract::load(*file);
-    // Everything locked at init must be unchanged, or the campaign's measurements
-    // mean nothing.
+    // Everything locked at init must be unchanged, or the campaign's measurements mean nothing.
     std::map<std::pair<std::string, std::string>, std::string> now;
     for (const auto& l : compute_locks(contract_))
         now[{l.kind, l.path}] = l.hash;
@@ -141,10 +142,10 @@ Campaign::Campaign(const fs::path& dir) : dir_(fs::absolute(dir).lexically_norma
         std::string list;
         for (const auto& c : changed)
             list += (list.empty() ? "" : ", ") + c;
-        throw Error("locked inputs changed since init: " + list, dir_.string(),
-                    "the contract, baseline tree and protected files as they were "
-                    "at init (restore them, or start "
-                    "a new campaign with `infrarsi init`)");
+        throw Error(
+            "locked inputs changed since init: " + list, dir_.string(),
+            "the contract, baseline tree and protected files as they were at init (restore them, or start "
+            "a new campaign with `infrarsi init`)");
     }
     if (!contract_.patch_catalog.empty()) catalog_ = patch::load_catalog(contract_.patch_catalog);
     for (const auto& p : store_->patches())
@@ -243,8 +244,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         if (!contract_.workload.command.empty()) {
             command = contract::substitute(contract_.workload.command, vars);
         } else {
-            // A script inside the workload tree runs from the sandbox copy (patches
-            // may touch it).
+            // A script inside the workload tree runs from the sandbox copy (patches may touch it).
             fs::path script = contract_.workload.sbatch_script;
             auto rel = fs::relative(script, contract_.workload.source);
             if (!rel.empty() && rel.native().rfind("..", 0) != 0) script = box.source / rel;
@@ -293,9 +293,8 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
         if (stopping(o)) return;
         std::this_thread::sleep_for(std::chrono::seconds(1));
     }
-    // A previous process may have died between sbatch and recording the job id:
-    // its job is still held (never released), so cancel it by name before
-    // submitting again. Nothing of it ran.
+    // A previous process may have died between sbatch and recording the job id: its job is still held
+    // (never released), so cancel it by name before submitting again. Nothing of it ran.
     run_process({"scancel", "--name", name, "--state", "PENDING"});
     slurm::SubmitRequest r;
     r.script = std::string(build::source_dir) + "/sbatch/trial.sbatch";
@@ -382,8 +381,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         t.cost_node_s = (rec.elapsed_s > 0 ? rec.elapsed_s : wall) * contract_.resources.nodes;
         auto steps = steps_of(result);
         if (steps.empty()) {
-            // The wrapper may not have finished (killed with the job): read the steps
-            // the log has.
+            // The wrapper may not have finished (killed with the job): read the steps the log has.
             fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
             std::ifstream lin(log);
             std::string text{std::istreambuf_iterator<char>(lin), {}};
@@ -416,8 +414,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             // Censored: the peak is only known to exceed the limit.
             t.peak_memory_bytes = static_cast<double>(contract_.resources.mem_bytes);
             t.detail =
-                fmt::format("peak memory > limit {} ({} MiB): killed out of "
-                            "memory after {} steps",
+                fmt::format("peak memory > limit {} ({} MiB): killed out of memory after {} steps",
                             contract_.resources.mem, contract_.resources.mem_bytes >> 20, steps.size());
             break;
         case slurm::Outcome::Timeout:
@@ -579,8 +576,7 @@ void Campaign::finish_doctor() {
     if (!mfus.empty()) d["mfu"] = measure::median(mfus);
     if (!peaks.empty()) d["peak_memory_bytes"] = *std::max_element(peaks.begin(), peaks.end());
     store_->put_doctor(d);
-    store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, "
-                            "noise CV {:.2f}% between runs, "
+    store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
                             "minimum detectable effect {:.2f}%",
                             noise.median_step_s, measure::median(colds), 100 * noise.cv_between,
                             100 * noise.minimum_detectable_effect));
@@ -647,12 +643,25 @@ void Campaign::search(const RunOptions& o) {
             tasks.push_back(t);
             requeue.erase(requeue.begin());
         }
+        // Seeds from the experience bank go first, each once, with the bank's reason in the audit.
+        json seeds = json::parse(store_->meta("bank_seeds").value_or("[]"));
+        std::set<std::string> tried;
+        for (const auto& t : store_->trials())
+            tried.insert(t.candidate_key);
+        for (const auto& sd : seeds) {
+            auto cand = space::Candidate::from_json(sd["candidate"]);
+            if (static_cast<int>(tasks.size()) >= q || tried.count(cand.key())) continue;
+            tasks.push_back({cand, TrialKind::Search, sd["reason"].get<std::string>(), 0, {}});
+            tried.insert(cand.key());
+        }
         search::ProposalContext ctx;
         ctx.space = &contract_.space;
+        for (const auto& sd : seeds)
+            ctx.seeds.push_back(space::Candidate::from_json(sd["candidate"]));
         for (const auto& p : catalog_)
             ctx.patches.push_back({p.id, p.tags});
-        for (const auto& t : store_->trials("state = 'finished' AND counted = 1 "
-                                            "AND kind IN ('search', 'doctor')")) {
+        for (const auto& t :
+             store_->trials("state = 'finished' AND counted = 1 AND kind IN ('search', 'doctor')")) {
             search::Observation ob;
             ob.candidate = space::Candidate::from_json(t.candidate);
             ob.outcome = search::parse_outcome(t.outcome);
@@ -692,8 +701,7 @@ void Campaign::verify(const RunOptions& o) {
     auto doctor = store_->doctor();
     const double base = doctor ? doctor->value("median_step_s", 0.0) : 0.0;
     const auto baseline_key = contract_.space.baseline().key();
-    // The best distinct candidates that were faster than the baseline in the
-    // search.
+    // The best distinct candidates that were faster than the baseline in the search.
     std::map<std::string, TrialRow> best;
     for (const auto& t : store_->trials("kind = 'search' AND outcome = 'ok'")) {
         if (t.candidate_key == baseline_key || !t.step_time_s || *t.step_time_s >= base) continue;
@@ -724,9 +732,9 @@ void Campaign::verify(const RunOptions& o) {
             tasks.push_back({contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id});
             tasks.push_back({cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id});
         }
-        say(o, fmt::format("verifying {} ({:.4f} s/step in search, baseline "
-                           "{:.4f}): {} interleaved A/B pairs",
-                           cand.describe(), *t.step_time_s, base, contract_.repeats.verify));
+        say(o,
+            fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): {} interleaved A/B pairs",
+                        cand.describe(), *t.step_time_s, base, contract_.repeats.verify));
         v.batch_id = plan_batch("verify", tasks);
         store_->update_verification(v);
         submit_batch(v.batch_id, o);
@@ -804,11 +812,34 @@ void Campaign::run(const RunOptions& o) {
     if (auto d = store_->doctor())
         say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%",
                            d->value("median_step_s", 0.0), 100 * d->value("minimum_detectable_effect", 0.0)));
+    // The bank's seeds are looked up once, after the doctor has re-baselined on this hardware, and kept
+    // in the store so a restarted campaign proposes the same ones.
+    if (!o.bank.empty() && !store_->meta("bank_seeds")) {
+        bank::ExperienceBank b(o.bank);
+        auto seeds = seeds_from_bank(b, *this, campaign_hardware(*this, o.spool));
+        json list = json::array();
+        for (const auto& sd : seeds) {
+            list.push_back({{"candidate", sd.candidate.to_json()},
+                            {"reason", sd.reason},
+                            {"weight", sd.weight},
+                            {"hypothesis", sd.hypothesis}});
+            say(o, "seed: " + sd.candidate.describe() + ": " + sd.reason);
+        }
+        store_->set_meta("bank_seeds", list.dump());
+        store_->set_meta("bank", o.bank);
+        say(o, fmt::format("experience bank {}: {} seeds for this hardware", o.bank, seeds.size()));
+    }
     search(o);
     if (stopping(o)) return;
     if (o.verify) verify(o);
     if (stopping(o)) return;
     store_->set_meta("state", "done");
+    if (!o.bank.empty() && store_->meta("bank_ingested") != "1") {
+        bank::ExperienceBank b(o.bank);
+        auto r = ingest_into_bank(b, *this, campaign_hardware(*this, o.spool));
+        store_->set_meta("bank_ingested", "1");
+        say(o, fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));
+    }
     say(o, "campaign done");
 }
 

@@ -1,9 +1,8 @@
 #pragma once
-// A campaign: a directory with its SQLite store, sandboxes, batch manifests and
-// trial results, driven through the five stages (init, doctor, run, verify,
-// report/apply). All state is in the store, so a process killed at any point
-// resumes where it stopped: a batch is recorded before it is submitted, its job
-// id before it is released, and a submitted batch is re-attached to on restart.
+// A campaign: a directory with its SQLite store, sandboxes, batch manifests and trial results, driven through
+// the five stages (init, doctor, run, verify, report/apply). All state is in the store, so a process killed
+// at any point resumes where it stopped: a batch is recorded before it is submitted, its job id before it is
+// released, and a submitted batch is re-attached to on restart.
 #include "contract/contract.hpp"
 #include "patch/catalog.hpp"
 #include "search/proposer.hpp"
@@ -27,16 +26,17 @@ struct RunOptions {
     std::string proposer = "model";
     std::chrono::milliseconds poll{1000};
     bool verify = true;                      // run the verification stage after the search
+    std::string bank; // experience bank file: seeds the search, receives the findings; empty: none
+    std::string spool; // the plugin's spool, whose allocation records name the hardware; empty: this host
     const std::atomic<bool>* stop = nullptr; // set by a signal handler: finish the current step and return
 };
 
 class Campaign {
   public:
-    // Creates the campaign directory and store; records the locks. Refuses an
-    // existing campaign.
+    // Creates the campaign directory and store; records the locks. Refuses an existing campaign.
     static void init(const fs::path& contract_file, const fs::path& dir);
-    // Opens a campaign and re-checks the locks (contract, baseline tree,
-    // protected files); throws an Error naming what changed.
+    // Opens a campaign and re-checks the locks (contract, baseline tree, protected files); throws an Error
+    // naming what changed.
     explicit Campaign(const fs::path& dir);
 
     const contract::Contract& contract() const { return contract_; }
@@ -45,8 +45,7 @@ class Campaign {
     const std::vector<patch::PatchInfo>& catalog() const { return catalog_; }
     const patch::PatchInfo* patch_info(const std::string& id) const;
 
-    void doctor(const RunOptions& o); // runs (or re-attaches to) the doctor
-                                      // batch; no-op when done
+    void doctor(const RunOptions& o); // runs (or re-attaches to) the doctor batch; no-op when done
     void search(const RunOptions& o); // batches until the budget ends
     void verify(const RunOptions& o); // interleaved A/B verification of the best candidates
     void run(const RunOptions& o);    // doctor, search, verify; resumable
@@ -60,9 +59,8 @@ class Campaign {
     };
     BudgetUse budget_use();
 
-    // The contract's analytic peak-memory estimate of a candidate (its estimate
-    // command, run with the baseline build and the candidate's knob environment);
-    // cached. Empty without a command or a doctor.
+    // The contract's analytic peak-memory estimate of a candidate (its estimate command, run with the
+    // baseline build and the candidate's knob environment); cached. Empty without a command or a doctor.
     std::optional<double> memory_estimate(const space::Candidate& c);
 
   private:
@@ -93,8 +91,7 @@ class Campaign {
     slurm::Client slurm_;
 };
 
-// Path of the `infrarsi` binary trial jobs call (INFRARSI_BIN, else the one of
-// this build).
+// Path of the `infrarsi` binary trial jobs call (INFRARSI_BIN, else the one of this build).
 std::string infrarsi_binary();
 
 } // namespace infrarsi::campaign

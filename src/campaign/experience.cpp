@@ -1,0 +1,188 @@
+#include "campaign/experience.hpp"
+
+#include "measure/statistics.hpp"
+#include "util/error.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/core.h>
+#include <map>
+#include <set>
+
+namespace infrarsi::campaign {
+namespace {
+
+std::string baseline_tree_hash(Campaign& c) {
+    for (const auto& l : c.store().locks())
+        if (l.kind == "tree") return l.hash.substr(0, 16);
+    return "unknown";
+}
+
+double memory_limit(Campaign& c) {
+    return static_cast<double>(c.contract().resources.mem_bytes);
+}
+
+} // namespace
+
+bank::HardwareKey campaign_hardware(Campaign& c, const std::string& spool_dir) {
+    bank::HardwareKey key;
+    bool found = false;
+    if (!spool_dir.empty()) {
+        auto path = std::filesystem::path(spool_dir) / "allocations.jsonl";
+        if (std::filesystem::exists(path)) {
+            auto read = bank::read_records(path.string());
+            if (!read.records.empty()) {
+                key.topology = read.records.front().topology;
+                found = true;
+            }
+        }
+    }
+    if (!found) key.topology = bank::topology_from_live();
+    key.stack = bank::current_software_stack(c.contract().name + "@" + baseline_tree_hash(c));
+    return key;
+}
+
+std::vector<bank::Finding> campaign_findings(Campaign& c) {
+    std::vector<bank::Finding> out;
+    auto& st = c.store();
+    const std::string workload = c.contract().name;
+    const std::string campaign = st.meta("id").value_or(c.dir().string());
+    const double limit = memory_limit(c);
+    auto finding = [&](const std::string& kind, bool verified, nlohmann::json content,
+                       std::vector<std::int64_t> trials) {
+        bank::Finding f;
+        f.kind = kind;
+        f.workload = workload;
+        f.verified = verified;
+        f.content = std::move(content);
+        f.campaign = campaign;
+        f.trials = std::move(trials);
+        return f;
+    };
+
+    std::set<std::int64_t> promoted;
+    for (const auto& [vid, key] : st.promotions())
+        promoted.insert(vid);
+    for (const auto& v : st.verifications()) {
+        if (!v.promoted || !promoted.count(v.id)) continue;
+        std::vector<std::int64_t> support;
+        double peak = 0;
+        for (const auto& t : st.trials()) {
+            if (t.verification_id != v.id) continue;
+            support.push_back(t.id);
+            peak = std::max(peak, t.peak_memory_bytes.value_or(0));
+        }
+        auto cand = space::Candidate::from_json(v.candidate);
+        nlohmann::json content = {
+            {"candidate", v.candidate}, {"knobs", v.candidate.value("knobs", nlohmann::json::object())},
+            {"patches", cand.patches},  {"speedup", v.speedup.value_or(0)},
+            {"lo", v.lo.value_or(0)},   {"hi", v.hi.value_or(0)}};
+        if (peak > 0 && limit > 0) content["memory_ratio"] = peak / limit;
+        out.push_back(finding("knob_setting", true, content, support));
+        for (const auto& p : cand.patches) {
+            std::vector<std::string> others;
+            for (const auto& q : cand.patches)
+                if (q != p) others.push_back(q);
+            out.push_back(finding(
+                "patch_effect", true,
+                {{"patch", p}, {"speedup", v.speedup.value_or(0)}, {"composes_with", others}}, support));
+        }
+    }
+
+    // Memory: how far the analytic estimate is from measured peaks, and where the limit was hit.
+    std::vector<double> ratios;
+    std::vector<std::int64_t> ratio_trials;
+    for (const auto& t : st.trials("state = 'finished'")) {
+        auto cand = space::Candidate::from_json(t.candidate);
+        if (t.outcome == "oom") {
+            out.push_back(finding("oom_threshold", false,
+                                  {{"candidate", t.candidate}, {"limit_bytes", limit}}, {t.id}));
+            continue;
+        }
+        if (t.outcome != "ok" || !t.peak_memory_bytes) continue;
+        if (auto est = c.memory_estimate(cand); est && *est > 0) {
+            ratios.push_back(*t.peak_memory_bytes / *est);
+            ratio_trials.push_back(t.id);
+        }
+    }
+    if (!ratios.empty())
+        out.push_back(finding("memory_correction", ratios.size() >= 3,
+                              {{"factor", measure::median(ratios)}, {"trials", ratios.size()}},
+                              ratio_trials));
+
+    if (auto d = st.doctor())
+        out.push_back(finding(
+            "noise", true,
+            {{"cv", d->value("cv_between", 0.0)}, {"mde", d->value("minimum_detectable_effect", 0.0)}}, {}));
+    return out;
+}
+
+BankIngest ingest_into_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware) {
+    BankIngest r;
+    for (auto& f : campaign_findings(c)) {
+        if (bank.add_finding(hardware, std::move(f)))
+            ++r.added;
+        else
+            ++r.known;
+    }
+    c.store().log(fmt::format("bank: {} findings added, {} already known", r.added, r.known));
+    return r;
+}
+
+std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware,
+                                  int max_seeds) {
+    std::vector<Seed> seeds;
+    const auto& space = c.contract().space;
+    const double limit = memory_limit(c);
+    const auto now = store::now_seconds();
+    std::set<std::string> taken;
+    for (const auto& prior : bank.priors(hardware, c.contract().name, now)) {
+        if (static_cast<int>(seeds.size()) >= max_seeds) break;
+        const auto& f = prior.finding;
+        if (f.kind != "knob_setting" || !f.content.contains("candidate")) continue;
+        space::Candidate cand;
+        try {
+            cand = space::Candidate::from_json(f.content["candidate"]);
+            space.check(cand);
+        } catch (const Error&) {
+            continue; // the space changed since: the finding does not apply
+        }
+        if (!space.feasible(cand)) continue;
+        std::string adapted;
+        // Capacity rule: keep the verified peak-to-limit ratio on this campaign's limit.
+        if (f.content.contains("memory_ratio") && limit > 0) {
+            const double ratio = std::max(f.content["memory_ratio"].get<double>(), 0.5);
+            auto fits = [&](const space::Candidate& x) {
+                auto est = c.memory_estimate(x);
+                return !est || *est <= ratio * limit * 1.05;
+            };
+            if (!fits(cand)) {
+                std::optional<space::Candidate> best;
+                double best_est = 0;
+                for (const auto& n : space.neighbours(cand)) {
+                    auto est = c.memory_estimate(n);
+                    if (!est || !fits(n) || n.patches != cand.patches) continue;
+                    if (!best || *est > best_est) best = n, best_est = *est; // the largest that fits
+                }
+                if (!best) continue;
+                adapted = fmt::format("; adapted to this limit ({} -> {}) to keep peak/limit <= {:.2f}",
+                                      cand.describe(), best->describe(), ratio);
+                cand = *best;
+            }
+        }
+        if (!taken.insert(cand.key()).second) continue;
+        Seed s;
+        s.candidate = cand;
+        s.weight = prior.weight;
+        s.hypothesis = prior.hypothesis;
+        s.reason =
+            fmt::format("from the experience bank: verified {:.2f}x in campaign {} on {} (similarity {:.2f}, "
+                        "weight {:.2f}){}{}",
+                        f.content.value("speedup", 0.0), f.campaign, f.origin, prior.similarity, prior.weight,
+                        prior.hypothesis ? "; unseen hardware: a hypothesis to verify" : "", adapted);
+        seeds.push_back(std::move(s));
+    }
+    return seeds;
+}
+
+} // namespace infrarsi::campaign
