@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
     auto* bank_show =
         bank->add_subcommand("show", "what the bank knows, nearest hardware to this machine first");
     bank_show->add_flag("--json", as_json, "machine-readable");
+    for (auto* s : {bank_ingest, bank_export, bank_import, bank_show})
+        s->fallthrough(); // `infrarsi bank show --bank F` as well as `infrarsi bank --bank F show`
 
     std::string manifest;
     int index = 0;

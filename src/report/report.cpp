@@ -144,6 +144,11 @@ json build(campaign::Campaign& c) {
         b.erase("reference_losses");
         r["baseline"] = b;
     }
+    // Where the search started: the experience bank's seeds (a campaign that inherited nothing has none).
+    if (auto bank = s.meta("bank"))
+        r["bank"] = {{"path", *bank},
+                     {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
+                     {"findings_recorded", s.meta("bank_ingested").value_or("") == "1"}};
     auto trials = s.trials();
     json outcomes = json::object(), failed_cost = json::object();
     double total = 0;
@@ -298,6 +303,15 @@ std::string render(const json& r) {
             return s;
         }(),
         r["total_cost_node_s"].get<double>());
+    if (r.contains("bank")) {
+        const auto& bk = r["bank"];
+        o += fmt::format("\nExperience bank {}: {} seeds for this hardware{}\n",
+                         bk["path"].get<std::string>(), bk["seeds"].size(),
+                         bk["findings_recorded"].get<bool>() ? "; this campaign's findings recorded" : "");
+        for (const auto& sd : bk["seeds"])
+            o += fmt::format("  seed {}: {}\n", space::Candidate::from_json(sd["candidate"]).describe(),
+                             sd["reason"].get<std::string>());
+    }
     o += "\nSearch trials:\n";
     for (const auto& t : r["trials"]) {
         if (t["kind"] != "search") continue;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The experience bank end to end: a first campaign records its verified findings; a second campaign on the
+# same hardware starts from them (seeds shown in its report, run in its first batch); export/import
+# round-trips, a second import changes nothing, and a corrupted export is refused leaving the bank as it was.
+# Needs SLURM_CONF (scripts/test).
+set -euo pipefail
+src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+build=${INFRARSI_BUILD_DIR:-$src/build}
+bin=$build/orchestrator/infrarsi
+fx=$src/tests/fixtures
+: "${SLURM_CONF:?start the cluster first: eval \"\$(scripts/slurm-local start)\"}"
+work=$(mktemp -d /tmp/infrarsi-bank.XXXXXX)
+bank=$work/bank.sqlite
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$bin" init "$fx/toyload.contract.toml" --dir "$work/first" >/dev/null
+"$bin" run --dir "$work/first" --bank "$bank" >"$work/first.log" 2>&1 || { cat "$work/first.log"; fail "first campaign failed"; }
+"$bin" report --dir "$work/first" --json | jq -e '.promoted | length >= 1' >/dev/null || fail "first campaign promoted nothing"
+"$bin" bank show --bank "$bank" --json >"$work/show.json"
+jq -e '[.hardware[0].findings[] | select(.kind == "knob_setting" and .verified)] | length >= 1' "$work/show.json" >/dev/null \
+  || fail "no verified knob setting in the bank after the first campaign"
+# Same topology; the workload is not named by `bank show`, which costs one software factor (0.9).
+jq -e '.hardware[0].seen and .hardware[0].similarity > 0.85' "$work/show.json" >/dev/null || fail "the bank does not know this machine"
+"$bin" bank show --bank "$bank" | grep -q "prior" || fail "bank show prints no prior"
+
+"$bin" init "$fx/toyload.contract.toml" --dir "$work/second" >/dev/null
+"$bin" run --dir "$work/second" --bank "$bank" >"$work/second.log" 2>&1 || { cat "$work/second.log"; fail "second campaign failed"; }
+"$bin" report --dir "$work/second" --json >"$work/second.json"
+jq -e '.bank.seeds | length >= 1' "$work/second.json" >/dev/null || fail "the second campaign has no seeds from the bank"
+jq -e '.bank.seeds[0].reason | test("experience bank")' "$work/second.json" >/dev/null || fail "seed without its provenance"
+"$bin" report --dir "$work/second" | grep -q "^Experience bank .*: [1-9][0-9]* seeds" || fail "the report does not show the seeds"
+# The inherited candidate was tried in the first search batch, after the doctor's re-baseline.
+seed=$(jq -r '.bank.seeds[0].candidate | tojson' "$work/second.json")
+sqlite3 "$work/second/campaign.db" "SELECT candidate FROM trials WHERE kind='search' AND reason LIKE '%experience bank%'" \
+  | jq -s -e --argjson seed "$seed" 'map(. == $seed) | any' >/dev/null || fail "the seed never ran as a search trial"
+first_search=$(sqlite3 "$work/second/campaign.db" "SELECT min(batch_id) FROM trials WHERE kind='search'")
+seed_batch=$(sqlite3 "$work/second/campaign.db" "SELECT min(batch_id) FROM trials WHERE kind='search' AND reason LIKE '%experience bank%'")
+[ "$first_search" = "$seed_batch" ] || fail "the seed ran in batch $seed_batch, not in the first search batch $first_search"
+
+# Across clusters: export, import twice into another bank, refuse a corrupted file.
+"$bin" bank export --bank "$bank" "$work/export.json" >/dev/null
+out1=$("$bin" bank import --bank "$work/other.sqlite" "$work/export.json")
+out2=$("$bin" bank import --bank "$work/other.sqlite" "$work/export.json")
+grep -q " 0 new findings" <<<"$out1" && fail "first import added nothing: $out1"
+grep -q " 0 new hardware entries, 0 new findings" <<<"$out2" || fail "second import changed the bank: $out2"
+before=$("$bin" bank show --bank "$work/other.sqlite" --json | jq '[.hardware[].findings[]] | length')
+head -c 300 "$work/export.json" >"$work/cut.json"
+if "$bin" bank import --bank "$work/other.sqlite" "$work/cut.json" 2>"$work/err.txt"; then fail "a truncated export was accepted"; fi
+grep -q "cut.json" "$work/err.txt" || fail "the error does not name the file: $(cat "$work/err.txt")"
+after=$("$bin" bank show --bank "$work/other.sqlite" --json | jq '[.hardware[].findings[]] | length')
+[ "$before" = "$after" ] || fail "a refused import changed the bank ($before -> $after findings)"
+rm -rf "$work"
+echo "ok: findings recorded, second campaign seeded from them, export/import idempotent, corrupted file refused"
