@@ -201,3 +201,32 @@ TEST_CASE("hardware entries rank by similarity to the machine asked about") {
     CHECK(hw[0].key.topology.cores == 16);
     CHECK(hw[0].nodes == std::vector<std::string>{"big1", "big2"});
 }
+
+TEST_CASE("the plugin's allocation records become hardware entries and noise records, once each") {
+    TempDir dir;
+    auto spool = (dir.path / "allocations.jsonl").string();
+    for (const char* node : {"n1", "n2"}) {
+        AllocationRecord r;
+        r.job_id = 42;
+        r.node = node;
+        r.time = "2026-12-02T10:00:00Z";
+        r.mode = "record";
+        r.plugin_version = "test";
+        r.topology = machine_a().topology;
+        r.calibration.compute_gflops.median = 10;
+        append_record(spool, r);
+    }
+    ExperienceBank bank((dir.path / "bank.sqlite").string());
+    auto first = bank.ingest_allocation_records(spool, stack());
+    CHECK(first.records == 2);
+    CHECK(first.hardware_new == 1);
+    CHECK(first.noise_new == 2);
+    CHECK(first.errors.empty());
+    auto again = bank.ingest_allocation_records(spool, stack());
+    CHECK(again.noise_new == 0);
+    CHECK(again.skipped == 2);
+    auto hw = bank.hardware(machine_a());
+    REQUIRE(hw.size() == 1);
+    CHECK(hw[0].nodes == std::vector<std::string>{"n1", "n2"});
+    CHECK(hw[0].noise_records == 2);
+}
