@@ -165,16 +165,12 @@ std::int64_t ExperienceBank::upsert_hardware(const HardwareKey& key, const std::
     return id;
 }
 
-bool ExperienceBank::add_finding(const HardwareKey& key, Finding f) {
-    auto hw = upsert_hardware(key);
-    if (f.uid.empty()) f.uid = finding_uid(fingerprint(key), f);
-    if (f.origin.empty()) f.origin = cluster_;
-    if (f.created == 0) f.created = now_s();
+bool ExperienceBank::insert_finding(std::int64_t hardware_id, const Finding& f) {
     store::Statement ins(
         db_, "INSERT OR IGNORE INTO findings(uid, hardware_id, workload, kind, verified, content, "
              "campaign, trials, origin, created) VALUES (?,?,?,?,?,?,?,?,?,?)");
     ins.bind(1, f.uid)
-        .bind(2, hw)
+        .bind(2, hardware_id)
         .bind(3, f.workload)
         .bind(4, f.kind)
         .bind(5, f.verified ? 1 : 0)
@@ -185,6 +181,14 @@ bool ExperienceBank::add_finding(const HardwareKey& key, Finding f) {
         .bind(10, f.created)
         .run();
     return db_.changes() > 0;
+}
+
+bool ExperienceBank::add_finding(const HardwareKey& key, Finding f) {
+    auto hw = upsert_hardware(key);
+    if (f.uid.empty()) f.uid = finding_uid(fingerprint(key), f);
+    if (f.origin.empty()) f.origin = cluster_;
+    if (f.created == 0) f.created = now_s();
+    return insert_finding(hw, f);
 }
 
 IngestSummary ExperienceBank::ingest_allocation_records(const std::string& path, const SoftwareStack& stack) {
@@ -395,21 +399,7 @@ ImportSummary ExperienceBank::import_from(const std::string& path) {
         if (!known) ++sum.hardware_new;
     }
     for (auto& [fp, f] : finds) {
-        store::Statement ins(
-            db_, "INSERT OR IGNORE INTO findings(uid, hardware_id, workload, kind, verified, content, "
-                 "campaign, trials, origin, created) VALUES (?,?,?,?,?,?,?,?,?,?)");
-        ins.bind(1, f.uid)
-            .bind(2, ids.at(fp))
-            .bind(3, f.workload)
-            .bind(4, f.kind)
-            .bind(5, f.verified ? 1 : 0)
-            .bind(6, f.content.dump())
-            .bind(7, f.campaign)
-            .bind(8, nlohmann::json(f.trials).dump())
-            .bind(9, f.origin)
-            .bind(10, f.created)
-            .run();
-        if (db_.changes() > 0)
+        if (insert_finding(ids.at(fp), f))
             ++sum.findings_new;
         else
             ++sum.findings_known;

@@ -98,6 +98,7 @@ class ExperienceBank {
   private:
     void migrate();
     std::int64_t hardware_id(const std::string& fingerprint);
+    bool insert_finding(std::int64_t hardware_id, const Finding& f); // false: uid already there
     store::Database db_;
     std::string cluster_;
 };
