@@ -117,15 +117,8 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
             savers.push_back(p.id);
     }
 
-    // A patch set that did not build fails in any larger set: its supersets are not candidates.
-    std::vector<std::vector<std::string>> broken;
-    for (const auto& o : ctx.history)
-        if (o.outcome == TrialOutcome::BuildFailure) broken.push_back(o.candidate.patches);
-    auto builds = [&](const space::Candidate& c) {
-        for (const auto& b : broken)
-            if (std::includes(c.patches.begin(), c.patches.end(), b.begin(), b.end())) return false;
-        return true;
-    };
+    const BuildFailures failed_builds(ctx.history);
+    auto builds = [&](const space::Candidate& c) { return failed_builds.builds(c); };
 
     // The candidate list: every history candidate (so observations map to indices), the seeds, the space.
     std::vector<space::Candidate> list;

@@ -53,6 +53,17 @@ struct ProposalContext {
     std::vector<space::Candidate> seeds;
 };
 
+// Patch sets that failed to build. A failed set fails with any knob setting and inside any larger set, so a
+// candidate whose patches include one is not worth a trial.
+class BuildFailures {
+  public:
+    explicit BuildFailures(const std::vector<Observation>& history);
+    bool builds(const space::Candidate& candidate) const;
+
+  private:
+    std::vector<std::vector<std::string>> failed_; // sorted patch lists, as in Candidate
+};
+
 struct Proposal {
     space::Candidate candidate;
     std::string reason;

@@ -1,6 +1,5 @@
 #include "search/proposer.hpp"
 
-#include "search/model_proposer.hpp"
 #include "util/error.hpp"
 
 #include <fmt/core.h>
@@ -11,36 +10,6 @@
 
 namespace infrarsi::search {
 
-const char* to_string(TrialOutcome o) {
-    switch (o) {
-    case TrialOutcome::Ok:
-        return "ok";
-    case TrialOutcome::OutOfMemory:
-        return "oom";
-    case TrialOutcome::Timeout:
-        return "timeout";
-    case TrialOutcome::NodeFailure:
-        return "node_failure";
-    case TrialOutcome::Crash:
-        return "crash";
-    case TrialOutcome::BuildFailure:
-        return "build_failure";
-    case TrialOutcome::ContractViolation:
-        return "contract_violation";
-    case TrialOutcome::Cancelled:
-        return "cancelled";
-    }
-    return "?";
-}
-
-TrialOutcome parse_outcome(const std::string& s) {
-    for (auto o : {TrialOutcome::Ok, TrialOutcome::OutOfMemory, TrialOutcome::Timeout,
-                   TrialOutcome::NodeFailure, TrialOutcome::Crash, TrialOutcome::BuildFailure,
-                   TrialOutcome::ContractViolation, TrialOutcome::Cancelled})
-        if (s == to_string(o)) return o;
-    throw Error("unknown trial outcome '" + s + "'", "outcome", "ok, oom, timeout, node_failure, crash, ...");
-}
-
 std::vector<Proposal> SimpleProposer::propose(const ProposalContext& ctx) {
     if (!ctx.space) throw Error("proposer called without a space", "SimpleProposer", "a space");
     const auto& space = *ctx.space;
@@ -50,15 +19,8 @@ std::vector<Proposal> SimpleProposer::propose(const ProposalContext& ctx) {
         tried.insert(o.candidate.key());
         taken.push_back(space.encode(o.candidate));
     }
-    // A patch set that did not build fails with any knob setting and in any larger set: skip its supersets.
-    std::vector<std::vector<std::string>> broken;
-    for (const auto& o : ctx.history)
-        if (o.outcome == TrialOutcome::BuildFailure) broken.push_back(o.candidate.patches);
-    auto builds = [&](const space::Candidate& c) {
-        for (const auto& b : broken)
-            if (std::includes(c.patches.begin(), c.patches.end(), b.begin(), b.end())) return false;
-        return true;
-    };
+    const BuildFailures failed_builds(ctx.history);
+    auto builds = [&](const space::Candidate& c) { return failed_builds.builds(c); };
     std::vector<Proposal> out;
     auto take = [&](const space::Candidate& c, std::string reason) {
         if (static_cast<int>(out.size()) >= ctx.q || tried.count(c.key()) || !builds(c)) return;
@@ -109,12 +71,6 @@ std::vector<Proposal> SimpleProposer::propose(const ProposalContext& ctx) {
             dist[i] = std::min(dist[i], (space.encode(pool[i]) - f).squaredNorm());
     }
     return out;
-}
-
-std::unique_ptr<Proposer> make_proposer(const std::string& name) {
-    if (name.empty() || name == "model") return std::make_unique<ModelProposer>();
-    if (name == "simple") return std::make_unique<SimpleProposer>();
-    throw Error("unknown proposer '" + name + "'", "--proposer", "model or simple");
 }
 
 } // namespace infrarsi::search
