@@ -127,11 +127,15 @@ JobRecord record_from_key_values(const std::map<std::string, std::string>& kv, c
     r.raw_state = get("JobState");
     r.state = parse_job_state(r.raw_state);
     if (auto e = get("ExitCode"); !e.empty()) parse_exit(e, r);
+    // The highest exit of the job's steps (job completion file): 0:125 is a step's cgroup OOM kill.
+    if (get("DerivedExitCode") == "0:125") r.step_oom_killed = true;
     r.node_list = get("NodeList");
     r.start_time = get("StartTime");
     r.end_time = get("EndTime");
     r.reason = get("Reason");
     if (auto rt = get("RunTime"); !rt.empty()) r.elapsed_s = parse_duration(rt);
+    if (auto rs = get("Restarts"); !rs.empty() && rs.find_first_not_of("0123456789") == std::string::npos)
+        r.restarts = std::stoi(rs);
     return r;
 }
 
@@ -217,11 +221,14 @@ std::vector<JobRecord> parse_sacct(const std::string& out) {
         const std::string& id = f[0];
         if (auto dot = id.find('.'); dot != std::string::npos) {
             // A step ("123_4.batch"): its MaxRSS belongs to the job; the job's peak is the largest step's.
+            // A step OOM-killed (an srun step of a multi-node job, which ends the job FAILED) marks the job.
             auto it = index.find(id.substr(0, dot));
             if (it != index.end()) {
                 auto rss = parse_rss(f[6]);
                 auto& job = records[it->second];
                 if (rss && (!job.max_rss_bytes || *rss > *job.max_rss_bytes)) job.max_rss_bytes = rss;
+                if (parse_job_state(f[2]) == JobState::OutOfMemory || f[3] == "0:125")
+                    job.step_oom_killed = true;
             }
             continue;
         }
@@ -250,9 +257,13 @@ std::vector<JobRecord> parse_jobcomp(const std::string& text) {
         ++n;
         auto r = record_from_key_values(parse_key_values(line), "jobcomp line " + std::to_string(n));
         r.elapsed_s = seconds_between(r.start_time, r.end_time);
-        if (auto it = index.find(r.job_id); it != index.end())
+        if (auto it = index.find(r.job_id); it != index.end()) {
+            // Each run Slurm requeued left a record of how it ended (NODE_FAIL, FAILED on a failed launch);
+            // a requeue hold leaves a PENDING one, which is not a run.
+            const auto& before = records[it->second];
+            r.restarts = before.restarts + (is_finished(before.state) ? 1 : 0);
             records[it->second] = std::move(r);
-        else {
+        } else {
             index[r.job_id] = records.size();
             records.push_back(std::move(r));
         }
@@ -289,6 +300,7 @@ std::string Client::submit(const SubmitRequest& q) const {
     opt("--error", q.error);
     opt("--chdir", q.workdir);
     if (q.hold) argv.push_back("--hold");
+    if (q.requeue) argv.push_back(*q.requeue ? "--requeue" : "--no-requeue");
     for (const auto& a : q.extra_args)
         argv.push_back(a);
     argv.push_back(q.script);
@@ -375,6 +387,16 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
 void Client::cancel(const std::string& job_id) const {
     auto r = run_slurm({"scancel", job_id});
     if (!r.ok()) throw Error("scancel failed: " + trim(r.err), "scancel " + job_id);
+}
+
+void Client::release(const std::string& job_id) const {
+    auto r = run_slurm({"scontrol", "release", job_id});
+    if (r.ok()) return;
+    const std::string msg = trim(r.err.empty() ? r.out : r.err);
+    // Slurm 22.05 refuses a finished job with "Job has already finished"; there is nothing left to release.
+    if (msg.find("already finished") != std::string::npos) return;
+    throw Error("cannot release job " + job_id + ": " + (msg.empty() ? "scontrol failed" : msg),
+                "scontrol release " + job_id, "a job submitted held (sbatch --hold) that Slurm still knows");
 }
 
 std::vector<JobRecord> Client::wait(const std::string& job_id, std::chrono::seconds timeout,

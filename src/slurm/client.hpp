@@ -30,6 +30,9 @@ struct SubmitRequest {
     std::map<std::string, std::string> env; // exported into the job (--export=ALL,...)
     std::vector<std::string> extra_args;    // further sbatch options, e.g. "--infrarsi=trial"
     bool hold = false;
+    // --requeue / --no-requeue; unset: the cluster's JobRequeue default (1: Slurm re-runs a batch job whose
+    // node failed, after a delay, as the same job).
+    std::optional<bool> requeue;
 };
 
 class Client {
@@ -45,6 +48,11 @@ class Client {
     std::vector<JobRecord> query(const std::vector<std::string>& job_ids) const;
 
     void cancel(const std::string& job_id) const;
+
+    // Releases a job submitted held (every task of an array). A job that is already released, running or
+    // finished needs nothing and is not an error; anything else (an unknown job, Slurm refusing or not
+    // answering) throws infrarsi::Error naming the job and scontrol's message.
+    void release(const std::string& job_id) const;
 
     // Polls until every task of job_id has finished or the timeout passes; returns the last records.
     std::vector<JobRecord> wait(const std::string& job_id, std::chrono::seconds timeout,

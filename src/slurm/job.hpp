@@ -2,6 +2,7 @@
 // What Slurm tells us about a job (or one task of a job array), and what it means for a trial.
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace infrarsi::slurm {
@@ -40,6 +41,11 @@ struct JobRecord {
     std::string reason;                     // squeue's reason for pending jobs
     double elapsed_s = 0;                   // wall time, when known
     std::optional<long long> max_rss_bytes; // sacct MaxRSS, when accounting works
+    int restarts = 0; // times Slurm requeued and re-ran it (scontrol Restarts=, earlier completion records)
+    // A step of the job was OOM-killed: its cgroup signature 0:125 in DerivedExitCode (the job completion
+    // file) or a step OUT_OF_MEMORY / 0:125 (sacct). Ranks in an srun step end the job FAILED, not
+    // OUT_OF_MEMORY, so this is how the job's record tells an OOM from a crash.
+    bool step_oom_killed = false;
     std::string start_time, end_time;
 };
 
@@ -49,7 +55,25 @@ const char* to_string(JobState s);
 const char* to_string(Outcome o);
 
 // A finished job's outcome. Slurm's state decides first (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL are facts only
-// Slurm knows); a job that "FAILED" with exit 0:125 or signal 9 after an oom-kill event is out of memory too.
+// Slurm knows); a job that "FAILED" with exit 0:125, or with a step OOM-killed (step_oom_killed), is out of
+// memory too.
 Outcome classify(const JobRecord& job);
+
+// True when a job's output carries Slurm's report of a cgroup OOM kill: slurmstepd's
+//   "slurmstepd[-nX]: error: Detected N oom-kill event(s) in StepId=123.0. Some of your processes may have
+//   been
+//    killed by the cgroup out-of-memory handler."
+// (older releases: "... oom-kill event(s) in step 123.0 cgroup", "Exceeded step memory limit"), or srun's
+// "srun: error: nX: task N: Out Of Memory". Only lines that Slurm itself writes count, not a workload that
+// happens to mention OOM.
+bool reports_oom_kill(std::string_view job_output);
+
+// classify(job), with the job's output as a second witness: where ranks ran in an srun step (a multi-node
+// job), a cgroup OOM kill ends the job FAILED with the step's exit code; where the record has no step
+// detail (scontrol, read within MinJobAge without accounting or a completion file), the oom-kill line in the
+// output tells it apart from a crash. Slurm's own verdict still decides every state but FAILED. (The line
+// is not always there: when mpirun launches the ranks through srun, it kills srun as soon as a rank dies,
+// before slurmstepd reports the oom-kill to it; the record's step_oom_killed still says it.)
+Outcome classify(const JobRecord& job, std::string_view job_output);
 
 } // namespace infrarsi::slurm
