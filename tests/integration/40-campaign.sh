@@ -3,6 +3,7 @@
 # protected-file patches are refused before anything runs), doctor, run, verification, report and apply. The
 # math-changing patch is never promoted; the user's tree is untouched. Needs SLURM_CONF (scripts/test).
 set -euo pipefail
+export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
 src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${INFRARSI_BUILD_DIR:-$src/build}
 bin=$build/orchestrator/infrarsi

@@ -3,6 +3,7 @@
 # build failure; a daemon killed with SIGKILL mid-batch and restarted ends with the same trial count as an
 # uninterrupted run, with no trial lost or duplicated; a contract error names file and line.
 set -euo pipefail
+export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
 src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${INFRARSI_BUILD_DIR:-$src/build}
 bin=$build/orchestrator/infrarsi
