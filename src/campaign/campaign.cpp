@@ -35,6 +35,54 @@ std::string infrarsi_binary() {
     return std::string(build::binary_dir) + "/orchestrator/infrarsi";
 }
 
+json manifest_knobs(const space::Space& space, const json& tasks) {
+    json knobs = json::object();
+    std::set<std::string> knob_envs;
+    for (const auto& k : space.knobs) {
+        if (k.env.empty()) continue;
+        knob_envs.insert(k.env);
+        const long long span = k.kind == space::KnobKind::Integer
+                                   ? (k.max - k.min) / std::max(1LL, k.step) + 1
+                                   : static_cast<long long>(kMaxManifestKnobValues);
+        if (span > static_cast<long long>(kMaxManifestKnobValues)) {
+            knobs[k.env] = nullptr; // too many to list: any value (the orchestrator checked it)
+            continue;
+        }
+        json values = json::array();
+        for (const auto& v : k.domain())
+            values.push_back(space::env_value(v));
+        knobs[k.env] = values;
+    }
+    // The names the contract fixes (workload env, steps, seed, binary): the values this batch gives them.
+    std::map<std::string, std::set<std::string>> fixed;
+    for (const auto& t : tasks)
+        for (const auto& [name, value] : t.at("env").items())
+            if (!knob_envs.count(name)) fixed[name].insert(value.get<std::string>());
+    for (const auto& [name, values] : fixed)
+        knobs[name] = json(std::vector<std::string>(values.begin(), values.end()));
+    return knobs;
+}
+
+double TrialCostModel::steps_s() const {
+    const int warm = std::clamp(warmup_steps, 0, std::max(steps, 0));
+    return warm * std::max(cold_step_s, step_s) + (std::max(steps, 0) - warm) * step_s;
+}
+
+double TrialCostModel::trial_s() const {
+    return std::max(0.0, steps_s() + std::max(0.0, overhead_s));
+}
+
+double verification_wall_s(const TrialCostModel& m, int candidates, int pairs) {
+    return std::max(0, candidates) * std::max(0, pairs) * 2 * m.trial_s();
+}
+
+int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs) {
+    const double pair_s = 2 * m.trial_s();
+    if (pair_s <= 0) return pairs;
+    if (wall_left_s <= 0) return 0;
+    return static_cast<int>(std::min<double>(pairs, std::floor(wall_left_s / pair_s)));
+}
+
 namespace {
 
 fs::path db_path(const fs::path& dir) {
@@ -64,6 +112,11 @@ std::vector<store::Lock> compute_locks(const contract::Contract& c) {
     if (!c.patch_catalog.empty())
         locks.push_back({"catalog", c.patch_catalog.string(), patch::hash_file(c.patch_catalog)});
     return locks;
+}
+
+std::string read_text(const fs::path& file) {
+    std::ifstream in(file);
+    return {std::istreambuf_iterator<char>(in), {}};
 }
 
 json opt(const std::optional<double>& v) {
@@ -262,6 +315,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
                                      {"log", (tdir / "log.txt").string()}});
         fs::create_directories(tdir);
     }
+    manifest["knobs"] = manifest_knobs(contract_.space, manifest["tasks"]);
     const fs::path mpath = bdir / "manifest.json";
     {
         std::ofstream out(bdir / "manifest.json.tmp");
@@ -313,11 +367,15 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     r.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_binary()}};
     r.extra_args = contract_.resources.sbatch_args;
     r.hold = true;
+    // The orchestrator owns re-queueing: a trial whose node fails ends NODE_FAIL, is recorded node_failure
+    // (not counted) and goes into the next batch at once. Slurm's own requeue would re-run the same array
+    // task only after its requeue delay (BeginTime, two minutes in 22.05) and hide the failure. A contract
+    // that passes --requeue in sbatch_args gets Slurm's requeue; the task's last run is then the one
+    // recorded.
+    r.requeue = false;
     const std::string job = slurm_.submit(r);
     store_->set_batch_submitted(batch_id, job); // recorded before it can run
-    auto rel = run_process({"scontrol", "release", job});
-    if (!rel.ok())
-        throw Error("cannot release job " + job + ": " + rel.err, "scontrol release", "a held job");
+    slurm_.release(job);
     say(o,
         fmt::format("batch {} ({}, {} trials) submitted as job array {}", batch_id, b.kind, runnable, job));
 }
@@ -328,11 +386,28 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     std::size_t runnable = 0;
     for (const auto& t : store_->trials_of_batch(batch_id))
         if (t.array_index >= 0) ++runnable;
+    std::set<std::string> cancelled;
     while (!stopping(o)) {
         auto records = slurm_.wait(b.job_id, std::chrono::seconds(5), o.poll);
         std::size_t finished = 0;
-        for (const auto& r : records)
+        for (const auto& r : records) {
             if (slurm::is_finished(r.state) && r.array_task_id) ++finished;
+            // A task Slurm requeued (a contract with --requeue) whose relaunch failed is held until someone
+            // releases it: cancel it, and the trial is re-queued (not counted) like any cancelled one.
+            const bool requeue_held = (r.state == slurm::JobState::Pending &&
+                                       r.reason.find("requeued held") != std::string::npos) ||
+                                      r.raw_state.rfind("REQUEUE_HOLD", 0) == 0;
+            if (requeue_held && cancelled.insert(r.job_id).second) {
+                say(o, fmt::format("job {}: Slurm requeued it and holds it ({}); cancelling it, its trial is "
+                                   "re-queued",
+                                   r.job_id, r.reason));
+                try {
+                    slurm_.cancel(r.job_id);
+                } catch (const Error& e) {
+                    say(o, e.what());
+                }
+            }
+        }
         if (finished >= runnable) {
             ingest(batch_id, records);
             return;
@@ -344,8 +419,13 @@ void Campaign::resume_open_batches(const RunOptions& o) {
     for (const auto& b : store_->batches()) {
         if (b.state == "finished") continue;
         if (b.state == "submitted") {
-            // Released already, unless the process died right after recording the id.
-            run_process({"scontrol", "release", b.job_id});
+            // Released already, unless the process died right after recording the id. A job Slurm has
+            // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
+            try {
+                slurm_.release(b.job_id);
+            } catch (const Error& e) {
+                say(o, fmt::format("batch {}: {}", b.id, e.what()));
+            }
             say(o, fmt::format("re-attaching to batch {} (job {})", b.id, b.job_id));
         }
         submit_batch(b.id, o);
@@ -377,15 +457,20 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             } catch (const json::exception&) {
             }
         }
-        const double wall = result.value("wall_s", 0.0);
+        // No result file (the wrapper died with the job: a node failure, a time limit): no wrapper wall time.
+        const double wall = result.is_object() ? result.value("wall_s", 0.0) : 0.0;
         t.cost_node_s = (rec.elapsed_s > 0 ? rec.elapsed_s : wall) * contract_.resources.nodes;
+        // The workload's output (the trial's log.txt, where srun-launched steps report too) and the batch
+        // step's own output (Slurm's -o file, where slurmstepd reports for the batch step).
+        const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
+        const std::string log_text = read_text(log);
+        const std::string job_output =
+            log_text + read_text(fs::path(b.manifest).parent_path() /
+                                 fmt::format("slurm-{}_{}.out", b.job_id, t.array_index));
         auto steps = steps_of(result);
         if (steps.empty()) {
             // The wrapper may not have finished (killed with the job): read the steps the log has.
-            fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
-            std::ifstream lin(log);
-            std::string text{std::istreambuf_iterator<char>(lin), {}};
-            steps = measure::parse_step_log(text, inv.step_prefix, inv.summary_prefix).steps;
+            steps = measure::parse_step_log(log_text, inv.step_prefix, inv.summary_prefix).steps;
         }
         std::optional<measure::TrialSummary> summary;
         if (static_cast<int>(steps.size()) > inv.warmup_steps) {
@@ -407,8 +492,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         }
         if (rec.max_rss_bytes)
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
-        const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
-        switch (slurm::classify(rec)) {
+        const auto outcome = slurm::classify(rec, job_output);
+        switch (outcome) {
         case slurm::Outcome::OutOfMemory:
             t.outcome = "oom";
             // Censored: the peak is only known to exceed the limit.
@@ -416,6 +501,10 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             t.detail =
                 fmt::format("peak memory > limit {} ({} MiB): killed out of memory after {} steps",
                             contract_.resources.mem, contract_.resources.mem_bytes >> 20, steps.size());
+            if (rec.state != slurm::JobState::OutOfMemory && !(rec.exit_code == 0 && rec.exit_signal == 125))
+                t.detail += fmt::format(" (Slurm state {}: {})", rec.raw_state,
+                                        rec.step_oom_killed ? "a step was OOM-killed, exit 0:125"
+                                                            : "the job output reports an oom-kill event");
             break;
         case slurm::Outcome::Timeout:
             t.outcome = "timeout";
@@ -424,7 +513,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             break;
         case slurm::Outcome::NodeFailure:
         case slurm::Outcome::Cancelled:
-            t.outcome = slurm::classify(rec) == slurm::Outcome::NodeFailure ? "node_failure" : "cancelled";
+            t.outcome = outcome == slurm::Outcome::NodeFailure ? "node_failure" : "cancelled";
             t.detail =
                 fmt::format("Slurm state {} on {}: re-queued, not counted", rec.raw_state, rec.node_list);
             t.counted = false;
@@ -462,6 +551,10 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             }
             break;
         }
+        // Slurm's own requeue (a contract that asks for --requeue): the task's last run is the one recorded.
+        if (rec.restarts > 0)
+            t.detail += fmt::format(
+                " [Slurm requeued and re-ran this task {} time(s); its last run is recorded]", rec.restarts);
         store_->update_trial(t);
         store_->log(fmt::format("trial {} ({}) {}: {}", t.id, store::to_string(t.kind), t.outcome, t.detail));
     }
@@ -621,6 +714,59 @@ Campaign::BudgetUse Campaign::budget_use() {
     return u;
 }
 
+TrialCostModel Campaign::trial_cost_model() {
+    TrialCostModel m;
+    m.steps = contract_.invariants.steps;
+    m.warmup_steps = contract_.invariants.warmup_steps;
+    auto d = store_->doctor();
+    if (!d) return m;
+    m.step_s = d->value("median_step_s", 0.0);
+    m.cold_step_s = d->value("cold_step_s", 0.0);
+    // The overhead per trial: the wall time of the one-at-a-time batches (doctor, verification: what
+    // verification will look like) shared among their trials, less the steps. The median over batches, so
+    // one batch that waited out an orchestrator outage does not dominate.
+    std::vector<double> overheads;
+    for (const auto& b : store_->batches("finished")) {
+        if (b.kind == "search" || b.submitted <= 0 || b.finished <= b.submitted) continue;
+        int n = 0;
+        for (const auto& t : store_->trials_of_batch(b.id))
+            if (t.array_index >= 0) ++n;
+        if (n > 0) overheads.push_back((b.finished - b.submitted) / n - m.steps_s());
+    }
+    if (!overheads.empty()) m.overhead_s = std::max(0.0, measure::median(overheads));
+    return m;
+}
+
+SearchWallPlan Campaign::search_wall_plan(int q) {
+    SearchWallPlan p;
+    const auto m = trial_cost_model();
+    // The next batch: as long as the search batches so far took (from the end of the batch before, so the
+    // proposal and the builds count), else its waves of trials at the baseline's pace.
+    std::vector<double> periods;
+    double previous_end = 0;
+    std::vector<store::BatchRow> done = store_->batches("finished");
+    std::sort(done.begin(), done.end(), [](auto& a, auto& b) { return a.finished < b.finished; });
+    for (const auto& b : done) {
+        if (b.kind == "search" && previous_end > 0) periods.push_back(b.finished - previous_end);
+        previous_end = b.finished;
+    }
+    const int conc = std::max(1, contract_.resources.max_concurrent);
+    p.next_batch_s =
+        periods.empty() ? std::ceil(double(std::max(q, 1)) / conc) * m.trial_s() : measure::median(periods);
+    // Verification: the best verify_top distinct candidates faster than the baseline; the next batch may
+    // add up to q of them.
+    auto doctor = store_->doctor();
+    const double base = doctor ? doctor->value("median_step_s", 0.0) : 0.0;
+    const auto baseline_key = contract_.space.baseline().key();
+    std::set<std::string> faster;
+    for (const auto& t : store_->trials("kind = 'search' AND outcome = 'ok'"))
+        if (t.candidate_key != baseline_key && t.step_time_s && *t.step_time_s < base)
+            faster.insert(t.candidate_key);
+    p.verify_candidates = std::min(contract_.repeats.verify_top, static_cast<int>(faster.size()) + q);
+    p.verify_reserve_s = verification_wall_s(m, p.verify_candidates, contract_.repeats.verify);
+    return p;
+}
+
 void Campaign::search(const RunOptions& o) {
     resume_open_batches(o);
     auto proposer = search::make_proposer(o.proposer);
@@ -633,6 +779,21 @@ void Campaign::search(const RunOptions& o) {
             return;
         }
         const int q = std::min(contract_.budget.batch_size, contract_.budget.trials - use.trials);
+        // Leave the wall time verification needs: stop before a batch that would eat into it.
+        if (const double budget = contract_.budget.wall_time_s; budget > 0 && o.verify && doctor) {
+            const auto plan = search_wall_plan(q);
+            if (!plan.fits(use.wall_s, budget)) {
+                const auto m = trial_cost_model();
+                say(o, fmt::format(
+                           "search ends: wall-time budget {:.0f} s: {:.0f} s used; the next batch (~{:.0f} "
+                           "s) and the verification reserve (~{:.0f} s: {} candidates x {} A/B pairs x 2 "
+                           "trials of ~{:.1f} s) would pass it",
+                           budget, use.wall_s, plan.next_batch_s, plan.verify_reserve_s,
+                           plan.verify_candidates, contract_.repeats.verify, m.trial_s()));
+                store_->set_meta("search_done", "1");
+                return;
+            }
+        }
         std::vector<Task> tasks;
         json requeue = json::parse(store_->meta("requeue").value_or("[]"));
         while (!requeue.empty() && static_cast<int>(tasks.size()) < q) {
@@ -726,15 +887,44 @@ void Campaign::verify(const RunOptions& o) {
         v.candidate = t.candidate;
         v.state = "running";
         v.detail = {{"search_trial", t.id}};
+        // The wall-time budget covers verification: run the pairs that fit, at least 2 (an interval needs
+        // them), else skip the candidate and say so.
+        int pairs = contract_.repeats.verify;
+        if (const double budget = contract_.budget.wall_time_s; budget > 0) {
+            const auto m = trial_cost_model();
+            const double left = budget - budget_use().wall_s;
+            pairs = affordable_pairs(m, left, contract_.repeats.verify);
+            if (pairs < std::min(2, contract_.repeats.verify)) {
+                const auto why =
+                    fmt::format("not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and {} A/B "
+                                "pairs need ~{:.0f} s (2 at least, ~{:.1f} s a trial)",
+                                budget, std::max(0.0, left), contract_.repeats.verify,
+                                verification_wall_s(m, 1, contract_.repeats.verify), m.trial_s());
+                v.state = "skipped";
+                v.detail["reasons"] = json::array({why});
+                v.detail["wall_left_s"] = left;
+                v.detail["trial_s"] = m.trial_s();
+                v.id = store_->add_verification(v);
+                say(o, fmt::format("verification of {} skipped: {}", cand.describe(), why));
+                continue;
+            }
+            if (pairs < contract_.repeats.verify) {
+                v.detail["budget_note"] = fmt::format(
+                    "verification cut to {} of {} A/B pairs by the wall-time budget ({:.0f} s left, "
+                    "~{:.0f} s a pair)",
+                    pairs, contract_.repeats.verify, left, 2 * m.trial_s());
+                say(o, fmt::format("{}: {}", cand.describe(), v.detail["budget_note"].get<std::string>()));
+            }
+        }
         v.id = store_->add_verification(v);
         std::vector<Task> tasks;
-        for (int i = 0; i < contract_.repeats.verify; ++i) {
+        for (int i = 0; i < pairs; ++i) {
             tasks.push_back({contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id});
             tasks.push_back({cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id});
         }
         say(o,
             fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): {} interleaved A/B pairs",
-                        cand.describe(), *t.step_time_s, base, contract_.repeats.verify));
+                        cand.describe(), *t.step_time_s, base, pairs));
         v.batch_id = plan_batch("verify", tasks);
         store_->update_verification(v);
         submit_batch(v.batch_id, o);
@@ -781,6 +971,10 @@ void Campaign::finish_verification(std::int64_t vid) {
     for (const auto& id : cand.patches)
         if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
     auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing);
+    if (v.detail.contains("budget_note")) {
+        d.evidence.push_back(v.detail["budget_note"].get<std::string>());
+        if (!d.promoted) d.reasons.push_back(v.detail["budget_note"].get<std::string>());
+    }
     v.state = "done";
     v.promoted = d.promoted;
     v.speedup = d.speedup;
@@ -838,7 +1032,8 @@ void Campaign::run(const RunOptions& o) {
         bank::ExperienceBank b(o.bank);
         auto r = ingest_into_bank(b, *this, campaign_hardware(*this, o.spool));
         store_->set_meta("bank_ingested", "1");
-        say(o, fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));
+        say(o,
+            fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));
     }
     say(o, "campaign done");
 }

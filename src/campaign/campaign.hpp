@@ -9,6 +9,8 @@
 #include "slurm/client.hpp"
 #include "store/campaign_store.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -25,10 +27,43 @@ struct RunOptions {
     bool verbose = true;
     std::string proposer = "model";
     std::chrono::milliseconds poll{1000};
-    bool verify = true;                      // run the verification stage after the search
-    std::string bank; // experience bank file: seeds the search, receives the findings; empty: none
-    std::string spool; // the plugin's spool, whose allocation records name the hardware; empty: this host
+    bool verify = true; // run the verification stage after the search
+    std::string bank;   // experience bank file: seeds the search, receives the findings; empty: none
+    std::string spool;  // the plugin's spool, whose allocation records name the hardware; empty: this host
     const std::atomic<bool>* stop = nullptr; // set by a signal handler: finish the current step and return
+};
+
+// Wall-time planning. Verification runs after the search, one trial at a time, so the search must stop early
+// enough to leave it room within the wall-time budget. A trial's wall time is estimated from the doctor's
+// baseline (a verification pair is a baseline run and a faster candidate run, so twice the baseline's trial
+// bounds it) plus the overhead observed per trial (scheduling, start-up, the wrapper).
+struct TrialCostModel {
+    double step_s = 0;      // the baseline's steady-state step time (doctor median)
+    double cold_step_s = 0; // its cold-start step time (the warm-up steps)
+    int steps = 0;          // the contract's invariants.steps
+    int warmup_steps = 0;
+    double overhead_s = 0;  // observed per trial beyond its steps
+    double steps_s() const; // the steps of one trial
+    double trial_s() const; // one trial running alone: steps + overhead
+};
+
+// Wall time of verifying `candidates` candidates with `pairs` interleaved A/B pairs each (2 trials a pair,
+// one at a time). 0 when either is 0.
+double verification_wall_s(const TrialCostModel& m, int candidates, int pairs);
+
+// How many of `pairs` A/B pairs of one candidate fit in `wall_left_s` (0..pairs). All of them when the
+// model has no estimate (trial_s() == 0).
+int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs);
+
+// Whether the search may start another batch: the wall time used, that batch and the verification reserve
+// must fit in the budget (budget_s <= 0: no wall-time limit).
+struct SearchWallPlan {
+    double next_batch_s = 0;     // estimated wall time of the next search batch
+    double verify_reserve_s = 0; // verification_wall_s of the candidates it may have to verify
+    int verify_candidates = 0;
+    bool fits(double used_s, double budget_s) const {
+        return budget_s <= 0 || used_s + next_batch_s + verify_reserve_s <= budget_s;
+    }
 };
 
 class Campaign {
@@ -63,7 +98,7 @@ class Campaign {
     // baseline build and the candidate's knob environment); cached. Empty without a command or a doctor.
     std::optional<double> memory_estimate(const space::Candidate& c);
 
-  private:
+    // One trial to run: a candidate, why it runs, and for verification the verification it belongs to.
     struct Task {
         space::Candidate candidate;
         store::TrialKind kind = store::TrialKind::Search;
@@ -71,7 +106,12 @@ class Campaign {
         int attempt = 0;
         std::optional<std::int64_t> verification_id;
     };
+    // The first half of running a batch: materializes each task's sandbox (a patch that does not apply or a
+    // build that fails is recorded as build_failure), records the batch and its trials (state planned) and
+    // writes batches/<id>/manifest.json (docs/orchestrator.md). Submits nothing; returns the batch id.
     std::int64_t plan_batch(const std::string& kind, const std::vector<Task>& tasks);
+
+  private:
     void submit_batch(std::int64_t batch_id, const RunOptions& o);
     void await_batch(std::int64_t batch_id, const RunOptions& o);
     void resume_open_batches(const RunOptions& o);
@@ -79,6 +119,8 @@ class Campaign {
     void finish_doctor();
     void finish_verification(std::int64_t verification_id);
     std::vector<double> reference_losses();
+    TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
+    SearchWallPlan search_wall_plan(int q); // for a next search batch of q candidates
     std::map<std::string, std::optional<double>> estimates_;
     double mde();
     bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }
@@ -93,5 +135,12 @@ class Campaign {
 
 // Path of the `infrarsi` binary trial jobs call (INFRARSI_BIN, else the one of this build).
 std::string infrarsi_binary();
+
+// The batch manifest's "knobs": every environment name a task's "env" may set, with its allowed values as
+// strings (null: any value), which the SPANK plugin's trial mode requires (docs/plugin.md). The space's knobs
+// get their whole domain (null beyond kMaxManifestKnobValues values); the other names in the tasks' env (the
+// contract's workload env, steps, seed and binary variables) get the values the tasks give them.
+inline constexpr std::size_t kMaxManifestKnobValues = 4096;
+nlohmann::json manifest_knobs(const space::Space& space, const nlohmann::json& tasks);
 
 } // namespace infrarsi::campaign

@@ -1,12 +1,15 @@
-// Campaign pieces that need no cluster: init's locks and refusals, and the trial wrapper's result file.
+// Campaign pieces that need no cluster: init's locks and refusals, the trial wrapper's result file, the
+// batch manifest's knob declarations and the wall-time reserve for verification.
 #include "campaign/campaign.hpp"
 #include "campaign/trial_exec.hpp"
+#include "contract/contract.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -81,4 +84,90 @@ TEST_CASE("the trial wrapper resolves its index in the manifest and writes resul
     REQUIRE(r["steps"].size() == 1);
     CHECK(r["steps"][0]["step_time_s"] == 0.5);
     CHECK_THROWS_AS(campaign::execute_trial(tmp.path / "manifest.json", 7), Error);
+}
+
+TEST_CASE("the batch manifest declares every env name a task sets: knobs with their domain, fixed names with "
+          "their values") {
+    auto c = contract::load(fs::path(INFRARSI_FIXTURES) / "toyload.contract.toml");
+    nlohmann::json tasks = nlohmann::json::array();
+    for (const char* mb : {"1", "4"})
+        tasks.push_back({{"index", tasks.size()},
+                         {"env",
+                          {{"TOY_MICRO_BATCH", mb},
+                           {"TOY_GRAD_ACCUM", "16"},
+                           {"TOY_RECOMPUTE", "none"},
+                           {"TOY_GLOBAL_BATCH", "16"},
+                           {"TOY_STEPS", "8"},
+                           {"TOY_SEED", "1"},
+                           {"TOY_BIN", std::string("/c/sandboxes/") + mb + "/build/toy"}}}});
+    auto k = campaign::manifest_knobs(c.space, tasks);
+    CHECK(k["TOY_MICRO_BATCH"] == nlohmann::json({"1", "2", "4", "8", "16"}));
+    CHECK(k["TOY_RECOMPUTE"] == nlohmann::json({"none", "selective", "full"}));
+    CHECK(k["TOY_STEPS"] == nlohmann::json({"8"}));
+    CHECK(k["TOY_GLOBAL_BATCH"] == nlohmann::json({"16"}));
+    CHECK(k["TOY_BIN"] == nlohmann::json({"/c/sandboxes/1/build/toy", "/c/sandboxes/4/build/toy"}));
+    // Every name any task sets is declared, with that task's value allowed.
+    for (const auto& t : tasks)
+        for (const auto& [name, value] : t["env"].items()) {
+            REQUIRE(k.contains(name));
+            const auto& allowed = k[name];
+            CHECK((allowed.is_null() || std::find(allowed.begin(), allowed.end(), value) != allowed.end()));
+        }
+
+    // A wide integer knob is declared without listing its values; a boolean lists 0 and 1.
+    space::Space wide;
+    space::Knob n;
+    n.name = "tokens";
+    n.kind = space::KnobKind::Integer;
+    n.min = 1;
+    n.max = 1000000;
+    n.env = "TOKENS";
+    n.baseline = 1LL;
+    space::Knob b;
+    b.name = "flag";
+    b.kind = space::KnobKind::Bool;
+    b.env = "FLAG";
+    b.baseline = false;
+    space::Knob silent = b;
+    silent.name = "internal";
+    silent.env.clear();
+    wide.knobs = {n, b, silent};
+    auto kw = campaign::manifest_knobs(wide, nlohmann::json::array());
+    CHECK(kw["TOKENS"].is_null());
+    CHECK(kw["FLAG"] == nlohmann::json({"0", "1"}));
+    CHECK(kw.size() == 2);
+}
+
+TEST_CASE("the verification reserve: baseline trials plus the observed overhead, two per A/B pair") {
+    campaign::TrialCostModel m;
+    m.step_s = 0.5;
+    m.cold_step_s = 2.0;
+    m.steps = 10;
+    m.warmup_steps = 2;
+    m.overhead_s = 3;
+    CHECK(m.steps_s() == doctest::Approx(2 * 2.0 + 8 * 0.5));
+    CHECK(m.trial_s() == doctest::Approx(11.0));
+    CHECK(campaign::verification_wall_s(m, 2, 3) == doctest::Approx(2 * 3 * 2 * 11.0));
+    CHECK(campaign::verification_wall_s(m, 0, 3) == 0);
+    // A cold step faster than the steady one (no warm-up effect) is not counted as faster.
+    m.cold_step_s = 0.1;
+    CHECK(m.steps_s() == doctest::Approx(10 * 0.5));
+    m.cold_step_s = 2.0;
+
+    // Pairs that fit what is left of the wall budget.
+    CHECK(campaign::affordable_pairs(m, 1000, 3) == 3);
+    CHECK(campaign::affordable_pairs(m, 60, 3) == 2);
+    CHECK(campaign::affordable_pairs(m, 30, 3) == 1);
+    CHECK(campaign::affordable_pairs(m, 21, 3) == 0);
+    CHECK(campaign::affordable_pairs(m, -5, 3) == 0);
+    // Without a doctor there is no estimate: nothing is cut.
+    CHECK(campaign::affordable_pairs(campaign::TrialCostModel{}, 0, 3) == 3);
+
+    // The search may start a batch only when it and the reserve fit in the budget; 0 is no limit.
+    campaign::SearchWallPlan p;
+    p.next_batch_s = 40;
+    p.verify_reserve_s = campaign::verification_wall_s(m, 1, 3);
+    CHECK(p.fits(100, 100 + 40 + 66));
+    CHECK_FALSE(p.fits(101, 100 + 40 + 66));
+    CHECK(p.fits(1e9, 0));
 }
