@@ -6,6 +6,7 @@
 #     the reason in the log and the report. (The test moves the campaign's start back instead of waiting.)
 # Needs SLURM_CONF (scripts/test).
 set -euo pipefail
+export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
 src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${INFRARSI_BUILD_DIR:-$src/build}
 bin=$build/orchestrator/infrarsi
