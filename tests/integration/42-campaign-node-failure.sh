@@ -20,9 +20,16 @@ fx=$src/tests/fixtures
 work=$(mktemp -d /tmp/infrarsi-nodefail.XXXXXX)
 pid=""
 node=""
+downed=""
 cleanup() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi
   [ -n "$node" ] && scontrol update nodename="$node" state=resume >/dev/null 2>&1
+  # A relaunch that raced the old batch step drains the node ("Duplicate jobid"): leave the cluster whole.
+  if [ -n "$downed" ]; then
+    case "$(sinfo -h -n "$downed" -o '%T' 2>/dev/null)" in
+      drain*|down*) scontrol update nodename="$downed" state=resume >/dev/null 2>&1 ;;
+    esac
+  fi
   return 0
 }
 trap cleanup EXIT
@@ -76,6 +83,7 @@ fail_a_node_under_a_trial() {
   [ -n "$node" ] || fail "$name: no search trial was seen running"
   raw=$(scontrol -o show job "${job}_${index}" | grep -o '^JobId=[0-9]*' | cut -d= -f2)
   echo "$name: search job $job: setting $node DOWN under $(squeue -h -r -j "$job" -t RUNNING -o '%i %N' | awk -v n="$node" '$2 == n {printf "%s ", $1}')"
+  downed=$node
   scontrol update nodename="$node" state=down reason=infrarsi-test
   for _ in $(seq 1 100); do
     st=$(scontrol -o show job "${job}_${index}" 2>/dev/null | grep -o 'JobState=[A-Z_]*' || true)
