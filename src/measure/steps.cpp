@@ -16,8 +16,13 @@ StepSample step_from_json(const nlohmann::json& j) {
     s.tokens_per_s = j.value("tokens_per_s", 0.0);
     s.model_flops = j.value("model_flops", 0.0);
     if (j.contains("mfu") && j["mfu"].is_number()) s.mfu = j["mfu"].get<double>();
-    if (j.contains("peak_rss_bytes") && j["peak_rss_bytes"].is_number())
-        s.peak_rss_bytes = j["peak_rss_bytes"].get<double>();
+    // The memory limit is per node: a workload that reports its node's peak (all its ranks there) is measured
+    // by that; else by the peak it reports.
+    for (const char* key : {"peak_rss_node_bytes", "peak_rss_bytes"})
+        if (j.contains(key) && j[key].is_number()) {
+            s.peak_rss_bytes = j[key].get<double>();
+            break;
+        }
     return s;
 }
 

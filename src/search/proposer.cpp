@@ -37,7 +37,16 @@ TrialOutcome parse_outcome(const std::string& s) {
     throw Error("unknown trial outcome '" + s + "'", "outcome", "ok, oom, timeout, node_failure, crash, ...");
 }
 
-BuildFailures::BuildFailures(const std::vector<Observation>& history) {
+BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches,
+                             const std::vector<Observation>& history) {
+    const std::string tag = "conflicts_with=";
+    for (const auto& p : patches)
+        for (const auto& t : p.tags)
+            if (t.rfind(tag, 0) == 0) {
+                std::vector<std::string> pair = {p.id, t.substr(tag.size())};
+                std::sort(pair.begin(), pair.end());
+                failed_.push_back(pair);
+            }
     for (const auto& o : history)
         if (o.outcome == TrialOutcome::BuildFailure) failed_.push_back(o.candidate.patches);
 }

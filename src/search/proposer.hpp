@@ -53,11 +53,12 @@ struct ProposalContext {
     std::vector<space::Candidate> seeds;
 };
 
-// Patch sets that failed to build. A failed set fails with any knob setting and inside any larger set, so a
-// candidate whose patches include one is not worth a trial.
+// Patch sets known not to build: pairs the catalog declares conflicting (tag conflicts_with=ID) and sets that
+// failed to build. A failed set fails with any knob setting and inside any larger set, so a candidate whose
+// patches include one is not worth a trial.
 class BuildFailures {
   public:
-    explicit BuildFailures(const std::vector<Observation>& history);
+    BuildFailures(const std::vector<PatchFacts>& patches, const std::vector<Observation>& history);
     bool builds(const space::Candidate& candidate) const;
 
   private:

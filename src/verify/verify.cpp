@@ -52,8 +52,24 @@ std::string check_loss(const std::vector<double>& ref, const std::vector<double>
     return {};
 }
 
+measure::Interval speedup_interval(const std::vector<double>& log_ratios, const NoisePrior& prior,
+                                   double level) {
+    const int n = static_cast<int>(log_ratios.size());
+    if (prior.dof <= 0 || prior.cv_between <= 0) return measure::mean_ci(log_ratios, level);
+    measure::Interval iv;
+    iv.estimate = measure::mean(log_ratios);
+    const double pair_var = n >= 2 ? std::pow(measure::stddev(log_ratios), 2) : 0.0;
+    const double prior_var = 2 * prior.cv_between * prior.cv_between;
+    const int dof = prior.dof + std::max(0, n - 1);
+    const double pooled = (prior.dof * prior_var + std::max(0, n - 1) * pair_var) / dof;
+    const double half = measure::t_quantile(dof, level) * std::sqrt(pooled / std::max(1, n));
+    iv.lo = iv.estimate - half;
+    iv.hi = iv.estimate + half;
+    return iv;
+}
+
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
-                const contract::Contract& c, double mde, bool math_changing) {
+                const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise) {
     Decision d;
     std::vector<double> log_ratios;
     double peak = 0;
@@ -84,12 +100,16 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
                                         log_ratios.size()));
         if (log_ratios.size() == 1) d.speedup = d.lo = d.hi = std::exp(log_ratios[0]);
     } else {
-        auto ci = measure::mean_ci(log_ratios, 0.95);
+        auto ci = speedup_interval(log_ratios, noise, 0.95);
         d.speedup = std::exp(ci.estimate);
         d.lo = std::exp(ci.lo);
         d.hi = std::exp(ci.hi);
-        d.evidence.push_back(fmt::format("speed-up {:.3f}x, 95% interval [{:.3f}, {:.3f}] over {} A/B pairs",
-                                         d.speedup, d.lo, d.hi, log_ratios.size()));
+        d.evidence.push_back(fmt::format(
+            "speed-up {:.3f}x, 95% interval [{:.3f}, {:.3f}] over {} A/B pairs{}", d.speedup, d.lo, d.hi,
+            log_ratios.size(),
+            noise.dof > 0 ? fmt::format(" (variance pooled with the doctor's noise: CV {:.2f}%, {} dof)",
+                                        100 * noise.cv_between, noise.dof)
+                          : ""));
         if (!(d.lo - 1.0 > mde))
             d.reasons.push_back(fmt::format(
                 "lower bound of the speed-up {:.3f}x does not exceed 1 + MDE = {:.3f}", d.lo, 1.0 + mde));

@@ -34,8 +34,23 @@ struct Decision {
     std::vector<std::string> evidence; // what was checked
 };
 
+// The doctor's noise calibration as prior knowledge of run-to-run noise: the relative spread of the baseline
+// runs' medians (a coefficient of variation, taken as the standard deviation of log step time) and its
+// degrees of freedom (baseline runs - 1).
+struct NoisePrior {
+    double cv_between = 0;
+    int dof = 0;
+};
+
+// The interval of the mean log speed-up over A/B pairs. Its variance pools the pairs' own spread with the
+// doctor's calibration (a pair's log-ratio has variance 2 cv^2 when both arms share the baseline's noise), so
+// two consistent pairs are not judged with a one-degree-of-freedom t interval alone. Without a prior (dof 0)
+// it is the plain t interval of the pairs.
+measure::Interval speedup_interval(const std::vector<double>& log_ratios, const NoisePrior& prior,
+                                   double level = 0.95);
+
 // pairs: (baseline run, candidate run), in the order they ran.
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
-                const contract::Contract& c, double mde, bool math_changing);
+                const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise = {});
 
 } // namespace infrarsi::verify

@@ -60,3 +60,12 @@ TEST_CASE("the minimum detectable effect grows with noise and shrinks with repea
     CHECK(m.cv_between == doctest::Approx(0.0707).epsilon(0.01));
     CHECK(m.minimum_detectable_effect == doctest::Approx(2.8016 * 0.0707 * std::sqrt(2.0 / 3)).epsilon(0.01));
 }
+
+TEST_CASE("a step's memory is its node's peak when the workload reports one (the limit is per node)") {
+    auto both = step_from_json(nlohmann::json::parse(
+        R"({"step":0,"loss":1.0,"step_time_s":0.5,"peak_rss_bytes":100,"peak_rss_node_bytes":250})"));
+    CHECK(*both.peak_rss_bytes == 250);
+    auto rank_only = step_from_json(
+        nlohmann::json::parse(R"({"step":0,"loss":1.0,"step_time_s":0.5,"peak_rss_bytes":100})"));
+    CHECK(*rank_only.peak_rss_bytes == 100);
+}

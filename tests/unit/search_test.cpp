@@ -76,3 +76,25 @@ TEST_CASE("an exhausted space yields fewer proposals, never repeats") {
         ctx.history.push_back({a.candidate, search::TrialOutcome::Ok, 1.0, {}, 0});
     CHECK(p.propose(ctx).empty());
 }
+
+TEST_CASE("patches the catalog declares conflicting are never proposed together, by either proposer") {
+    auto s = toy_space();
+    for (const char* name : {"simple", "model"}) {
+        auto p = search::make_proposer(name);
+        search::ProposalContext ctx;
+        ctx.space = &s;
+        ctx.q = 40;
+        ctx.patches = {{"fast_kernel", {"speedup", "conflicts_with=broken_build"}}, {"broken_build", {}}};
+        ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+        auto batch = p->propose(ctx);
+        CHECK(!batch.empty());
+        for (const auto& b : batch)
+            CHECK_MESSAGE(b.candidate.patches.size() < 2, name, " proposed ", b.candidate.describe());
+        search::BuildFailures f(ctx.patches, {});
+        auto both = s.baseline();
+        both.patches = {"broken_build", "fast_kernel"};
+        CHECK_FALSE(f.builds(both));
+        both.patches = {"fast_kernel"};
+        CHECK(f.builds(both));
+    }
+}

@@ -69,3 +69,37 @@ TEST_CASE("a candidate at or over the memory limit is not promoted") {
                             0.05, false);
     CHECK_FALSE(d.promoted);
 }
+
+TEST_CASE("two consistent pairs: the doctor's noise calibration decides what one degree of freedom cannot") {
+    auto c = toy();
+    // Measured in a demo campaign: baseline 0.993 / 0.957 s, candidate 0.716 / 0.722 s; the doctor's 3
+    // baseline runs had a CV of 1.06 % between them, so the minimum detectable effect was 3 %.
+    const std::vector<std::pair<verify::Arm, verify::Arm>> pairs = {{arm(0.993), arm(0.716)},
+                                                                    {arm(0.957), arm(0.722)}};
+    auto alone = verify::decide(pairs, curve(1), c, 0.03, false);
+    CHECK_FALSE(alone.promoted); // t(1 dof) = 12.7: [1.02, 1.80]
+    CHECK(alone.lo < 1.03);
+    auto pooled = verify::decide(pairs, curve(1), c, 0.03, false, {0.0106, 2});
+    CHECK(pooled.promoted);
+    CHECK(pooled.speedup == doctest::Approx(alone.speedup));
+    CHECK(pooled.lo > 1.2);
+    CHECK(pooled.hi < alone.hi);
+    // A noisy calibration widens the interval again: no promotion on noise.
+    CHECK_FALSE(verify::decide(pairs, curve(1), c, 0.03, false, {0.25, 2}).promoted);
+}
+
+TEST_CASE(
+    "the pooled interval: no prior is the t interval of the pairs; a prior adds its degrees of freedom") {
+    const std::vector<double> logs = {0.10, 0.12, 0.08, 0.11};
+    auto plain = verify::speedup_interval(logs, {});
+    auto t = measure::mean_ci(logs);
+    CHECK(plain.lo == doctest::Approx(t.lo));
+    CHECK(plain.hi == doctest::Approx(t.hi));
+    // A prior equal to the pairs' own spread leaves the variance and only raises the degrees of freedom.
+    const double cv = measure::stddev(logs) / std::sqrt(2.0);
+    auto pooled = verify::speedup_interval(logs, {cv, 5});
+    CHECK(pooled.estimate == doctest::Approx(plain.estimate));
+    CHECK(pooled.hi - pooled.lo < plain.hi - plain.lo);
+    CHECK((pooled.hi - pooled.lo) / (plain.hi - plain.lo) ==
+          doctest::Approx(measure::t_quantile(8) / measure::t_quantile(3)));
+}
