@@ -700,7 +700,8 @@ void Campaign::doctor(const RunOptions& o) {
 Campaign::BudgetUse Campaign::budget_use() {
     BudgetUse u;
     for (const auto& t : store_->trials()) {
-        if (t.kind == TrialKind::Search && t.counted) ++u.trials;
+        // A patch set that does not build costs a build here, no cluster time: recorded, not a trial.
+        if (t.kind == TrialKind::Search && t.counted && t.outcome != "build_failure") ++u.trials;
         u.node_hours += t.cost_node_s / 3600.0;
     }
     if (auto s = store_->meta("started")) u.wall_s = store::now_seconds() - std::stod(*s);
@@ -970,7 +971,12 @@ void Campaign::finish_verification(std::int64_t vid) {
     bool math_changing = false;
     for (const auto& id : cand.patches)
         if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
-    auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing);
+    verify::NoisePrior noise;
+    if (auto doc = store_->doctor()) {
+        noise.cv_between = doc->value("cv_between", 0.0);
+        noise.dof = std::max(0, doc->value("completed", 0) - 1);
+    }
+    auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing, noise);
     if (v.detail.contains("budget_note")) {
         d.evidence.push_back(v.detail["budget_note"].get<std::string>());
         if (!d.promoted) d.reasons.push_back(v.detail["budget_note"].get<std::string>());

@@ -150,15 +150,17 @@ json build(campaign::Campaign& c) {
                      {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
                      {"findings_recorded", s.meta("bank_ingested").value_or("") == "1"}};
     auto trials = s.trials();
-    json outcomes = json::object(), failed_cost = json::object();
+    json outcomes = json::object(), cost = json::object(), failed_cost = json::object();
     double total = 0;
     for (const auto& t : trials) {
         if (t.state != store::TrialState::Finished) continue;
         outcomes[t.outcome] = outcomes.value(t.outcome, 0) + 1;
         total += t.cost_node_s;
+        cost[t.outcome] = cost.value(t.outcome, 0.0) + t.cost_node_s;
         if (t.outcome != "ok") failed_cost[t.outcome] = failed_cost.value(t.outcome, 0.0) + t.cost_node_s;
     }
     r["outcomes"] = outcomes;
+    r["cost_node_s"] = cost;
     r["failed_cost_node_s"] = failed_cost;
     r["total_cost_node_s"] = total;
 
@@ -280,7 +282,9 @@ std::string render(const json& r) {
     o += "\nVerifications:\n";
     for (const auto& v : r["verifications"]) {
         o += fmt::format("  {}: {} {}\n", v["candidate"].get<std::string>(),
-                         v["promoted"].get<bool>() ? "PROMOTED" : "rejected",
+                         v["promoted"].get<bool>()           ? "PROMOTED"
+                         : v.value("state", "") == "skipped" ? "skipped"
+                                                             : "rejected",
                          v["speedup"].is_number() ? fmt::format("{:.3f}x", v["speedup"].get<double>()) : "");
         for (const auto& why : v["reasons"])
             o += "    - " + why.get<std::string>() + "\n";
@@ -292,8 +296,7 @@ std::string render(const json& r) {
                          p["accepted"].get<bool>() ? "" : p["refused_because"].get<std::string>());
     o += "\nTrials by outcome (cost in node-seconds):\n";
     for (const auto& [k, v] : r["outcomes"].items())
-        o += fmt::format("  {:<20} {:>4}  {:>9.1f}\n", k, v.get<int>(),
-                         k == "ok" ? 0.0 : r["failed_cost_node_s"].value(k, 0.0));
+        o += fmt::format("  {:<20} {:>4}  {:>9.1f}\n", k, v.get<int>(), r["cost_node_s"].value(k, 0.0));
     o += fmt::format(
         "  failed trials cost {:.1f} of {:.1f} node-seconds\n",
         [&] {
