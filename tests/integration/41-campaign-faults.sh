@@ -29,7 +29,7 @@ jq -e '[.trials[] | select(.outcome == "oom")][0] | (.peak_memory_bytes == 120 *
   "$work/a.json" >/dev/null || fail "OOM trial without its limit"
 jq -e '[.trials[] | select(.outcome == "build_failure" and (.candidate | test("broken_build")))] | length >= 1' "$work/a.json" \
   >/dev/null || fail "non-compiling patch not recorded as a build failure"
-count_a=$(jq '[.trials[] | select(.kind == "search" and .counted)] | length' "$work/a.json")
+count_a=$(jq '[.trials[] | select(.kind == "search" and .counted and .outcome != "build_failure")] | length' "$work/a.json")
 
 # Interrupted: SIGKILL the daemon while a batch is in Slurm, then restart it.
 "$bin" init "$fx/toyload-faults.contract.toml" --dir "$work/b" >/dev/null
@@ -46,7 +46,7 @@ wait $pid 2>/dev/null || true
 "$daemon" --campaign "$work/b" --once --idle 1 >"$work/b2.log" 2>&1 || { cat "$work/b2.log"; fail "restarted daemon failed"; }
 grep -q "re-attaching to batch" "$work/b2.log" || fail "restart did not re-attach to the submitted batch"
 "$bin" report --dir "$work/b" --json >"$work/b.json"
-count_b=$(jq '[.trials[] | select(.kind == "search" and .counted)] | length' "$work/b.json")
+count_b=$(jq '[.trials[] | select(.kind == "search" and .counted and .outcome != "build_failure")] | length' "$work/b.json")
 [ "$count_a" = "$count_b" ] || fail "trial counts differ: uninterrupted $count_a, interrupted $count_b"
 jq -e '[.trials[] | select(.state != "finished")] | length == 0' "$work/b.json" >/dev/null || fail "a trial was left unfinished"
 dups=$(sqlite3 "$work/b/campaign.db" "SELECT count(*) FROM (SELECT job_id FROM trials WHERE job_id != '' GROUP BY job_id HAVING count(*) > 1)")
