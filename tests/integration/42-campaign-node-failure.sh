@@ -114,7 +114,7 @@ wait_done() { # NAME: waits for the background run, then writes $work/NAME.json
 check_budget() { # NAME: exactly the contract's trials counted, every trial finished, manifests declare knobs
   local r=$work/$1.json want counted m
   want=$(sed -n '/^\[budget\]/,/^\[/s/^trials = //p' "$work/$1.contract.toml")
-  counted=$(jq '[.trials[] | select(.kind == "search" and .counted)] | length' "$r")
+  counted=$(jq '[.trials[] | select(.kind == "search" and .counted and .outcome != "build_failure")] | length' "$r")
   [ "$counted" = "$want" ] || fail "$1: counted search trials: $counted, contract: $want"
   jq -e '.budget.trials_used == .budget.trials' "$r" >/dev/null || fail "$1: budget use does not match the contract"
   jq -e '[.trials[] | select(.state != "finished")] | length == 0' "$r" >/dev/null || fail "$1: a trial was left unfinished"
