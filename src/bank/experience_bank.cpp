@@ -185,7 +185,7 @@ bool ExperienceBank::insert_finding(std::int64_t hardware_id, const Finding& f) 
 
 bool ExperienceBank::add_finding(const HardwareKey& key, Finding f) {
     auto hw = upsert_hardware(key);
-    if (f.uid.empty()) f.uid = finding_uid(fingerprint(key), f);
+    f.uid = finding_uid(fingerprint(key), f);
     if (f.origin.empty()) f.origin = cluster_;
     if (f.created == 0) f.created = now_s();
     return insert_finding(hw, f);
@@ -369,7 +369,12 @@ ImportSummary ExperienceBank::import_from(const std::string& path) {
         for (const auto& f : doc.at("findings")) {
             auto fp = f.at("hardware").get<std::string>();
             if (!fps.count(fp)) throw Error("finding refers to unknown hardware " + fp, path);
-            finds.emplace_back(fp, finding_from_json(f));
+            auto finding = finding_from_json(f);
+            if (finding_uid(fp, finding) != finding.uid)
+                throw Error("finding " + finding.uid.substr(0, 12) +
+                                " does not match its content (edited or corrupted)",
+                            path);
+            finds.emplace_back(fp, std::move(finding));
         }
         for (const auto& n : doc.at("noise")) {
             if (!fps.count(n.at("hardware").get<std::string>()))

@@ -19,13 +19,14 @@ inline constexpr const char* kBankExportFormat = "infrarsi-bank-export";
 inline constexpr int kBankExportVersion = 1;
 
 // Kinds of finding (content fields in docs/bank.md):
-//   knob_setting      {"knobs":{...},"patches":[...],"speedup":S,"lo":L,"memory_ratio":peak/limit}
+//   knob_setting      {"candidate":{"knobs":{...},"patches":[...]},"knobs":{...},"patches":[...],"speedup":S,
+//                      "lo":L,"hi":H,"memory_ratio":peak/limit,"limit_bytes":B,"estimate_factor":peak/estimate}
 //   patch_effect      {"patch":ID,"speedup":S,"memory_ratio":R,"composes_with":[...]}
 //   memory_correction {"factor":measured/estimated peak,"trials":N}
-//   oom_threshold     {"knobs":{...},"limit_bytes":B}
+//   oom_threshold     {"candidate":{...},"limit_bytes":B}
 //   noise             {"cv":C,"mde":M}
 struct Finding {
-    std::string uid; // content hash; empty: computed on insert
+    std::string uid; // SHA-256 of hardware, kind, workload, content, campaign and verified; set on insert
     std::string kind;
     std::string workload; // contract workload name, e.g. "minigpt/dense-1node"
     bool verified = false;

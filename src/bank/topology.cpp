@@ -229,7 +229,7 @@ TopologyFeatures topology_from_json(const nlohmann::json& j) {
 const std::vector<std::string>& feature_names() {
     static const std::vector<std::string> names = {
         "log2_cores",  "pus_per_core",          "log2_packages", "log2_numa_nodes", "log2_l3_per_core_kib",
-        "log2_l2_kib", "log2_mem_per_core_gib", "log2_gpus",     "log2_nics",       "max_pci_link_gbps"};
+        "log2_l2_kib", "log2_mem_per_core_gib", "log2_gpus",     "log2_nics",       "log2_max_pci_link_gbps"};
     return names;
 }
 
@@ -250,7 +250,7 @@ std::vector<double> feature_vector(const TopologyFeatures& t) {
             log2p(static_cast<double>(t.memory_bytes) / cores / (1024.0 * 1024.0 * 1024.0)),
             log2p(static_cast<double>(t.gpus.size())),
             log2p(static_cast<double>(t.nics.size())),
-            link};
+            log2p(link)};
 }
 
 } // namespace infrarsi::bank

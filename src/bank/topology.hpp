@@ -52,8 +52,10 @@ nlohmann::json to_json(const TopologyFeatures& t);
 TopologyFeatures topology_from_json(const nlohmann::json& j);
 
 // A fixed-length numeric description for similarity between nodes (the bank's nearest-topology lookup):
-// log2 scales so that 16 vs 32 cores is as far as 32 vs 64, and per-core quantities so that node size and
-// node shape are separate coordinates. Names in feature_names(), same order.
+// log2(1 + x) of every count, size and PCI link speed, so that 16 vs 32 cores is as far as 32 vs 64 and a
+// PCIe generation (twice the GB/s) is one unit like any other doubling; PUs per core as a plain ratio; and
+// per-core quantities so that node size and node shape are separate coordinates. Names in feature_names(),
+// same order (docs/bank.md lists them).
 std::vector<double> feature_vector(const TopologyFeatures& t);
 const std::vector<std::string>& feature_names();
 

@@ -169,6 +169,11 @@ TEST_CASE("a corrupted or foreign-version export is refused and the bank is unto
     tampered["findings"].push_back(extra);
     CHECK_THROWS_WITH_AS(b.import_from(write("tampered.json", tampered.dump())),
                          doctest::Contains("unknown hardware"), Error);
+    // A finding whose content was edited (a better speed-up) under its old uid.
+    auto edited = nlohmann::json::parse(text);
+    edited["findings"][0]["content"]["speedup"] = 9.9;
+    CHECK_THROWS_WITH_AS(b.import_from(write("edited.json", edited.dump())),
+                         doctest::Contains("does not match its content"), Error);
     CHECK(b.findings().size() == 1);
     CHECK(b.hardware().size() == 1);
 }
