@@ -4,6 +4,7 @@
 #include "util/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fmt/core.h>
 #include <map>
@@ -22,7 +23,102 @@ double memory_limit(Campaign& c) {
     return static_cast<double>(c.contract().resources.mem_bytes);
 }
 
+bool has(const std::string& s, const char* part) {
+    return s.find(part) != std::string::npos;
+}
+
+// What a knob does to capacity (the naming convention of search/model_proposer.cpp).
+enum class Capacity { other, micro_batch, recompute, accumulation };
+
+Capacity capacity_of(const space::Knob& k) {
+    using space::KnobKind;
+    if (has(k.name, "grad_accum") || has(k.name, "gradient_accumulation")) return Capacity::accumulation;
+    if ((k.kind == KnobKind::Integer || k.kind == KnobKind::Pow2) &&
+        (has(k.name, "micro_batch") || k.name == "mbs"))
+        return Capacity::micro_batch;
+    if (has(k.name, "recompute") &&
+        (k.kind == KnobKind::Bool ||
+         (k.kind == KnobKind::Choice && std::all_of(k.choices.begin(), k.choices.end(), [](const auto& v) {
+              return v == "none" || v == "selective" || v == "full";
+          }))))
+        return Capacity::recompute;
+    return Capacity::other;
+}
+
+// none < selective < full; false < true.
+int recompute_strength(const space::Value& v) {
+    if (const auto* b = std::get_if<bool>(&v)) return *b ? 2 : 0;
+    const auto& s = std::get<std::string>(v);
+    return s == "none" ? 0 : s == "selective" ? 1 : 2;
+}
+
+// Moves the accumulation knobs (every combination of their domains, in order) until the candidate satisfies
+// the constraints; false when none does.
+bool satisfy_with_accumulation(const space::Space& space, space::Candidate& c) {
+    if (space.feasible(c)) return true;
+    std::vector<std::pair<std::string, std::vector<space::Value>>> free;
+    for (const auto& k : space.knobs)
+        if (capacity_of(k) == Capacity::accumulation && c.knobs.count(k.name))
+            free.emplace_back(k.name, k.domain());
+    if (free.empty()) return false;
+    std::vector<std::size_t> at(free.size(), 0);
+    for (int combos = 0; combos < 100000; ++combos) {
+        for (std::size_t i = 0; i < free.size(); ++i)
+            c.knobs[free[i].first] = free[i].second[at[i]];
+        if (space.feasible(c)) return true;
+        std::size_t i = 0;
+        while (i < free.size() && ++at[i] == free[i].second.size())
+            at[i++] = 0;
+        if (i == free.size()) break;
+    }
+    return false;
+}
+
 } // namespace
+
+std::optional<CapacityRule> scale_capacity(const space::Space& space, const space::Candidate& from,
+                                           double scale) {
+    if (!(scale > 0) || !std::isfinite(scale))
+        throw Error(fmt::format("capacity scale {}", scale), "experience bank", "a positive finite ratio");
+    space::Candidate to = from;
+    bool short_of_memory = false;
+    for (const auto& k : space.knobs) {
+        auto it = to.knobs.find(k.name);
+        if (capacity_of(k) != Capacity::micro_batch || it == to.knobs.end()) continue;
+        const double want = static_cast<double>(std::get<long long>(it->second)) * scale;
+        const auto domain = k.domain(); // ascending
+        std::optional<long long> pick;
+        for (const auto& v : domain)
+            if (static_cast<double>(std::get<long long>(v)) <= want * (1 + 1e-9))
+                pick = std::get<long long>(v);
+        if (!pick) {
+            pick = std::get<long long>(domain.front());
+            short_of_memory = true;
+        }
+        it->second = *pick;
+    }
+    if (short_of_memory)
+        for (const auto& k : space.knobs) {
+            auto it = to.knobs.find(k.name);
+            if (capacity_of(k) != Capacity::recompute || it == to.knobs.end()) continue;
+            std::optional<space::Value> next; // the weakest setting stronger than the current one
+            for (const auto& v : k.domain())
+                if (recompute_strength(v) > recompute_strength(it->second) &&
+                    (!next || recompute_strength(v) < recompute_strength(*next)))
+                    next = v;
+            if (next) it->second = *next;
+        }
+    if (!satisfy_with_accumulation(space, to)) return std::nullopt;
+    CapacityRule r{to, ""};
+    for (const auto& [name, value] : to.knobs) {
+        auto was = from.knobs.find(name);
+        if (was != from.knobs.end() && was->second == value) continue;
+        r.change += fmt::format("{}{} {} -> {}", r.change.empty() ? "" : ", ", name,
+                                was == from.knobs.end() ? "-" : space::to_string(was->second),
+                                space::to_string(value));
+    }
+    return r;
+}
 
 bank::HardwareKey campaign_hardware(Campaign& c, const std::string& spool_dir) {
     bank::HardwareKey key;
@@ -77,15 +173,22 @@ std::vector<bank::Finding> campaign_findings(Campaign& c) {
             {"candidate", v.candidate}, {"knobs", v.candidate.value("knobs", nlohmann::json::object())},
             {"patches", cand.patches},  {"speedup", v.speedup.value_or(0)},
             {"lo", v.lo.value_or(0)},   {"hi", v.hi.value_or(0)}};
-        if (peak > 0 && limit > 0) content["memory_ratio"] = peak / limit;
+        // Capacity as a rule relative to memory: the verified peak over the limit it ran under, that limit,
+        // and how far the contract's estimate was from the measured peak (where there is an estimate).
+        if (peak > 0 && limit > 0) {
+            content["memory_ratio"] = peak / limit;
+            content["limit_bytes"] = limit;
+            if (auto est = c.memory_estimate(cand); est && *est > 0) content["estimate_factor"] = peak / *est;
+        }
         out.push_back(finding("knob_setting", true, content, support));
         for (const auto& p : cand.patches) {
             std::vector<std::string> others;
             for (const auto& q : cand.patches)
                 if (q != p) others.push_back(q);
-            out.push_back(finding(
-                "patch_effect", true,
-                {{"patch", p}, {"speedup", v.speedup.value_or(0)}, {"composes_with", others}}, support));
+            nlohmann::json effect = {
+                {"patch", p}, {"speedup", v.speedup.value_or(0)}, {"composes_with", others}};
+            if (content.contains("memory_ratio")) effect["memory_ratio"] = content["memory_ratio"];
+            out.push_back(finding("patch_effect", true, effect, support));
         }
     }
 
@@ -149,25 +252,45 @@ std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const
         }
         if (!space.feasible(cand)) continue;
         std::string adapted;
-        // Capacity rule: keep the verified peak-to-limit ratio on this campaign's limit.
+        nlohmann::json rule;
         if (f.content.contains("memory_ratio") && limit > 0) {
             const double ratio = std::max(f.content["memory_ratio"].get<double>(), 0.5);
-            auto fits = [&](const space::Candidate& x) {
-                auto est = c.memory_estimate(x);
-                return !est || *est <= ratio * limit * 1.05;
-            };
-            if (!fits(cand)) {
-                std::optional<space::Candidate> best;
-                double best_est = 0;
-                for (const auto& n : space.neighbours(cand)) {
-                    auto est = c.memory_estimate(n);
-                    if (!est || !fits(n) || n.patches != cand.patches) continue;
-                    if (!best || *est > best_est) best = n, best_est = *est; // the largest that fits
+            const double factor = f.content.value("estimate_factor", 1.0);
+            if (c.memory_estimate(cand)) {
+                // With an estimate: keep the verified peak-to-limit ratio on this campaign's limit.
+                auto fits = [&](const space::Candidate& x) {
+                    auto est = c.memory_estimate(x);
+                    return !est || *est * factor <= ratio * limit * 1.05;
+                };
+                if (!fits(cand)) {
+                    std::optional<space::Candidate> best;
+                    double best_est = 0;
+                    for (const auto& n : space.neighbours(cand)) {
+                        auto est = c.memory_estimate(n);
+                        if (!est || !fits(n) || n.patches != cand.patches) continue;
+                        if (!best || *est > best_est) best = n, best_est = *est; // the largest that fits
+                    }
+                    if (!best) continue;
+                    adapted = fmt::format("; adapted to this limit ({} -> {}) to keep peak/limit <= {:.2f}",
+                                          cand.describe(), best->describe(), ratio);
+                    rule = {{"rule", "memory_estimate"}, {"from", cand.to_json()}, {"ratio", ratio}};
+                    cand = *best;
                 }
-                if (!best) continue;
-                adapted = fmt::format("; adapted to this limit ({} -> {}) to keep peak/limit <= {:.2f}",
-                                      cand.describe(), best->describe(), ratio);
-                cand = *best;
+            } else if (const double there = f.content.value("limit_bytes", 0.0);
+                       there > 0 && std::abs(limit / there - 1) > 0.01) {
+                // Without one: capacity settings scale with the memory limit.
+                auto scaled = scale_capacity(space, cand, limit / there);
+                if (!scaled) continue;
+                adapted =
+                    fmt::format("; capacity rule: memory limit {:.0f} MiB here vs {:.0f} MiB where verified "
+                                "(x{:.2f}): {}",
+                                limit / 1048576, there / 1048576, limit / there,
+                                scaled->change.empty() ? "no setting changes" : scaled->change);
+                rule = {{"rule", "memory_limit_scale"},
+                        {"from", cand.to_json()},
+                        {"scale", limit / there},
+                        {"change", scaled->change}};
+                cand = scaled->candidate;
             }
         }
         if (!taken.insert(cand.key()).second) continue;
@@ -175,11 +298,24 @@ std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const
         s.candidate = cand;
         s.weight = prior.weight;
         s.hypothesis = prior.hypothesis;
-        s.reason =
-            fmt::format("from the experience bank: verified {:.2f}x in campaign {} on {} (similarity {:.2f}, "
-                        "weight {:.2f}){}{}",
-                        f.content.value("speedup", 0.0), f.campaign, f.origin, prior.similarity, prior.weight,
-                        prior.hypothesis ? "; unseen hardware: a hypothesis to verify" : "", adapted);
+        s.reason = fmt::format(
+            "from the experience bank: verified {:.2f}x in campaign {} on {} (similarity {:.2f}, weight "
+            "{:.2f}){}{}",
+            f.content.value("speedup", 0.0), f.campaign, f.origin, prior.similarity, prior.weight,
+            prior.hypothesis
+                ? fmt::format("; unseen hardware (similarity below {:.2f}): a hypothesis to verify, "
+                              "not a result",
+                              bank::kSeenHardwareSimilarity)
+                : "",
+            adapted);
+        s.provenance = {{"finding", f.uid},
+                        {"campaign", f.campaign},
+                        {"trials", f.trials},
+                        {"origin", f.origin},
+                        {"hardware", bank::fingerprint(prior.hardware)},
+                        {"similarity", prior.similarity},
+                        {"speedup", f.content.value("speedup", 0.0)},
+                        {"capacity", rule}};
         seeds.push_back(std::move(s));
     }
     return seeds;

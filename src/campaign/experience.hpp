@@ -5,6 +5,8 @@
 #include "bank/experience_bank.hpp"
 #include "campaign/campaign.hpp"
 
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,12 +32,36 @@ struct Seed {
     std::string reason; // for the audit: where it came from, and how it was adapted
     double weight = 0;
     bool hypothesis = false;
+    // Where it came from, machine-readable: finding uid, campaign, trials, origin cluster, similarity of
+    // its hardware to this campaign's, its verified speed-up there, and the capacity rule applied (if any).
+    nlohmann::json provenance = nlohmann::json::object();
 };
 // Up to max_seeds first candidates from verified findings of the same workload on similar hardware. A
-// capacity-dependent setting is carried as its memory ratio (verified peak / limit): when the inherited
-// candidate's estimated peak would exceed that ratio of this campaign's limit, the nearest candidate that
-// keeps it is taken instead.
+// capacity-dependent setting is carried as a rule relative to memory, not as a raw value:
+//   - with the contract's memory estimate: when the inherited candidate's estimated peak (times the
+//     finding's estimate_factor) would exceed its memory ratio (verified peak / limit, at least 0.5) of this
+//     campaign's limit, the largest neighbour that keeps it is taken instead;
+//   - without one: when this campaign's memory limit differs from the finding's limit_bytes, the capacity
+//     settings are scaled by the ratio of the limits (scale_capacity).
+// A finding from hardware less similar than bank::kSeenHardwareSimilarity is a hypothesis (Seed::hypothesis,
+// and the reason says so): it runs as a search trial after the doctor's re-baseline and is promoted only
+// through the same verification as any other candidate.
 std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware,
                                   int max_seeds = 4);
+
+// The capacity rule without a memory estimate. Capacity knobs are recognised by name, as the model
+// proposer does: micro-batch (an Integer or Pow2 knob named *micro_batch* or mbs), recompute (*recompute*,
+// a Bool or a Choice of none/selective/full) and gradient accumulation (*grad_accum*,
+// *gradient_accumulation*). Each micro-batch setting is multiplied by `scale` (memory here / memory where
+// it was verified) and rounded down to its domain, never below its smallest value; when even that is more
+// than the scaled setting, recompute moves one step stronger. Gradient accumulation is then moved to
+// satisfy the space's constraints (a fixed global batch). Every other knob and the patches are kept.
+// nullopt when no feasible candidate results.
+struct CapacityRule {
+    space::Candidate candidate;
+    std::string change; // "micro_batch 8 -> 4, grad_accum 2 -> 4"; empty when nothing changed
+};
+std::optional<CapacityRule> scale_capacity(const space::Space& space, const space::Candidate& from,
+                                           double scale);
 
 } // namespace infrarsi::campaign

@@ -1,5 +1,7 @@
 #include "report/bank_report.hpp"
 
+#include "space/space.hpp"
+
 #include <fmt/core.h>
 
 namespace infrarsi::report {
@@ -52,11 +54,17 @@ std::string render_bank(const nlohmann::json& j) {
         for (const auto& f : h["findings"]) {
             auto c = f["content"];
             std::string what;
-            if (f["kind"] == "knob_setting")
+            if (f["kind"] == "knob_setting") {
                 what = fmt::format("{} -> {:.3f}x (lower bound {:.3f}x)",
-                                   c.value("knobs", nlohmann::json()).dump(), c.value("speedup", 0.0),
-                                   c.value("lo", 0.0));
-            else
+                                   c.contains("candidate")
+                                       ? space::Candidate::from_json(c["candidate"]).describe()
+                                       : c.value("knobs", nlohmann::json()).dump(),
+                                   c.value("speedup", 0.0), c.value("lo", 0.0));
+                if (c.contains("memory_ratio") && c.contains("limit_bytes"))
+                    what +=
+                        fmt::format(", peak {:.2f} of a {:.0f} MiB limit", c["memory_ratio"].get<double>(),
+                                    c["limit_bytes"].get<double>() / 1048576);
+            } else
                 what = c.dump();
             s += fmt::format("  {} {:<17} {:<22} {} [{} from {}]\n",
                              f["verified"].get<bool>() ? "prior   " : "evidence",
