@@ -9,7 +9,8 @@
 //    the target keeps the recorded memory ratio, else the same parallel layout with the largest setting of
 //    micro-batch and recompute that does (capacity settings carried as a rule relative to memory).
 // 3. Over seeds: trials until a configuration within 5% of the target's best feasible one has run, warm
-//    (bank hints, then the baseline) vs cold (the baseline only, as bench_tuners' ModelTuner).
+//    (ModelTuner with the bank hints, then the baseline) vs cold (the baseline only, as in bench_tuners),
+//    with the run loop and statistics of tuners.hpp.
 #include "bank/experience_bank.hpp"
 #include "bank/similarity.hpp"
 #include "bank/topology.hpp"
@@ -35,77 +36,6 @@ namespace {
 
 constexpr const char* kWorkload = "sim-gpt7b";
 constexpr double kRatioMargin = 0.02; // an inherited memory ratio may be exceeded by this much
-
-// The model-based tuner with the bank's hints in front of the baseline (same settings as ModelTuner).
-class HintedTuner : public Tuner {
-  public:
-    HintedTuner(const Environment& env, int q, std::uint64_t seed, std::vector<int> hints)
-        : env_(env), q_(q) {
-        settings_.memory_limit_bytes = env.memory_limit_bytes();
-        settings_.noise_variance = env.noise_variance();
-        settings_.min_detectable_effect = 0.02;
-        settings_.trial_steps = env.trial_steps();
-        settings_.trial_overhead_s = env.startup_s();
-        settings_.hints = std::move(hints);
-        if (std::find(settings_.hints.begin(), settings_.hints.end(), env.baseline()) ==
-            settings_.hints.end())
-            settings_.hints.push_back(env.baseline()); // the campaign always measures a fresh baseline
-        settings_.seed = seed;
-    }
-    std::vector<int> ask() override {
-        std::vector<int> out;
-        for (const auto& p : proposer_.propose(env_.candidates(), trials_, q_, settings_))
-            out.push_back(p.candidate);
-        return out;
-    }
-    void tell(const model::TrialObservation& t) override { trials_.push_back(t); }
-
-  private:
-    const Environment& env_;
-    int q_;
-    model::ProposerSettings settings_;
-    model::BatchProposer proposer_;
-    std::vector<model::TrialObservation> trials_;
-};
-
-struct RunResult {
-    int to_5pct = 0; // 0: not within the limit
-    int trials = 0, ooms = 0;
-    std::vector<model::TrialObservation> history;
-};
-
-// Runs until a configuration within 5% of the best feasible one has run, or `limit` trials.
-RunResult run(const Environment& env, Tuner& tuner, int limit, std::uint64_t seed, bool stop_at_5pct = true) {
-    RunResult r;
-    const double threshold = 1.05 * env.best_feasible_time();
-    std::mt19937_64 rng(seed * 7919 + 17);
-    while (r.trials < limit && !(stop_at_5pct && r.to_5pct > 0)) {
-        auto batch = tuner.ask();
-        if (batch.empty()) break;
-        for (int i : batch) {
-            auto t = env.run(i, rng);
-            tuner.tell(t);
-            r.history.push_back(t);
-            ++r.trials;
-            if (t.outcome == model::Outcome::oom) ++r.ooms;
-            if (r.to_5pct == 0 && t.outcome == model::Outcome::ok && env.true_step_time(i) <= threshold)
-                r.to_5pct = r.trials;
-        }
-    }
-    return r;
-}
-
-double quantile(std::vector<double> v, double q) {
-    if (v.empty()) return NAN;
-    std::sort(v.begin(), v.end());
-    double pos = q * (v.size() - 1);
-    size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
-    return v[lo] + (pos - lo) * (v[hi] - v[lo]);
-}
-
-std::string trials_text(double v, int limit) {
-    return v > limit ? fmt::format(">{}", limit) : fmt::format("{:.0f}", v);
-}
 
 bank::HardwareKey hardware_key(const std::string& synthetic, double accelerator_bytes) {
     bank::HardwareKey k;
@@ -168,27 +98,8 @@ Hint hint_for(const bank::Prior& p, const SimulatorEnvironment& t) {
 struct Row {
     std::string target, mode;
     double similarity = 0;
-    int reached = 0, seeds = 0, limit = 0;
-    double median = 0, q25 = 0, q75 = 0, oom_fraction = 0;
+    TrialsToTarget to_5pct;
 };
-
-Row summarize(const std::string& target, const std::string& mode, double sim,
-              const std::vector<RunResult>& runs, int limit) {
-    Row r{target, mode, sim};
-    r.seeds = static_cast<int>(runs.size());
-    r.limit = limit;
-    std::vector<double> t;
-    int trials = 0, ooms = 0;
-    for (const auto& x : runs) {
-        r.reached += x.to_5pct > 0;
-        t.push_back(x.to_5pct > 0 ? x.to_5pct : limit + 1);
-        trials += x.trials;
-        ooms += x.ooms;
-    }
-    r.median = quantile(t, 0.5), r.q25 = quantile(t, 0.25), r.q75 = quantile(t, 0.75);
-    r.oom_fraction = trials ? double(ooms) / trials : 0;
-    return r;
-}
 
 } // namespace
 
@@ -246,7 +157,7 @@ int main(int argc, char** argv) {
 
         // 1. Tune A, verify the best few, record them.
         ModelTuner source_tuner(env_a, q, 1000);
-        auto source = run(env_a, source_tuner, source_budget, 1000, false);
+        auto source = run(env_a, source_tuner, {source_budget, source_budget, source_budget}, 1000);
         std::map<int, std::vector<double>> times;
         for (const auto& t : source.history)
             if (t.outcome == model::Outcome::ok) times[t.candidate].push_back(t.step_time_s);
@@ -347,24 +258,26 @@ int main(int argc, char** argv) {
             std::vector<RunResult> warm, cold;
             for (int s = 0; s < seeds; ++s) {
                 const auto seed = static_cast<std::uint64_t>(s + 1);
-                HintedTuner w(env, q, seed, hints);
-                warm.push_back(run(env, w, limit, seed));
-                ModelTuner c(env, q, seed);
-                cold.push_back(run(env, c, limit, seed));
+                ModelTuner w(env, q, seed, hints); // the bank's hints, then the baseline
+                warm.push_back(run(env, w, {limit, 0, limit}, seed));
+                ModelTuner c(env, q, seed); // the baseline only
+                cold.push_back(run(env, c, {limit, 0, limit}, seed));
             }
-            rows.push_back(summarize(target.label, "warm", sim, warm, limit));
-            rows.push_back(summarize(target.label, "cold", sim, cold, limit));
-            medians[target.label] = {rows[rows.size() - 2].median, rows.back().median};
+            rows.push_back({target.label, "warm", sim, trials_to_target(warm, limit)});
+            rows.push_back({target.label, "cold", sim, trials_to_target(cold, limit)});
+            medians[target.label] = {rows[rows.size() - 2].to_5pct.median, rows.back().to_5pct.median};
         }
 
         std::cout << fmt::format("\n{:<7} {:>10} {:>5} {:>8} {:>13} {:>9} {:>9}\n", "target", "similarity",
                                  "mode", "reached", "median trials", "IQR", "OOM frac");
         for (const auto& r : rows)
-            std::cout << fmt::format(
-                "{:<7} {:>10.2f} {:>5} {:>8} {:>13} {:>9} {:>9.3f}\n", r.target, r.similarity, r.mode,
-                fmt::format("{}/{}", r.reached, r.seeds), trials_text(r.median, r.limit),
-                fmt::format("{}-{}", trials_text(r.q25, r.limit), trials_text(r.q75, r.limit)),
-                r.oom_fraction);
+            std::cout << fmt::format("{:<7} {:>10.2f} {:>5} {:>8} {:>13} {:>9} {:>9.3f}\n", r.target,
+                                     r.similarity, r.mode,
+                                     fmt::format("{}/{}", r.to_5pct.reached, r.to_5pct.runs),
+                                     trials_text(r.to_5pct.median, r.to_5pct.limit),
+                                     fmt::format("{}-{}", trials_text(r.to_5pct.q25, r.to_5pct.limit),
+                                                 trials_text(r.to_5pct.q75, r.to_5pct.limit)),
+                                     r.to_5pct.oom_fraction);
         std::cout << fmt::format(
             "(trials until a configuration within 5% of the target's best feasible one has run; "
             "'>N': not within N, counted as N+1. OOM frac: over the trials of those runs. "

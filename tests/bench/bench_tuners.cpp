@@ -23,85 +23,22 @@ using namespace infrarsi::bench;
 
 namespace {
 
-struct RunResult {
-    int to_5pct = 0; // trials until within 5% (0: not within the budget)
-    int trials = 0, ooms = 0, invalid = 0;
-    double cost_s = 0, cost_to_5pct_s = 0;
-    double best_at_fixed = std::numeric_limits<double>::infinity(); // true time of best ok config so far
-};
-
-RunResult run(const Environment& env, Tuner& tuner, int budget, int fixed_budget, int search_limit,
-              std::uint64_t seed) {
-    RunResult r;
-    const double threshold = 1.05 * env.best_feasible_time();
-    std::mt19937_64 rng(seed * 7919 + 17);
-    double best = std::numeric_limits<double>::infinity();
-    int n = 0;
-    double cost = 0;
-    // A run stops once it has reached 5% and read its fixed-budget best, or at its limit.
-    while (n < search_limit && (n < fixed_budget || r.to_5pct == 0)) {
-        auto batch = tuner.ask();
-        if (batch.empty()) break;
-        for (int i : batch) {
-            auto t = env.run(i, rng);
-            tuner.tell(t);
-            ++n;
-            cost += t.cost_s;
-            if (n <= budget) {
-                r.trials = n;
-                r.cost_s = cost;
-                if (t.outcome == model::Outcome::oom) ++r.ooms;
-            }
-            if (t.outcome == model::Outcome::ok) best = std::min(best, env.true_step_time(i));
-            if (n == fixed_budget) r.best_at_fixed = best;
-            if (r.to_5pct == 0 && t.outcome == model::Outcome::ok && env.true_step_time(i) <= threshold)
-                r.to_5pct = n, r.cost_to_5pct_s = cost;
-        }
-    }
-    if (n < fixed_budget) r.best_at_fixed = best;
-    r.invalid = tuner.invalid_asks();
-    return r;
-}
-
-double quantile(std::vector<double> v, double q) {
-    if (v.empty()) return NAN;
-    std::sort(v.begin(), v.end());
-    double pos = q * (v.size() - 1);
-    size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
-    return v[lo] + (pos - lo) * (v[hi] - v[lo]);
-}
-
 struct Summary {
     std::string tuner;
-    int reached = 0, seeds = 0, limit = 0;
-    double median = 0, q25 = 0, q75 = 0; // trials to 5%, not reached counted as limit + 1
-    double oom_fraction = 0, cost_h = 0, cost_to_5pct_h = 0, best_ratio = 0, invalid = 0;
+    TrialsToTarget to_5pct;
+    double cost_h = 0, cost_to_5pct_h = 0, best_ratio = 0, invalid = 0;
 };
 
-std::string trials_text(double v, int limit) {
-    return v > limit ? fmt::format(">{}", limit) : fmt::format("{:.0f}", v);
-}
-
 Summary summarize(const std::string& name, const std::vector<RunResult>& runs, int limit, double best) {
-    Summary s;
-    s.tuner = name;
-    s.seeds = static_cast<int>(runs.size());
-    s.limit = limit;
-    std::vector<double> t, c5, ratio;
-    int trials = 0, ooms = 0;
+    Summary s{name, trials_to_target(runs, limit)};
+    std::vector<double> c5, ratio;
     for (const auto& r : runs) {
-        s.reached += r.to_5pct > 0;
-        t.push_back(r.to_5pct > 0 ? r.to_5pct : limit + 1);
         c5.push_back(r.to_5pct > 0 ? r.cost_to_5pct_s / 3600 : INFINITY);
-        trials += r.trials;
-        ooms += r.ooms;
         s.cost_h += r.cost_s / 3600 / runs.size();
         ratio.push_back(r.best_at_fixed / best);
         s.invalid += double(r.invalid) / runs.size();
     }
-    s.median = quantile(t, 0.5), s.q25 = quantile(t, 0.25), s.q75 = quantile(t, 0.75);
     s.cost_to_5pct_h = quantile(c5, 0.5);
-    s.oom_fraction = trials ? double(ooms) / trials : 0;
     s.best_ratio = quantile(ratio, 0.5);
     return s;
 }
@@ -220,7 +157,7 @@ int main(int argc, char** argv) {
                 for (int s = 0; s < seeds; ++s) {
                     auto tuner = make(static_cast<std::uint64_t>(s + 1));
                     runs.push_back(
-                        run(*env, *tuner, budget, fixed_budget, limit, static_cast<std::uint64_t>(s + 1)));
+                        run(*env, *tuner, {budget, fixed_budget, limit}, static_cast<std::uint64_t>(s + 1)));
                 }
                 double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                 std::cerr << fmt::format("  {} on {}: {:.1f} s\n", name, env->name(), secs);
@@ -274,10 +211,8 @@ int main(int argc, char** argv) {
             for (const auto& r : rows)
                 std::cout << fmt::format(
                     "{:<11} {:>9} {:>16} {:>9.3f} {:>12.1f} {:>12} {:>11.3f} {:>8.1f}\n", r.tuner,
-                    fmt::format("{}/{}", r.reached, r.seeds),
-                    fmt::format("{} [{}-{}]", trials_text(r.median, r.limit), trials_text(r.q25, r.limit),
-                                trials_text(r.q75, r.limit)),
-                    r.oom_fraction, r.cost_h,
+                    fmt::format("{}/{}", r.to_5pct.reached, r.to_5pct.runs), trials_text(r.to_5pct),
+                    r.to_5pct.oom_fraction, r.cost_h,
                     std::isfinite(r.cost_to_5pct_h) ? fmt::format("{:.1f}", r.cost_to_5pct_h) : "-",
                     r.best_ratio, r.invalid);
             std::cout << fmt::format(
@@ -315,9 +250,10 @@ int main(int argc, char** argv) {
             summaries.push_back(fmt::format(
                 "summary table={} trials_ratio_vs_tpe={} trials_ratio_vs_random={} oom_ratio_vs_tpe={} "
                 "propose_ms_500={:.0f} propose_ms_5000={:.0f}",
-                env->name(), tpe ? ratio(ours->median, tpe->median) : "nan", ratio(ours->median, rnd->median),
-                tpe ? ratio(ours->oom_fraction, tpe->oom_fraction) : "nan", p500, p5000));
-            if (tpe && tpe->median > tpe->limit)
+                env->name(), tpe ? ratio(ours->to_5pct.median, tpe->to_5pct.median) : "nan",
+                ratio(ours->to_5pct.median, rnd->to_5pct.median),
+                tpe ? ratio(ours->to_5pct.oom_fraction, tpe->to_5pct.oom_fraction) : "nan", p500, p5000));
+            if (tpe && tpe->to_5pct.median > tpe->to_5pct.limit)
                 std::cout << "note: TPE's median is censored at the budget, so trials_ratio_vs_tpe is an "
                              "upper bound\n";
         }

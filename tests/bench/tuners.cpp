@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -11,13 +12,16 @@ namespace infrarsi::bench {
 
 using nlohmann::json;
 
-ModelTuner::ModelTuner(const Environment& env, int q, std::uint64_t seed) : env_(env), q_(q) {
+ModelTuner::ModelTuner(const Environment& env, int q, std::uint64_t seed, std::vector<int> hints)
+    : env_(env), q_(q) {
     settings_.memory_limit_bytes = env.memory_limit_bytes();
     settings_.noise_variance = env.noise_variance();
     settings_.min_detectable_effect = 0.02;
     settings_.trial_steps = env.trial_steps();
     settings_.trial_overhead_s = env.startup_s();
-    settings_.hints = {env.baseline()};
+    settings_.hints = std::move(hints);
+    if (std::find(settings_.hints.begin(), settings_.hints.end(), env.baseline()) == settings_.hints.end())
+        settings_.hints.push_back(env.baseline());
     settings_.seed = seed;
 }
 
@@ -156,6 +160,73 @@ void TpeTuner::tell(const model::TrialObservation& t) {
         msg["state"] = "fail";
     adapter_.send(msg.dump());
     adapter_.receive();
+}
+
+RunResult run(const Environment& env, Tuner& tuner, const RunLimits& limits, std::uint64_t seed) {
+    RunResult r;
+    const double threshold = 1.05 * env.best_feasible_time();
+    std::mt19937_64 rng(seed * 7919 + 17);
+    double best = std::numeric_limits<double>::infinity();
+    int n = 0;
+    double cost = 0;
+    // A run stops once it has reached 5% and read its fixed-budget best, or at its limit.
+    while (n < limits.search_limit && (n < limits.fixed_budget || r.to_5pct == 0)) {
+        auto batch = tuner.ask();
+        if (batch.empty()) break;
+        for (int i : batch) {
+            auto t = env.run(i, rng);
+            tuner.tell(t);
+            r.history.push_back(t);
+            ++n;
+            cost += t.cost_s;
+            if (n <= limits.budget) {
+                r.trials = n;
+                r.cost_s = cost;
+                if (t.outcome == model::Outcome::oom) ++r.ooms;
+            }
+            if (t.outcome == model::Outcome::ok) best = std::min(best, env.true_step_time(i));
+            if (n == limits.fixed_budget) r.best_at_fixed = best;
+            if (r.to_5pct == 0 && t.outcome == model::Outcome::ok && env.true_step_time(i) <= threshold)
+                r.to_5pct = n, r.cost_to_5pct_s = cost;
+        }
+    }
+    if (n < limits.fixed_budget) r.best_at_fixed = best;
+    r.invalid = tuner.invalid_asks();
+    return r;
+}
+
+double quantile(std::vector<double> v, double q) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    double pos = q * (v.size() - 1);
+    size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
+    return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+TrialsToTarget trials_to_target(const std::vector<RunResult>& runs, int limit) {
+    TrialsToTarget s;
+    s.runs = static_cast<int>(runs.size());
+    s.limit = limit;
+    std::vector<double> t;
+    int trials = 0, ooms = 0;
+    for (const auto& r : runs) {
+        s.reached += r.to_5pct > 0;
+        t.push_back(r.to_5pct > 0 ? r.to_5pct : limit + 1);
+        trials += r.trials;
+        ooms += r.ooms;
+    }
+    s.median = quantile(t, 0.5), s.q25 = quantile(t, 0.25), s.q75 = quantile(t, 0.75);
+    s.oom_fraction = trials ? double(ooms) / trials : 0;
+    return s;
+}
+
+std::string trials_text(double v, int limit) {
+    return v > limit ? fmt::format(">{}", limit) : fmt::format("{:.0f}", v);
+}
+
+std::string trials_text(const TrialsToTarget& t) {
+    return fmt::format("{} [{}-{}]", trials_text(t.median, t.limit), trials_text(t.q25, t.limit),
+                       trials_text(t.q75, t.limit));
 }
 
 } // namespace infrarsi::bench

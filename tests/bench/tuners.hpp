@@ -1,9 +1,11 @@
 #pragma once
-// The tuners compared by bench_tuners, all behind one ask/tell interface over an Environment.
+// The tuners compared by bench_tuners and bench_transfer, all behind one ask/tell interface over an
+// Environment, and the run loop and statistics both benchmarks report.
 #include "environment.hpp"
 #include "model/batch_proposer.hpp"
 #include "pipe_child.hpp"
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,10 +25,11 @@ class Tuner {
     virtual int invalid_asks() const { return 0; }
 };
 
-// Ours: the model-based batch proposer, q candidates per job array, seeded with the baseline as a hint.
+// Ours: the model-based batch proposer, q candidates per job array. `hints` (candidate indices, e.g. the
+// experience bank's seeds) go first, then the baseline, which a campaign always measures.
 class ModelTuner : public Tuner {
   public:
-    ModelTuner(const Environment& env, int q, std::uint64_t seed);
+    ModelTuner(const Environment& env, int q, std::uint64_t seed, std::vector<int> hints = {});
     std::vector<int> ask() override;
     void tell(const model::TrialObservation& t) override { trials_.push_back(t); }
 
@@ -91,5 +94,39 @@ class TpeTuner : public Tuner {
     long number_ = -1;
     int invalid_ = 0;
 };
+
+// How one run of a tuner went. A run counts trials until a configuration within 5% of the environment's
+// best feasible one has run (to_5pct), and goes on to fixed_budget trials so that the best found there can
+// be read; it ends at search_limit trials, or when the tuner has nothing more to ask. Trials, OOMs and cost
+// are counted within `budget`.
+struct RunLimits {
+    int budget = 0;       // trials counted in trials/ooms/cost_s
+    int fixed_budget = 0; // trials at which best_at_fixed is read (0: stop as soon as 5% is reached)
+    int search_limit = 0; // trials at most
+};
+struct RunResult {
+    int to_5pct = 0; // trials until within 5% (0: not within search_limit)
+    int trials = 0, ooms = 0, invalid = 0;
+    double cost_s = 0, cost_to_5pct_s = 0;
+    double best_at_fixed = std::numeric_limits<double>::infinity(); // true time of the best ok configuration
+    std::vector<model::TrialObservation> history;                   // every trial run, in order
+};
+// The environment's draws depend only on `seed`, so every tuner sees the same ones.
+RunResult run(const Environment& env, Tuner& tuner, const RunLimits& limits, std::uint64_t seed);
+
+// Linear interpolation between order statistics; NaN for no values.
+double quantile(std::vector<double> v, double q);
+
+// Trials to 5% over the runs of one tuner: a run that did not get there counts as limit + 1.
+struct TrialsToTarget {
+    int reached = 0, runs = 0, limit = 0;
+    double median = 0, q25 = 0, q75 = 0;
+    double oom_fraction = 0; // OOM trials over all trials of the runs (within their budget)
+};
+TrialsToTarget trials_to_target(const std::vector<RunResult>& runs, int limit);
+// "12", or ">100" for a value past the limit.
+std::string trials_text(double v, int limit);
+// "12 [8-20]": median and quartiles.
+std::string trials_text(const TrialsToTarget& t);
 
 } // namespace infrarsi::bench
