@@ -48,7 +48,9 @@ BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches,
                 failed_.push_back(pair);
             }
     for (const auto& o : history)
-        if (o.outcome == TrialOutcome::BuildFailure) failed_.push_back(o.candidate.patches);
+        if (o.outcome == TrialOutcome::BuildFailure ||
+            (o.outcome == TrialOutcome::ContractViolation && !o.candidate.patches.empty()))
+            failed_.push_back(o.candidate.patches);
 }
 
 bool BuildFailures::builds(const space::Candidate& c) const {

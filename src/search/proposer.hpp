@@ -53,9 +53,10 @@ struct ProposalContext {
     std::vector<space::Candidate> seeds;
 };
 
-// Patch sets known not to build: pairs the catalog declares conflicting (tag conflicts_with=ID) and sets that
-// failed to build. A failed set fails with any knob setting and inside any larger set, so a candidate whose
-// patches include one is not worth a trial.
+// Patch sets known not to work: pairs the catalog declares conflicting (tag conflicts_with=ID), sets that
+// failed to build, and non-empty sets whose trial broke the contract (the loss invariant: the patch changes
+// the math, and no knob setting changes it back). Such a set fails inside any larger set too, so a candidate
+// whose patches include one is not worth a trial.
 class BuildFailures {
   public:
     BuildFailures(const std::vector<PatchFacts>& patches, const std::vector<Observation>& history);

@@ -98,3 +98,27 @@ TEST_CASE("patches the catalog declares conflicting are never proposed together,
         CHECK(f.builds(both));
     }
 }
+
+TEST_CASE("a patch set whose trial broke the loss invariant is not proposed again, with any knobs") {
+    auto s = toy_space();
+    for (const char* name : {"simple", "model"}) {
+        auto p = search::make_proposer(name);
+        search::ProposalContext ctx;
+        ctx.space = &s;
+        ctx.q = 40;
+        ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+        auto fast = s.baseline();
+        fast.patches = {"fast_kernel"};
+        ctx.history.push_back({fast, search::TrialOutcome::ContractViolation, 0.5, 1e8, 10});
+        // A knob-only violation says nothing about patches: the baseline's knobs stay proposable.
+        auto knob_only = s.baseline();
+        knob_only.knobs["micro_batch"] = 1LL;
+        ctx.history.push_back({knob_only, search::TrialOutcome::ContractViolation, 0.5, 1e8, 10});
+        auto batch = p->propose(ctx);
+        CHECK(!batch.empty());
+        for (const auto& b : batch)
+            CHECK_MESSAGE(std::find(b.candidate.patches.begin(), b.candidate.patches.end(), "fast_kernel") ==
+                              b.candidate.patches.end(),
+                          name, " proposed ", b.candidate.describe());
+    }
+}
