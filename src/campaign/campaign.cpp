@@ -1022,7 +1022,8 @@ void Campaign::run(const RunOptions& o) {
             list.push_back({{"candidate", sd.candidate.to_json()},
                             {"reason", sd.reason},
                             {"weight", sd.weight},
-                            {"hypothesis", sd.hypothesis}});
+                            {"hypothesis", sd.hypothesis},
+                            {"provenance", sd.provenance}});
             say(o, "seed: " + sd.candidate.describe() + ": " + sd.reason);
         }
         store_->set_meta("bank_seeds", list.dump());
