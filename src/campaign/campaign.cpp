@@ -218,7 +218,7 @@ void Campaign::say(const RunOptions& o, const std::string& msg) {
     std::fflush(stdout);
 }
 
-std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Task>& tasks) {
+patch::SandboxCache Campaign::sandbox_cache() const {
     patch::SandboxSpec spec;
     spec.source = contract_.workload.source;
     spec.build = contract_.workload.build;
@@ -227,19 +227,27 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         if (l.kind == "tree") spec.tree_hash = l.hash;
         if (l.kind == "protected") spec.protected_hashes[l.path] = l.hash;
     }
-    patch::SandboxCache cache(dir_ / "sandboxes", spec);
+    return patch::SandboxCache(dir_ / "sandboxes", spec);
+}
+
+std::vector<const patch::PatchInfo*> Campaign::patch_set(const space::Candidate& c) const {
+    std::vector<const patch::PatchInfo*> ps;
+    for (const auto& id : c.patches) {
+        const auto* p = patch_info(id);
+        if (!p)
+            throw Error("unknown patch '" + id + "'", contract_.patch_catalog.string(), "a catalog entry");
+        ps.push_back(p);
+    }
+    return ps;
+}
+
+std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Task>& tasks) {
+    auto cache = sandbox_cache();
+    estimate_sandboxes_.clear(); // patch sets built now have their own estimate
     std::vector<patch::Sandbox> boxes;
     for (const auto& t : tasks) {
         contract_.space.check(t.candidate);
-        std::vector<const patch::PatchInfo*> ps;
-        for (const auto& id : t.candidate.patches) {
-            const auto* p = patch_info(id);
-            if (!p)
-                throw Error("unknown patch '" + id + "'", contract_.patch_catalog.string(),
-                            "a catalog entry");
-            ps.push_back(p);
-        }
-        boxes.push_back(cache.materialize(ps));
+        boxes.push_back(cache.materialize(patch_set(t.candidate)));
     }
 
     store::Transaction tx(store_->db());
@@ -582,12 +590,35 @@ double Campaign::mde() {
     return d ? d->value("minimum_detectable_effect", 0.05) : 0.05;
 }
 
+fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
+    std::string set;
+    for (const auto& id : c.patches)
+        set += id + "\n";
+    if (auto it = estimate_sandboxes_.find(set); it != estimate_sandboxes_.end()) return it->second;
+    fs::path box;
+    if (!c.patches.empty()) {
+        std::optional<patch::Sandbox> built;
+        try {
+            built = sandbox_cache().find(patch_set(c));
+        } catch (const Error&) {
+        }
+        if (built && built->state == patch::Sandbox::State::Ready) box = built->source.parent_path();
+    }
+    if (box.empty()) {
+        auto doctor_trials = store_->trials("kind = 'doctor'");
+        if (doctor_trials.empty()) return {};
+        box = dir_ / "sandboxes" / doctor_trials[0].sandbox;
+    }
+    estimate_sandboxes_[set] = box;
+    return box;
+}
+
 std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
     if (contract_.memory_estimate.empty()) return std::nullopt;
-    if (auto it = estimates_.find(c.key()); it != estimates_.end()) return it->second;
-    auto doctor_trials = store_->trials("kind = 'doctor'");
-    if (doctor_trials.empty()) return std::nullopt;
-    const fs::path box = dir_ / "sandboxes" / doctor_trials[0].sandbox;
+    const fs::path box = estimate_sandbox(c);
+    if (box.empty()) return std::nullopt;
+    const std::string cache_key = c.key() + "@" + box.filename().string();
+    if (auto it = estimates_.find(cache_key); it != estimates_.end()) return it->second;
     ProcessOptions po;
     po.env = contract_.workload.env;
     for (const auto& [k, v] : contract_.space.environment(c))
@@ -606,7 +637,7 @@ std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
         }
     } catch (const Error&) {
     }
-    estimates_[c.key()] = est;
+    estimates_[cache_key] = est;
     return est;
 }
 

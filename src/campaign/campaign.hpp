@@ -5,6 +5,7 @@
 // released, and a submitted batch is re-attached to on restart.
 #include "contract/contract.hpp"
 #include "patch/catalog.hpp"
+#include "patch/sandbox.hpp"
 #include "search/proposer.hpp"
 #include "slurm/client.hpp"
 #include "store/campaign_store.hpp"
@@ -94,8 +95,10 @@ class Campaign {
     };
     BudgetUse budget_use();
 
-    // The contract's analytic peak-memory estimate of a candidate (its estimate command, run with the
-    // baseline build and the candidate's knob environment); cached. Empty without a command or a doctor.
+    // The contract's analytic peak-memory estimate of a candidate: its estimate command, run with the
+    // candidate's knob environment and the build of the candidate's patch set when that was built already
+    // (a patch that changes memory updates the estimate it builds), else the baseline build; cached per
+    // build. Empty without a command or a doctor.
     std::optional<double> memory_estimate(const space::Candidate& c);
 
     // One trial to run: a candidate, why it runs, and for verification the verification it belongs to.
@@ -112,6 +115,8 @@ class Campaign {
     std::int64_t plan_batch(const std::string& kind, const std::vector<Task>& tasks);
 
   private:
+    patch::SandboxCache sandbox_cache() const; // the campaign's sandboxes, keyed by the locked tree
+    std::vector<const patch::PatchInfo*> patch_set(const space::Candidate& c) const; // throws if unknown
     void submit_batch(std::int64_t batch_id, const RunOptions& o);
     void await_batch(std::int64_t batch_id, const RunOptions& o);
     void resume_open_batches(const RunOptions& o);
@@ -121,7 +126,9 @@ class Campaign {
     std::vector<double> reference_losses();
     TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
     SearchWallPlan search_wall_plan(int q); // for a next search batch of q candidates
-    std::map<std::string, std::optional<double>> estimates_;
+    fs::path estimate_sandbox(const space::Candidate& c);    // the build memory_estimate uses; empty: none
+    std::map<std::string, std::optional<double>> estimates_; // by candidate and build
+    std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
     double mde();
     bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }
     void say(const RunOptions& o, const std::string& msg);

@@ -77,24 +77,38 @@ std::string SandboxCache::key(const std::vector<const PatchInfo*>& patches) cons
     return hash_text(text).substr(0, 16);
 }
 
-Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) {
+namespace {
+// A sandbox's paths under the cache root; its state from state.json when that exists.
+Sandbox locate(const fs::path& root, std::string hash) {
     Sandbox sb;
-    sb.hash = key(patches);
-    const fs::path dir = root_ / sb.hash;
+    sb.hash = std::move(hash);
+    const fs::path dir = root / sb.hash;
     sb.source = dir / "src";
     sb.build = dir / "build";
     sb.log = dir / "build.log";
-    const fs::path state_file = dir / "state.json";
-    auto load_state = [&]() {
-        std::ifstream in(state_file);
-        auto j = nlohmann::json::parse(in);
-        sb.state = static_cast<Sandbox::State>(j.at("state").get<int>());
-        sb.detail = j.value("detail", "");
-    };
-    if (fs::exists(state_file)) {
-        load_state();
-        return sb;
-    }
+    return sb;
+}
+
+bool load_state(Sandbox& sb) {
+    std::ifstream in(sb.source.parent_path() / "state.json");
+    if (!in) return false;
+    auto j = nlohmann::json::parse(in);
+    sb.state = static_cast<Sandbox::State>(j.at("state").get<int>());
+    sb.detail = j.value("detail", "");
+    return true;
+}
+} // namespace
+
+std::optional<Sandbox> SandboxCache::find(const std::vector<const PatchInfo*>& patches) const {
+    auto sb = locate(root_, key(patches));
+    if (!load_state(sb)) return std::nullopt;
+    return sb;
+}
+
+Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) {
+    if (auto found = find(patches)) return *found;
+    Sandbox sb = locate(root_, key(patches));
+    const fs::path dir = root_ / sb.hash;
     // Build in a scratch directory and rename at the end, so a crash leaves no half-built sandbox behind.
     const fs::path work = root_ / (sb.hash + ".tmp-" + std::to_string(::getpid()));
     fs::remove_all(work);
@@ -108,7 +122,7 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
         { std::ofstream(work / "state.json") << j.dump(2) << "\n"; }
         fs::remove_all(dir);
         fs::rename(work, dir);
-        load_state();
+        load_state(sb);
         return sb;
     };
     for (const auto* p : patches) {
@@ -143,8 +157,8 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
         nlohmann::json j = {{"state", static_cast<int>(st)}, {"detail", detail}};
         const fs::path tmp = dir / "state.json.tmp";
         { std::ofstream(tmp) << j.dump(2) << "\n"; }
-        fs::rename(tmp, state_file);
-        load_state();
+        fs::rename(tmp, dir / "state.json");
+        load_state(sb);
         return sb;
     };
     // Builds are incremental in one workspace: its source tree is synced to this patch set (only files whose

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ class SandboxCache {
     std::string key(const std::vector<const PatchInfo*>& patches) const;
     // Builds (or finds) the sandbox of a patch set, applied in the given order.
     Sandbox materialize(const std::vector<const PatchInfo*>& patches);
+    // The sandbox of a patch set if it was materialized before; never builds.
+    std::optional<Sandbox> find(const std::vector<const PatchInfo*>& patches) const;
 
   private:
     fs::path root_;

@@ -53,7 +53,9 @@ TEST_CASE("path patterns: * stays in its directory, /** covers the subtree") {
     CHECK_FALSE(patch::path_matches("kernels/**", "kernelsx/a.c"));
 }
 
-TEST_CASE("a sandbox applies and builds a patch set, caches it, and records a build failure as an outcome") {
+TEST_CASE(
+    "a sandbox applies and builds a patch set, caches it (find sees it), and records a build failure as an "
+    "outcome") {
     fs::path root = fs::temp_directory_path() / ("infrarsi-sandbox-" + std::to_string(::getpid()));
     fs::remove_all(root);
     patch::SandboxSpec spec;
@@ -65,8 +67,13 @@ TEST_CASE("a sandbox applies and builds a patch set, caches it, and records a bu
     spec.protected_hashes["loss.c"] = patch::hash_file(spec.source / "loss.c");
     patch::SandboxCache cache(root, spec);
     auto cat = patch::load_catalog(fixtures / "toyload-patches/catalog.toml");
+    CHECK_FALSE(cache.find({&find(cat, "fast_kernel")})); // find never builds
     auto ok = cache.materialize({&find(cat, "fast_kernel")});
     CHECK(ok.state == patch::Sandbox::State::Ready);
+    auto found = cache.find({&find(cat, "fast_kernel")});
+    REQUIRE(found);
+    CHECK(found->state == patch::Sandbox::State::Ready);
+    CHECK(found->build == ok.build);
     CHECK(fs::exists(ok.build / "toy"));
     CHECK(ok.hash == cache.materialize({&find(cat, "fast_kernel")}).hash);
     auto broken = cache.materialize({&find(cat, "broken_build")});
