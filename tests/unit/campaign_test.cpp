@@ -171,3 +171,31 @@ TEST_CASE("the verification reserve: baseline trials plus the observed overhead,
     CHECK_FALSE(p.fits(101, 100 + 40 + 66));
     CHECK(p.fits(1e9, 0));
 }
+
+TEST_CASE(
+    "the memory estimate runs the candidate's patched build once it exists, the baseline build before") {
+    TempDir tmp;
+    auto contract = copy_fixture(tmp.path);
+    // An estimate that depends on the build it runs from: the size of the kernel source in that sandbox
+    // (fast_kernel changes the kernel, so its sandbox gives another number).
+    std::ofstream(contract, std::ios::app) << R"(
+[memory]
+estimate_command = ["sh", "-c", 'printf "{\"estimated_peak_bytes\": %s}" $(wc -c < {source}/kernels/compute.c)']
+)";
+    campaign::Campaign::init(contract, tmp.path / "c");
+    campaign::Campaign c(tmp.path / "c");
+    auto baseline = c.contract().space.baseline();
+    auto patched = baseline;
+    patched.patches = {"fast_kernel"};
+    CHECK_FALSE(c.memory_estimate(baseline)); // no doctor yet: no baseline build to run
+    c.plan_batch("doctor", {{baseline, store::TrialKind::Doctor, "doctor", 0, {}}});
+    auto base_est = c.memory_estimate(baseline);
+    REQUIRE(base_est);
+    CHECK(*base_est == doctest::Approx(double(fs::file_size(tmp.path / "toyload/kernels/compute.c"))));
+    CHECK(c.memory_estimate(patched) == base_est); // its patch set is not built yet
+    c.plan_batch("search", {{patched, store::TrialKind::Search, "test", 0, {}}});
+    auto patched_est = c.memory_estimate(patched);
+    REQUIRE(patched_est);
+    CHECK(*patched_est > *base_est); // "iterations / 2" is longer than "iterations"
+    CHECK(c.memory_estimate(baseline) == base_est);
+}
