@@ -4,13 +4,7 @@
 # math-changing patch is never promoted; the user's tree is untouched. Needs SLURM_CONF (scripts/test).
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
-src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-build=${INFRARSI_BUILD_DIR:-$src/build}
-bin=$build/orchestrator/infrarsi
-fx=$src/tests/fixtures
-: "${SLURM_CONF:?start the cluster first: eval \"\$(scripts/slurm-local start)\"}"
-work=$(mktemp -d /tmp/infrarsi-campaign.XXXXXX)
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh" campaign
 tree_before=$(cd "$fx/toyload" && find . -type f -exec sha256sum {} + | sort | sha256sum)
 
 out=$("$bin" init "$fx/toyload.contract.toml" --dir "$work/c")

@@ -4,14 +4,7 @@
 # uninterrupted run, with no trial lost or duplicated; a contract error names file and line.
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
-src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-build=${INFRARSI_BUILD_DIR:-$src/build}
-bin=$build/orchestrator/infrarsi
-daemon=$build/orchestrator/infrarsid
-fx=$src/tests/fixtures
-: "${SLURM_CONF:?start the cluster first: eval \"\$(scripts/slurm-local start)\"}"
-work=$(mktemp -d /tmp/infrarsi-faults.XXXXXX)
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh" faults
 
 # A contract with an error: the message names the file and the line.
 sed 's/^steps = 5$/steps = "five"/' "$fx/toyload-faults.contract.toml" >"$fx/.bad-$$.contract.toml"

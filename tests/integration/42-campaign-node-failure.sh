@@ -12,12 +12,7 @@
 # trial mode requires). Needs SLURM_CONF (scripts/test).
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
-src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-build=${INFRARSI_BUILD_DIR:-$src/build}
-bin=$build/orchestrator/infrarsi
-fx=$src/tests/fixtures
-: "${SLURM_CONF:?start the cluster first: eval \"\$(scripts/slurm-local start)\"}"
-work=$(mktemp -d /tmp/infrarsi-nodefail.XXXXXX)
+. "$(dirname "$0")/lib.sh" nodefail
 pid=""
 node=""
 downed=""
@@ -33,12 +28,6 @@ cleanup() {
   return 0
 }
 trap cleanup EXIT
-log=""
-fail() {
-  echo "FAIL: $*" >&2
-  [ -n "$log" ] && [ -f "$log" ] && tail -30 "$log" >&2
-  exit 1
-}
 t0=$(date +%s)
 
 # toyload, 8 search trials in batches of 4, 4 at a time, no OOM, no verification. The trials of search batches

@@ -7,18 +7,7 @@
 # Needs SLURM_CONF (scripts/test).
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
-src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-build=${INFRARSI_BUILD_DIR:-$src/build}
-bin=$build/orchestrator/infrarsi
-fx=$src/tests/fixtures
-: "${SLURM_CONF:?start the cluster first: eval \"\$(scripts/slurm-local start)\"}"
-work=$(mktemp -d /tmp/infrarsi-wallbudget.XXXXXX)
-log=""
-fail() {
-  echo "FAIL: $*" >&2
-  [ -n "$log" ] && [ -f "$log" ] && tail -30 "$log" >&2
-  exit 1
-}
+. "$(dirname "$0")/lib.sh" wallbudget
 t0=$(date +%s)
 cp -r "$fx/toyload" "$fx/toyload-patches" "$work/"
 contract() { # NAME WALL_TIME VERIFY_PAIRS TRIALS: writes $work/NAME.contract.toml (toyload, no OOM)

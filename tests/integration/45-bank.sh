@@ -4,14 +4,8 @@
 # round-trips, a second import changes nothing, and a corrupted export is refused leaving the bank as it was.
 # Needs SLURM_CONF (scripts/test).
 set -euo pipefail
-src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-build=${INFRARSI_BUILD_DIR:-$src/build}
-bin=$build/orchestrator/infrarsi
-fx=$src/tests/fixtures
-: "${SLURM_CONF:?start the cluster first: eval \"\$(scripts/slurm-local start)\"}"
-work=$(mktemp -d /tmp/infrarsi-bank.XXXXXX)
+. "$(dirname "$0")/lib.sh" bank
 bank=$work/bank.sqlite
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$bin" init "$fx/toyload.contract.toml" --dir "$work/first" >/dev/null
 "$bin" run --dir "$work/first" --bank "$bank" >"$work/first.log" 2>&1 || { cat "$work/first.log"; fail "first campaign failed"; }

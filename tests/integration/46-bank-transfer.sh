@@ -11,14 +11,8 @@
 #      180/300), not as A's raw value; an unverified hypothesis never becomes a finding of B.
 # Needs SLURM_CONF (scripts/test).
 set -euo pipefail
-src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-build=${INFRARSI_BUILD_DIR:-$src/build}
-bin=$build/orchestrator/infrarsi
-fx=$src/tests/fixtures
-: "${SLURM_CONF:?start the cluster first: eval \"\$(scripts/slurm-local start)\"}"
-work=$(mktemp -d /tmp/infrarsi-bank-transfer.XXXXXX)
+. "$(dirname "$0")/lib.sh" bank-transfer
 bank=$work/bank.sqlite
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # The toyload fixture copied with its tree (same content: the same workload version in the bank), one
 # contract per machine: memory limit, search trials and doctor repeats.
