@@ -150,11 +150,7 @@ int main(int argc, char** argv) {
                     bank_file, r.origin, r.hardware_new, r.findings_new, r.findings_known, r.noise_new);
             } else if (*bank_ingest) {
                 campaign::Campaign c(dir);
-                auto hw = campaign::campaign_hardware(c, spool);
-                if (!spool.empty())
-                    b.ingest_allocation_records((std::filesystem::path(spool) / "allocations.jsonl").string(),
-                                                hw.stack);
-                auto r = campaign::ingest_into_bank(b, c, hw);
+                auto r = campaign::ingest_into_bank(b, c, spool);
                 fmt::print("campaign {}: {} findings added, {} already known\n", c.contract().name, r.added,
                            r.known);
             } else if (*bank_show) {

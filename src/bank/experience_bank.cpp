@@ -4,6 +4,8 @@
 #include "util/error.hpp"
 #include "util/process.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -136,6 +138,28 @@ void ExperienceBank::migrate() {
     store::Statement f(db_, "SELECT value FROM meta WHERE key='format'");
     if (!f.step() || f.text(0) != "infrarsi-bank")
         throw Error("not an InfraRSI experience bank", db_.path(), "meta format 'infrarsi-bank'");
+}
+
+nlohmann::json ExperienceBank::match_hardware(const HardwareKey& here) {
+    nlohmann::json m = {{"entries", 0}, {"seen", false}};
+    for (const auto& h : hardware(here)) {
+        m["entries"] = m["entries"].get<int>() + 1;
+        if (m.contains("similarity") && h.similarity <= m["similarity"].get<double>()) continue;
+        m.update({{"seen", h.similarity >= kSeenHardwareSimilarity},
+                  {"similarity", h.similarity},
+                  {"nearest", h.fingerprint}});
+    }
+    return m;
+}
+
+std::string describe_match(const nlohmann::json& m) {
+    if (!m.contains("entries")) return "hardware not matched (a campaign from before the match was kept)";
+    if (m["entries"].get<int>() == 0) return "unseen hardware (the bank is empty)";
+    const double sim = m.value("similarity", 0.0);
+    return m.value("seen", false)
+               ? fmt::format("seen hardware (similarity {:.2f} to {})", sim, m.value("nearest", "?"))
+               : fmt::format("unseen hardware (nearest of {} entries: similarity {:.2f})",
+                             m["entries"].get<int>(), sim);
 }
 
 std::int64_t ExperienceBank::hardware_id(const std::string& fp) {

@@ -56,6 +56,9 @@ struct ImportSummary {
     std::string origin;
 };
 
+// One line for a match_hardware result: "seen hardware (similarity 0.97)", "unseen hardware (nearest ...)".
+std::string describe_match(const nlohmann::json& match);
+
 class ExperienceBank {
   public:
     static constexpr int schema_version = 1;
@@ -86,6 +89,9 @@ class ExperienceBank {
         int findings, noise_records;
     };
     std::vector<HardwareEntry> hardware(const std::optional<HardwareKey>& relative_to = std::nullopt);
+    // Whether the bank knows `here`, findings or not: {"entries", "seen", and with entries "similarity" and
+    // "nearest" (the fingerprint of the most similar entry)}; seen is similarity >= kSeenHardwareSimilarity.
+    nlohmann::json match_hardware(const HardwareKey& here);
 
     // Writes every hardware entry, finding and noise record with their provenance to a JSON file.
     void export_to(const std::string& path);

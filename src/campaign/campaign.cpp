@@ -1047,7 +1047,10 @@ void Campaign::run(const RunOptions& o) {
     // in the store so a restarted campaign proposes the same ones.
     if (!o.bank.empty() && !store_->meta("bank_seeds")) {
         bank::ExperienceBank b(o.bank);
-        auto seeds = seeds_from_bank(b, *this, campaign_hardware(*this, o.spool));
+        const auto here = campaign_hardware(*this, o.spool);
+        const auto known = b.match_hardware(here); // with or without findings for this workload
+        store_->set_meta("bank_hardware", known.dump());
+        auto seeds = seeds_from_bank(b, *this, here);
         json list = json::array();
         for (const auto& sd : seeds) {
             list.push_back({{"candidate", sd.candidate.to_json()},
@@ -1059,7 +1062,8 @@ void Campaign::run(const RunOptions& o) {
         }
         store_->set_meta("bank_seeds", list.dump());
         store_->set_meta("bank", o.bank);
-        say(o, fmt::format("experience bank {}: {} seeds for this hardware", o.bank, seeds.size()));
+        say(o, fmt::format("experience bank {}: {}; {} seeds for this hardware", o.bank,
+                           bank::describe_match(known), seeds.size()));
     }
     search(o);
     if (stopping(o)) return;
@@ -1068,7 +1072,7 @@ void Campaign::run(const RunOptions& o) {
     store_->set_meta("state", "done");
     if (!o.bank.empty() && store_->meta("bank_ingested") != "1") {
         bank::ExperienceBank b(o.bank);
-        auto r = ingest_into_bank(b, *this, campaign_hardware(*this, o.spool));
+        auto r = ingest_into_bank(b, *this, o.spool);
         store_->set_meta("bank_ingested", "1");
         say(o,
             fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));

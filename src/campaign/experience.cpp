@@ -1,6 +1,7 @@
 #include "campaign/experience.hpp"
 
 #include "measure/statistics.hpp"
+#include "space/memory_role.hpp"
 #include "util/error.hpp"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <fmt/core.h>
 #include <map>
 #include <set>
+#include <unistd.h>
 
 namespace infrarsi::campaign {
 namespace {
@@ -23,34 +25,8 @@ double memory_limit(Campaign& c) {
     return static_cast<double>(c.contract().resources.mem_bytes);
 }
 
-bool has(const std::string& s, const char* part) {
-    return s.find(part) != std::string::npos;
-}
-
-// What a knob does to capacity (the naming convention of search/model_proposer.cpp).
-enum class Capacity { other, micro_batch, recompute, accumulation };
-
-Capacity capacity_of(const space::Knob& k) {
-    using space::KnobKind;
-    if (has(k.name, "grad_accum") || has(k.name, "gradient_accumulation")) return Capacity::accumulation;
-    if ((k.kind == KnobKind::Integer || k.kind == KnobKind::Pow2) &&
-        (has(k.name, "micro_batch") || k.name == "mbs"))
-        return Capacity::micro_batch;
-    if (has(k.name, "recompute") &&
-        (k.kind == KnobKind::Bool ||
-         (k.kind == KnobKind::Choice && std::all_of(k.choices.begin(), k.choices.end(), [](const auto& v) {
-              return v == "none" || v == "selective" || v == "full";
-          }))))
-        return Capacity::recompute;
-    return Capacity::other;
-}
-
-// none < selective < full; false < true.
-int recompute_strength(const space::Value& v) {
-    if (const auto* b = std::get_if<bool>(&v)) return *b ? 2 : 0;
-    const auto& s = std::get<std::string>(v);
-    return s == "none" ? 0 : s == "selective" ? 1 : 2;
-}
+using space::MemoryRole;
+using space::recompute_strength;
 
 // Moves the accumulation knobs (every combination of their domains, in order) until the candidate satisfies
 // the constraints; false when none does.
@@ -58,7 +34,7 @@ bool satisfy_with_accumulation(const space::Space& space, space::Candidate& c) {
     if (space.feasible(c)) return true;
     std::vector<std::pair<std::string, std::vector<space::Value>>> free;
     for (const auto& k : space.knobs)
-        if (capacity_of(k) == Capacity::accumulation && c.knobs.count(k.name))
+        if (space::memory_role(k) == MemoryRole::Accumulation && c.knobs.count(k.name))
             free.emplace_back(k.name, k.domain());
     if (free.empty()) return false;
     std::vector<std::size_t> at(free.size(), 0);
@@ -84,7 +60,7 @@ std::optional<CapacityRule> scale_capacity(const space::Space& space, const spac
     bool short_of_memory = false;
     for (const auto& k : space.knobs) {
         auto it = to.knobs.find(k.name);
-        if (capacity_of(k) != Capacity::micro_batch || it == to.knobs.end()) continue;
+        if (space::memory_role(k) != MemoryRole::MicroBatch || it == to.knobs.end()) continue;
         const double want = static_cast<double>(std::get<long long>(it->second)) * scale;
         const auto domain = k.domain(); // ascending
         std::optional<long long> pick;
@@ -100,7 +76,7 @@ std::optional<CapacityRule> scale_capacity(const space::Space& space, const spac
     if (short_of_memory)
         for (const auto& k : space.knobs) {
             auto it = to.knobs.find(k.name);
-            if (capacity_of(k) != Capacity::recompute || it == to.knobs.end()) continue;
+            if (space::memory_role(k) != MemoryRole::Recompute || it == to.knobs.end()) continue;
             std::optional<space::Value> next; // the weakest setting stronger than the current one
             for (const auto& v : k.domain())
                 if (recompute_strength(v) > recompute_strength(it->second) &&
@@ -220,7 +196,16 @@ std::vector<bank::Finding> campaign_findings(Campaign& c) {
     return out;
 }
 
-BankIngest ingest_into_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware) {
+BankIngest ingest_into_bank(bank::ExperienceBank& bank, Campaign& c, const std::string& spool_dir) {
+    const auto hardware = campaign_hardware(c, spool_dir);
+    const auto records = std::filesystem::path(spool_dir) / "allocations.jsonl";
+    if (!spool_dir.empty() && std::filesystem::exists(records)) {
+        bank.ingest_allocation_records(records.string(), hardware.stack);
+    } else {
+        char host[256] = {};
+        ::gethostname(host, sizeof host - 1);
+        bank.upsert_hardware(hardware, host);
+    }
     BankIngest r;
     for (auto& f : campaign_findings(c)) {
         if (bank.add_finding(hardware, std::move(f)))

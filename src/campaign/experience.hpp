@@ -25,7 +25,10 @@ std::vector<bank::Finding> campaign_findings(Campaign& c);
 struct BankIngest {
     int added = 0, known = 0;
 };
-BankIngest ingest_into_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware);
+// Records a campaign in the bank under campaign_hardware(c, spool_dir): the plugin's allocation records in
+// spool_dir when there are any (the nodes they name, their noise calibrations), else this host as the node;
+// then the campaign's findings.
+BankIngest ingest_into_bank(bank::ExperienceBank& bank, Campaign& c, const std::string& spool_dir = "");
 
 struct Seed {
     space::Candidate candidate;
@@ -49,10 +52,9 @@ struct Seed {
 std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware,
                                   int max_seeds = 4);
 
-// The capacity rule without a memory estimate. Capacity knobs are recognised by name, as the model
-// proposer does: micro-batch (an Integer or Pow2 knob named *micro_batch* or mbs), recompute (*recompute*,
-// a Bool or a Choice of none/selective/full) and gradient accumulation (*grad_accum*,
-// *gradient_accumulation*). Each micro-batch setting is multiplied by `scale` (memory here / memory where
+// The capacity rule without a memory estimate. Capacity knobs are the micro-batch, recompute and gradient
+// accumulation knobs of space::memory_role (recognised by name, as the model proposer does). Each
+// micro-batch setting is multiplied by `scale` (memory here / memory where
 // it was verified) and rounded down to its domain, never below its smallest value; when even that is more
 // than the scaled setting, recompute moves one step stronger. Gradient accumulation is then moved to
 // satisfy the space's constraints (a fixed global batch). Every other knob and the patches are kept.

@@ -1,5 +1,6 @@
 #include "report/report.hpp"
 
+#include "bank/experience_bank.hpp"
 #include "measure/statistics.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
@@ -147,6 +148,7 @@ json build(campaign::Campaign& c) {
     // Where the search started: the experience bank's seeds (a campaign that inherited nothing has none).
     if (auto bank = s.meta("bank"))
         r["bank"] = {{"path", *bank},
+                     {"hardware", json::parse(s.meta("bank_hardware").value_or("{}"))},
                      {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
                      {"findings_recorded", s.meta("bank_ingested").value_or("") == "1"}};
     auto trials = s.trials();
@@ -308,8 +310,9 @@ std::string render(const json& r) {
         r["total_cost_node_s"].get<double>());
     if (r.contains("bank")) {
         const auto& bk = r["bank"];
-        o += fmt::format("\nExperience bank {}: {} seeds for this hardware{}\n",
-                         bk["path"].get<std::string>(), bk["seeds"].size(),
+        o += fmt::format("\nExperience bank {}: {}; {} seeds for this hardware{}\n",
+                         bk["path"].get<std::string>(), bank::describe_match(bk["hardware"]),
+                         bk["seeds"].size(),
                          bk["findings_recorded"].get<bool>() ? "; this campaign's findings recorded" : "");
         for (const auto& sd : bk["seeds"])
             o += fmt::format("  seed {}: {}\n", space::Candidate::from_json(sd["candidate"]).describe(),

@@ -1,5 +1,6 @@
 #include "search/model_proposer.hpp"
 
+#include "space/memory_role.hpp"
 #include "util/error.hpp"
 
 #include <algorithm>
@@ -13,34 +14,7 @@ namespace infrarsi::search {
 
 namespace {
 
-bool contains(const std::string& s, const char* part) {
-    return s.find(part) != std::string::npos;
-}
-
-// How a knob moves peak memory, for the dominance rule (see model_proposer.hpp).
-enum class Role { Ignored, Increasing, Recompute, Unordered };
-
-Role role_of(const space::Knob& k) {
-    const bool numeric = k.kind == space::KnobKind::Integer || k.kind == space::KnobKind::Pow2;
-    if (contains(k.name, "grad_accum") || contains(k.name, "gradient_accumulation")) return Role::Ignored;
-    if (numeric && (contains(k.name, "micro_batch") || k.name == "mbs")) return Role::Increasing;
-    if (contains(k.name, "recompute")) {
-        if (k.kind == space::KnobKind::Bool) return Role::Recompute;
-        if (k.kind == space::KnobKind::Choice) {
-            static const std::set<std::string> known = {"none", "selective", "full"};
-            if (std::all_of(k.choices.begin(), k.choices.end(), [](const auto& v) { return known.count(v); }))
-                return Role::Recompute;
-        }
-    }
-    return Role::Unordered;
-}
-
-// Strength of recompute: more recompute, less activation memory.
-int recompute_rank(const space::Value& v) {
-    if (const auto* b = std::get_if<bool>(&v)) return *b ? 2 : 0;
-    const auto& s = std::get<std::string>(v);
-    return s == "none" ? 0 : s == "selective" ? 1 : 2;
-}
+using space::MemoryRole;
 
 double numeric(const space::Knob& k, const space::Value& v) {
     if (const auto* i = std::get_if<long long>(&v)) return static_cast<double>(*i);
@@ -57,16 +31,16 @@ Eigen::VectorXd memory_key(const space::Space& space, const std::map<std::string
     for (const auto& k : space.knobs) {
         auto it = c.knobs.find(k.name);
         if (it == c.knobs.end()) return {};
-        switch (role_of(k)) {
-        case Role::Ignored:
+        switch (space::memory_role(k)) {
+        case MemoryRole::Accumulation:
             break;
-        case Role::Increasing:
+        case MemoryRole::MicroBatch:
             key.push_back(numeric(k, it->second));
             break;
-        case Role::Recompute:
-            key.push_back(-recompute_rank(it->second));
+        case MemoryRole::Recompute:
+            key.push_back(-space::recompute_strength(it->second));
             break;
-        case Role::Unordered:
+        case MemoryRole::Other:
             key.push_back(numeric(k, it->second));
             key.push_back(-numeric(k, it->second));
             break;
@@ -184,15 +158,15 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
         const auto& c = list[i];
         for (const auto& k : space.knobs) {
             auto it = c.knobs.find(k.name);
-            if (role_of(k) != Role::Recompute || it == c.knobs.end()) continue;
+            if (space::memory_role(k) != MemoryRole::Recompute || it == c.knobs.end()) continue;
             std::optional<space::Value> next;
             if (k.kind == space::KnobKind::Bool) {
                 if (!std::get<bool>(it->second)) next = true;
             } else {
-                const int rank = recompute_rank(it->second);
+                const int rank = space::recompute_strength(it->second);
                 for (const auto& v : k.choices) {
-                    const int r = recompute_rank(space::Value(v));
-                    if (r > rank && (!next || r < recompute_rank(*next))) next = space::Value(v);
+                    const int r = space::recompute_strength(space::Value(v));
+                    if (r > rank && (!next || r < space::recompute_strength(*next))) next = space::Value(v);
                 }
             }
             if (!next) continue;

@@ -10,11 +10,15 @@ bank=$work/bank.sqlite
 "$bin" init "$fx/toyload.contract.toml" --dir "$work/first" >/dev/null
 "$bin" run --dir "$work/first" --bank "$bank" >"$work/first.log" 2>&1 || { cat "$work/first.log"; fail "first campaign failed"; }
 "$bin" report --dir "$work/first" --json | jq -e '.promoted | length >= 1' >/dev/null || fail "first campaign promoted nothing"
+"$bin" report --dir "$work/first" | grep -q "^Experience bank .*: unseen hardware (the bank is empty); 0 seeds" \
+  || fail "the first campaign's report does not say the bank was empty"
 "$bin" bank show --bank "$bank" --json >"$work/show.json"
 jq -e '[.hardware[0].findings[] | select(.kind == "knob_setting" and .verified)] | length >= 1' "$work/show.json" >/dev/null \
   || fail "no verified knob setting in the bank after the first campaign"
 # Same topology; the workload is not named by `bank show`, which costs one software factor (0.9).
 jq -e '.hardware[0].seen and .hardware[0].similarity > 0.85' "$work/show.json" >/dev/null || fail "the bank does not know this machine"
+jq -e --arg h "$(hostname)" '.hardware[0].nodes | index($h) != null' "$work/show.json" >/dev/null \
+  || fail "the bank's entry does not name this host as its node: $(jq -c '.hardware[0].nodes' "$work/show.json")"
 "$bin" bank show --bank "$bank" | grep -q "prior" || fail "bank show prints no prior"
 
 "$bin" init "$fx/toyload.contract.toml" --dir "$work/second" >/dev/null
@@ -22,7 +26,9 @@ jq -e '.hardware[0].seen and .hardware[0].similarity > 0.85' "$work/show.json" >
 "$bin" report --dir "$work/second" --json >"$work/second.json"
 jq -e '.bank.seeds | length >= 1' "$work/second.json" >/dev/null || fail "the second campaign has no seeds from the bank"
 jq -e '.bank.seeds[0].reason | test("experience bank")' "$work/second.json" >/dev/null || fail "seed without its provenance"
-"$bin" report --dir "$work/second" | grep -q "^Experience bank .*: [1-9][0-9]* seeds" || fail "the report does not show the seeds"
+"$bin" report --dir "$work/second" | grep -q "^Experience bank .*: seen hardware (similarity [0-9.]* to [0-9a-f]*); [1-9][0-9]* seeds" \
+  || fail "the report does not show the seeds on seen hardware: $("$bin" report --dir "$work/second" | grep '^Experience bank')"
+jq -e '.bank.hardware.seen and .bank.hardware.entries >= 1' "$work/second.json" >/dev/null || fail "report --json: hardware not seen"
 # The inherited candidate was tried in the first search batch, after the doctor's re-baseline.
 seed=$(jq -r '.bank.seeds[0].candidate | tojson' "$work/second.json")
 sqlite3 "$work/second/campaign.db" "SELECT candidate FROM trials WHERE kind='search' AND reason LIKE '%experience bank%'" \

@@ -45,6 +45,9 @@ jq -e '.promoted | length >= 1' "$work/a.json" >/dev/null || fail "campaign A pr
 "$bin" bank export --bank "$bank" "$work/export-a.json" >/dev/null
 fp_a=$(jq -r '.hardware[] | select(.key.topology.cores == 32) | .fingerprint' "$work/export-a.json")
 [ -n "$fp_a" ] || fail "A's hardware (32 cores, from the allocation record) is not in the bank"
+node_a=$(jq -r '.node' "$fx/bank/allocations-gpu-2s32c-pcie4.jsonl" | head -1)
+jq -e --arg fp "$fp_a" --arg n "$node_a" '.hardware[] | select(.fingerprint == $fp) | .nodes | index($n) != null' \
+  "$work/export-a.json" >/dev/null || fail "A's hardware entry does not name its node $node_a (from the allocation record)"
 setting=$(jq -c --arg fp "$fp_a" '[.findings[] | select(.hardware == $fp and .kind == "knob_setting" and .verified)][0]' "$work/export-a.json")
 [ "$setting" != null ] || fail "no verified knob setting of A in the bank"
 jq -e '.content.memory_ratio > 0 and .content.memory_ratio < 1 and .content.limit_bytes == 314572800' <<<"$setting" >/dev/null \
@@ -59,6 +62,7 @@ jq -e '.bank.seeds | all(.hypothesis == false and (.reason | test("unseen") | no
   || fail "A' (a near twin of A) was treated as unseen hardware: $(jq -c '.bank.seeds' "$work/twin.json")"
 jq -e --argjson s "$setting" '.bank.seeds | any(.candidate == $s.content.candidate)' "$work/twin.json" >/dev/null \
   || fail "A' did not inherit A's setting as is: $(jq -c '.bank.seeds' "$work/twin.json")"
+jq -e '.bank.hardware.seen' "$work/twin.json" >/dev/null || fail "report --json: A' is not seen hardware"
 
 # B: unseen hardware, less memory per job.
 run_campaign b --no-verify
@@ -68,7 +72,9 @@ jq -e '.bank.seeds | all(.hypothesis == true)' "$work/b.json" >/dev/null \
   || fail "B's seeds are not marked hypotheses: $(jq -c '.bank.seeds' "$work/b.json")"
 jq -e --arg c "$campaign_a" '.bank.seeds | all(.reason | test("unseen hardware") and test("hypothesis to verify, not a result") and test("campaign " + $c))' \
   "$work/b.json" >/dev/null || fail "B's seeds lack the unseen-hardware note or A's provenance: $(jq -c '.bank.seeds' "$work/b.json")"
-grep -q "^Experience bank .*: [1-9][0-9]* seeds" "$work/b.txt" || fail "B's text report does not show the seeds"
+grep -q "^Experience bank .*: unseen hardware (nearest of [0-9]* entries: similarity [0-9.]*); [1-9][0-9]* seeds" "$work/b.txt" \
+  || fail "B's text report does not show unseen hardware and its seeds: $(grep '^Experience bank' "$work/b.txt")"
+jq -e '.bank.hardware.seen == false' "$work/b.json" >/dev/null || fail "report --json: B's hardware is not unseen"
 grep -q "^  seed .*unseen hardware.*a hypothesis to verify, not a result" "$work/b.txt" \
   || fail "B's text report does not say the hardware was not seen: $(grep -A3 '^Experience bank' "$work/b.txt")"
 

@@ -207,6 +207,29 @@ TEST_CASE("hardware entries rank by similarity to the machine asked about") {
     CHECK(hw[0].nodes == std::vector<std::string>{"big1", "big2"});
 }
 
+TEST_CASE("match_hardware says whether the bank knows a machine, findings or not") {
+    TempDir dir;
+    ExperienceBank bank((dir.path / "bank.sqlite").string());
+    auto empty = bank.match_hardware(machine_a());
+    CHECK(empty["entries"] == 0);
+    CHECK(empty["seen"] == false);
+    CHECK(describe_match(empty).find("the bank is empty") != std::string::npos);
+
+    bank.upsert_hardware(machine_b(), "small1");
+    auto other = bank.match_hardware(machine_a());
+    CHECK(other["entries"] == 1);
+    CHECK(other["similarity"].get<double>() == doctest::Approx(similarity(machine_b(), machine_a())));
+    CHECK(other["seen"] == (other["similarity"].get<double>() >= kSeenHardwareSimilarity));
+
+    bank.upsert_hardware(machine_a(), "big1");
+    auto twin = bank.match_hardware(machine_a_twin());
+    CHECK(twin["entries"] == 2);
+    CHECK(twin["seen"] == true);
+    CHECK(twin["nearest"] == bank.hardware(machine_a_twin())[0].fingerprint);
+    CHECK(describe_match(twin).rfind("seen hardware (similarity", 0) == 0);
+    CHECK(describe_match(nlohmann::json::object()).find("not matched") != std::string::npos);
+}
+
 TEST_CASE("the plugin's allocation records become hardware entries and noise records, once each") {
     TempDir dir;
     auto spool = (dir.path / "allocations.jsonl").string();

@@ -1,4 +1,5 @@
 #include "contract/contract.hpp"
+#include "space/memory_role.hpp"
 #include "space/space.hpp"
 
 #include <doctest/doctest.h>
@@ -77,4 +78,32 @@ TEST_CASE("a candidate round-trips through JSON and its environment uses the kno
     auto bad = c;
     bad.knobs["micro_batch"] = 3LL;
     CHECK_THROWS(s.check(bad));
+}
+
+TEST_CASE("memory roles come from the knob's name and domain") {
+    using space::MemoryRole;
+    auto knob = [](std::string name, space::KnobKind kind, std::vector<std::string> choices = {}) {
+        space::Knob k;
+        k.name = std::move(name);
+        k.kind = kind;
+        k.choices = std::move(choices);
+        return k;
+    };
+    CHECK(space::memory_role(knob("micro_batch", space::KnobKind::Pow2)) == MemoryRole::MicroBatch);
+    CHECK(space::memory_role(knob("mbs", space::KnobKind::Integer)) == MemoryRole::MicroBatch);
+    CHECK(space::memory_role(knob("micro_batch", space::KnobKind::Choice, {"a"})) == MemoryRole::Other);
+    CHECK(space::memory_role(knob("grad_accum", space::KnobKind::Pow2)) == MemoryRole::Accumulation);
+    CHECK(space::memory_role(knob("gradient_accumulation_steps", space::KnobKind::Integer)) ==
+          MemoryRole::Accumulation);
+    CHECK(space::memory_role(knob("recompute", space::KnobKind::Choice, {"none", "selective", "full"})) ==
+          MemoryRole::Recompute);
+    CHECK(space::memory_role(knob("activation_recompute", space::KnobKind::Bool)) == MemoryRole::Recompute);
+    CHECK(space::memory_role(knob("recompute", space::KnobKind::Choice, {"none", "blocks"})) ==
+          MemoryRole::Other);
+    CHECK(space::memory_role(knob("threads", space::KnobKind::Integer)) == MemoryRole::Other);
+    CHECK(space::recompute_strength(space::Value(std::string("none"))) <
+          space::recompute_strength(space::Value(std::string("selective"))));
+    CHECK(space::recompute_strength(space::Value(std::string("selective"))) <
+          space::recompute_strength(space::Value(std::string("full"))));
+    CHECK(space::recompute_strength(space::Value(false)) < space::recompute_strength(space::Value(true)));
 }
