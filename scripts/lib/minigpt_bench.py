@@ -31,9 +31,13 @@ def slurm_args(path):
 
 
 def build(patches, work, log):
-    """A minigpt binary with `patches` applied (in the given order), cached by the patch set's content.
-    Raises RuntimeError naming the build log when it does not build."""
+    """A minigpt binary with `patches` applied (in the given order), cached by the content of the baseline
+    source and of the patch set. Raises RuntimeError naming the build log when it does not build."""
     digest = hashlib.sha256()
+    for base, _, files in sorted(os.walk(os.path.join(MINIGPT, "src"))):
+        for name in sorted(files):
+            digest.update(name.encode() + open(os.path.join(base, name), "rb").read())
+    digest.update(open(os.path.join(MINIGPT, "CMakeLists.txt"), "rb").read())
     for p in patches:
         digest.update(open(os.path.join(MINIGPT, "patches", p + ".patch"), "rb").read())
     tag = "base" if not patches else "+".join(patches)
