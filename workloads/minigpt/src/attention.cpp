@@ -1,5 +1,6 @@
 #include "attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -98,6 +99,21 @@ void Attention::backward(const Mat& dy, AttnCache& c, Mat& dx) {
     ps_.g(wqkv).noalias() += c.x.transpose() * dqkv;
     ps_.g(bqkv).row(0) += dqkv.colwise().sum();
     dx.noalias() = dqkv * ps_.w(wqkv).transpose();
+}
+
+Footprint Attention::footprint(const ModelConfig& m, int B, int threads, bool keep_probs) {
+    constexpr double f = sizeof(float);
+    const double T = m.seq_len, N = B * T, d = m.d_model, scores = B * m.n_heads * T * T;
+    Footprint fp;
+    fp.stored = (5 * N * d + (keep_probs ? scores : 0)) * f; // x, qkv, ctx (+ probs)
+    // Forward: the scores of all heads exist at once (stored when kept). Backward: dctx and dqkv, and per
+    // thread dP and dS, plus the recomputed probabilities when they were dropped.
+    const double forward = keep_probs ? 0 : scores;
+    const double backward = 4 * N * d + threads * (keep_probs ? 2 : 3) * T * T;
+    fp.transient = std::max(forward, backward) * f;
+    fp.dominant_stored = (keep_probs ? scores : 0) * f;
+    fp.dominant_transient = forward * f;
+    return fp;
 }
 
 } // namespace minigpt

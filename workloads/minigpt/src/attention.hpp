@@ -3,6 +3,7 @@
 // every (sequence, head) is materialized, softmaxed in place and, unless recompute drops it, kept for the
 // backward pass. That T x T term dominates activation memory at long sequence lengths.
 #include "config.hpp"
+#include "footprint.hpp"
 #include "tensor.hpp"
 
 #include <string>
@@ -25,6 +26,8 @@ class Attention {
     // recomputed in backward from the cached qkv instead of storing B*H*T*T probabilities.
     void forward(const Mat& x, int B, int T, bool keep_probs, AttnCache& c, Mat& y) const;
     void backward(const Mat& dy, AttnCache& c, Mat& dx);
+    // One layer's activation memory for a micro-batch of B sequences: its cache and its largest temporaries.
+    static Footprint footprint(const ModelConfig& m, int B, int threads, bool keep_probs);
     int wqkv, bqkv, wo, bo;
 
   private:

@@ -75,6 +75,10 @@ void Norm::backward(const Mat& dy, const NormCache& c, Mat& dx) {
     }
 }
 
+Footprint Norm::footprint(double rows, int d) {
+    return {.stored = (rows * d + rows) * sizeof(float)}; // xhat, rstd
+}
+
 // ---------------------------------------------------------------------------------------------- MLP
 
 Mlp::Mlp(ParamStore& ps, const std::string& name, int d, int hidden, bool expert) : ps_(ps) {
@@ -123,6 +127,12 @@ void Mlp::backward(const Mat& dy, MlpCache& c, Mat& dx) {
     dx.noalias() = dh * ps_.w(w1).transpose();
 }
 
+Footprint Mlp::footprint(double rows, int d, int hidden) {
+    constexpr double f = sizeof(float);
+    return {.stored = rows * (d + 2.0 * hidden) * f, // x, h, a
+            .transient = 2 * rows * hidden * f};     // the GELU temporaries of forward
+}
+
 // ---------------------------------------------------------------------------------------------- LM head
 
 LmHead::LmHead(ParamStore& ps, const ModelConfig& m) : ps_(ps) {
@@ -154,6 +164,11 @@ void LmHead::backward(HeadCache& c, const std::int32_t* targets, Mat& dx) {
     p *= c.scale;
     ps_.g(w).noalias() += c.x.transpose() * p;
     dx.noalias() = p * ps_.w(w).transpose();
+}
+
+Footprint LmHead::footprint(double rows, int d, int vocab) {
+    constexpr double f = sizeof(float);
+    return {.stored = rows * (d + vocab) * f}; // x, logits (softmaxed in place)
 }
 
 } // namespace minigpt

@@ -4,6 +4,7 @@
 // backward reads; backward accumulates into the parameter gradients (gradient accumulation) and returns the
 // input gradient. Activations are rows: [tokens, features].
 #include "config.hpp"
+#include "footprint.hpp"
 #include "tensor.hpp"
 
 #include <cstdint>
@@ -34,6 +35,8 @@ class Norm {
     Norm(ParamStore& ps, const ModelConfig& m, const std::string& name);
     void forward(const Mat& x, NormCache& c, Mat& y) const;
     void backward(const Mat& dy, const NormCache& c, Mat& dx);
+    // Activation memory of one norm over `rows` tokens.
+    static Footprint footprint(double rows, int d);
     int gain, bias = -1;
 
   private:
@@ -54,6 +57,8 @@ class Mlp {
     Mlp(ParamStore& ps, const std::string& name, int d, int hidden, bool expert);
     void forward(const Mat& x, MlpCache& c, Mat& y) const;
     void backward(const Mat& dy, MlpCache& c, Mat& dx);
+    // Activation memory of one MLP over `rows` tokens (an expert: over its slots).
+    static Footprint footprint(double rows, int d, int hidden);
     int w1, b1, w2, b2;
 
   private:
@@ -74,6 +79,8 @@ class LmHead {
     LmHead(ParamStore& ps, const ModelConfig& m);
     double forward(const Mat& x, const std::int32_t* targets, float scale, HeadCache& c);
     void backward(HeadCache& c, const std::int32_t* targets, Mat& dx);
+    // Activation memory of the LM head and its loss over `rows` tokens.
+    static Footprint footprint(double rows, int d, int vocab);
     int w;
 
   private:

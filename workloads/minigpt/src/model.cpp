@@ -1,5 +1,6 @@
 #include "model.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace minigpt {
@@ -125,6 +126,45 @@ Model::Result Model::step(const Batch& batch, float loss_scale, float aux_weight
     if (sync) sync->params_ready(emb_params_);
     r.backward_s = now() - t0 - (comm_seconds() - c0);
     return r;
+}
+
+ActivationMemory Model::footprint(const ModelConfig& m, Recompute recompute, int B, int threads) {
+    const int N = B * m.seq_len;
+    const double L = m.n_layers;
+    const Footprint norm = Norm::footprint(N, m.d_model);
+    const Footprint ffn = m.moe ? Moe::footprint(m, N) : Mlp::footprint(N, m.d_model, m.ffn());
+    // A block with its probabilities kept or dropped: two norms, attention and the FFN; its temporaries are
+    // those of its largest sublayer.
+    const bool keep_probs = recompute != Recompute::Selective; // full re-runs the forward keeping them
+    const Footprint attn = Attention::footprint(m, B, threads, keep_probs);
+    const double block = 2 * norm.stored + attn.stored + ffn.stored;
+    const double block_transient = std::max({norm.transient, attn.transient, ffn.transient});
+    ActivationMemory a;
+    switch (recompute) {
+    case Recompute::None:
+        a.stored = L * block;
+        a.transient = block_transient;
+        a.attention_scores = L * attn.dominant_stored;
+        break;
+    case Recompute::Selective:
+        a.stored = L * block;
+        a.transient = block_transient;
+        a.attention_scores = attn.dominant_transient;
+        break;
+    case Recompute::Full:
+        // Block inputs only; backward re-materializes one block at a time.
+        a.stored = L * N * m.d_model * sizeof(float);
+        a.transient = block + block_transient;
+        a.attention_scores = attn.dominant_stored;
+        break;
+    }
+    a.moe_buffers = L * ffn.dominant_stored + ffn.dominant_transient;
+    const Footprint final_norm = Norm::footprint(N, m.d_model),
+                    head = LmHead::footprint(N, m.d_model, m.vocab);
+    a.stored += final_norm.stored + head.stored;
+    // The residual stream: layer inputs and outputs in flight (x, y, dh, dx).
+    a.transient = std::max(a.transient, head.transient) + 4.0 * N * m.d_model * sizeof(float);
+    return a;
 }
 
 } // namespace minigpt

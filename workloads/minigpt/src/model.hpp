@@ -48,6 +48,15 @@ class Block {
     std::optional<Moe> moe_;
 };
 
+// Activation memory of one micro-batch on one rank, in bytes: the modules' footprints composed under the
+// recompute policy (Model::footprint). memory.cpp adds parameters, gradients and optimizer states.
+struct ActivationMemory {
+    double stored = 0;    // caches held at the end of forward: what Result::activation_bytes measures
+    double transient = 0; // the most that temporaries add on top of them, in forward or in backward
+    // Parts of the two above, named in the estimate's breakdown.
+    double attention_scores = 0, moe_buffers = 0;
+};
+
 class Model {
   public:
     // Registers all parameters in ps; the caller calls ps.finalize() afterwards.
@@ -63,6 +72,8 @@ class Model {
     // loss_scale = 1/(tokens in the global batch); aux_weight = aux_coef * (micro-batch tokens / global
     // tokens).
     Result step(const Batch& batch, float loss_scale, float aux_weight, GradSync* sync, bool backward = true);
+    // What step() holds for a micro-batch of B sequences under this recompute policy.
+    static ActivationMemory footprint(const ModelConfig& m, Recompute recompute, int B, int threads);
 
   private:
     static std::vector<Block> make_blocks(ParamStore& ps, const ModelConfig& m, int threads, const Group& ep);

@@ -14,8 +14,7 @@ std::size_t MoeCache::bytes() const {
 }
 
 Moe::Moe(ParamStore& ps, const ModelConfig& m, const std::string& name, const Group& ep)
-    : ps_(ps), ep_(ep), d_(m.d_model), E_(m.experts), k_(m.top_k), El_(m.experts / ep.size()),
-      cf_(m.capacity_factor) {
+    : ps_(ps), ep_(ep), d_(m.d_model), E_(m.experts), k_(m.top_k), El_(m.experts / ep.size()), m_(m) {
     router = ps.add(name + ".router", d_, E_);
     for (int le = 0; le < El_; ++le)
         experts.emplace_back(ps, name + ".expert" + std::to_string(ep.rank() * El_ + le), d_, m.eff(), true);
@@ -33,7 +32,7 @@ double Moe::forward(const Mat& x, MoeCache& c, Mat& y) const {
         r /= r.sum();
     }
     // Top-k choices per token, then slots in capacity order: all first choices before any second choice.
-    c.C = static_cast<int>(std::ceil(cf_ * static_cast<float>(N) * k_ / E_));
+    c.C = capacity(m_, N);
     const int C = c.C;
     c.expert.assign(static_cast<std::size_t>(N) * k_, 0);
     c.slot.assign(c.expert.size(), -1);
@@ -132,6 +131,25 @@ void Moe::backward(const Mat& dy, MoeCache& c, Mat& dx, float aux_weight) {
     }
     ps_.g(router).noalias() += c.x.transpose() * dprobs;
     dx.noalias() += dprobs * ps_.w(router).transpose();
+}
+
+int Moe::capacity(const ModelConfig& m, int tokens) {
+    return static_cast<int>(std::ceil(m.capacity_factor * static_cast<float>(tokens) * m.top_k / m.experts));
+}
+
+Footprint Moe::footprint(const ModelConfig& m, int tokens) {
+    constexpr double f = sizeof(float);
+    const double N = tokens, d = m.d_model, slots = static_cast<double>(m.experts) * capacity(m, tokens);
+    // The local experts together run on all E*C padded slots (E/ep experts, each over ep*C rows).
+    const Footprint experts = Mlp::footprint(slots, m.d_model, m.eff());
+    const double buffers = experts.stored + slots * d * f; // + yback
+    Footprint fp;
+    // input, router probabilities, routing choices and slots (ints, as wide as floats), experts, yback
+    fp.stored = (N * d + N * m.experts + 2 * N * m.top_k) * f + buffers;
+    fp.transient = 4 * slots * d * f; // send/receive buffers of the all-to-alls
+    fp.dominant_stored = buffers;
+    fp.dominant_transient = fp.transient;
+    return fp;
 }
 
 } // namespace minigpt

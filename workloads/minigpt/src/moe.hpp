@@ -33,6 +33,10 @@ class Moe {
     // Returns the load-balancing loss of this micro-batch; aux_weight is its weight in the objective.
     double forward(const Mat& x, MoeCache& c, Mat& y) const;
     void backward(const Mat& dy, MoeCache& c, Mat& dx, float aux_weight);
+    // Slots per expert for `tokens` tokens of this rank: ceil(cf * tokens * k / E).
+    static int capacity(const ModelConfig& m, int tokens);
+    // Activation memory of one MoE layer over `tokens` tokens of this rank.
+    static Footprint footprint(const ModelConfig& m, int tokens);
     int router;
     std::vector<Mlp> experts; // the local ones: global ids [ep_rank*E_local, (ep_rank+1)*E_local)
 
@@ -40,7 +44,7 @@ class Moe {
     ParamStore& ps_;
     Group ep_;
     int d_, E_, k_, El_;
-    float cf_;
+    ModelConfig m_; // shape and capacity factor
 };
 
 } // namespace minigpt

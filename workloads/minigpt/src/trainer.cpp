@@ -93,6 +93,7 @@ TrainResult train(Config cfg, std::ostream& out) {
     TrainResult result;
     std::vector<double> phase_sums(5, 0.0);
     long long peak_rank = 0, peak_node = 0;
+    std::size_t activations = 0; // largest activation caches held after a forward, this rank
     for (int step = 0; step < cfg.steps; ++step) {
         world.barrier(); // steps start together, so a rank's step time is the job's
         const double t0 = now(), c0 = comm_seconds();
@@ -106,6 +107,7 @@ TrainResult train(Config cfg, std::ostream& out) {
             const bool last = a + 1 == cfg.grad_accum;
             if (last) sync.begin_last_backward();
             const auto r = model.step(batch, loss_scale, aux_weight, last ? &sync : nullptr);
+            activations = std::max(activations, r.activation_bytes);
             fwd += r.forward_s;
             bwd += r.backward_s;
             sums[0] += r.loss_sum;
@@ -153,6 +155,7 @@ TrainResult train(Config cfg, std::ostream& out) {
             out << "INFRARSI_STEP " << j.dump() << '\n' << std::flush;
         }
     }
+    const long long activations_max = world.allreduce_max(static_cast<long long>(activations));
     if (rank == 0) {
         const int skip = std::min(cfg.timing_warmup, std::max(0, cfg.steps - 1));
         const std::vector<double> steady(result.step_times.begin() + skip, result.step_times.end());
@@ -176,6 +179,7 @@ TrainResult train(Config cfg, std::ostream& out) {
                             {"peak_rss_node_bytes", peak_node},
                             {"estimated_peak_bytes", est.per_node_bytes},
                             {"estimated_peak_rank_bytes", est.per_rank_bytes},
+                            {"activation_bytes", activations_max},
                             {"final_loss", result.losses.empty() ? 0.0 : result.losses.back()},
                             {"grad_buckets", sync.buckets()},
                             {"phase_totals_s",

@@ -69,6 +69,7 @@ TEST_CASE("every step prints one INFRARSI_STEP line and the run ends with INFRAR
         } else if (line.rfind("INFRARSI_SUMMARY ", 0) == 0) {
             const auto j = nlohmann::json::parse(line.substr(17));
             CHECK(j.at("peak_flops_source") == "declared");
+            CHECK(j.at("activation_bytes").get<long long>() > 0);
             ++summaries;
         }
     }
