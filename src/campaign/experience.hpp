@@ -54,9 +54,9 @@ std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const
 
 // The capacity rule without a memory estimate. Capacity knobs are the micro-batch, recompute and gradient
 // accumulation knobs of space::memory_role (recognised by name, as the model proposer does). Each
-// micro-batch setting is multiplied by `scale` (memory here / memory where
-// it was verified) and rounded down to its domain, never below its smallest value; when even that is more
-// than the scaled setting, recompute moves one step stronger. Gradient accumulation is then moved to
+// micro-batch setting is multiplied by `scale` (memory here / memory where it was verified) and rounded down
+// to its domain, never below its smallest value; when even that is more than the scaled setting, recompute
+// moves one step stronger. Gradient accumulation is then moved to
 // satisfy the space's constraints (a fixed global batch). Every other knob and the patches are kept.
 // nullopt when no feasible candidate results.
 struct CapacityRule {

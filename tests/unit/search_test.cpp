@@ -77,15 +77,23 @@ TEST_CASE("an exhausted space yields fewer proposals, never repeats") {
     CHECK(p.propose(ctx).empty());
 }
 
+namespace {
+// A context for a batch of 40 after the baseline ran: 1 s/step, 100 MB peak, 10 node-seconds.
+search::ProposalContext after_baseline(const space::Space& s) {
+    search::ProposalContext ctx;
+    ctx.space = &s;
+    ctx.q = 40;
+    ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+    return ctx;
+}
+} // namespace
+
 TEST_CASE("patches the catalog declares conflicting are never proposed together, by either proposer") {
     auto s = toy_space();
     for (const char* name : {"simple", "model"}) {
         auto p = search::make_proposer(name);
-        search::ProposalContext ctx;
-        ctx.space = &s;
-        ctx.q = 40;
+        auto ctx = after_baseline(s);
         ctx.patches = {{"fast_kernel", {"speedup", "conflicts_with=broken_build"}}, {"broken_build", {}}};
-        ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
         auto batch = p->propose(ctx);
         CHECK(!batch.empty());
         for (const auto& b : batch)
@@ -103,10 +111,7 @@ TEST_CASE("a patch set whose trial broke the loss invariant is not proposed agai
     auto s = toy_space();
     for (const char* name : {"simple", "model"}) {
         auto p = search::make_proposer(name);
-        search::ProposalContext ctx;
-        ctx.space = &s;
-        ctx.q = 40;
-        ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+        auto ctx = after_baseline(s);
         auto fast = s.baseline();
         fast.patches = {"fast_kernel"};
         ctx.history.push_back({fast, search::TrialOutcome::ContractViolation, 0.5, 1e8, 10});
