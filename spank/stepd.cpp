@@ -3,6 +3,7 @@
 // slurmstepd has dropped to the job's user, so the user's own permissions apply to it.
 #include "context.hpp"
 #include "manifest.hpp"
+#include "node_identity.hpp"
 #include "spool.hpp"
 #include "tune_request.hpp"
 
@@ -45,23 +46,11 @@ std::optional<uint32_t> array_task(spank_t sp) {
     return task;
 }
 
-// The Slurm node name: fake nodes of a test cluster share one host name, so the host name will not do.
-std::string node_name(spank_t sp) {
-    for (const char* var : {"SLURMD_NODENAME"}) {
-        auto v = job_env(sp, var);
-        if (!v.empty()) return v;
-        if (const char* e = std::getenv(var); e && *e) return e;
-    }
-    char host[256] = {0};
-    ::gethostname(host, sizeof host - 1);
-    return host;
-}
-
 void write_record(spank_t sp, const Context& ctx, const Mode& mode) {
     using Clock = std::chrono::steady_clock;
     auto t0 = Clock::now();
     const uint32_t job = item_u32(sp, S_JOB_ID);
-    const std::string node = node_name(sp);
+    const std::string node = this_node();
     const std::string& spool = ctx.config.spool;
 
     ensure_safe_dir(spool);
@@ -107,7 +96,7 @@ void write_tune_request(spank_t sp, const Context& ctx) {
     r.script = job_env(sp, "INFRARSI_TUNE_SCRIPT");
     r.submit_dir = job_env(sp, "SLURM_SUBMIT_DIR");
     r.job_name = job_env(sp, "SLURM_JOB_NAME");
-    r.node = node_name(sp);
+    r.node = this_node();
     r.time = bank::utc_now_iso8601();
     r.plugin_version = build::version;
     if (!valid_path_value(r.contract))

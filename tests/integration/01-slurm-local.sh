@@ -2,11 +2,10 @@
 # scripts/slurm-local: start brings N idle nodes, a second start is harmless, stop leaves none of its
 # daemons. Uses its own directory and ports, beside the cluster the other tests run on.
 set -euo pipefail
-src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-dir=$(mktemp -d /tmp/infrarsi-lifecycle.XXXXXX)
+. "$(dirname "$0")/lib.sh" lifecycle --own-cluster
+dir=$work
 export INFRARSI_SLURM_DIR=$dir INFRARSI_SLURM_PORT=17200
-unset SLURM_CONF
-fail() { echo "FAIL: $*" >&2; "$src/scripts/slurm-local" stop >/dev/null 2>&1 || true; exit 1; }
+trap '"$src/scripts/slurm-local" stop >/dev/null 2>&1 || true' EXIT
 
 out=$("$src/scripts/slurm-local" start --nodes 2 --plugin none)
 [ "$out" = "export SLURM_CONF=$dir/etc/slurm.conf" ] || fail "start printed '$out'"
@@ -23,8 +22,9 @@ out2=$("$src/scripts/slurm-local" start --nodes 2 --plugin none)
 
 "$src/scripts/slurm-local" status >/dev/null || fail "status says not running"
 "$src/scripts/slurm-local" stop
-sleep 1
-if pgrep -f "$dir/etc/slurm.conf" >/dev/null; then fail "daemons left: $(pgrep -af "$dir/etc/slurm.conf")"; fi
+# A daemon that was sent SIGTERM may take a moment to exit.
+no_daemons() { ! pgrep -af "$dir/etc/slurm.conf"; }
+wait_for 30 "the cluster's daemons to exit" no_daemons
 if "$src/scripts/slurm-local" status >/dev/null; then fail "status says running after stop"; fi
 rm -rf "$dir"
 echo "ok: start, restart, stop"

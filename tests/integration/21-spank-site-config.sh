@@ -4,35 +4,36 @@
 # is refused by name; allow_off=no and default_mode=off do what they say. plugstack.conf is read afresh by
 # srun, sbatch and every slurmstepd, so each case rewrites it without restarting daemons.
 set -euo pipefail
-src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-build=${INFRARSI_BUILD_DIR:-$src/build}
+. "$(dirname "$0")/lib.sh" spank-site --own-cluster
 so=$build/spank/infrarsi.so
-[ -f "$so" ] || { echo "FAIL: no plugin at $so (build first)"; exit 1; }
-dir=$(mktemp -d /tmp/infrarsi-spank-site.XXXXXX)
+[ -f "$so" ] || fail "no plugin at $so (build first)"
+dir=$work
 chmod 0755 "$dir"
 export INFRARSI_SLURM_DIR=$dir INFRARSI_SLURM_PORT=17410
-unset SLURM_CONF
-cleanup() { "$src/scripts/slurm-local" stop >/dev/null 2>&1 || true; rm -rf "$dir"; }
+passed=0
+cleanup() { "$src/scripts/slurm-local" stop >/dev/null 2>&1 || true; [ $passed = 0 ] || rm -rf "$work"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # A spool that is a regular file: the plugin can neither create nor use it.
 echo "not a directory" >"$dir/spool-file"
 eval "$("$src/scripts/slurm-local" start --nodes 2 --plugin "$so" --plugin-args "spool=$dir/spool-file")"
 plugstack=$dir/etc/plugstack.conf
-logs() { cat "$dir"/log/slurmd-n*.log; }
+# slurmstepd writes its log lines, and may do so after srun has returned: wait for them.
+logs_have() { file_has "$1" "$dir"/log/slurmd-n*.log; }
+records() { wc -l <"$spool/allocations.jsonl" 2>/dev/null || echo 0; }
+records_are() { local n; n=$(records); [ "$n" -eq "$1" ] || { echo "$n records"; return 1; }; }
 
 # 1. Unwritable spool: the job runs and succeeds; the plugin says why it recorded nothing.
 out=$(srun -N2 -n2 --infrarsi echo ran) || fail "a job failed because of the plugin's spool"
 [ "$(grep -c ran <<<"$out")" -eq 2 ] || fail "expected 2 tasks to run, got: $out"
-logs | grep -q "infrarsi: record skipped: .*spool-file.*not a directory" || fail "no log line about the bad spool"
+wait_for 60 "a log line about the bad spool" logs_have "infrarsi: record skipped: .*spool-file.*not a directory"
 [ "$(cat "$dir/spool-file")" = "not a directory" ] || fail "the plugin wrote into a file that is not its spool"
 
 # 2. A world-writable spool without the sticky bit is refused, the job still runs.
 mkdir -p "$dir/open-spool" && chmod 0777 "$dir/open-spool"
 echo "required $so spool=$dir/open-spool" >"$plugstack"
 srun -N1 true || fail "a world-writable spool failed the job"
-logs | grep -q "world-writable" || fail "no log line about the world-writable spool"
+wait_for 60 "a log line about the world-writable spool" logs_have "world-writable"
 [ ! -e "$dir/open-spool/allocations.jsonl" ] || fail "records written into a world-writable spool"
 
 # 3. required + trial mode: an index the manifest lacks fails that array task, with the reason.
@@ -62,13 +63,15 @@ echo "required $so spool=$spool allow_off=no" >"$plugstack"
 if err=$(srun -N1 --infrarsi=off true 2>&1); then fail "--infrarsi=off accepted with allow_off=no"; fi
 grep -q "not allowed here" <<<"$err" || fail "allow_off refusal unclear: $err"
 echo "required $so spool=$spool default_mode=off calibration_ms=50" >"$plugstack"
-before=$(wc -l <"$spool/allocations.jsonl" 2>/dev/null || echo 0)
+before=$(records)
 srun -N1 true
-[ "$(wc -l <"$spool/allocations.jsonl" 2>/dev/null || echo 0)" -eq "$before" ] || fail "default_mode=off recorded a job"
-srun -N1 --infrarsi true
-[ "$(wc -l <"$spool/allocations.jsonl")" -eq $((before + 1)) ] || fail "--infrarsi under default_mode=off did not record"
+# Under default_mode=off, a job that does not ask is not recorded; one that asks is, and its record is the next.
+asked=$(srun -N1 --infrarsi bash -c 'echo $SLURM_JOB_ID')
+wait_for 60 "the record of the job that asked under default_mode=off (and only it)" records_are $((before + 1))
+tail -1 "$spool/allocations.jsonl" | jq -e --argjson id "$asked" '.job_id == $id' >/dev/null || fail "the new record is not job $asked's: $(tail -1 "$spool/allocations.jsonl")"
 tail -1 "$spool/allocations.jsonl" | grep -q '"budget_ms":50.0' || fail "calibration_ms=50 not applied"
 [ "$(stat -c %a "$spool")" = 755 ] || fail "spool created with mode $(stat -c %a "$spool")"
 [ "$(stat -c %a "$spool/allocations.jsonl")" = 644 ] || fail "records file mode $(stat -c %a "$spool/allocations.jsonl")"
 
+passed=1
 echo "ok: unwritable and open spools, required trial errors, unknown key, allow_off, default_mode"

@@ -28,14 +28,15 @@ count_a=$(jq '[.trials[] | select(.kind == "search" and .counted and .outcome !=
 "$bin" init "$fx/toyload-faults.contract.toml" --dir "$work/b" >/dev/null
 "$daemon" --campaign "$work/b" --once --idle 1 >"$work/b1.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do
-  n=$(sqlite3 "$work/b/campaign.db" "SELECT count(*) FROM batches WHERE kind = 'search' AND state = 'submitted'" 2>/dev/null || echo 0)
-  [ "$n" -ge 1 ] && break
-  sleep 0.2
-done
-[ "$n" -ge 1 ] || { kill -9 $pid; fail "no search batch submitted"; }
+trap 'kill -9 $pid 2>/dev/null || true' EXIT
+search_batch_submitted() {
+  kill -0 $pid || fail "the daemon ended before its first search batch: $(tail -5 "$work/b1.log")"
+  sqlite3 "$work/b/campaign.db" "SELECT count(*) FROM batches WHERE kind = 'search' AND state = 'submitted'" | grep -qv '^0$'
+}
+wait_for 300 "the daemon to submit a search batch" search_batch_submitted
 kill -9 $pid
 wait $pid 2>/dev/null || true
+trap - EXIT
 "$daemon" --campaign "$work/b" --once --idle 1 >"$work/b2.log" 2>&1 || { cat "$work/b2.log"; fail "restarted daemon failed"; }
 grep -q "re-attaching to batch" "$work/b2.log" || fail "restart did not re-attach to the submitted batch"
 "$bin" report --dir "$work/b" --json >"$work/b.json"

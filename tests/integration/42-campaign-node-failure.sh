@@ -56,44 +56,43 @@ fail_a_node_under_a_trial() {
   pid=$!
   job=""
   node=""
-  for _ in $(seq 1 900); do
+  # Sets job, index and node once a trial of the first search batch holds on a node Slurm says it runs on.
+  held_trial_running() {
     kill -0 "$pid" 2>/dev/null || fail "$name: infrarsi run ended before a search batch ran"
     job=$(sqlite3 "$db" "SELECT job_id FROM batches WHERE kind = 'search' AND state = 'submitted' ORDER BY id LIMIT 1" 2>/dev/null || true)
-    if [ -n "$job" ]; then
-      held=$(find "$work/$name/batches" -mindepth 3 -maxdepth 3 -name held -printf '%h\n' 2>/dev/null | head -1)
-      if [ -n "$held" ]; then
-        index=$(basename "$held")
-        node=$(squeue -h -r -j "${job}_${index}" -t RUNNING -o '%N' 2>/dev/null || true)
-        [ -n "$node" ] && break
-      fi
-    fi
-    sleep 0.2
-  done
-  [ -n "$node" ] || fail "$name: no search trial was seen running"
+    [ -n "$job" ] || { echo "no search batch submitted yet"; return 1; }
+    held=$(find "$work/$name/batches" -mindepth 3 -maxdepth 3 -name held -printf '%h\n' 2>/dev/null | head -1)
+    [ -n "$held" ] || { echo "search job $job: no trial holds yet"; return 1; }
+    index=$(basename "$held")
+    node=$(squeue -h -r -j "${job}_${index}" -t RUNNING -o '%N' 2>/dev/null || true)
+    [ -n "$node" ] || { echo "trial ${job}_${index} holds, but squeue does not show it running"; return 1; }
+  }
+  wait_for 300 "$name: a search trial running and holding" held_trial_running
   raw=$(scontrol -o show job "${job}_${index}" | grep -o '^JobId=[0-9]*' | cut -d= -f2)
   echo "$name: search job $job: setting $node DOWN under $(squeue -h -r -j "$job" -t RUNNING -o '%i %N' | awk -v n="$node" '$2 == n {printf "%s ", $1}')"
   downed=$node
   scontrol update nodename="$node" state=down reason=infrarsi-test
-  for _ in $(seq 1 100); do
-    st=$(scontrol -o show job "${job}_${index}" 2>/dev/null | grep -o 'JobState=[A-Z_]*' || true)
-    [ "$st" != JobState=RUNNING ] && break
-    sleep 0.2
-  done
+  left_running() {
+    st=$(scontrol -o show job "${job}_${index}" 2>&1 | grep -o 'JobState=[A-Z_]*' || true)
+    [ "$st" != JobState=RUNNING ] || { echo "$st"; return 1; }
+  }
+  wait_for 120 "Slurm to end or requeue ${job}_${index} on the downed $node" left_running
   # ReturnToService=2 may have brought the node back already; resume it otherwise.
   scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
-  local ns=""
-  for _ in $(seq 1 50); do
-    ns=$(sinfo -h -n "$node" -o '%T')
-    case "$ns" in idle|mixed|allocated|completing) break ;; esac
-    sleep 0.2
-  done
-  case "$ns" in idle|mixed|allocated|completing) ;; *) fail "$name: $node did not come back ($ns)" ;; esac
+  node_back() {
+    local ns
+    ns=$(sinfo -h -n "$node" -o '%T' 2>&1)
+    case "$ns" in idle|mixed|allocated|completing) return 0 ;; esac
+    echo "$node is $ns"
+    return 1
+  }
+  wait_for 120 "$name: $node to come back after resume" node_back
   node=""
 }
 
 wait_done() { # NAME: waits for the background run, then writes $work/NAME.json
-  for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-  kill -0 "$pid" 2>/dev/null && fail "$1: infrarsi run did not finish within 5 minutes"
+  run_ended() { ! kill -0 "$pid" 2>/dev/null || { tail -1 "$log"; return 1; }; }
+  wait_for 900 "$1: infrarsi run to finish" run_ended
   wait "$pid" || fail "$1: infrarsi run failed"
   pid=""
   "$bin" report --dir "$work/$1" --json >"$work/$1.json"
@@ -156,7 +155,17 @@ scontrol -o show job "${job}_${index}" | grep -q 'Restarts=1' || fail "slurmrequ
 rm -f "$work/slurmrequeue.hold"
 # Slurm holds a requeued job back for two minutes (BeginTime); once the old batch step is gone, start the
 # requeued tasks now.
-for _ in $(seq 1 50); do pgrep -f "slurmstepd: \[$raw\." >/dev/null || break; sleep 0.2; done
+old_step_gone() { ! pgrep -af "slurmstepd: \[$raw\."; }
+wait_for 120 "the old batch step of ${job}_${index} to end" old_step_gone
+# Past Slurm's requeue states (REQUEUE_FED, REQUEUED, COMPLETING): pending again, or already on its way.
+requeue_settled() {
+  local st
+  st=$(squeue -h -r -j "${job}_${index}" -o '%T' 2>/dev/null || true)
+  case "$st" in "" | PENDING | RUNNING | COMPLETED | CANCELLED | FAILED) return 0 ;; esac
+  echo "${job}_${index}: $st"
+  return 1
+}
+wait_for 120 "${job}_${index} past Slurm's requeue" requeue_settled
 for t in $(squeue -h -r -j "$job" -t PENDING -o '%i'); do scontrol update jobid="$t" StartTime=now || true; done
 wait_done slurmrequeue
 db=$work/slurmrequeue/campaign.db

@@ -19,6 +19,7 @@
 using namespace infrarsi;
 using infrarsi::testing::require_cluster;
 using infrarsi::testing::scratch_dir;
+using infrarsi::testing::wait_for;
 namespace fs = std::filesystem;
 
 namespace {
@@ -44,6 +45,19 @@ std::vector<bank::AllocationRecord> records_of(const std::string& job_id) {
     for (auto& r : all.records)
         if (std::to_string(r.job_id) == job_id) out.push_back(r);
     return out;
+}
+
+// Waits until job_id has exactly n records in the spool (slurmstepd writes them; see wait_for).
+std::vector<bank::AllocationRecord> wait_for_records(const std::string& job_id, size_t n) {
+    std::vector<bank::AllocationRecord> recs;
+    wait_for(std::chrono::seconds(60),
+             std::to_string(n) + " records of job " + job_id + " in " + spool().string(),
+             [&](std::string& last) {
+                 recs = records_of(job_id);
+                 last = std::to_string(recs.size()) + " records";
+                 return recs.size() == n;
+             });
+    return recs;
 }
 
 std::string first_line(const std::string& s) {
@@ -92,8 +106,8 @@ TEST_CASE("record mode writes one record per node of a 2-node allocation, howeve
                   "srun -N2 -n2 true && srun -N2 -n2 true && echo $SLURM_JOB_ID"});
     REQUIRE_MESSAGE(r.ok(), r.err);
     auto job = first_line(r.out.substr(r.out.find_first_of("0123456789")));
-    auto recs = records_of(job);
-    REQUIRE_MESSAGE(recs.size() == 2, "job " << job << " has " << recs.size() << " records in " << spool());
+    auto recs = wait_for_records(job, 2);
+    REQUIRE(recs.size() == 2);
     std::set<std::string> nodes;
     auto here = bank::topology_from_live(); // the fake nodes are this host
     for (const auto& rec : recs) {
@@ -112,6 +126,34 @@ TEST_CASE("record mode writes one record per node of a 2-node allocation, howeve
         CHECK(rec.record_ms > 0);
     }
     CHECK(nodes.size() == 2);
+}
+
+TEST_CASE("each node of an srun inside a batch job is recorded under its own name, whatever the job's "
+          "SLURMD_NODENAME says") {
+    require_cluster();
+    auto dir = scratch_dir("spank-nodename");
+    // The batch step sees the batch host's SLURMD_NODENAME, and srun carries it to every node of the step; a
+    // user may also set it: root-side records must name the node slurmstepd serves.
+    auto r = run({"sbatch", "--parsable", "--wait", "-N2", "--infrarsi", "-o", (dir / "out.txt").string(),
+                  "--wrap", "SLURMD_NODENAME=forged srun -N2 -n2 true && srun -N2 -n2 hostname"});
+    REQUIRE_MESSAGE(r.ok(), r.err);
+    auto job = first_line(r.out);
+    auto recs = wait_for_records(job, 2);
+    REQUIRE(recs.size() == 2);
+    // The allocation's nodes, as Slurm names them (the record of a finished job stays for MinJobAge).
+    auto show = run({"scontrol", "-o", "show", "job", job});
+    REQUIRE_MESSAGE(show.ok(), show.err);
+    auto at = show.out.find(" NodeList=");
+    REQUIRE(at != std::string::npos);
+    auto list = show.out.substr(at + 10, show.out.find(' ', at + 1) - at - 10);
+    std::set<std::string> allocated;
+    std::istringstream hosts(run({"scontrol", "show", "hostnames", list}).out);
+    for (std::string h; std::getline(hosts, h);)
+        allocated.insert(h);
+    std::set<std::string> recorded;
+    for (const auto& rec : recs)
+        recorded.insert(rec.node);
+    CHECK(recorded == allocated);
 }
 
 TEST_CASE("--infrarsi=off writes no record") {
@@ -191,13 +233,18 @@ TEST_CASE("tune mode hands a request with script and contract to the spool and r
     std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
     CHECK(text.find("baseline-ran") != std::string::npos);
     auto req_path = spool() / "tune" / (job + ".json");
-    REQUIRE_MESSAGE(fs::exists(req_path), req_path);
+    REQUIRE(
+        wait_for(std::chrono::seconds(60), "the tune request " + req_path.string(), [&](std::string& last) {
+            last = fs::exists(req_path) ? "" : "no file";
+            return fs::exists(req_path);
+        }));
     auto req = nlohmann::json::parse(std::ifstream(req_path));
     CHECK(req["format"] == "infrarsi-tune-request/1");
     CHECK(std::to_string(req["job_id"].get<uint32_t>()) == job);
     CHECK(req["script"] == (dir / "train.sbatch").string());
     CHECK(req["contract"] == (dir / "train.contract.toml").string());
     CHECK(req["submit_dir"] == dir.string());
-    CHECK(records_of(job).size() == 1);
-    CHECK(records_of(job).at(0).mode == "tune");
+    auto recs = wait_for_records(job, 1);
+    REQUIRE(recs.size() == 1);
+    CHECK(recs.at(0).mode == "tune");
 }
