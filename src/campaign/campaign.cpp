@@ -7,10 +7,9 @@
 #include "patch/hash.hpp"
 #include "patch/sandbox.hpp"
 #include "util/error.hpp"
+#include "util/install_paths.hpp"
 #include "util/process.hpp"
 #include "verify/verify.hpp"
-
-#include "infrarsi/build_info.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -29,11 +28,6 @@ using nlohmann::json;
 using store::TrialKind;
 using store::TrialRow;
 using store::TrialState;
-
-std::string infrarsi_binary() {
-    if (const char* b = std::getenv("INFRARSI_BIN"); b && *b) return b;
-    return std::string(build::binary_dir) + "/orchestrator/infrarsi";
-}
 
 json manifest_knobs(const space::Space& space, const json& tasks) {
     json knobs = json::object();
@@ -359,7 +353,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     // (never released), so cancel it by name before submitting again. Nothing of it ran.
     run_process({"scancel", "--name", name, "--state", "PENDING"});
     slurm::SubmitRequest r;
-    r.script = std::string(build::source_dir) + "/sbatch/trial.sbatch";
+    r.script = trial_script().string();
     r.job_name = name;
     r.partition = contract_.resources.partition;
     r.nodes = contract_.resources.nodes;
@@ -372,7 +366,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
     r.output = (bdir / "slurm-%A_%a.out").string();
     r.workdir = bdir.string();
-    r.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_binary()}};
+    r.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
     r.extra_args = contract_.resources.sbatch_args;
     r.hold = true;
     // The orchestrator owns re-queueing: a trial whose node fails ends NODE_FAIL, is recorded node_failure
@@ -1038,6 +1032,8 @@ bool Campaign::finished() {
 void Campaign::run(const RunOptions& o) {
     if (!store_->meta("started")) store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
     store_->set_meta("state", "running");
+    say(o, fmt::format("trials run {} trial-exec, submitted with {}", infrarsi_command().string(),
+                       trial_script().string()));
     doctor(o);
     if (stopping(o)) return;
     if (auto d = store_->doctor())

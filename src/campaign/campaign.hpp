@@ -140,9 +140,6 @@ class Campaign {
     slurm::Client slurm_;
 };
 
-// Path of the `infrarsi` binary trial jobs call (INFRARSI_BIN, else the one of this build).
-std::string infrarsi_binary();
-
 // The batch manifest's "knobs": every environment name a task's "env" may set, with its allowed values as
 // strings (null: any value), which the SPANK plugin's trial mode requires (docs/plugin.md). The space's knobs
 // get their whole domain (null beyond kMaxManifestKnobValues values); the other names in the tasks' env (the

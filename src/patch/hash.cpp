@@ -1,10 +1,8 @@
 #include "patch/hash.hpp"
 
-#include "util/error.hpp"
-#include "util/process.hpp"
+#include "util/sha256.hpp"
 
 #include <algorithm>
-#include <sstream>
 
 namespace infrarsi::patch {
 
@@ -16,38 +14,18 @@ bool skipped_dir(const fs::path& p) {
 } // namespace
 
 std::string hash_text(const std::string& text) {
-    ProcessOptions o;
-    o.stdin_data = text;
-    auto r = run_process({"sha256sum", "-"}, o);
-    if (!r.ok()) throw Error("sha256sum failed: " + r.err, "hash", "coreutils sha256sum");
-    return r.out.substr(0, 64);
+    return sha256_hex(text);
 }
 
 std::map<std::string, std::string> hash_files(const std::vector<fs::path>& files) {
     std::map<std::string, std::string> out;
-    const std::size_t chunk = 200;
-    for (std::size_t i = 0; i < files.size(); i += chunk) {
-        std::vector<std::string> argv{"sha256sum", "--"};
-        for (std::size_t j = i; j < std::min(files.size(), i + chunk); ++j)
-            argv.push_back(files[j].string());
-        auto r = run_process(argv);
-        if (!r.ok())
-            throw Error("cannot hash files: " + r.err, describe_command({argv[0], argv[2]}),
-                        "readable files");
-        std::istringstream in(r.out);
-        std::string line;
-        std::size_t j = i;
-        while (std::getline(in, line) && j < files.size()) {
-            // sha256sum escapes odd names with a leading backslash; we keep our own order instead.
-            auto hex = line.substr(line[0] == '\\' ? 1 : 0, 64);
-            out[files[j++].string()] = hex;
-        }
-    }
+    for (const auto& f : files)
+        out[f.string()] = sha256_file_hex(f);
     return out;
 }
 
 std::string hash_file(const fs::path& file) {
-    return hash_files({file}).at(file.string());
+    return sha256_file_hex(file);
 }
 
 std::vector<fs::path> tree_files(const fs::path& root) {

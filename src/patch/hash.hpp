@@ -1,5 +1,5 @@
 #pragma once
-// Content hashes (SHA-256, by coreutils' sha256sum) of files, trees and texts: the locks of a campaign and
+// Content hashes (SHA-256, util/sha256) of files, trees and texts: the locks of a campaign and
 // the keys of the sandbox build cache.
 #include <filesystem>
 #include <map>

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # A small campaign on the toyload fixture, end to end on the real local cluster: init (the out-of-scope and
 # protected-file patches are refused before anything runs), doctor, run, verification, report and apply. The
-# math-changing patch is never promoted; the user's tree is untouched. Needs SLURM_CONF (scripts/test).
+# math-changing patch is never promoted; the user's tree is untouched. It runs from an installed prefix
+# (`cmake --install` of the build into a new directory): the prefix's infrarsi submits its trials with the
+# prefix's trial wrapper and they run the prefix's infrarsi, found beside the binary, not through the build or
+# source tree. Needs SLURM_CONF (scripts/test).
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
 . "$(dirname "$0")/lib.sh" campaign
+install_prefix "$work/prefix"
 tree_before=$(cd "$fx/toyload" && find . -type f -exec sha256sum {} + | sort | sha256sum)
 
 out=$("$bin" init "$fx/toyload.contract.toml" --dir "$work/c")
@@ -13,6 +17,8 @@ grep -q "patch outside_scope refused: touches 'bench/extra.c', outside the edita
 grep -q "patch edit_loss refused: touches protected file 'loss.c'" <<<"$out" || fail "protected-file patch not refused at init"
 
 "$bin" run --dir "$work/c" >"$work/run.log" 2>&1 || { cat "$work/run.log"; fail "infrarsi run failed"; }
+file_has "trials run $work/prefix/bin/infrarsi trial-exec, submitted with $work/prefix/share/infrarsi/sbatch/trial.sbatch" \
+  "$work/run.log" || fail "the campaign's trials did not use the prefix's infrarsi and trial wrapper"
 "$bin" report --dir "$work/c" --json >"$work/report.json"
 "$bin" report --dir "$work/c"
 "$bin" status --dir "$work/c" --json | jq -e '.state == "done" and .trials.used == 8' >/dev/null || fail "status: not done with 8 trials"

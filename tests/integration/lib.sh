@@ -9,6 +9,8 @@
 #                           job writes): runs CMD every 0.2 s until it succeeds; after SECS it fails the test with
 #                           WHAT and CMD's output of its last try (what it saw last). CMD runs in this shell, so a
 #                           function can set variables for the test once it succeeds;
+#   install_prefix DIR      `cmake --install` of the build into DIR, checks that the prefix holds what an
+#                           installation needs, and points bin and daemon at DIR/bin;
 #   file_has REGEX FILE...  a condition for wait_for: a line of FILE... matches the extended REGEX; otherwise it
 #                           prints the files' last lines.
 # Deadlines bound a hung test; they are not timings: on a loaded machine a slurmstepd writes its log line,
@@ -47,4 +49,18 @@ file_has() {
   grep -qE -- "$regex" "$@" 2>/dev/null && return 0
   tail -n 3 "$@" 2>&1
   return 1
+}
+install_prefix() {
+  local prefix=$1 f
+  cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { log=$work/install.log; fail "cmake --install failed"; }
+  for f in bin/infrarsi bin/infrarsid share/infrarsi/sbatch/trial.sbatch share/infrarsi/sbatch/minigpt.sbatch \
+    share/infrarsi/etc/plugstack.conf.d/infrarsi.conf share/doc/infrarsi/README.md share/doc/infrarsi/orchestrator.md \
+    share/infrarsi/workloads/minigpt/CMakeLists.txt share/infrarsi/workloads/minigpt/presets/dense-1node.contract.toml \
+    libexec/infrarsi/minigpt; do
+    [ -e "$prefix/$f" ] || fail "the installed prefix lacks $f"
+  done
+  [ -n "$(find "$prefix" -name infrarsi.so)" ] || fail "the installed prefix lacks the plugin infrarsi.so"
+  [ -z "$(find "$prefix/share/infrarsi/workloads" -maxdepth 3 -name 'build*')" ] || fail "a build tree was installed"
+  bin=$prefix/bin/infrarsi
+  daemon=$prefix/bin/infrarsid
 }
