@@ -61,7 +61,7 @@ fail_a_node_under_a_trial() {
     kill -0 "$pid" 2>/dev/null || fail "$name: infrarsi run ended before a search batch ran"
     job=$(sqlite3 "$db" "SELECT job_id FROM batches WHERE kind = 'search' AND state = 'submitted' ORDER BY id LIMIT 1" 2>/dev/null || true)
     [ -n "$job" ] || { echo "no search batch submitted yet"; return 1; }
-    held=$(find "$work/$name/batches" -mindepth 3 -maxdepth 3 -name held -printf '%h\n' 2>/dev/null | head -1)
+    held=$(find "$work/$name/batches" -mindepth 3 -maxdepth 3 -name held -printf '%h\n' -quit 2>/dev/null)
     [ -n "$held" ] || { echo "search job $job: no trial holds yet"; return 1; }
     index=$(basename "$held")
     node=$(squeue -h -r -j "${job}_${index}" -t RUNNING -o '%N' 2>/dev/null || true)
@@ -130,9 +130,10 @@ if [ "$phase" = nodefail ]; then
 # A. --no-requeue: NODE_FAIL, recorded node_failure, re-queued by the orchestrator.
 contract nodefail
 fail_a_node_under_a_trial nodefail
-scontrol -o show job "${job}_${index}" | grep -q 'JobState=NODE_FAIL' || fail "nodefail: Slurm did not end ${job}_${index} NODE_FAIL"
+shown=$(scontrol -o show job "${job}_${index}")
+grep -q 'JobState=NODE_FAIL' <<<"$shown" || fail "nodefail: Slurm did not end ${job}_${index} NODE_FAIL"
 # Submitted --no-requeue: Slurm ends the task and does not re-run it itself.
-scontrol -o show job "${job}_${index}" | grep -q 'Requeue=0 Restarts=0' || fail "nodefail: the trial was requeue-able or requeued by Slurm"
+grep -q 'Requeue=0 Restarts=0' <<<"$shown" || fail "nodefail: the trial was requeue-able or requeued by Slurm"
 rm -f "$work/nodefail.hold"
 wait_done nodefail
 db=$work/nodefail/campaign.db
@@ -150,8 +151,9 @@ fi
 contract slurmrequeue 's/^max_concurrent = .*/max_concurrent = 4\nsbatch_args = ["--requeue"]/'
 grep -q '^sbatch_args = \["--requeue"\]' "$work/slurmrequeue.contract.toml" || fail "could not write the requeue contract"
 fail_a_node_under_a_trial slurmrequeue
-scontrol -o show job "${job}_${index}" | grep -q 'Requeue=1' || fail "slurmrequeue: the task was not requeue-able"
-scontrol -o show job "${job}_${index}" | grep -q 'Restarts=1' || fail "slurmrequeue: Slurm did not requeue ${job}_${index}"
+shown=$(scontrol -o show job "${job}_${index}")
+grep -q 'Requeue=1' <<<"$shown" || fail "slurmrequeue: the task was not requeue-able"
+grep -q 'Restarts=1' <<<"$shown" || fail "slurmrequeue: Slurm did not requeue ${job}_${index}"
 rm -f "$work/slurmrequeue.hold"
 # Slurm holds a requeued job back for two minutes (BeginTime); once the old batch step is gone, start the
 # requeued tasks now.

@@ -10,7 +10,8 @@ bank=$work/bank.sqlite
 "$bin" init "$fx/toyload.contract.toml" --dir "$work/first" >/dev/null
 "$bin" run --dir "$work/first" --bank "$bank" >"$work/first.log" 2>&1 || { cat "$work/first.log"; fail "first campaign failed"; }
 "$bin" report --dir "$work/first" --json | jq -e '.promoted | length >= 1' >/dev/null || fail "first campaign promoted nothing"
-"$bin" report --dir "$work/first" | grep -q "^Experience bank .*: unseen hardware (the bank is empty); 0 seeds" \
+"$bin" report --dir "$work/first" >"$work/first.txt"
+grep -q "^Experience bank .*: unseen hardware (the bank is empty); 0 seeds" "$work/first.txt" \
   || fail "the first campaign's report does not say the bank was empty"
 "$bin" bank show --bank "$bank" --json >"$work/show.json"
 jq -e '[.hardware[0].findings[] | select(.kind == "knob_setting" and .verified)] | length >= 1' "$work/show.json" >/dev/null \
@@ -19,14 +20,16 @@ jq -e '[.hardware[0].findings[] | select(.kind == "knob_setting" and .verified)]
 jq -e '.hardware[0].seen and .hardware[0].similarity > 0.85' "$work/show.json" >/dev/null || fail "the bank does not know this machine"
 jq -e --arg h "$(hostname)" '.hardware[0].nodes | index($h) != null' "$work/show.json" >/dev/null \
   || fail "the bank's entry does not name this host as its node: $(jq -c '.hardware[0].nodes' "$work/show.json")"
-"$bin" bank show --bank "$bank" | grep -q "prior" || fail "bank show prints no prior"
+"$bin" bank show --bank "$bank" >"$work/show.txt"
+grep -q "prior" "$work/show.txt" || fail "bank show prints no prior"
 
 "$bin" init "$fx/toyload.contract.toml" --dir "$work/second" >/dev/null
 "$bin" run --dir "$work/second" --bank "$bank" >"$work/second.log" 2>&1 || { cat "$work/second.log"; fail "second campaign failed"; }
 "$bin" report --dir "$work/second" --json >"$work/second.json"
 jq -e '.bank.seeds | length >= 1' "$work/second.json" >/dev/null || fail "the second campaign has no seeds from the bank"
 jq -e '.bank.seeds[0].reason | test("experience bank")' "$work/second.json" >/dev/null || fail "seed without its provenance"
-"$bin" report --dir "$work/second" | grep -q "^Experience bank .*: seen hardware (similarity [0-9.]* to [0-9a-f]*); [1-9][0-9]* seeds" \
+"$bin" report --dir "$work/second" >"$work/second.txt"
+grep -q "^Experience bank .*: seen hardware (similarity [0-9.]* to [0-9a-f]*); [1-9][0-9]* seeds" "$work/second.txt" \
   || fail "the report does not show the seeds on seen hardware: $("$bin" report --dir "$work/second" | grep '^Experience bank')"
 jq -e '.bank.hardware.seen and .bank.hardware.entries >= 1' "$work/second.json" >/dev/null || fail "report --json: hardware not seen"
 # The inherited candidate was tried in the first search batch, after the doctor's re-baseline.

@@ -45,7 +45,7 @@ jq -e '.promoted | length >= 1' "$work/a.json" >/dev/null || fail "campaign A pr
 "$bin" bank export --bank "$bank" "$work/export-a.json" >/dev/null
 fp_a=$(jq -r '.hardware[] | select(.key.topology.cores == 32) | .fingerprint' "$work/export-a.json")
 [ -n "$fp_a" ] || fail "A's hardware (32 cores, from the allocation record) is not in the bank"
-node_a=$(jq -r '.node' "$fx/bank/allocations-gpu-2s32c-pcie4.jsonl" | head -1)
+node_a=$(jq -rs '.[0].node' "$fx/bank/allocations-gpu-2s32c-pcie4.jsonl")
 jq -e --arg fp "$fp_a" --arg n "$node_a" '.hardware[] | select(.fingerprint == $fp) | .nodes | index($n) != null' \
   "$work/export-a.json" >/dev/null || fail "A's hardware entry does not name its node $node_a (from the allocation record)"
 setting=$(jq -c --arg fp "$fp_a" '[.findings[] | select(.hardware == $fp and .kind == "knob_setting" and .verified)][0]' "$work/export-a.json")

@@ -15,7 +15,9 @@
 #                           prints the files' last lines.
 # Deadlines bound a hung test; they are not timings: on a loaded machine a slurmstepd writes its log line,
 # and Slurm changes a job's state, seconds after the command that caused it has returned. Never check such a
-# thing once, and never sleep and then check: wait for it.
+# thing once, and never sleep and then check: wait for it. And never pipe a command into `grep -q` (or head):
+# under pipefail, grep's early exit can end the writer with SIGPIPE and fail the check although it matched;
+# keep the output in a file or variable, then grep it.
 src=${INFRARSI_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 build=${INFRARSI_BUILD_DIR:-$src/build}
 bin=$build/orchestrator/infrarsi
