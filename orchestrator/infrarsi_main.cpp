@@ -2,9 +2,9 @@
 #include "bank/experience_bank.hpp"
 #include "campaign/campaign.hpp"
 #include "campaign/experience.hpp"
-#include "campaign/trial_exec.hpp"
 #include "report/bank_report.hpp"
 #include "report/report.hpp"
+#include "trial/exec.hpp"
 #include "util/error.hpp"
 
 #include "infrarsi/build_info.hpp"
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
             }
             return 0;
         }
-        if (*trial) return campaign::execute_trial(manifest, index);
+        if (*trial) return trial::execute(manifest, index);
         campaign::Campaign c(dir);
         if (*doctor) {
             c.doctor(ro);

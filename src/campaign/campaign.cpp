@@ -6,6 +6,7 @@
 #include "measure/statistics.hpp"
 #include "patch/hash.hpp"
 #include "patch/sandbox.hpp"
+#include "trial/outcome.hpp"
 #include "util/error.hpp"
 #include "util/install_paths.hpp"
 #include "util/process.hpp"
@@ -272,8 +273,12 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
             row.array_index = --failed_index;
             row.id = store_->add_trial(row);
             row.state = TrialState::Finished;
-            row.outcome =
-                box.state == patch::Sandbox::State::BuildFailure ? "build_failure" : "contract_violation";
+            if (box.state == patch::Sandbox::State::BuildFailure) {
+                row.outcome = trial::Outcome::BuildFailure;
+            } else {
+                row.outcome = trial::Outcome::ContractViolation;
+                row.violation = trial::Violation::ProtectedChanged;
+            }
             row.detail = box.detail;
             row.result_path = box.log.string();
             store_->update_trial(row);
@@ -444,6 +449,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     const auto reference = reference_losses();
     const auto& inv = contract_.invariants;
     json requeue = json::parse(store_->meta("requeue").value_or("[]"));
+    const trial::Limits limits{contract_.resources.mem, contract_.resources.mem_bytes,
+                               contract_.resources.time_limit, inv.steps, inv.step_prefix};
     store::Transaction tx(store_->db());
     for (auto t : store_->trials_of_batch(batch_id)) {
         if (t.state != TrialState::Submitted) continue;
@@ -494,71 +501,37 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         }
         if (rec.max_rss_bytes)
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
-        const auto outcome = slurm::classify(rec, job_output);
-        switch (outcome) {
-        case slurm::Outcome::OutOfMemory:
-            t.outcome = "oom";
-            // Censored: the peak is only known to exceed the limit.
+        trial::Evidence e;
+        e.record = &rec;
+        e.job_output = job_output;
+        e.has_result = !result.is_null();
+        e.steps = static_cast<int>(steps.size());
+        e.summary = summary ? &*summary : nullptr;
+        if (!reference.empty() && e.steps >= inv.steps) {
+            std::vector<double> losses;
+            for (const auto& s : steps)
+                losses.push_back(s.loss);
+            if (auto why = verify::check_loss(reference, losses, inv); !why.empty()) e.loss_violation = why;
+        }
+        const std::string tail = last_lines(log, 3);
+        e.log_tail = tail;
+        const auto verdict = trial::classify(e, limits);
+        t.outcome = verdict.outcome;
+        t.violation = verdict.violation;
+        t.detail = verdict.detail;
+        // Censored: an OOM's peak is only known to exceed the limit.
+        if (verdict.outcome == trial::Outcome::OutOfMemory)
             t.peak_memory_bytes = static_cast<double>(contract_.resources.mem_bytes);
-            t.detail =
-                fmt::format("peak memory > limit {} ({} MiB): killed out of memory after {} steps",
-                            contract_.resources.mem, contract_.resources.mem_bytes >> 20, steps.size());
-            if (rec.state != slurm::JobState::OutOfMemory && !(rec.exit_code == 0 && rec.exit_signal == 125))
-                t.detail += fmt::format(" (Slurm state {}: {})", rec.raw_state,
-                                        rec.step_oom_killed ? "a step was OOM-killed, exit 0:125"
-                                                            : "the job output reports an oom-kill event");
-            break;
-        case slurm::Outcome::Timeout:
-            t.outcome = "timeout";
-            t.detail = fmt::format("time limit {} reached after {} steps", contract_.resources.time_limit,
-                                   steps.size());
-            break;
-        case slurm::Outcome::NodeFailure:
-        case slurm::Outcome::Cancelled:
-            t.outcome = outcome == slurm::Outcome::NodeFailure ? "node_failure" : "cancelled";
-            t.detail =
-                fmt::format("Slurm state {} on {}: re-queued, not counted", rec.raw_state, rec.node_list);
+        if (trial::says_nothing(verdict.outcome)) {
             t.counted = false;
             if (t.kind == TrialKind::Search)
                 requeue.push_back({{"candidate", t.candidate},
-                                   {"reason", "re-queued after " + t.outcome + ": " + t.reason},
+                                   {"reason", "re-queued after " + store::outcome_name(t) + ": " + t.reason},
                                    {"attempt", t.attempt + 1}});
-            break;
-        case slurm::Outcome::Failed:
-            t.outcome = "crash";
-            t.detail = fmt::format("exit {} signal {} ({}): {}", rec.exit_code, rec.exit_signal,
-                                   rec.raw_state, last_lines(log, 3));
-            break;
-        case slurm::Outcome::Completed:
-            if (result.is_null()) {
-                t.outcome = "contract_violation";
-                t.detail = "no result file (the trial wrapper did not finish)";
-            } else if (static_cast<int>(steps.size()) < inv.steps) {
-                t.outcome = "contract_violation";
-                t.detail = fmt::format("missing step lines: {} of {} '{}' lines", steps.size(), inv.steps,
-                                       inv.step_prefix);
-            } else {
-                std::vector<double> losses;
-                for (const auto& s : steps)
-                    losses.push_back(s.loss);
-                std::string why = reference.empty() ? "" : verify::check_loss(reference, losses, inv);
-                if (!why.empty()) {
-                    t.outcome = "contract_violation";
-                    t.detail = "loss invariant broken: " + why;
-                } else {
-                    t.outcome = "ok";
-                    t.detail = fmt::format("{:.4f} s/step (95% CI {:.4f}-{:.4f})", *t.step_time_s,
-                                           *t.step_time_lo, *t.step_time_hi);
-                }
-            }
-            break;
         }
-        // Slurm's own requeue (a contract that asks for --requeue): the task's last run is the one recorded.
-        if (rec.restarts > 0)
-            t.detail += fmt::format(
-                " [Slurm requeued and re-ran this task {} time(s); its last run is recorded]", rec.restarts);
         store_->update_trial(t);
-        store_->log(fmt::format("trial {} ({}) {}: {}", t.id, store::to_string(t.kind), t.outcome, t.detail));
+        store_->log(fmt::format("trial {} ({}) {}: {}", t.id, store::to_string(t.kind),
+                                store::outcome_name(t), t.detail));
     }
     store_->set_meta("requeue", requeue.dump());
     store_->set_batch_finished(batch_id);
@@ -599,7 +572,7 @@ fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
         if (built && built->state == patch::Sandbox::State::Ready) box = built->source.parent_path();
     }
     if (box.empty()) {
-        auto doctor_trials = store_->trials("kind = 'doctor'");
+        auto doctor_trials = store_->trials({.kinds = {TrialKind::Doctor}});
         if (doctor_trials.empty()) return {};
         box = dir_ / "sandboxes" / doctor_trials[0].sandbox;
     }
@@ -636,7 +609,7 @@ std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
 }
 
 void Campaign::finish_doctor() {
-    auto trials = store_->trials("kind = 'doctor' AND state = 'finished'");
+    auto trials = store_->trials({.kinds = {TrialKind::Doctor}, .state = TrialState::Finished});
     std::vector<double> medians, within, colds, tps, mfus, peaks;
     std::vector<std::vector<double>> losses;
     std::map<std::string, std::vector<double>> phases;
@@ -646,16 +619,16 @@ void Campaign::finish_doctor() {
     for (const auto& t : trials) {
         runs.push_back({{"trial", t.id},
                         {"node", t.node},
-                        {"outcome", t.outcome},
+                        {"outcome", store::outcome_name(t)},
                         {"step_s", opt(t.step_time_s)},
                         {"cold_step_s", opt(t.cold_step_s)},
                         {"detail", t.detail}});
-        bool complete = (t.outcome == "ok" || t.outcome == "contract_violation") && t.step_time_s &&
-                        t.measurements.contains("losses") &&
+        bool complete = (t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::ContractViolation) &&
+                        t.step_time_s && t.measurements.contains("losses") &&
                         static_cast<int>(t.measurements["losses"].size()) >= inv.steps;
         if (!complete) {
-            failures +=
-                fmt::format("{}trial {}: {} {}", failures.empty() ? "" : "; ", t.id, t.outcome, t.detail);
+            failures += fmt::format("{}trial {}: {} {}", failures.empty() ? "" : "; ", t.id,
+                                    store::outcome_name(t), t.detail);
             continue;
         }
         medians.push_back(*t.step_time_s);
@@ -726,7 +699,7 @@ Campaign::BudgetUse Campaign::budget_use() {
     BudgetUse u;
     for (const auto& t : store_->trials()) {
         // A patch set that does not build costs a build here, no cluster time: recorded, not a trial.
-        if (t.kind == TrialKind::Search && t.counted && t.outcome != "build_failure") ++u.trials;
+        if (t.kind == TrialKind::Search && t.counted && t.outcome != trial::Outcome::BuildFailure) ++u.trials;
         u.node_hours += t.cost_node_s / 3600.0;
     }
     if (auto s = store_->meta("started")) u.wall_s = store::now_seconds() - std::stod(*s);
@@ -785,7 +758,7 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     const double base = doctor ? doctor->value("median_step_s", 0.0) : 0.0;
     const auto baseline_key = contract_.space.baseline().key();
     std::set<std::string> faster;
-    for (const auto& t : store_->trials("kind = 'search' AND outcome = 'ok'"))
+    for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
         if (t.candidate_key != baseline_key && t.step_time_s && *t.step_time_s < base)
             faster.insert(t.candidate_key);
     p.verify_candidates = std::min(contract_.repeats.verify_top, static_cast<int>(faster.size()) + q);
@@ -847,18 +820,19 @@ void Campaign::search(const RunOptions& o) {
             ctx.seeds.push_back(space::Candidate::from_json(sd["candidate"]));
         for (const auto& p : catalog_)
             ctx.patches.push_back({p.id, p.tags});
-        for (const auto& t :
-             store_->trials("state = 'finished' AND counted = 1 AND kind IN ('search', 'doctor')")) {
+        for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+                             .state = TrialState::Finished,
+                             .counted = true})) {
             search::Observation ob;
             ob.candidate = space::Candidate::from_json(t.candidate);
-            ob.outcome = search::parse_outcome(t.outcome);
+            ob.outcome = *t.outcome;
             ob.step_time_s = t.step_time_s;
             ob.peak_memory_bytes = t.peak_memory_bytes;
             ob.cost_node_s = t.cost_node_s;
             ctx.history.push_back(std::move(ob));
         }
         for (const auto& t : tasks)
-            ctx.history.push_back({t.candidate, search::TrialOutcome::Ok, {}, {}, 0});
+            ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
         if (doctor) ctx.baseline_step_s = doctor->value("median_step_s", 0.0);
         ctx.noise_floor = mde();
         ctx.memory_limit_bytes = static_cast<double>(contract_.resources.mem_bytes);
@@ -890,7 +864,7 @@ void Campaign::verify(const RunOptions& o) {
     const auto baseline_key = contract_.space.baseline().key();
     // The best distinct candidates that were faster than the baseline in the search.
     std::map<std::string, TrialRow> best;
-    for (const auto& t : store_->trials("kind = 'search' AND outcome = 'ok'")) {
+    for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok})) {
         if (t.candidate_key == baseline_key || !t.step_time_s || *t.step_time_s >= base) continue;
         auto it = best.find(t.candidate_key);
         if (it == best.end() || *t.step_time_s < *it->second.step_time_s) best[t.candidate_key] = t;
@@ -963,14 +937,14 @@ void Campaign::finish_verification(std::int64_t vid) {
     store::VerificationRow v;
     for (const auto& x : store_->verifications())
         if (x.id == vid) v = x;
-    auto trials = store_->trials("verification_id = ?1", {std::to_string(vid)});
+    auto trials = store_->trials({.verification_id = vid});
     std::vector<verify::Arm> a, b;
     json pairs = json::array();
     const auto& inv = contract_.invariants;
     auto arm = [&](const TrialRow& t) {
         verify::Arm x;
-        x.ok = t.outcome == "ok" ||
-               (t.outcome == "contract_violation" && t.detail.rfind("loss invariant", 0) == 0);
+        // A broken loss invariant is verification's to judge (it reports it as such), so such a run is kept.
+        x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
         x.step_s = t.step_time_s.value_or(0);
         if (t.measurements.contains("losses")) x.losses = t.measurements["losses"].get<std::vector<double>>();
         x.peak_memory_bytes = t.peak_memory_bytes;

@@ -171,14 +171,14 @@ std::vector<bank::Finding> campaign_findings(Campaign& c) {
     // Memory: how far the analytic estimate is from measured peaks, and where the limit was hit.
     std::vector<double> ratios;
     std::vector<std::int64_t> ratio_trials;
-    for (const auto& t : st.trials("state = 'finished'")) {
+    for (const auto& t : st.trials({.state = store::TrialState::Finished})) {
         auto cand = space::Candidate::from_json(t.candidate);
-        if (t.outcome == "oom") {
+        if (t.outcome == trial::Outcome::OutOfMemory) {
             out.push_back(finding("oom_threshold", false,
                                   {{"candidate", t.candidate}, {"limit_bytes", limit}}, {t.id}));
             continue;
         }
-        if (t.outcome != "ok" || !t.peak_memory_bytes) continue;
+        if (t.outcome != trial::Outcome::Ok || !t.peak_memory_bytes) continue;
         if (auto est = c.memory_estimate(cand); est && *est > 0) {
             ratios.push_back(*t.peak_memory_bytes / *est);
             ratio_trials.push_back(t.id);

@@ -26,7 +26,8 @@ json trial_json(const store::TrialRow& t) {
             {"kind", store::to_string(t.kind)},
             {"candidate", space::Candidate::from_json(t.candidate).describe()},
             {"state", store::to_string(t.state)},
-            {"outcome", t.outcome},
+            {"outcome", store::outcome_name(t)},
+            {"violation", trial::to_string(t.violation)},
             {"detail", t.detail},
             {"job_id", t.job_id},
             {"node", t.node},
@@ -48,7 +49,7 @@ std::string fmt_opt(const json& v, const char* spec = "{:.4f}") {
 double median_of(const std::vector<store::TrialRow>& ts, std::optional<double> store::TrialRow::*field) {
     std::vector<double> xs;
     for (const auto& t : ts)
-        if (t.outcome == "ok" && (t.*field)) xs.push_back(*(t.*field));
+        if (t.outcome == trial::Outcome::Ok && (t.*field)) xs.push_back(*(t.*field));
     return measure::median(xs);
 }
 } // namespace
@@ -63,18 +64,18 @@ json status(campaign::Campaign& c) {
     auto trials = s.trials();
     for (const auto& t : trials) {
         if (t.state == store::TrialState::Finished)
-            ++counts[t.outcome];
+            ++counts[store::outcome_name(t)];
         else if (t.state == store::TrialState::Submitted)
             ++running;
         else
             ++pending;
-        if (t.kind == store::TrialKind::Search && t.outcome == "ok" && t.step_time_s &&
+        if (t.kind == store::TrialKind::Search && t.outcome == trial::Outcome::Ok && t.step_time_s &&
             (!best || *t.step_time_s < *best->step_time_s))
             best = &t;
     }
     int failed = 0;
     for (const auto& [k, n] : counts)
-        if (k != "ok") failed += n;
+        if (k != trial::to_string(trial::Outcome::Ok)) failed += n;
     json j = {{"campaign", s.meta("name").value_or("")},
               {"dir", c.dir().string()},
               {"state", s.meta("state").value_or("")},
@@ -156,10 +157,11 @@ json build(campaign::Campaign& c) {
     double total = 0;
     for (const auto& t : trials) {
         if (t.state != store::TrialState::Finished) continue;
-        outcomes[t.outcome] = outcomes.value(t.outcome, 0) + 1;
+        const std::string o = store::outcome_name(t);
+        outcomes[o] = outcomes.value(o, 0) + 1;
         total += t.cost_node_s;
-        cost[t.outcome] = cost.value(t.outcome, 0.0) + t.cost_node_s;
-        if (t.outcome != "ok") failed_cost[t.outcome] = failed_cost.value(t.outcome, 0.0) + t.cost_node_s;
+        cost[o] = cost.value(o, 0.0) + t.cost_node_s;
+        if (t.outcome != trial::Outcome::Ok) failed_cost[o] = failed_cost.value(o, 0.0) + t.cost_node_s;
     }
     r["outcomes"] = outcomes;
     r["cost_node_s"] = cost;
@@ -182,7 +184,7 @@ json build(campaign::Campaign& c) {
         is_promoted[vid] = true;
     for (const auto& v : s.verifications()) {
         auto cand = space::Candidate::from_json(v.candidate);
-        auto vt = s.trials("verification_id = ?1", {std::to_string(v.id)});
+        auto vt = s.trials({.verification_id = v.id});
         std::vector<store::TrialRow> base, cnd;
         for (const auto& t : vt)
             (t.kind == store::TrialKind::VerifyBaseline ? base : cnd).push_back(t);
@@ -216,7 +218,8 @@ json build(campaign::Campaign& c) {
         }
         audit["patches"] = ps;
         json support = json::array();
-        for (const auto& t : s.trials("candidate_key = ?1 AND kind = 'search'", {v.candidate_key}))
+        for (const auto& t :
+             s.trials({.kinds = {store::TrialKind::Search}, .candidate_key = v.candidate_key}))
             support.push_back(trial_json(t));
         audit["supporting_trials"] = support;
         json vts = json::array();

@@ -62,8 +62,8 @@ Eigen::VectorXd memory_key(const space::Space& space, const std::map<std::string
 }
 
 model::Outcome to_model(const Observation& o) {
-    if (o.outcome == TrialOutcome::OutOfMemory) return model::Outcome::oom;
-    if (o.outcome == TrialOutcome::Ok && o.step_time_s && *o.step_time_s > 0) return model::Outcome::ok;
+    if (o.outcome == trial::Outcome::OutOfMemory) return model::Outcome::oom;
+    if (o.outcome == trial::Outcome::Ok && o.step_time_s && *o.step_time_s > 0) return model::Outcome::ok;
     return model::Outcome::failed; // failed, or queued and not yet measured: known, never proposed again
 }
 

@@ -7,36 +7,6 @@
 
 namespace infrarsi::search {
 
-const char* to_string(TrialOutcome o) {
-    switch (o) {
-    case TrialOutcome::Ok:
-        return "ok";
-    case TrialOutcome::OutOfMemory:
-        return "oom";
-    case TrialOutcome::Timeout:
-        return "timeout";
-    case TrialOutcome::NodeFailure:
-        return "node_failure";
-    case TrialOutcome::Crash:
-        return "crash";
-    case TrialOutcome::BuildFailure:
-        return "build_failure";
-    case TrialOutcome::ContractViolation:
-        return "contract_violation";
-    case TrialOutcome::Cancelled:
-        return "cancelled";
-    }
-    return "?";
-}
-
-TrialOutcome parse_outcome(const std::string& s) {
-    for (auto o : {TrialOutcome::Ok, TrialOutcome::OutOfMemory, TrialOutcome::Timeout,
-                   TrialOutcome::NodeFailure, TrialOutcome::Crash, TrialOutcome::BuildFailure,
-                   TrialOutcome::ContractViolation, TrialOutcome::Cancelled})
-        if (s == to_string(o)) return o;
-    throw Error("unknown trial outcome '" + s + "'", "outcome", "ok, oom, timeout, node_failure, crash, ...");
-}
-
 BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches,
                              const std::vector<Observation>& history) {
     const std::string tag = "conflicts_with=";
@@ -48,8 +18,8 @@ BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches,
                 failed_.push_back(pair);
             }
     for (const auto& o : history)
-        if (o.outcome == TrialOutcome::BuildFailure ||
-            (o.outcome == TrialOutcome::ContractViolation && !o.candidate.patches.empty()))
+        if (o.outcome == trial::Outcome::BuildFailure ||
+            (o.outcome == trial::Outcome::ContractViolation && !o.candidate.patches.empty()))
             failed_.push_back(o.candidate.patches);
 }
 

@@ -3,6 +3,7 @@
 // return q distinct untried candidates, each with a reason for the audit. The campaign loop only knows this
 // interface; the model-based one (search/model_proposer.hpp) is the default, the simple one below a fallback.
 #include "space/space.hpp"
+#include "trial/outcome.hpp"
 
 #include <functional>
 #include <memory>
@@ -12,22 +13,9 @@
 
 namespace infrarsi::search {
 
-enum class TrialOutcome {
-    Ok,
-    OutOfMemory,
-    Timeout,
-    NodeFailure,
-    Crash,
-    BuildFailure,
-    ContractViolation,
-    Cancelled
-};
-const char* to_string(TrialOutcome o);
-TrialOutcome parse_outcome(const std::string& s); // "ok", "oom", ...
-
 struct Observation {
     space::Candidate candidate;
-    TrialOutcome outcome = TrialOutcome::Ok;
+    trial::Outcome outcome = trial::Outcome::Ok;
     std::optional<double> step_time_s;       // steady-state median, when measured
     std::optional<double> peak_memory_bytes; // measured peak; for an OOM, the limit (peak > limit)
     double cost_node_s = 0;

@@ -32,7 +32,8 @@ std::vector<Proposal> SimpleProposer::propose(const ProposalContext& ctx) {
     // Neighbours of the best successful candidate: local improvement once something works.
     const Observation* best = nullptr;
     for (const auto& o : ctx.history)
-        if (o.outcome == TrialOutcome::Ok && o.step_time_s && (!best || *o.step_time_s < *best->step_time_s))
+        if (o.outcome == trial::Outcome::Ok && o.step_time_s &&
+            (!best || *o.step_time_s < *best->step_time_s))
             best = &o;
     if (best) {
         auto n = space.neighbours(best->candidate);

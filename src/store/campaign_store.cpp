@@ -83,6 +83,17 @@ CREATE TABLE promotions (
   candidate_key TEXT NOT NULL UNIQUE, speedup REAL NOT NULL, created REAL NOT NULL);
 CREATE TABLE events (id INTEGER PRIMARY KEY, time REAL NOT NULL, message TEXT NOT NULL);
 )sql",
+    // 2: a contract violation's kind is a column (it was only in the detail text); existing rows get it from
+    // the detail this project's earlier releases wrote, read once here and never again.
+    R"sql(
+ALTER TABLE trials ADD COLUMN violation TEXT NOT NULL DEFAULT '';
+UPDATE trials SET violation = CASE
+  WHEN detail LIKE 'loss invariant%' THEN 'loss_invariant'
+  WHEN detail LIKE 'missing step lines%' THEN 'missing_steps'
+  WHEN detail LIKE 'no result file%' THEN 'no_result'
+  ELSE 'protected_changed' END
+WHERE outcome = 'contract_violation';
+)sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 static_assert(migration_count == CampaignStore::schema_version);
@@ -91,7 +102,7 @@ const char* trial_columns =
     "id, batch_id, array_index, kind, candidate_key, candidate, sandbox, state, outcome, detail, job_id, "
     "node, "
     "step_time_s, step_time_lo, step_time_hi, cold_step_s, tokens_per_s, mfu, loss, peak_memory_bytes, "
-    "cost_node_s, counted, attempt, reason, result_path, verification_id, measurements";
+    "cost_node_s, counted, attempt, reason, result_path, verification_id, measurements, violation";
 
 TrialRow read_trial(const Statement& s) {
     TrialRow t;
@@ -103,7 +114,7 @@ TrialRow read_trial(const Statement& s) {
     t.candidate = nlohmann::json::parse(s.text(5));
     t.sandbox = s.text(6);
     t.state = parse_state(s.text(7));
-    t.outcome = s.text(8);
+    if (const auto o = s.text(8); !o.empty()) t.outcome = trial::parse_outcome(o);
     t.detail = s.text(9);
     t.job_id = s.text(10);
     t.node = s.text(11);
@@ -122,6 +133,7 @@ TrialRow read_trial(const Statement& s) {
     t.result_path = s.text(24);
     t.verification_id = s.opt_integer(25);
     t.measurements = nlohmann::json::parse(s.text(26));
+    t.violation = trial::parse_violation(s.text(27));
     return t;
 }
 } // namespace
@@ -280,10 +292,10 @@ void CampaignStore::update_trial(const TrialRow& t) {
         db_, "UPDATE trials SET state = ?2, outcome = ?3, detail = ?4, job_id = ?5, node = ?6, "
              "step_time_s = ?7, step_time_lo = ?8, step_time_hi = ?9, cold_step_s = ?10, tokens_per_s = ?11, "
              "mfu = ?12, loss = ?13, peak_memory_bytes = ?14, cost_node_s = ?15, counted = ?16, "
-             "result_path = ?17, measurements = ?18, sandbox = ?19 WHERE id = ?1")
+             "result_path = ?17, measurements = ?18, sandbox = ?19, violation = ?20 WHERE id = ?1")
         .bind(1, t.id)
         .bind(2, to_string(t.state))
-        .bind(3, t.outcome)
+        .bind(3, t.outcome ? trial::to_string(*t.outcome) : std::string())
         .bind(4, t.detail)
         .bind(5, t.job_id)
         .bind(6, t.node)
@@ -300,22 +312,42 @@ void CampaignStore::update_trial(const TrialRow& t) {
         .bind(17, t.result_path)
         .bind(18, t.measurements.dump())
         .bind(19, t.sandbox)
+        .bind(20, trial::to_string(t.violation))
         .run();
 }
 
-std::vector<TrialRow> CampaignStore::trials(const std::string& where, const std::vector<std::string>& args) {
-    std::vector<TrialRow> out;
-    Statement s(db_, std::string("SELECT ") + trial_columns + " FROM trials" +
-                         (where.empty() ? "" : " WHERE " + where) + " ORDER BY id");
+std::vector<TrialRow> CampaignStore::trials(const TrialQuery& q) {
+    std::string where;
+    std::vector<std::string> args;
+    const auto match = [&](const std::string& column, std::string value) {
+        args.push_back(std::move(value));
+        where += (where.empty() ? " WHERE " : " AND ") + column + " = ?" + std::to_string(args.size());
+    };
+    if (!q.kinds.empty()) {
+        std::string in;
+        for (auto k : q.kinds) {
+            args.emplace_back(to_string(k));
+            in += (in.empty() ? "?" : ", ?") + std::to_string(args.size());
+        }
+        where += (where.empty() ? " WHERE " : " AND ") + std::string("kind IN (") + in + ")";
+    }
+    if (q.state) match("state", to_string(*q.state));
+    if (q.outcome) match("outcome", trial::to_string(*q.outcome));
+    if (q.counted) match("counted", *q.counted ? "1" : "0");
+    if (q.batch_id) match("batch_id", std::to_string(*q.batch_id));
+    if (q.verification_id) match("verification_id", std::to_string(*q.verification_id));
+    if (q.candidate_key) match("candidate_key", *q.candidate_key);
+    Statement s(db_, std::string("SELECT ") + trial_columns + " FROM trials" + where + " ORDER BY id");
     for (std::size_t i = 0; i < args.size(); ++i)
         s.bind(static_cast<int>(i + 1), args[i]);
+    std::vector<TrialRow> out;
     while (s.step())
         out.push_back(read_trial(s));
     return out;
 }
 
 std::vector<TrialRow> CampaignStore::trials_of_batch(std::int64_t batch_id) {
-    return trials("batch_id = ?1", {std::to_string(batch_id)});
+    return trials({.batch_id = batch_id});
 }
 
 void CampaignStore::put_doctor(const nlohmann::json& result) {

@@ -3,6 +3,7 @@
 // (trial jobs write result files that it ingests). Schema versioned with PRAGMA user_version and forward
 // migrations; a newer database than this build understands is refused.
 #include "store/sqlite.hpp"
+#include "trial/outcome.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -53,9 +54,9 @@ struct TrialRow {
     nlohmann::json candidate; // space::Candidate::to_json()
     std::string sandbox;      // build hash
     TrialState state = TrialState::Planned;
-    std::string
-        outcome;        // ok, oom, timeout, node_failure, crash, build_failure, contract_violation, cancelled
-    std::string detail; // a line saying why
+    std::optional<trial::Outcome> outcome;               // set once finished
+    trial::Violation violation = trial::Violation::None; // how a contract violation broke the contract
+    std::string detail;                                  // a line saying why, for people
     std::string job_id;
     std::string node;
     std::optional<double> step_time_s; // steady-state median
@@ -71,6 +72,23 @@ struct TrialRow {
     nlohmann::json measurements; // per-step samples and phases
 };
 
+// The outcome's name ("ok", "oom", ...), empty while the trial has none.
+inline std::string outcome_name(const TrialRow& t) {
+    return t.outcome ? trial::to_string(*t.outcome) : "";
+}
+
+// Which trials to read: every field that is set must match; empty kinds: any kind.
+struct TrialQuery {
+    // Every member has a default initializer, so a designated initializer may name any subset.
+    std::vector<TrialKind> kinds{};
+    std::optional<TrialState> state{};
+    std::optional<trial::Outcome> outcome{};
+    std::optional<bool> counted{};
+    std::optional<std::int64_t> batch_id{};
+    std::optional<std::int64_t> verification_id{};
+    std::optional<std::string> candidate_key{};
+};
+
 struct VerificationRow {
     std::int64_t id = 0;
     std::string candidate_key;
@@ -84,7 +102,7 @@ struct VerificationRow {
 
 class CampaignStore {
   public:
-    static constexpr int schema_version = 1;
+    static constexpr int schema_version = 2;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
@@ -106,8 +124,8 @@ class CampaignStore {
     BatchRow batch(std::int64_t id);
 
     std::int64_t add_trial(const TrialRow& t);
-    void update_trial(const TrialRow& t); // every mutable field, by id
-    std::vector<TrialRow> trials(const std::string& where = "", const std::vector<std::string>& args = {});
+    void update_trial(const TrialRow& t);                   // every mutable field, by id
+    std::vector<TrialRow> trials(const TrialQuery& q = {}); // in id order
     std::vector<TrialRow> trials_of_batch(std::int64_t batch_id);
 
     void put_doctor(const nlohmann::json& result);

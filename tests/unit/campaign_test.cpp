@@ -1,8 +1,8 @@
 // Campaign pieces that need no cluster: init's locks and refusals, the trial wrapper's result file, the
 // batch manifest's knob declarations and the wall-time reserve for verification.
 #include "campaign/campaign.hpp"
-#include "campaign/trial_exec.hpp"
 #include "contract/contract.hpp"
+#include "trial/exec.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
@@ -76,14 +76,14 @@ TEST_CASE("the trial wrapper resolves its index in the manifest and writes resul
            {"result", (tmp.path / "1/result.json").string()},
            {"log", (tmp.path / "1/log.txt").string()}}}}};
     std::ofstream(tmp.path / "manifest.json") << m.dump();
-    CHECK(campaign::execute_trial(tmp.path / "manifest.json", 1) == 3);
+    CHECK(trial::execute(tmp.path / "manifest.json", 1) == 3);
     std::ifstream in(tmp.path / "1/result.json");
     auto r = nlohmann::json::parse(in);
     CHECK(r["trial_id"] == 2);
     CHECK(r["exit_code"] == 3);
     REQUIRE(r["steps"].size() == 1);
     CHECK(r["steps"][0]["step_time_s"] == 0.5);
-    CHECK_THROWS_AS(campaign::execute_trial(tmp.path / "manifest.json", 7), Error);
+    CHECK_THROWS_AS(trial::execute(tmp.path / "manifest.json", 7), Error);
 }
 
 TEST_CASE("the batch manifest declares every env name a task sets: knobs with their domain, fixed names with "

@@ -70,11 +70,11 @@ TEST_CASE("model proposer: an OOM at micro_batch=16 is never repeated nor domina
     auto s = memory_space();
     auto ctx = memory_context(s);
     const auto oom = make(16, "none", "a");
-    ctx.history.push_back({make(1, "none", "a"), search::TrialOutcome::Ok, 2.0, 20e9, 100});
-    ctx.history.push_back({make(4, "none", "b"), search::TrialOutcome::Ok, 1.4, 45e9, 100});
-    ctx.history.push_back({make(8, "full", "a"), search::TrialOutcome::Ok, 1.3, 40e9, 100});
-    ctx.history.push_back({oom, search::TrialOutcome::OutOfMemory, {}, 80e9, 30});
-    ctx.history.push_back({make(2, "selective", "b"), search::TrialOutcome::Crash, {}, {}, 10});
+    ctx.history.push_back({make(1, "none", "a"), trial::Outcome::Ok, 2.0, 20e9, 100});
+    ctx.history.push_back({make(4, "none", "b"), trial::Outcome::Ok, 1.4, 45e9, 100});
+    ctx.history.push_back({make(8, "full", "a"), trial::Outcome::Ok, 1.3, 40e9, 100});
+    ctx.history.push_back({oom, trial::Outcome::OutOfMemory, {}, 80e9, 30});
+    ctx.history.push_back({make(2, "selective", "b"), trial::Outcome::Crash, {}, {}, 10});
 
     for (int q : {1, 4, 12, 40}) {
         CAPTURE(q);
@@ -142,14 +142,14 @@ TEST_CASE("model proposer on a constrained contract space: feasible, no broken p
     ctx.q = 100;
     auto broken = s.baseline();
     broken.patches = {"broken_build"};
-    ctx.history.push_back({broken, search::TrialOutcome::BuildFailure, {}, {}, 0});
+    ctx.history.push_back({broken, trial::Outcome::BuildFailure, {}, {}, 0});
     search::ModelProposer p;
     auto all = p.propose(ctx);
     CHECK(all.size() == 30); // 5 micro-batches x 3 recompute modes x fast_kernel on/off
     for (const auto& a : all) {
         CHECK(s.feasible(a.candidate));
         CHECK(std::count(a.candidate.patches.begin(), a.candidate.patches.end(), "broken_build") == 0);
-        ctx.history.push_back({a.candidate, search::TrialOutcome::Ok, 1.0, 1e8, 10});
+        ctx.history.push_back({a.candidate, trial::Outcome::Ok, 1.0, 1e8, 10});
     }
     CHECK(p.propose(ctx).empty());
 }

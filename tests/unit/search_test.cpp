@@ -23,7 +23,7 @@ TEST_CASE("a batch has q distinct, feasible candidates none of which was tried")
     search::ProposalContext ctx;
     ctx.space = &s;
     ctx.q = 6;
-    ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+    ctx.history.push_back({s.baseline(), trial::Outcome::Ok, 1.0, 1e8, 10});
     auto batch = p.propose(ctx);
     REQUIRE(batch.size() == 6);
     std::set<std::string> keys;
@@ -42,7 +42,7 @@ TEST_CASE("after a success the best candidate's neighbours come first") {
     search::ProposalContext ctx;
     ctx.space = &s;
     ctx.q = 2;
-    ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+    ctx.history.push_back({s.baseline(), trial::Outcome::Ok, 1.0, 1e8, 10});
     auto batch = p.propose(ctx);
     CHECK(batch[0].reason.find("neighbour of the best") != std::string::npos);
 }
@@ -55,7 +55,7 @@ TEST_CASE("no proposal contains a patch set that failed to build") {
     ctx.q = 100;
     auto broken = s.baseline();
     broken.patches = {"broken_build"};
-    ctx.history.push_back({broken, search::TrialOutcome::BuildFailure, {}, {}, 0});
+    ctx.history.push_back({broken, trial::Outcome::BuildFailure, {}, {}, 0});
     auto batch = p.propose(ctx);
     CHECK(!batch.empty());
     for (const auto& b : batch)
@@ -73,7 +73,7 @@ TEST_CASE("an exhausted space yields fewer proposals, never repeats") {
     auto all = p.propose(ctx);
     CHECK(all.size() == 15); // 5 micro-batches x 3 recompute modes
     for (const auto& a : all)
-        ctx.history.push_back({a.candidate, search::TrialOutcome::Ok, 1.0, {}, 0});
+        ctx.history.push_back({a.candidate, trial::Outcome::Ok, 1.0, {}, 0});
     CHECK(p.propose(ctx).empty());
 }
 
@@ -83,7 +83,7 @@ search::ProposalContext after_baseline(const space::Space& s) {
     search::ProposalContext ctx;
     ctx.space = &s;
     ctx.q = 40;
-    ctx.history.push_back({s.baseline(), search::TrialOutcome::Ok, 1.0, 1e8, 10});
+    ctx.history.push_back({s.baseline(), trial::Outcome::Ok, 1.0, 1e8, 10});
     return ctx;
 }
 } // namespace
@@ -114,11 +114,11 @@ TEST_CASE("a patch set whose trial broke the loss invariant is not proposed agai
         auto ctx = after_baseline(s);
         auto fast = s.baseline();
         fast.patches = {"fast_kernel"};
-        ctx.history.push_back({fast, search::TrialOutcome::ContractViolation, 0.5, 1e8, 10});
+        ctx.history.push_back({fast, trial::Outcome::ContractViolation, 0.5, 1e8, 10});
         // A knob-only violation says nothing about patches: the baseline's knobs stay proposable.
         auto knob_only = s.baseline();
         knob_only.knobs["micro_batch"] = 1LL;
-        ctx.history.push_back({knob_only, search::TrialOutcome::ContractViolation, 0.5, 1e8, 10});
+        ctx.history.push_back({knob_only, trial::Outcome::ContractViolation, 0.5, 1e8, 10});
         auto batch = p->propose(ctx);
         CHECK(!batch.empty());
         for (const auto& b : batch)

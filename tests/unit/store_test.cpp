@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -45,11 +48,11 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
     REQUIRE(trials.size() == 3);
     CHECK(trials[2].job_id == "42_2");
     CHECK(trials[2].state == store::TrialState::Submitted);
-    trials[1].outcome = "oom";
+    trials[1].outcome = trial::Outcome::OutOfMemory;
     trials[1].peak_memory_bytes = 3e8;
     trials[1].state = store::TrialState::Finished;
     s.update_trial(trials[1]);
-    auto oom = s.trials("outcome = ?1", {"oom"});
+    auto oom = s.trials({.outcome = trial::Outcome::OutOfMemory});
     REQUIRE(oom.size() == 1);
     CHECK(*oom[0].peak_memory_bytes == doctest::Approx(3e8));
 }
@@ -82,4 +85,67 @@ TEST_CASE("a transaction rolls back unless committed") {
         s.set_meta("x", "1");
     }
     CHECK_FALSE(s.meta("x").has_value());
+}
+
+TEST_CASE("a version-1 campaign database is migrated: each contract violation gets its kind, once") {
+    TempDb tmp;
+    {
+        std::ifstream in(std::string(INFRARSI_FIXTURES) + "/store/campaign-v1.sql");
+        REQUIRE(in);
+        std::stringstream sql;
+        sql << in.rdbuf();
+        store::Database db(tmp.path());
+        db.exec(sql.str());
+    }
+    store::CampaignStore s(tmp.path());
+    const auto all = s.trials();
+    REQUIRE(all.size() == 21);
+    std::map<std::string, int> outcomes;
+    for (const auto& t : all) {
+        ++outcomes[store::outcome_name(t)];
+        if (t.outcome == trial::Outcome::ContractViolation) {
+            CHECK(t.violation == trial::Violation::LossInvariant);
+        } else {
+            CHECK(t.violation == trial::Violation::None);
+        }
+    }
+    CHECK(outcomes == std::map<std::string, int>{
+                          {"ok", 15}, {"oom", 1}, {"build_failure", 4}, {"contract_violation", 1}});
+    CHECK(s.trials({.outcome = trial::Outcome::OutOfMemory}).size() == 1);
+    // Reopening runs no migration twice.
+    store::CampaignStore again(tmp.path());
+    CHECK(again.trials({.outcome = trial::Outcome::ContractViolation}).size() == 1);
+}
+
+TEST_CASE("a trial query matches every field it sets") {
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    const auto batch = s.add_batch("search", "m");
+    const store::TrialKind kinds[] = {store::TrialKind::Search, store::TrialKind::Doctor,
+                                      store::TrialKind::Search};
+    for (int i = 0; i < 3; ++i) {
+        store::TrialRow t;
+        t.batch_id = batch;
+        t.array_index = i;
+        t.kind = kinds[i];
+        t.candidate_key = "k" + std::to_string(i % 2);
+        t.candidate = nlohmann::json::object();
+        t.id = s.add_trial(t);
+        t.state = store::TrialState::Finished;
+        t.outcome = i == 2 ? trial::Outcome::ContractViolation : trial::Outcome::Ok;
+        if (i == 2) t.violation = trial::Violation::MissingSteps;
+        t.counted = i != 1;
+        s.update_trial(t);
+    }
+    CHECK(s.trials().size() == 3);
+    CHECK(s.trials({.kinds = {store::TrialKind::Search}}).size() == 2);
+    CHECK(s.trials({.kinds = {store::TrialKind::Search, store::TrialKind::Doctor}}).size() == 3);
+    CHECK(s.trials({.kinds = {store::TrialKind::Search}, .outcome = trial::Outcome::Ok}).size() == 1);
+    CHECK(s.trials({.counted = false}).size() == 1);
+    CHECK(s.trials({.candidate_key = "k0"}).size() == 2);
+    const auto v = s.trials({.outcome = trial::Outcome::ContractViolation});
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].violation == trial::Violation::MissingSteps);
+    // A value that looks like SQL is a value.
+    CHECK(s.trials({.candidate_key = "k0' OR '1'='1"}).empty());
 }

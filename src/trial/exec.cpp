@@ -1,4 +1,4 @@
-#include "campaign/trial_exec.hpp"
+#include "trial/exec.hpp"
 
 #include "measure/steps.hpp"
 #include "util/error.hpp"
@@ -11,11 +11,11 @@
 #include <fstream>
 #include <sys/resource.h>
 
-namespace infrarsi::campaign {
+namespace infrarsi::trial {
 
 namespace fs = std::filesystem;
 
-int execute_trial(const fs::path& manifest_path, int index) {
+int execute(const fs::path& manifest_path, int index) {
     std::ifstream in(manifest_path);
     if (!in)
         throw Error("cannot read the batch manifest", manifest_path.string(), "a readable manifest.json");
@@ -89,4 +89,4 @@ int execute_trial(const fs::path& manifest_path, int index) {
     return r.term_signal ? 128 + r.term_signal : r.exit_code;
 }
 
-} // namespace infrarsi::campaign
+} // namespace infrarsi::trial

@@ -4,9 +4,9 @@
 // result.json. The manifest format is documented in docs/orchestrator.md ("Batch manifest").
 #include <filesystem>
 
-namespace infrarsi::campaign {
+namespace infrarsi::trial {
 
 // Returns the exit status for the job: the workload's, or 128 + signal.
-int execute_trial(const std::filesystem::path& manifest, int index);
+int execute(const std::filesystem::path& manifest, int index);
 
-} // namespace infrarsi::campaign
+} // namespace infrarsi::trial

@@ -1,0 +1,86 @@
+#include "trial/outcome.hpp"
+
+#include "util/error.hpp"
+
+#include <fmt/format.h>
+
+namespace infrarsi::trial {
+
+Outcome parse_outcome(std::string_view name) {
+    if (auto o = outcome_names.parse(name)) return *o;
+    throw Error(fmt::format("unknown trial outcome '{}'", name), "outcome", outcome_names.list());
+}
+
+Violation parse_violation(std::string_view name) {
+    if (auto v = violation_names.parse(name)) return *v;
+    throw Error(fmt::format("unknown contract violation '{}'", name), "violation", violation_names.list());
+}
+
+bool says_nothing(Outcome o) {
+    return o == Outcome::NodeFailure || o == Outcome::Cancelled;
+}
+
+namespace {
+
+Verdict completed(const Evidence& e, const Limits& limits) {
+    if (!e.has_result)
+        return {Outcome::ContractViolation, Violation::NoResult,
+                "no result file (the trial wrapper did not finish)"};
+    if (e.steps < limits.steps)
+        return {Outcome::ContractViolation, Violation::MissingSteps,
+                fmt::format("missing step lines: {} of {} '{}' lines", e.steps, limits.steps,
+                            limits.step_prefix)};
+    if (e.loss_violation)
+        return {Outcome::ContractViolation, Violation::LossInvariant,
+                "loss invariant broken: " + *e.loss_violation};
+    if (!e.summary)
+        return {Outcome::ContractViolation, Violation::MissingSteps, "no steady-state steps to measure"};
+    const auto& s = e.summary->steady_step_s;
+    return {Outcome::Ok, Violation::None,
+            fmt::format("{:.4f} s/step (95% CI {:.4f}-{:.4f})", s.estimate, s.lo, s.hi)};
+}
+
+} // namespace
+
+Verdict classify(const Evidence& e, const Limits& limits) {
+    if (!e.record) throw Error("classify without a Slurm record", "trial::classify");
+    const slurm::JobRecord& rec = *e.record;
+    const slurm::Outcome job = slurm::classify(rec, e.job_output);
+    Verdict v;
+    switch (job) {
+    case slurm::Outcome::OutOfMemory:
+        v.outcome = Outcome::OutOfMemory;
+        v.detail = fmt::format("peak memory > limit {} ({} MiB): killed out of memory after {} steps",
+                               limits.mem, limits.mem_bytes >> 20, e.steps);
+        // Say which witness it was when Slurm's state alone does not.
+        if (rec.state != slurm::JobState::OutOfMemory && !(rec.exit_code == 0 && rec.exit_signal == 125))
+            v.detail += fmt::format(" (Slurm state {}: {})", rec.raw_state,
+                                    rec.step_oom_killed ? "a step was OOM-killed, exit 0:125"
+                                                        : "the job output reports an oom-kill event");
+        break;
+    case slurm::Outcome::Timeout:
+        v.outcome = Outcome::Timeout;
+        v.detail = fmt::format("time limit {} reached after {} steps", limits.time_limit, e.steps);
+        break;
+    case slurm::Outcome::NodeFailure:
+    case slurm::Outcome::Cancelled:
+        v.outcome = job == slurm::Outcome::NodeFailure ? Outcome::NodeFailure : Outcome::Cancelled;
+        v.detail = fmt::format("Slurm state {} on {}: re-queued, not counted", rec.raw_state, rec.node_list);
+        break;
+    case slurm::Outcome::Failed:
+        v.outcome = Outcome::Crash;
+        v.detail = fmt::format("exit {} signal {} ({}): {}", rec.exit_code, rec.exit_signal, rec.raw_state,
+                               e.log_tail);
+        break;
+    case slurm::Outcome::Completed:
+        v = completed(e, limits);
+        break;
+    }
+    // Slurm's own requeue (a contract that asks for --requeue): the task's last run is the one recorded.
+    if (rec.restarts > 0)
+        v.detail += fmt::format(" [Slurm requeued and re-ran this task {} time(s); its last run is recorded]",
+                                rec.restarts);
+    return v;
+}
+
+} // namespace infrarsi::trial

@@ -1,0 +1,101 @@
+#pragma once
+// What became of a trial: one typed outcome for every part (the store, the search, verification, the report
+// and the experience bank), and the one classify() that decides it from the evidence a finished trial leaves:
+// Slurm's record of the job, the job's output, the wrapper's result file and the steps it measured.
+// Nothing downstream reads the detail text: it is for people; decisions use Outcome and Violation.
+#include "measure/statistics.hpp"
+#include "slurm/job.hpp"
+#include "util/enum_names.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace infrarsi::trial {
+
+enum class Outcome {
+    Ok,                // ran every step, kept the contract; its measurements count
+    OutOfMemory,       // killed at the memory limit: its peak is only known to exceed the limit
+    Timeout,           // reached the time limit
+    NodeFailure,       // the node failed under it: says nothing about the candidate (re-queued)
+    Cancelled,         // cancelled or preempted: says nothing about the candidate (re-queued)
+    Crash,             // exited non-zero (or by a signal) for another reason
+    BuildFailure,      // its patch set did not build
+    ContractViolation, // finished, but broke the contract (Violation says how)
+};
+
+// How a trial broke the contract (Outcome::ContractViolation); None for every other outcome.
+enum class Violation {
+    None,
+    NoResult,         // the trial wrapper wrote no result file
+    MissingSteps,     // fewer step lines than the contract's steps
+    LossInvariant,    // the losses left the contract's tolerance of the baseline's
+    ProtectedChanged, // the patch set changed a protected file (found when its sandbox was made)
+};
+
+inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
+    {Outcome::Ok, "ok"},
+    {Outcome::OutOfMemory, "oom"},
+    {Outcome::Timeout, "timeout"},
+    {Outcome::NodeFailure, "node_failure"},
+    {Outcome::Cancelled, "cancelled"},
+    {Outcome::Crash, "crash"},
+    {Outcome::BuildFailure, "build_failure"},
+    {Outcome::ContractViolation, "contract_violation"},
+}}};
+inline constexpr util::EnumNames<Violation, 5> violation_names{{{
+    {Violation::None, ""},
+    {Violation::NoResult, "no_result"},
+    {Violation::MissingSteps, "missing_steps"},
+    {Violation::LossInvariant, "loss_invariant"},
+    {Violation::ProtectedChanged, "protected_changed"},
+}}};
+
+inline std::string to_string(Outcome o) {
+    return std::string(outcome_names.name(o));
+}
+inline std::string to_string(Violation v) {
+    return std::string(violation_names.name(v));
+}
+// Throws an Error naming the accepted values.
+Outcome parse_outcome(std::string_view name);
+Violation parse_violation(std::string_view name);
+
+// True for outcomes that say nothing about the candidate (the node failed, the job was cancelled): such a
+// trial is not counted against the budget and a search trial is re-queued.
+bool says_nothing(Outcome o);
+
+// What the contract allows, for classify's details.
+struct Limits {
+    std::string mem;         // the contract's memory limit as written ("4G")
+    long long mem_bytes = 0; // the same in bytes
+    std::string time_limit;  // the contract's time limit as written
+    int steps = 0;           // step lines a trial must print
+    std::string step_prefix; // what starts a step line ("INFRARSI_STEP")
+};
+
+// The evidence a finished trial leaves.
+struct Evidence {
+    const slurm::JobRecord* record = nullptr; // Slurm's record of the job (required)
+    std::string_view job_output;              // the workload's log and Slurm's output file for the task
+    bool has_result = false;                  // the wrapper wrote result.json
+    int steps = 0;                            // step lines measured (from result.json, else from the log)
+    const measure::TrialSummary* summary = nullptr; // the steady-state summary, when enough steps ran
+    // verify::check_loss's reason when the losses broke the invariant; nullopt when they held or there is no
+    // reference (the doctor's own trials).
+    std::optional<std::string> loss_violation;
+    std::string_view log_tail; // the last lines of the workload's log, for a crash's detail
+};
+
+struct Verdict {
+    Outcome outcome = Outcome::Ok;
+    Violation violation = Violation::None;
+    std::string detail; // one line for people
+};
+
+// Slurm's verdict decides the failures only Slurm knows (out of memory, timeout, node failure, cancelled:
+// slurm::classify, with the job output as second witness of an OOM kill); a job that completed is then held
+// to the contract: a result file, every step line, the loss invariant.
+Verdict classify(const Evidence& e, const Limits& limits);
+
+} // namespace infrarsi::trial
