@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
         app.add_subcommand("run", "run the campaign in the foreground until its budget ends (resumable)");
     add_dir(run);
     run->add_option("--proposer", ro.proposer, "candidate proposer")->capture_default_str();
+    run->add_option("--scheduler", ro.scheduler,
+                    "where trials run: slurm, local (child processes on this machine) or auto (Slurm when it "
+                    "answers, else local); a campaign keeps the one its first batch used")
+        ->check(CLI::IsMember({"auto", "slurm", "local"}))
+        ->capture_default_str();
     run->add_flag("--no-verify", no_verify, "stop after the search, before verification");
     bool no_bank = false;
     run->add_option("--bank", ro.bank,

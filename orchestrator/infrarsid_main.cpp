@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
     app.add_option("--root", root, "drive every campaign directory under this one");
     app.add_flag("--once", o.once, "exit when every campaign is done");
     app.add_option("--idle", idle, "seconds between scans")->capture_default_str();
+    app.add_option("--scheduler", o.run.scheduler, "where trials run: slurm, local or auto (as infrarsi run)")
+        ->check(CLI::IsMember({"auto", "slurm", "local"}))
+        ->capture_default_str();
     bool quiet = false;
     app.add_flag("--quiet,-q", quiet, "print only errors");
     try {

@@ -346,45 +346,58 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
         return;
     }
     const std::string name = fmt::format("infrarsi-{}-b{}", store_->meta("id").value_or("x"), batch_id);
-    // Slurm unreachable for a while is waited out, with a message now and then.
+    auto& sched = scheduler(o);
+    // A scheduler not answering for a while is waited out, with a message now and then.
     for (int waited = 0;; ++waited) {
         std::string why;
-        if (slurm_.reachable(&why)) break;
-        if (waited % 30 == 0) say(o, "waiting for Slurm to answer: " + why);
+        if (sched.reachable(&why)) break;
+        if (waited % 30 == 0) say(o, "waiting for " + sched.name() + " to answer: " + why);
         if (stopping(o)) return;
         std::this_thread::sleep_for(std::chrono::seconds(1));
     }
-    // A previous process may have died between sbatch and recording the job id: its job is still held
-    // (never released), so cancel it by name before submitting again. Nothing of it ran.
-    run_process({"scancel", "--name", name, "--state", "PENDING"});
-    slurm::SubmitRequest r;
-    r.script = trial_script().string();
-    r.job_name = name;
-    r.partition = contract_.resources.partition;
-    r.nodes = contract_.resources.nodes;
-    r.ntasks_per_node = contract_.resources.ntasks_per_node;
-    r.cpus_per_task = contract_.resources.cpus_per_task;
-    r.mem = contract_.resources.mem;
-    r.time_limit = contract_.resources.time_limit;
-    const int throttle = b.kind == "search" ? contract_.resources.max_concurrent : 1;
-    r.array = fmt::format("0-{}%{}", runnable - 1, throttle);
+    const auto& res = contract_.resources;
+    scheduler::ArrayJob job;
+    job.name = name;
+    job.script = trial_script();
+    job.tasks = runnable;
+    job.max_concurrent = b.kind == "search" ? res.max_concurrent : 1;
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
-    r.output = (bdir / "slurm-%A_%a.out").string();
-    r.workdir = bdir.string();
-    r.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
-    r.extra_args = contract_.resources.sbatch_args;
-    r.hold = true;
-    // The orchestrator owns re-queueing: a trial whose node fails ends NODE_FAIL, is recorded node_failure
-    // (not counted) and goes into the next batch at once. Slurm's own requeue would re-run the same array
-    // task only after its requeue delay (BeginTime, two minutes in 22.05) and hide the failure. A contract
-    // that passes --requeue in sbatch_args gets Slurm's requeue; the task's last run is then the one
-    // recorded.
-    r.requeue = false;
-    const std::string job = slurm_.submit(r);
-    store_->set_batch_submitted(batch_id, job); // recorded before it can run
-    slurm_.release(job);
-    say(o,
-        fmt::format("batch {} ({}, {} trials) submitted as job array {}", batch_id, b.kind, runnable, job));
+    job.output = (bdir / "slurm-%A_%a.out").string();
+    job.workdir = bdir;
+    job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
+    job.partition = res.partition;
+    job.nodes = res.nodes;
+    job.ntasks_per_node = res.ntasks_per_node;
+    job.cpus_per_task = res.cpus_per_task;
+    job.mem = res.mem;
+    job.mem_bytes = res.mem_bytes;
+    job.time_limit = res.time_limit;
+    job.time_limit_s = res.time_limit_s;
+    job.sbatch_args = res.sbatch_args;
+    const std::string id = sched.submit_held(job);
+    store_->set_batch_submitted(batch_id, id); // recorded before it can run
+    sched.release(id);
+    say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array {}", batch_id, b.kind, runnable,
+                       sched.name(), id));
+}
+
+scheduler::Scheduler& Campaign::scheduler(const RunOptions& o) {
+    if (scheduler_) return *scheduler_;
+    const auto kept = store_->meta("scheduler");
+    std::string which = o.scheduler;
+    if (kept && (which == "auto" || which == *kept)) {
+        which = *kept;
+    } else if (kept) {
+        for (const auto& b : store_->batches())
+            if (b.state == "submitted")
+                throw Error(fmt::format("batch {} is running on {}, job {}", b.id, *kept, b.job_id),
+                            "--scheduler " + which, "--scheduler " + *kept + " until it has finished");
+    }
+    std::string why;
+    scheduler_ = scheduler::make_scheduler(which, dir_ / "local-jobs", &why);
+    store_->set_meta("scheduler", scheduler_->name());
+    if (which == "auto") say(o, fmt::format("scheduler: {} ({})", scheduler_->name(), why));
+    return *scheduler_;
 }
 
 void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
@@ -395,7 +408,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
         if (t.array_index >= 0) ++runnable;
     std::set<std::string> cancelled;
     while (!stopping(o)) {
-        auto records = slurm_.wait(b.job_id, std::chrono::seconds(5), o.poll);
+        auto records = scheduler(o).wait(b.job_id, std::chrono::seconds(5), o.poll);
         std::size_t finished = 0;
         for (const auto& r : records) {
             if (slurm::is_finished(r.state) && r.array_task_id) ++finished;
@@ -409,7 +422,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
                                    "re-queued",
                                    r.job_id, r.reason));
                 try {
-                    slurm_.cancel(r.job_id);
+                    scheduler(o).cancel(r.job_id);
                 } catch (const Error& e) {
                     say(o, e.what());
                 }
@@ -429,7 +442,7 @@ void Campaign::resume_open_batches(const RunOptions& o) {
             // Released already, unless the process died right after recording the id. A job Slurm has
             // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
             try {
-                slurm_.release(b.job_id);
+                scheduler(o).release(b.job_id);
             } catch (const Error& e) {
                 say(o, fmt::format("batch {}: {}", b.id, e.what()));
             }
@@ -1006,8 +1019,8 @@ bool Campaign::finished() {
 void Campaign::run(const RunOptions& o) {
     if (!store_->meta("started")) store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
     store_->set_meta("state", "running");
-    say(o, fmt::format("trials run {} trial-exec, submitted with {}", infrarsi_command().string(),
-                       trial_script().string()));
+    say(o, fmt::format("trials run {} trial-exec, submitted with {} to {}", infrarsi_command().string(),
+                       trial_script().string(), scheduler(o).name()));
     doctor(o);
     if (stopping(o)) return;
     if (auto d = store_->doctor())

@@ -6,8 +6,8 @@
 #include "contract/contract.hpp"
 #include "patch/catalog.hpp"
 #include "patch/sandbox.hpp"
+#include "scheduler/scheduler.hpp"
 #include "search/proposer.hpp"
-#include "slurm/client.hpp"
 #include "store/campaign_store.hpp"
 
 #include <nlohmann/json.hpp>
@@ -27,6 +27,9 @@ namespace fs = std::filesystem;
 struct RunOptions {
     bool verbose = true;
     std::string proposer = "model";
+    // Where trials run: "slurm", "local" or "auto" (Slurm when it answers, else local). A campaign keeps the
+    // scheduler its first batch ran on.
+    std::string scheduler = "auto";
     std::chrono::milliseconds poll{1000};
     bool verify = true; // run the verification stage after the search
     std::string bank;   // experience bank file: seeds the search, receives the findings; empty: none
@@ -131,13 +134,14 @@ class Campaign {
     std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
     double mde();
     bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }
+    scheduler::Scheduler& scheduler(const RunOptions& o); // chosen on first use (RunOptions::scheduler)
     void say(const RunOptions& o, const std::string& msg);
 
     fs::path dir_;
     contract::Contract contract_;
     std::unique_ptr<store::CampaignStore> store_;
     std::vector<patch::PatchInfo> catalog_;
-    slurm::Client slurm_;
+    std::unique_ptr<scheduler::Scheduler> scheduler_;
 };
 
 // The batch manifest's "knobs": every environment name a task's "env" may set, with its allowed values as

@@ -34,20 +34,23 @@ struct Pipe {
     Pipe& operator=(const Pipe&) = delete;
 };
 
-std::vector<std::string> merged_environment(const std::map<std::string, std::string>& extra) {
+} // namespace
+
+std::vector<std::string> merged_environment(const std::map<std::string, std::string>& extra,
+                                            const std::vector<std::string>& drop_prefixes) {
     std::vector<std::string> env;
     for (char** e = environ; e && *e; ++e) {
         std::string entry(*e);
-        auto eq = entry.find('=');
-        std::string name = entry.substr(0, eq);
-        if (!extra.count(name)) env.push_back(std::move(entry));
+        const std::string name = entry.substr(0, entry.find('='));
+        bool drop = extra.count(name) > 0;
+        for (const auto& p : drop_prefixes)
+            drop = drop || name.rfind(p, 0) == 0;
+        if (!drop) env.push_back(std::move(entry));
     }
     for (const auto& [k, v] : extra)
         env.push_back(k + "=" + v);
     return env;
 }
-
-} // namespace
 
 std::string describe_command(const std::vector<std::string>& argv) {
     std::string s;

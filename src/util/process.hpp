@@ -29,6 +29,11 @@ struct ProcessOptions {
 // started at all; a non-zero exit is reported in the result.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
 
+// This process's environment with `extra` added (replacing variables of the same name), without the
+// variables whose names start with one of `drop_prefixes`: "NAME=value" strings for a child.
+std::vector<std::string> merged_environment(const std::map<std::string, std::string>& extra,
+                                            const std::vector<std::string>& drop_prefixes = {});
+
 // "a b 'c d'": for messages only, never for execution.
 std::string describe_command(const std::vector<std::string>& argv);
 

@@ -1,0 +1,483 @@
+// The local backend: a batch's tasks run as child processes of the orchestrator, each in a session of its
+// own (the wrapper starts the workload in a process group of its own, and a session holds both), with output
+// to the task's output file. Nothing runs between calls: wait() starts tasks, samples
+// their memory, enforces the limits and records their ends. Limits:
+//   memory: the resident set of the task's session, sampled every poll (at most 200 ms apart), is
+//           killed (SIGKILL) when it exceeds the limit and recorded OUT_OF_MEMORY; an allocation faster than
+//           the sampling may overshoot the limit briefly (a cgroup would not let it: use Slurm for that);
+//   time:   SIGTERM at the limit, SIGKILL 2 s later, recorded TIMEOUT.
+// State on disk, under <state_dir>/<job id>/: job.json (the request), `held` until released, `cancelled`,
+// <index>.pid while a task runs (pid and start time, so a restarted orchestrator can tell its orphan from
+// a recycled pid and stop it) and <index>.json once it ended. A task that was running when its orchestrator
+// died has no end record: the next wait() stops what is left of it and runs it again.
+#include "scheduler/scheduler.hpp"
+
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+#include "util/process.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <set>
+#include <spawn.h>
+#include <sstream>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace infrarsi::scheduler {
+namespace {
+
+using json = nlohmann::json;
+using clock = std::chrono::steady_clock;
+
+std::string host_name() {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return host;
+}
+
+std::optional<json> read_json(const fs::path& p) {
+    std::ifstream in(p);
+    if (!in) return std::nullopt;
+    try {
+        return json::parse(in);
+    } catch (const json::exception&) {
+        return std::nullopt; // torn or foreign: treated as absent
+    }
+}
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks after boot) and field 6 (session); the command
+// name (field 2) may hold spaces and parentheses, so fields are counted after its last ')'.
+struct ProcStat {
+    long long session = -1;
+    unsigned long long start_ticks = 0;
+};
+std::optional<ProcStat> proc_stat(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) return std::nullopt;
+    std::istringstream rest(text.substr(close + 1));
+    std::string field;
+    ProcStat s;
+    for (int i = 3; rest >> field; ++i) {
+        if (i == 6) s.session = std::stoll(field);
+        if (i == 22) {
+            s.start_ticks = std::stoull(field);
+            return s;
+        }
+    }
+    return std::nullopt;
+}
+
+// The processes of session `sid`.
+std::vector<pid_t> session_members(pid_t sid) {
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        const pid_t pid = static_cast<pid_t>(std::stol(name));
+        try {
+            if (const auto st = proc_stat(pid); st && st->session == sid) out.push_back(pid);
+        } catch (const std::exception&) {
+            // the process ended while being read
+        }
+    }
+    return out;
+}
+
+// The resident memory of session `sid`, in bytes.
+long long session_rss_bytes(pid_t sid) {
+    static const long page = ::sysconf(_SC_PAGESIZE);
+    long long total = 0;
+    for (const pid_t pid : session_members(sid)) {
+        std::ifstream statm(fmt::format("/proc/{}/statm", pid));
+        long long size = 0, resident = 0;
+        if (statm >> size >> resident) total += resident * page;
+    }
+    return total;
+}
+
+void signal_session(pid_t sid, int sig) {
+    for (const pid_t pid : session_members(sid))
+        ::kill(pid, sig);
+}
+
+// Slurm's names, so the records read back through slurm::parse_job_state.
+const char* slurm_name(slurm::JobState s) {
+    switch (s) {
+    case slurm::JobState::Completed:
+        return "COMPLETED";
+    case slurm::JobState::OutOfMemory:
+        return "OUT_OF_MEMORY";
+    case slurm::JobState::Timeout:
+        return "TIMEOUT";
+    case slurm::JobState::Cancelled:
+        return "CANCELLED";
+    default:
+        return "FAILED";
+    }
+}
+
+// Starts `argv` in a new session with stdin from /dev/null and stdout and stderr to `output`.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& cwd,
+            const fs::path& output) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID);
+    std::vector<char*> cargv, cenv;
+    for (const auto& a : argv)
+        cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    for (const auto& e : env)
+        cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+    pid_t pid = -1;
+    const int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), cenv.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0)
+        throw Error(std::string("cannot start the trial: ") + std::strerror(rc), describe_command(argv));
+    return pid;
+}
+
+std::string expand_output(const std::string& pattern, const std::string& job, int index) {
+    std::string out;
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '%' && i + 1 < pattern.size() && (pattern[i + 1] == 'A' || pattern[i + 1] == 'a')) {
+            out += pattern[i + 1] == 'A' ? job : std::to_string(index);
+            ++i;
+        } else {
+            out += pattern[i];
+        }
+    }
+    return out;
+}
+
+// A task this process started and has not reaped yet.
+struct Running {
+    pid_t pid = -1;
+    clock::time_point started;
+    double start_epoch = 0;
+    long long peak_rss = 0;
+    slurm::JobState kill_reason = slurm::JobState::Unknown; // set when the watchdog or a cancel killed it
+    std::optional<clock::time_point> sigkill_at;
+};
+
+double epoch_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+class LocalScheduler final : public Scheduler {
+  public:
+    explicit LocalScheduler(fs::path state_dir) : dir_(std::move(state_dir)) { fs::create_directories(dir_); }
+
+    ~LocalScheduler() override {
+        // Tasks do not outlive the orchestrator that runs them (a restart runs them again).
+        for (auto& [job, tasks] : running_)
+            for (auto& [index, r] : tasks) {
+                signal_session(r.pid, SIGKILL);
+                while (::waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
+                }
+            }
+    }
+
+    std::string name() const override { return "local"; }
+    bool reachable(std::string*) const override { return true; }
+
+    std::string submit_held(const ArrayJob& job) override {
+        if (job.nodes > 1)
+            throw Error(fmt::format("the local scheduler runs trials on this machine only, and the contract "
+                                    "asks for {} nodes",
+                                    job.nodes),
+                        "--scheduler local", "resources.nodes = 1, or --scheduler slurm");
+        if (job.tasks <= 0) throw Error("an array of no tasks", "local scheduler");
+        for (const auto& id : job_ids())
+            if (auto j = read_json(dir_ / id / "job.json");
+                j && j->value("name", "") == job.name && fs::exists(dir_ / id / "held"))
+                cancel(id);
+        const json j = {{"name", job.name},
+                        {"script", job.script.string()},
+                        {"workdir", job.workdir.string()},
+                        {"output", job.output},
+                        {"tasks", job.tasks},
+                        {"max_concurrent", std::max(1, job.max_concurrent)},
+                        {"env", job.env},
+                        {"mem", job.mem},
+                        {"mem_bytes", job.mem_bytes},
+                        {"time_limit", job.time_limit},
+                        {"time_limit_s", job.time_limit_s}};
+        for (long long next = max_job_id() + 1;; ++next) {
+            const fs::path d = dir_ / std::to_string(next);
+            std::error_code ec;
+            if (!fs::create_directory(d, ec)) {
+                if (ec) throw Error("cannot create the job's directory: " + ec.message(), d.string());
+                continue; // taken meanwhile
+            }
+            write_file_atomically(d / "held", "");
+            write_file_atomically(d / "job.json", j.dump(1) + "\n");
+            return std::to_string(next);
+        }
+    }
+
+    void release(const std::string& job_id) override {
+        const fs::path d = job_dir(job_id);
+        std::error_code ec;
+        fs::remove(d / "held", ec);
+    }
+
+    std::vector<slurm::JobRecord> wait(const std::string& job_id, std::chrono::seconds timeout,
+                                       std::chrono::milliseconds poll) override {
+        const auto deadline = clock::now() + timeout;
+        const auto step = std::min(poll, std::chrono::milliseconds(200));
+        for (;;) {
+            auto records = advance(job_id);
+            const bool done = std::all_of(records.begin(), records.end(), [](const slurm::JobRecord& r) {
+                return slurm::is_finished(r.state);
+            });
+            if (done || clock::now() >= deadline) return records;
+            std::this_thread::sleep_for(step);
+        }
+    }
+
+    void cancel(const std::string& job_id) override {
+        const auto us = job_id.find('_');
+        const std::string job = job_id.substr(0, us);
+        const fs::path d = job_dir(job);
+        if (us == std::string::npos) {
+            write_file_atomically(d / "cancelled", "");
+            for (auto& [index, r] : running_[job])
+                kill_task(r, slurm::JobState::Cancelled);
+        } else {
+            const int index = std::stoi(job_id.substr(us + 1));
+            if (auto it = running_[job].find(index); it != running_[job].end())
+                kill_task(it->second, slurm::JobState::Cancelled);
+            else if (!fs::exists(d / fmt::format("{}.json", index)))
+                record_end(job, index, slurm::JobState::Cancelled, 0, 0, 0, 0, 0);
+        }
+        advance(job);
+    }
+
+  private:
+    fs::path job_dir(const std::string& job) const {
+        if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos ||
+            !fs::exists(dir_ / job))
+            throw Error("no such local job '" + job + "'", dir_.string());
+        return dir_ / job;
+    }
+
+    std::vector<std::string> job_ids() const {
+        std::vector<std::string> ids;
+        for (const auto& e : fs::directory_iterator(dir_)) {
+            const auto n = e.path().filename().string();
+            if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos) ids.push_back(n);
+        }
+        return ids;
+    }
+    long long max_job_id() const {
+        long long m = 0;
+        for (const auto& id : job_ids())
+            m = std::max(m, std::stoll(id));
+        return m;
+    }
+
+    void kill_task(Running& r, slurm::JobState reason) {
+        if (r.kill_reason != slurm::JobState::Unknown) return;
+        r.kill_reason = reason;
+        if (reason == slurm::JobState::OutOfMemory) {
+            signal_session(r.pid, SIGKILL);
+        } else {
+            signal_session(r.pid, SIGTERM);
+            r.sigkill_at = clock::now() + std::chrono::seconds(2);
+        }
+    }
+
+    void record_end(const std::string& job, int index, slurm::JobState state, int exit_code, int signal,
+                    double elapsed, long long peak, double start) {
+        const json rec = {{"state", slurm_name(state)},
+                          {"exit_code", exit_code},
+                          {"signal", signal},
+                          {"elapsed_s", elapsed},
+                          {"max_rss_bytes", peak},
+                          {"node", host_name()},
+                          {"start", start},
+                          {"end", epoch_now()}};
+        const fs::path d = dir_ / job;
+        write_file_atomically(d / fmt::format("{}.json", index), rec.dump() + "\n");
+        std::error_code ec;
+        fs::remove(d / fmt::format("{}.pid", index), ec);
+    }
+
+    // A task recorded as running by a process that is gone: stop what is left of it (its process group, if
+    // the pid still names the same process), so it can run again.
+    void stop_orphan(const fs::path& pid_file) {
+        if (auto p = read_json(pid_file)) {
+            const pid_t pid = p->value("pid", -1);
+            const auto st = pid > 0 ? proc_stat(pid) : std::nullopt;
+            if (st && st->start_ticks == p->value("start_ticks", 0ull)) signal_session(pid, SIGKILL);
+        }
+        std::error_code ec;
+        fs::remove(pid_file, ec);
+    }
+
+    // One round: reap, enforce the limits, start what may start; returns every task's record.
+    std::vector<slurm::JobRecord> advance(const std::string& job) {
+        const fs::path d = job_dir(job);
+        const auto spec = read_json(d / "job.json");
+        if (!spec) throw Error("unreadable job description", (d / "job.json").string());
+        const int tasks = spec->at("tasks").get<int>();
+        const long long mem_bytes = spec->value("mem_bytes", 0LL);
+        const long long time_limit_s = spec->value("time_limit_s", 0LL);
+        auto& running = running_[job];
+
+        // Reap and watch the running tasks.
+        for (auto it = running.begin(); it != running.end();) {
+            auto& [index, r] = *it;
+            int status = 0;
+            rusage ru{};
+            const pid_t got = ::wait4(r.pid, &status, WNOHANG, &ru);
+            if (got == r.pid) {
+                // The leader ended; what is left of its session goes with it.
+                signal_session(r.pid, SIGKILL);
+                const double elapsed = std::chrono::duration<double>(clock::now() - r.started).count();
+                const long long peak = std::max(r.peak_rss, static_cast<long long>(ru.ru_maxrss) * 1024);
+                const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+                const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+                slurm::JobState state = r.kill_reason;
+                if (state == slurm::JobState::Unknown)
+                    state = code == 0 && sig == 0 ? slurm::JobState::Completed : slurm::JobState::Failed;
+                record_end(job, index, state, code, sig, elapsed, peak, r.start_epoch);
+                it = running.erase(it);
+                continue;
+            }
+            r.peak_rss = std::max(r.peak_rss, session_rss_bytes(r.pid));
+            if (mem_bytes > 0 && r.peak_rss > mem_bytes) kill_task(r, slurm::JobState::OutOfMemory);
+            if (time_limit_s > 0 && clock::now() - r.started > std::chrono::seconds(time_limit_s))
+                kill_task(r, slurm::JobState::Timeout);
+            if (r.sigkill_at && clock::now() >= *r.sigkill_at) {
+                signal_session(r.pid, SIGKILL);
+                r.sigkill_at.reset();
+            }
+            ++it;
+        }
+
+        const bool held = fs::exists(d / "held");
+        const bool cancelled = fs::exists(d / "cancelled");
+        std::vector<slurm::JobRecord> records;
+        int active = static_cast<int>(running.size());
+        for (int index = 0; index < tasks; ++index) {
+            const fs::path end = d / fmt::format("{}.json", index);
+            auto rec = read_json(end);
+            if (!rec && !running.count(index)) {
+                const fs::path pid_file = d / fmt::format("{}.pid", index);
+                if (fs::exists(pid_file)) stop_orphan(pid_file);
+                if (cancelled) {
+                    record_end(job, index, slurm::JobState::Cancelled, 0, 0, 0, 0, 0);
+                    rec = read_json(end);
+                } else if (!held && active < spec->value("max_concurrent", 1)) {
+                    start(job, *spec, index);
+                    ++active;
+                }
+            }
+            slurm::JobRecord r;
+            r.array_job_id = job;
+            r.array_task_id = index;
+            r.job_id = fmt::format("{}_{}", job, index);
+            if (rec) {
+                r.raw_state = rec->value("state", "unknown");
+                r.state = slurm::parse_job_state(r.raw_state);
+                r.exit_code = rec->value("exit_code", 0);
+                r.exit_signal = rec->value("signal", 0);
+                r.elapsed_s = rec->value("elapsed_s", 0.0);
+                if (const long long m = rec->value("max_rss_bytes", 0LL); m > 0) r.max_rss_bytes = m;
+                r.node_list = rec->value("node", "");
+            } else if (running.count(index)) {
+                r.state = slurm::JobState::Running;
+                r.raw_state = "RUNNING";
+                r.node_list = host_name();
+            } else {
+                r.state = slurm::JobState::Pending;
+                r.raw_state = "PENDING";
+                r.reason = held ? "JobHeldUser" : "None";
+            }
+            records.push_back(std::move(r));
+        }
+        return records;
+    }
+
+    void start(const std::string& job, const json& spec, int index) {
+        const fs::path d = dir_ / job;
+        const fs::path output = expand_output(spec.value("output", ""), job, index);
+        std::map<std::string, std::string> env;
+        for (const auto& [k, v] : spec.at("env").items())
+            env[k] = v.get<std::string>();
+        env["INFRARSI_TRIAL_INDEX"] = std::to_string(index);
+        // Not a Slurm job, whatever the orchestrator runs in: the trial must not read another job's ids.
+        const auto environment = merged_environment(env, {"SLURM_"});
+        Running r;
+        r.started = clock::now();
+        r.start_epoch = epoch_now();
+        try {
+            if (!output.parent_path().empty()) fs::create_directories(output.parent_path());
+            r.pid = spawn({"bash", spec.at("script").get<std::string>()}, environment,
+                          spec.value("workdir", ""), output);
+        } catch (const std::exception& e) {
+            std::ofstream(output, std::ios::app) << "infrarsi local scheduler: " << e.what() << "\n";
+            record_end(job, index, slurm::JobState::Failed, 127, 0, 0, 0, r.start_epoch);
+            return;
+        }
+        const auto st = proc_stat(r.pid);
+        write_file_atomically(d / fmt::format("{}.pid", index),
+                              json{{"pid", r.pid}, {"start_ticks", st ? st->start_ticks : 0}}.dump() + "\n");
+        running_[job][index] = r;
+    }
+
+    fs::path dir_;
+    std::map<std::string, std::map<int, Running>> running_; // by job, then task index
+};
+
+} // namespace
+
+std::unique_ptr<Scheduler> local_scheduler(const fs::path& state_dir) {
+    return std::make_unique<LocalScheduler>(state_dir);
+}
+
+std::unique_ptr<Scheduler> make_scheduler(std::string_view which, const fs::path& local_state_dir,
+                                          std::string* why) {
+    if (which == "slurm") return slurm_scheduler();
+    if (which == "local") return local_scheduler(local_state_dir);
+    if (which != "auto")
+        throw Error(fmt::format("unknown scheduler '{}'", which), "--scheduler", "slurm, local or auto");
+    auto slurm = slurm_scheduler();
+    std::string reason;
+    if (slurm->reachable(&reason)) {
+        if (why) *why = "Slurm answers";
+        return slurm;
+    }
+    if (why) *why = "Slurm does not answer (" + (reason.empty() ? std::string("no scontrol") : reason) + ")";
+    return local_scheduler(local_state_dir);
+}
+
+} // namespace infrarsi::scheduler

@@ -1,0 +1,73 @@
+#pragma once
+// Where trials run: a Scheduler takes a batch of trials as one array job and reports each task's end as a
+// Slurm-style JobRecord, so the campaign has one vocabulary whichever runs them. Two backends:
+//   slurm  the cluster, through slurm::Client (sbatch --array, held then released; squeue, sacct, scancel);
+//   local  child processes on this machine (a workstation, a GPU box without Slurm): one task at a time by
+//          default, under the memory limit (a watchdog over the task's process group) and the time limit,
+//          with the same wrapper, output files and result files; its state is kept on disk, so a restarted
+//          orchestrator re-attaches to a batch as it does to a Slurm job.
+#include "slurm/job.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace infrarsi::scheduler {
+
+namespace fs = std::filesystem;
+
+// One batch: `tasks` array tasks of `script`, each told its index (SLURM_ARRAY_TASK_ID under Slurm,
+// INFRARSI_TRIAL_INDEX locally).
+struct ArrayJob {
+    std::string name; // unique per batch: a held job of this name is a predecessor that never ran
+    fs::path script;
+    fs::path workdir;
+    std::string output; // per-task output file; %A: the job id, %a: the task index
+    int tasks = 0;
+    int max_concurrent = 1;
+    std::map<std::string, std::string> env; // added to the submitter's environment
+    // Resources, as the contract states them.
+    std::string partition;
+    int nodes = 1;
+    std::optional<int> ntasks_per_node;
+    std::optional<int> cpus_per_task;
+    std::string mem; // as written ("300M")
+    long long mem_bytes = 0;
+    std::string time_limit; // as written
+    long long time_limit_s = 0;
+    std::vector<std::string> sbatch_args; // Slurm only: further sbatch options
+};
+
+class Scheduler {
+  public:
+    virtual ~Scheduler() = default;
+    virtual std::string name() const = 0; // "slurm", "local"
+    // Whether jobs can be submitted now; `why` says what is wrong when not.
+    virtual bool reachable(std::string* why) const = 0;
+    // Submits the batch held: nothing runs before release(). A held job of the same name (left by a process
+    // that died before recording the id it got) is cancelled first. Returns the job id.
+    virtual std::string submit_held(const ArrayJob& job) = 0;
+    // Lets a held job run; a job already released, running or finished needs nothing.
+    virtual void release(const std::string& job_id) = 0;
+    // Waits up to `timeout` for every task to finish, polling every `poll`; returns every task's record.
+    virtual std::vector<slurm::JobRecord> wait(const std::string& job_id, std::chrono::seconds timeout,
+                                               std::chrono::milliseconds poll) = 0;
+    // Cancels a job, or one task of it ("12_3").
+    virtual void cancel(const std::string& job_id) = 0;
+};
+
+std::unique_ptr<Scheduler> slurm_scheduler();
+// Keeps its jobs' state under state_dir (created when missing).
+std::unique_ptr<Scheduler> local_scheduler(const fs::path& state_dir);
+
+// "slurm", "local" or "auto" (Slurm when it answers, else local). `why` gets the reason for auto's choice.
+// Throws an Error for another name.
+std::unique_ptr<Scheduler> make_scheduler(std::string_view which, const fs::path& local_state_dir,
+                                          std::string* why = nullptr);
+
+} // namespace infrarsi::scheduler

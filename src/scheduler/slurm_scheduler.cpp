@@ -1,0 +1,64 @@
+// The Slurm backend: slurm::Client, with the campaign's submission conventions (held, then released; no
+// Slurm requeue unless the contract asks for it).
+#include "scheduler/scheduler.hpp"
+#include "slurm/client.hpp"
+#include "util/process.hpp"
+
+#include <fmt/format.h>
+
+namespace infrarsi::scheduler {
+namespace {
+
+class SlurmScheduler final : public Scheduler {
+  public:
+    std::string name() const override { return "slurm"; }
+    bool reachable(std::string* why) const override { return client_.reachable(why); }
+
+    std::string submit_held(const ArrayJob& job) override {
+        // A previous process may have died between sbatch and recording the job id: its job is still held
+        // (never released), so it is cancelled by name. Nothing of it ran.
+        run_process({"scancel", "--name", job.name, "--state", "PENDING"});
+        slurm::SubmitRequest r;
+        r.script = job.script.string();
+        r.job_name = job.name;
+        r.partition = job.partition;
+        r.nodes = job.nodes;
+        r.ntasks_per_node = job.ntasks_per_node;
+        r.cpus_per_task = job.cpus_per_task;
+        r.mem = job.mem;
+        r.time_limit = job.time_limit;
+        r.array = fmt::format("0-{}%{}", job.tasks - 1, job.max_concurrent);
+        r.output = job.output;
+        r.workdir = job.workdir.string();
+        r.env = job.env;
+        r.extra_args = job.sbatch_args;
+        r.hold = true;
+        // The orchestrator owns re-queueing: a trial whose node fails ends NODE_FAIL, is recorded
+        // node_failure (not counted) and goes into the next batch at once. Slurm's own requeue would re-run
+        // the same array task only after its requeue delay (BeginTime, two minutes in 22.05) and hide the
+        // failure. A contract that passes --requeue in sbatch_args gets Slurm's requeue; the task's last run
+        // is then the one recorded.
+        r.requeue = false;
+        return client_.submit(r);
+    }
+
+    void release(const std::string& job_id) override { client_.release(job_id); }
+
+    std::vector<slurm::JobRecord> wait(const std::string& job_id, std::chrono::seconds timeout,
+                                       std::chrono::milliseconds poll) override {
+        return client_.wait(job_id, timeout, poll);
+    }
+
+    void cancel(const std::string& job_id) override { client_.cancel(job_id); }
+
+  private:
+    slurm::Client client_;
+};
+
+} // namespace
+
+std::unique_ptr<Scheduler> slurm_scheduler() {
+    return std::make_unique<SlurmScheduler>();
+}
+
+} // namespace infrarsi::scheduler

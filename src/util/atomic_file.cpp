@@ -1,0 +1,55 @@
+#include "util/atomic_file.hpp"
+
+#include "util/error.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace infrarsi {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const char* what, int err) {
+    throw Error(std::string(what) + ": " + std::strerror(err), path.string());
+}
+
+} // namespace
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
+    const std::filesystem::path tmp = path.string() + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail(tmp, "cannot create", errno);
+    std::size_t off = 0;
+    while (off < content.size()) {
+        const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = n < 0 ? errno : EIO;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            fail(tmp, "cannot write", err);
+        }
+        off += static_cast<std::size_t>(n);
+    }
+    const int synced = ::fsync(fd);
+    const int sync_err = errno;
+    const int closed = ::close(fd);
+    if (synced != 0 || closed != 0) {
+        const int err = synced != 0 ? sync_err : errno;
+        ::unlink(tmp.c_str());
+        fail(tmp, "cannot write", err);
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        fail(path, "cannot replace", err);
+    }
+    const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+} // namespace infrarsi

@@ -1,0 +1,193 @@
+// The local scheduler on this machine: real child processes, real limits, no Slurm.
+#include "scheduler/scheduler.hpp"
+#include "util/error.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using namespace infrarsi;
+using slurm::JobState;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        std::string t = (fs::temp_directory_path() / "infrarsi-local-XXXXXX").string();
+        path = ::mkdtemp(t.data());
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+std::string read(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// Running or sleeping, not a zombie and not gone.
+bool alive(pid_t pid) {
+    const std::string stat = read("/proc/" + std::to_string(pid) + "/stat");
+    const auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// An array job of `tasks` tasks running `body` (bash) with INFRARSI_TRIAL_INDEX set.
+scheduler::ArrayJob job(const TempDir& d, const std::string& body, int tasks = 1) {
+    const fs::path script = d.path / "task.sh";
+    std::ofstream(script) << "#!/bin/bash\nset -e\n" << body << "\n";
+    scheduler::ArrayJob j;
+    j.name = "test-job";
+    j.script = script;
+    j.workdir = d.path;
+    j.output = (d.path / "out-%A_%a.txt").string();
+    j.tasks = tasks;
+    j.env = {{"MARK", "from-env"}};
+    j.mem_bytes = 1LL << 30;
+    j.time_limit_s = 60;
+    return j;
+}
+
+std::vector<slurm::JobRecord> run(scheduler::Scheduler& s, const scheduler::ArrayJob& j,
+                                  std::string* id = nullptr) {
+    const auto job = s.submit_held(j);
+    if (id) *id = job;
+    s.release(job);
+    return s.wait(job, 60s, 50ms);
+}
+
+} // namespace
+
+TEST_CASE("local: an array runs every task once, one at a time by default, each with its index, environment "
+          "and output file") {
+    TempDir d;
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    CHECK(s->name() == "local");
+    std::string id;
+    auto j = job(d,
+                 "echo \"$INFRARSI_TRIAL_INDEX $MARK ${SLURM_JOB_ID:-none}\"\n"
+                 "echo \"start $INFRARSI_TRIAL_INDEX\" >> order; sleep 0.2; echo \"end "
+                 "$INFRARSI_TRIAL_INDEX\" >> order",
+                 3);
+    ::setenv("SLURM_JOB_ID", "999", 1); // the orchestrator's own job: not the trial's
+    const auto records = run(*s, j, &id);
+    ::unsetenv("SLURM_JOB_ID");
+    REQUIRE(records.size() == 3);
+    for (int i = 0; i < 3; ++i) {
+        CHECK(records[i].state == JobState::Completed);
+        CHECK(records[i].array_task_id == i);
+        CHECK(records[i].job_id == id + "_" + std::to_string(i));
+        CHECK(records[i].elapsed_s > 0.1);
+        CHECK(read(d.path / ("out-" + id + "_" + std::to_string(i) + ".txt")) ==
+              std::to_string(i) + " from-env none\n");
+    }
+    CHECK(read(d.path / "order") == "start 0\nend 0\nstart 1\nend 1\nstart 2\nend 2\n");
+}
+
+TEST_CASE("local: nothing runs while held; a second submission of the same name cancels the held one") {
+    TempDir d;
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    const auto j = job(d, "touch ran");
+    const auto first = s->submit_held(j);
+    auto records = s->wait(first, 1s, 50ms);
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].state == JobState::Pending);
+    CHECK_FALSE(fs::exists(d.path / "ran"));
+
+    const auto second = s->submit_held(j);
+    CHECK(second != first);
+    CHECK(s->wait(first, 1s, 50ms)[0].state == JobState::Cancelled);
+    s->release(second);
+    CHECK(s->wait(second, 30s, 50ms)[0].state == JobState::Completed);
+    CHECK(fs::exists(d.path / "ran"));
+}
+
+TEST_CASE("local: a failing task is FAILED with its exit code; a task over the memory limit is killed out of "
+          "memory; one over the time limit times out") {
+    TempDir d;
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    auto r = run(*s, job(d, "exit 3"));
+    CHECK(r[0].state == JobState::Failed);
+    CHECK(r[0].exit_code == 3);
+
+    // A child of the task (as a workload is of the trial wrapper) writes 1 GiB against a 64 MiB limit.
+    auto hog = job(d, "python3 -c 'import time; a = b\"x\" * (1 << 30); time.sleep(30)'");
+    hog.mem_bytes = 64LL << 20;
+    r = run(*s, hog);
+    CHECK(r[0].state == JobState::OutOfMemory);
+    REQUIRE(r[0].max_rss_bytes);
+    CHECK(*r[0].max_rss_bytes > (64LL << 20));
+
+    auto slow = job(d, "sleep 30");
+    slow.time_limit_s = 1;
+    r = run(*s, slow);
+    CHECK(r[0].state == JobState::Timeout);
+    CHECK(r[0].elapsed_s < 10);
+}
+
+TEST_CASE("local: cancelling a job stops its running task and the ones not started") {
+    TempDir d;
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    const auto id = s->submit_held(job(d, "sleep 30", 2));
+    s->release(id);
+    auto r = s->wait(id, 1s, 50ms);
+    CHECK(r[0].state == JobState::Running);
+    s->cancel(id);
+    r = s->wait(id, 10s, 50ms);
+    CHECK(r[0].state == JobState::Cancelled);
+    CHECK(r[1].state == JobState::Cancelled);
+}
+
+TEST_CASE("local: a task left running by an orchestrator that died is stopped and run again by the next") {
+    TempDir d;
+    const auto j = job(d, "echo $$ >> pids; sleep 30", 1);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        // The first orchestrator: starts the task, then dies without cleaning up.
+        auto s = scheduler::local_scheduler(d.path / "jobs");
+        const auto id = s->submit_held(j);
+        s->release(id);
+        s->wait(id, 1s, 50ms);
+        ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    std::string first_pid;
+    std::ifstream(d.path / "pids") >> first_pid;
+    REQUIRE(!first_pid.empty());
+    CHECK(alive(std::stoi(first_pid))); // the orphan still runs
+
+    std::ofstream(j.script) << "#!/bin/bash\necho $$ >> pids\n"; // the rerun ends at once
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    const auto r = s->wait("1", 30s, 50ms);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].state == JobState::Completed);
+    // The orphan was stopped (a zombie until whoever adopted it reaps it).
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i, ::usleep(20000))
+        gone = !alive(std::stoi(first_pid));
+    CHECK(gone);
+    const std::string pids = read(d.path / "pids");
+    CHECK(std::count(pids.begin(), pids.end(), '\n') == 2);
+}
+
+TEST_CASE("local: a multi-node contract is refused, naming what to do") {
+    TempDir d;
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    auto j = job(d, "true");
+    j.nodes = 2;
+    CHECK_THROWS_WITH_AS(s->submit_held(j), doctest::Contains("--scheduler slurm"), Error);
+    CHECK_THROWS_WITH_AS(scheduler::make_scheduler("pbs", d.path), doctest::Contains("slurm, local or auto"),
+                         Error);
+}
