@@ -560,14 +560,14 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
 }
 
 std::vector<double> Campaign::reference_losses() {
-    auto d = store_->doctor();
-    if (!d || !d->contains("reference_losses")) return {};
-    return (*d)["reference_losses"].get<std::vector<double>>();
+    auto d = store_->baseline();
+    return d ? d->reference_losses : std::vector<double>{};
 }
 
 double Campaign::mde() {
-    auto d = store_->doctor();
-    return d ? d->value("minimum_detectable_effect", 0.05) : 0.05;
+    // Before the doctor has measured the noise, 5%.
+    auto d = store_->baseline();
+    return d ? d->minimum_detectable_effect : 0.05;
 }
 
 fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
@@ -661,25 +661,24 @@ void Campaign::finish_doctor() {
                                 trials.size(), failures),
                     dir_.string(), "a baseline that runs (check the contract's resources and command)");
     auto noise = measure::calibrate(medians, within, contract_.repeats.verify);
-    json phase_medians;
+    store::Baseline d;
+    d.repeats = static_cast<int>(trials.size());
+    d.completed = static_cast<int>(medians.size());
+    d.runs = runs;
+    d.median_step_s = noise.median_step_s;
+    d.cold_step_s = measure::median(colds);
+    d.cold_overhead = noise.median_step_s > 0 ? d.cold_step_s / noise.median_step_s : 0;
+    d.cv_between = noise.cv_between;
+    d.cv_within = noise.cv_within;
+    d.minimum_detectable_effect = noise.minimum_detectable_effect;
+    d.comparison_repeats = noise.comparison_repeats;
     for (const auto& [k, v] : phases)
-        phase_medians[k] = measure::median(v);
-    json d = {{"repeats", trials.size()},
-              {"completed", medians.size()},
-              {"runs", runs},
-              {"median_step_s", noise.median_step_s},
-              {"cold_step_s", measure::median(colds)},
-              {"cold_overhead", noise.median_step_s > 0 ? measure::median(colds) / noise.median_step_s : 0},
-              {"cv_between", noise.cv_between},
-              {"cv_within", noise.cv_within},
-              {"minimum_detectable_effect", noise.minimum_detectable_effect},
-              {"comparison_repeats", noise.comparison_repeats},
-              {"phases", phase_medians},
-              {"tokens_per_s", measure::median(tps)},
-              {"reference_losses", verify::reference_losses(losses)}};
-    if (!mfus.empty()) d["mfu"] = measure::median(mfus);
-    if (!peaks.empty()) d["peak_memory_bytes"] = *std::max_element(peaks.begin(), peaks.end());
-    store_->put_doctor(d);
+        d.phases[k] = measure::median(v);
+    d.tokens_per_s = measure::median(tps);
+    d.reference_losses = verify::reference_losses(losses);
+    if (!mfus.empty()) d.mfu = measure::median(mfus);
+    if (!peaks.empty()) d.peak_memory_bytes = *std::max_element(peaks.begin(), peaks.end());
+    store_->put_baseline(d);
     store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
                             "minimum detectable effect {:.2f}%",
                             noise.median_step_s, measure::median(colds), 100 * noise.cv_between,
@@ -688,7 +687,7 @@ void Campaign::finish_doctor() {
 
 void Campaign::doctor(const RunOptions& o) {
     resume_open_batches(o);
-    if (store_->doctor() || stopping(o)) return;
+    if (store_->baseline() || stopping(o)) return;
     if (store_->batches().empty() || std::none_of(store_->batches().begin(), store_->batches().end(),
                                                   [](auto& b) { return b.kind == "doctor"; })) {
         std::vector<Task> tasks(static_cast<std::size_t>(contract_.repeats.doctor));
@@ -730,10 +729,10 @@ TrialCostModel Campaign::trial_cost_model() {
     TrialCostModel m;
     m.steps = contract_.invariants.steps;
     m.warmup_steps = contract_.invariants.warmup_steps;
-    auto d = store_->doctor();
+    auto d = store_->baseline();
     if (!d) return m;
-    m.step_s = d->value("median_step_s", 0.0);
-    m.cold_step_s = d->value("cold_step_s", 0.0);
+    m.step_s = d->median_step_s;
+    m.cold_step_s = d->cold_step_s;
     // The overhead per trial: the wall time of the one-at-a-time batches (doctor, verification: what
     // verification will look like) shared among their trials, less the steps. The median over batches, so
     // one batch that waited out an orchestrator outage does not dominate.
@@ -767,8 +766,8 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
         periods.empty() ? std::ceil(double(std::max(q, 1)) / conc) * m.trial_s() : measure::median(periods);
     // Verification: the best verify_top distinct candidates faster than the baseline; the next batch may
     // add up to q of them.
-    auto doctor = store_->doctor();
-    const double base = doctor ? doctor->value("median_step_s", 0.0) : 0.0;
+    const auto baseline = store_->baseline();
+    const double base = baseline ? baseline->median_step_s : 0.0;
     const auto baseline_key = contract_.space.baseline().key();
     std::set<std::string> faster;
     for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
@@ -782,7 +781,7 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
 void Campaign::search(const RunOptions& o) {
     resume_open_batches(o);
     auto proposer = search::make_proposer(o.proposer);
-    auto doctor = store_->doctor();
+    const auto baseline = store_->baseline();
     while (!stopping(o)) {
         auto use = budget_use();
         if (!use.exhausted.empty()) {
@@ -792,7 +791,7 @@ void Campaign::search(const RunOptions& o) {
         }
         const int q = std::min(contract_.budget.batch_size, contract_.budget.trials - use.trials);
         // Leave the wall time verification needs: stop before a batch that would eat into it.
-        if (const double budget = contract_.budget.wall_time_s; budget > 0 && o.verify && doctor) {
+        if (const double budget = contract_.budget.wall_time_s; budget > 0 && o.verify && baseline) {
             const auto plan = search_wall_plan(q);
             if (!plan.fits(use.wall_s, budget)) {
                 const auto m = trial_cost_model();
@@ -846,7 +845,7 @@ void Campaign::search(const RunOptions& o) {
         }
         for (const auto& t : tasks)
             ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
-        if (doctor) ctx.baseline_step_s = doctor->value("median_step_s", 0.0);
+        if (baseline) ctx.baseline_step_s = baseline->median_step_s;
         ctx.noise_floor = mde();
         ctx.memory_limit_bytes = static_cast<double>(contract_.resources.mem_bytes);
         ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
@@ -872,8 +871,8 @@ void Campaign::search(const RunOptions& o) {
 void Campaign::verify(const RunOptions& o) {
     resume_open_batches(o);
     if (store_->meta("verify_done") == "1" || stopping(o)) return;
-    auto doctor = store_->doctor();
-    const double base = doctor ? doctor->value("median_step_s", 0.0) : 0.0;
+    const auto baseline = store_->baseline();
+    const double base = baseline ? baseline->median_step_s : 0.0;
     const auto baseline_key = contract_.space.baseline().key();
     // The best distinct candidates that were faster than the baseline in the search.
     std::map<std::string, TrialRow> best;
@@ -984,9 +983,9 @@ void Campaign::finish_verification(std::int64_t vid) {
     for (const auto& id : cand.patches)
         if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
     verify::NoisePrior noise;
-    if (auto doc = store_->doctor()) {
-        noise.cv_between = doc->value("cv_between", 0.0);
-        noise.dof = std::max(0, doc->value("completed", 0) - 1);
+    if (auto b = store_->baseline()) {
+        noise.cv_between = b->cv_between;
+        noise.dof = std::max(0, b->completed - 1);
     }
     auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing, noise);
     if (v.detail.contains("budget_note")) {
@@ -1023,9 +1022,9 @@ void Campaign::run(const RunOptions& o) {
                        trial_script().string(), scheduler(o).name()));
     doctor(o);
     if (stopping(o)) return;
-    if (auto d = store_->doctor())
-        say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%",
-                           d->value("median_step_s", 0.0), 100 * d->value("minimum_detectable_effect", 0.0)));
+    if (auto b = store_->baseline())
+        say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%", b->median_step_s,
+                           100 * b->minimum_detectable_effect));
     // The bank's seeds are looked up once, after the doctor has re-baselined on this hardware, and kept
     // in the store so a restarted campaign proposes the same ones.
     if (!o.bank.empty() && !store_->meta("bank_seeds")) {

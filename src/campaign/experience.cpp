@@ -189,10 +189,9 @@ std::vector<bank::Finding> campaign_findings(Campaign& c) {
                               {{"factor", measure::median(ratios)}, {"trials", ratios.size()}},
                               ratio_trials));
 
-    if (auto d = st.doctor())
-        out.push_back(finding(
-            "noise", true,
-            {{"cv", d->value("cv_between", 0.0)}, {"mde", d->value("minimum_detectable_effect", 0.0)}}, {}));
+    if (auto d = st.baseline())
+        out.push_back(
+            finding("noise", true, {{"cv", d->cv_between}, {"mde", d->minimum_detectable_effect}}, {}));
     return out;
 }
 

@@ -87,12 +87,12 @@ json status(campaign::Campaign& c) {
               {"failed", failed},
               {"outcomes", counts},
               {"promotions", s.promotions().size()}};
-    if (auto d = s.doctor())
-        j["baseline"] = {{"step_s", (*d)["median_step_s"]}, {"mde", (*d)["minimum_detectable_effect"]}};
+    const auto baseline = s.baseline();
+    if (baseline)
+        j["baseline"] = {{"step_s", baseline->median_step_s}, {"mde", baseline->minimum_detectable_effect}};
     if (best) {
         j["best"] = trial_json(*best);
-        if (auto d = s.doctor())
-            j["best"]["speedup_vs_baseline"] = (*d)["median_step_s"].get<double>() / *best->step_time_s;
+        if (baseline) j["best"]["speedup_vs_baseline"] = baseline->median_step_s / *best->step_time_s;
     }
     json ev = json::array();
     for (const auto& [t, m] : s.events(8))
@@ -141,8 +141,8 @@ json build(campaign::Campaign& c) {
                    {"node_hours", k.budget.node_hours},
                    {"wall_s", use.wall_s},
                    {"wall_time_s", k.budget.wall_time_s}};
-    if (auto d = s.doctor()) {
-        json b = *d;
+    if (auto d = s.baseline()) {
+        json b = store::to_json(*d);
         b.erase("reference_losses");
         r["baseline"] = b;
     }

@@ -350,17 +350,21 @@ std::vector<TrialRow> CampaignStore::trials_of_batch(std::int64_t batch_id) {
     return trials({.batch_id = batch_id});
 }
 
-void CampaignStore::put_doctor(const nlohmann::json& result) {
+void CampaignStore::put_baseline(const Baseline& b) {
     Statement(db_, "INSERT INTO doctor(created, result) VALUES (?1, ?2)")
         .bind(1, now_seconds())
-        .bind(2, result.dump())
+        .bind(2, to_json(b).dump())
         .run();
 }
 
-std::optional<nlohmann::json> CampaignStore::doctor() {
+std::optional<Baseline> CampaignStore::baseline() {
     Statement s(db_, "SELECT result FROM doctor ORDER BY id DESC LIMIT 1");
-    if (s.step()) return nlohmann::json::parse(s.text(0));
-    return std::nullopt;
+    if (!s.step()) return std::nullopt;
+    try {
+        return baseline_from_json(nlohmann::json::parse(s.text(0)));
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("unreadable baseline: ") + e.what(), "campaign.db, table doctor");
+    }
 }
 
 std::int64_t CampaignStore::add_verification(const VerificationRow& v) {

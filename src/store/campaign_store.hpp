@@ -2,6 +2,7 @@
 // The campaign store: everything a campaign knows, in one SQLite database that only the orchestrator writes
 // (trial jobs write result files that it ingests). Schema versioned with PRAGMA user_version and forward
 // migrations; a newer database than this build understands is refused.
+#include "store/baseline.hpp"
 #include "store/sqlite.hpp"
 #include "trial/outcome.hpp"
 
@@ -128,8 +129,8 @@ class CampaignStore {
     std::vector<TrialRow> trials(const TrialQuery& q = {}); // in id order
     std::vector<TrialRow> trials_of_batch(std::int64_t batch_id);
 
-    void put_doctor(const nlohmann::json& result);
-    std::optional<nlohmann::json> doctor();
+    void put_baseline(const Baseline& b); // the doctor's result
+    std::optional<Baseline> baseline();   // the latest, once the doctor has finished
 
     std::int64_t add_verification(const VerificationRow& v);
     void update_verification(const VerificationRow& v);

@@ -149,3 +149,30 @@ TEST_CASE("a trial query matches every field it sets") {
     // A value that looks like SQL is a value.
     CHECK(s.trials({.candidate_key = "k0' OR '1'='1"}).empty());
 }
+
+TEST_CASE("the doctor's baseline is stored typed and read back whole; a damaged one names its missing key") {
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    CHECK_FALSE(s.baseline());
+    store::Baseline b;
+    b.repeats = 3;
+    b.completed = 3;
+    b.median_step_s = 0.25;
+    b.minimum_detectable_effect = 0.04;
+    b.phases = {{"forward", 0.1}};
+    b.reference_losses = {5.0, 4.5};
+    b.mfu = 0.2;
+    s.put_baseline(b);
+    const auto back = s.baseline();
+    REQUIRE(back);
+    CHECK(back->median_step_s == 0.25);
+    CHECK(back->minimum_detectable_effect == 0.04);
+    CHECK(back->phases.at("forward") == 0.1);
+    CHECK(back->reference_losses == std::vector<double>{5.0, 4.5});
+    CHECK(back->mfu == 0.2);
+    CHECK_FALSE(back->peak_memory_bytes);
+
+    auto j = store::to_json(b);
+    j.erase("minimum_detectable_effect");
+    CHECK_THROWS_WITH_AS(store::baseline_from_json(j), doctest::Contains("minimum_detectable_effect"), Error);
+}

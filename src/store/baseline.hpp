@@ -1,0 +1,36 @@
+#pragma once
+// The doctor's result: the baseline every later trial is compared with, typed. Stored as JSON in the
+// campaign store (table doctor); the report prints the same keys (without the reference losses).
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace infrarsi::store {
+
+struct Baseline {
+    int repeats = 0;   // doctor runs
+    int completed = 0; // of which measured every step
+    nlohmann::json runs =
+        nlohmann::json::array();          // per run: trial, node, outcome, step_s, cold_step_s, detail
+    double median_step_s = 0;             // steady-state step time, median over the runs
+    double cold_step_s = 0;               // warm-up step time, median over the runs
+    double cold_overhead = 0;             // cold_step_s / median_step_s
+    double cv_between = 0;                // relative spread of the runs' medians (the noise that matters)
+    double cv_within = 0;                 // median relative spread of steps within a run
+    double minimum_detectable_effect = 0; // relative, at comparison_repeats runs per arm
+    int comparison_repeats = 0;
+    std::map<std::string, double> phases; // median seconds per step phase
+    double tokens_per_s = 0;
+    std::optional<double> mfu;
+    std::optional<double> peak_memory_bytes;
+    std::vector<double> reference_losses; // per step: what the loss invariant compares with
+};
+
+nlohmann::json to_json(const Baseline& b);
+// Throws infrarsi::Error naming the first missing or mistyped key.
+Baseline baseline_from_json(const nlohmann::json& j);
+
+} // namespace infrarsi::store
