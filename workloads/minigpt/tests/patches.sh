@@ -11,8 +11,9 @@
 # (T x T scores, MLP hidden layer, N x vocab logits, expert slots at capacity factor 2, where top-2 of 4 experts
 # never drops a choice, full recompute's block caches), so a patch that changes what it caches but not its
 # footprint function fails.
-# Speed: one sandbox source tree and one build tree; before each patch only the files the previous patch touched
-# are restored, so make recompiles just the touched translation units.
+# Speed: the baseline's source and build trees are kept; each patch starts from a copy of both made at the same
+# paths with their timestamps (cp -a), so make recompiles only what that patch touches (restoring the previous
+# patch's files instead would recompile them, and every file that includes them, a second time).
 set -euo pipefail
 src=${MINIGPT_SOURCE_DIR:?MINIGPT_SOURCE_DIR must point at workloads/minigpt}
 work=$(mktemp -d /tmp/minigpt-patches.XXXXXX)
@@ -72,12 +73,14 @@ sys.exit(0 if ok else 1)
 PY
 }
 memcheck "$work/build/minigpt" baseline || fail=1
+mv "$work/src" "$work/base-src"
+mv "$work/build" "$work/base-build"
 drift() { python3 -c 'import sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]; print(sum(abs(x-y)/x for x,y in zip(a,b))/len(a))' "$1" "$2"; }
-prev_touched=()
 for p in "$src"/patches/*.patch; do
   id=$(basename "$p" .patch)
-  for f in "${prev_touched[@]}"; do cp "$src/$f" "$work/src/$f"; done
-  mapfile -t prev_touched < <(sed -n 's|^+++ b/\([^\t ]*\).*|\1|p' "$p")
+  rm -rf "$work/src" "$work/build"
+  cp -a "$work/base-src" "$work/src"
+  cp -a "$work/base-build" "$work/build"
   if ! patch -p1 --dry-run -s -d "$work/src" < "$p" > /dev/null; then echo "FAIL $id: does not apply"; fail=1; continue; fi
   patch -p1 -s -d "$work/src" < "$p"
   tags=$(python3 -c 'import sys,tomllib; c=tomllib.load(open(sys.argv[1],"rb")); print(" ".join(next(x["tags"] for x in c["patch"] if x["id"]==sys.argv[2])))' "$src/patches/catalog.toml" "$id")
