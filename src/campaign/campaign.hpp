@@ -3,6 +3,9 @@
 // the five stages (init, doctor, run, verify, report/apply). All state is in the store, so a process killed
 // at any point resumes where it stopped: a batch is recorded before it is submitted, its job id before it is
 // released, and a submitted batch is re-attached to on restart.
+// One class, one file per part: campaign.cpp (open, lock, budget, run() the sequencer), batch.cpp (plan,
+// submit, await, resume, ingest: the batch runner, which never calls a stage), doctor.cpp, search.cpp,
+// verification.cpp (the stages).
 #include "contract/contract.hpp"
 #include "patch/catalog.hpp"
 #include "patch/sandbox.hpp"

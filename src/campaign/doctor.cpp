@@ -1,0 +1,128 @@
+// The doctor stage: run the baseline `repeats.doctor` times and turn the runs into the typed Baseline (step
+// time, cold start, phases, noise and minimum detectable effect, reference losses) every later stage uses.
+#include "campaign/campaign.hpp"
+
+#include "measure/noise.hpp"
+#include "measure/statistics.hpp"
+#include "util/error.hpp"
+#include "verify/verify.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+
+namespace infrarsi::campaign {
+
+using nlohmann::json;
+using store::TrialKind;
+using store::TrialRow;
+using store::TrialState;
+
+namespace {
+
+json opt(const std::optional<double>& v) {
+    return v ? json(*v) : json();
+}
+
+} // namespace
+
+std::vector<double> Campaign::reference_losses() {
+    auto d = store_->baseline();
+    return d ? d->reference_losses : std::vector<double>{};
+}
+
+double Campaign::mde() {
+    // Before the doctor has measured the noise, 5%.
+    auto d = store_->baseline();
+    return d ? d->minimum_detectable_effect : 0.05;
+}
+
+void Campaign::finish_doctor() {
+    auto trials = store_->trials({.kinds = {TrialKind::Doctor}, .state = TrialState::Finished});
+    std::vector<double> medians, within, colds, tps, mfus, peaks;
+    std::vector<std::vector<double>> losses;
+    std::map<std::string, std::vector<double>> phases;
+    json runs = json::array();
+    std::string failures;
+    const auto& inv = contract_.invariants;
+    for (const auto& t : trials) {
+        runs.push_back({{"trial", t.id},
+                        {"node", t.node},
+                        {"outcome", store::outcome_name(t)},
+                        {"step_s", opt(t.step_time_s)},
+                        {"cold_step_s", opt(t.cold_step_s)},
+                        {"detail", t.detail}});
+        bool complete = (t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::ContractViolation) &&
+                        t.step_time_s && t.measurements.contains("losses") &&
+                        static_cast<int>(t.measurements["losses"].size()) >= inv.steps;
+        if (!complete) {
+            failures += fmt::format("{}trial {}: {} {}", failures.empty() ? "" : "; ", t.id,
+                                    store::outcome_name(t), t.detail);
+            continue;
+        }
+        medians.push_back(*t.step_time_s);
+        auto samples = t.measurements["steady_samples"].get<std::vector<double>>();
+        double mu = measure::mean(samples);
+        within.push_back(mu > 0 ? measure::stddev(samples) / mu : 0);
+        colds.push_back(t.cold_step_s.value_or(0));
+        if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
+        if (t.mfu) mfus.push_back(*t.mfu);
+        if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
+        losses.push_back(t.measurements["losses"].get<std::vector<double>>());
+        for (const auto& [k, v] : t.measurements["phases"].items())
+            phases[k].push_back(v.get<double>());
+    }
+    if (medians.size() < 2)
+        throw Error(fmt::format("the baseline completed only {} of {} doctor runs: {}", medians.size(),
+                                trials.size(), failures),
+                    dir_.string(), "a baseline that runs (check the contract's resources and command)");
+    auto noise = measure::calibrate(medians, within, contract_.repeats.verify);
+    store::Baseline d;
+    d.repeats = static_cast<int>(trials.size());
+    d.completed = static_cast<int>(medians.size());
+    d.runs = runs;
+    d.median_step_s = noise.median_step_s;
+    d.cold_step_s = measure::median(colds);
+    d.cold_overhead = noise.median_step_s > 0 ? d.cold_step_s / noise.median_step_s : 0;
+    d.cv_between = noise.cv_between;
+    d.cv_within = noise.cv_within;
+    d.minimum_detectable_effect = noise.minimum_detectable_effect;
+    d.comparison_repeats = noise.comparison_repeats;
+    for (const auto& [k, v] : phases)
+        d.phases[k] = measure::median(v);
+    d.tokens_per_s = measure::median(tps);
+    d.reference_losses = verify::reference_losses(losses);
+    if (!mfus.empty()) d.mfu = measure::median(mfus);
+    if (!peaks.empty()) d.peak_memory_bytes = *std::max_element(peaks.begin(), peaks.end());
+    store_->put_baseline(d);
+    store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
+                            "minimum detectable effect {:.2f}%",
+                            noise.median_step_s, measure::median(colds), 100 * noise.cv_between,
+                            100 * noise.minimum_detectable_effect));
+}
+
+void Campaign::doctor(const RunOptions& o) {
+    resume_open_batches(o);
+    if (store_->baseline() || stopping(o)) return;
+    if (store_->batches().empty() || std::none_of(store_->batches().begin(), store_->batches().end(),
+                                                  [](auto& b) { return b.kind == "doctor"; })) {
+        std::vector<Task> tasks(static_cast<std::size_t>(contract_.repeats.doctor));
+        for (auto& t : tasks) {
+            t.candidate = contract_.space.baseline();
+            t.kind = TrialKind::Doctor;
+            t.reason = "baseline repeat for noise calibration";
+        }
+        say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
+        auto id = plan_batch("doctor", tasks);
+        for (const auto& t : store_->trials_of_batch(id))
+            if (t.array_index < 0)
+                throw Error("the baseline does not build: " + t.detail, t.result_path,
+                            "a baseline that builds");
+        submit_batch(id, o);
+        await_batch(id, o);
+    }
+}
+
+} // namespace infrarsi::campaign

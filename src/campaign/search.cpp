@@ -1,0 +1,238 @@
+// The search stage: batches of proposed candidates until the trial, node-hour or wall-time budget ends
+// (leaving verification its wall time), with the memory estimates the proposer asks for.
+#include "campaign/campaign.hpp"
+
+#include "campaign/experience.hpp"
+#include "measure/statistics.hpp"
+#include "util/error.hpp"
+#include "util/process.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace infrarsi::campaign {
+
+using nlohmann::json;
+using store::TrialKind;
+using store::TrialRow;
+using store::TrialState;
+
+double TrialCostModel::steps_s() const {
+    const int warm = std::clamp(warmup_steps, 0, std::max(steps, 0));
+    return warm * std::max(cold_step_s, step_s) + (std::max(steps, 0) - warm) * step_s;
+}
+
+double TrialCostModel::trial_s() const {
+    return std::max(0.0, steps_s() + std::max(0.0, overhead_s));
+}
+
+double verification_wall_s(const TrialCostModel& m, int candidates, int pairs) {
+    return std::max(0, candidates) * std::max(0, pairs) * 2 * m.trial_s();
+}
+
+int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs) {
+    const double pair_s = 2 * m.trial_s();
+    if (pair_s <= 0) return pairs;
+    if (wall_left_s <= 0) return 0;
+    return static_cast<int>(std::min<double>(pairs, std::floor(wall_left_s / pair_s)));
+}
+
+fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
+    std::string set;
+    for (const auto& id : c.patches)
+        set += id + "\n";
+    if (auto it = estimate_sandboxes_.find(set); it != estimate_sandboxes_.end()) return it->second;
+    fs::path box;
+    if (!c.patches.empty()) {
+        std::optional<patch::Sandbox> built;
+        try {
+            built = sandbox_cache().find(patch_set(c));
+        } catch (const Error&) {
+        }
+        if (built && built->state == patch::Sandbox::State::Ready) box = built->source.parent_path();
+    }
+    if (box.empty()) {
+        auto doctor_trials = store_->trials({.kinds = {TrialKind::Doctor}});
+        if (doctor_trials.empty()) return {};
+        box = dir_ / "sandboxes" / doctor_trials[0].sandbox;
+    }
+    estimate_sandboxes_[set] = box;
+    return box;
+}
+
+std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
+    if (contract_.memory_estimate.empty()) return std::nullopt;
+    const fs::path box = estimate_sandbox(c);
+    if (box.empty()) return std::nullopt;
+    const std::string cache_key = c.key() + "@" + box.filename().string();
+    if (auto it = estimates_.find(cache_key); it != estimates_.end()) return it->second;
+    ProcessOptions po;
+    po.env = contract_.workload.env;
+    for (const auto& [k, v] : contract_.space.environment(c))
+        po.env[k] = v;
+    po.timeout = std::chrono::seconds(60);
+    auto argv = contract::substitute(
+        contract_.memory_estimate, {{"build", (box / "build").string()}, {"source", (box / "src").string()}});
+    std::optional<double> est;
+    try {
+        auto r = run_process(argv, po);
+        auto brace = r.out.find('{');
+        if (r.ok() && brace != std::string::npos) {
+            auto j = json::parse(r.out.substr(brace), nullptr, false);
+            if (j.is_object() && j.contains("estimated_peak_bytes"))
+                est = j["estimated_peak_bytes"].get<double>();
+        }
+    } catch (const Error&) {
+    }
+    estimates_[cache_key] = est;
+    return est;
+}
+
+TrialCostModel Campaign::trial_cost_model() {
+    TrialCostModel m;
+    m.steps = contract_.invariants.steps;
+    m.warmup_steps = contract_.invariants.warmup_steps;
+    auto d = store_->baseline();
+    if (!d) return m;
+    m.step_s = d->median_step_s;
+    m.cold_step_s = d->cold_step_s;
+    // The overhead per trial: the wall time of the one-at-a-time batches (doctor, verification: what
+    // verification will look like) shared among their trials, less the steps. The median over batches, so
+    // one batch that waited out an orchestrator outage does not dominate.
+    std::vector<double> overheads;
+    for (const auto& b : store_->batches("finished")) {
+        if (b.kind == "search" || b.submitted <= 0 || b.finished <= b.submitted) continue;
+        int n = 0;
+        for (const auto& t : store_->trials_of_batch(b.id))
+            if (t.array_index >= 0) ++n;
+        if (n > 0) overheads.push_back((b.finished - b.submitted) / n - m.steps_s());
+    }
+    if (!overheads.empty()) m.overhead_s = std::max(0.0, measure::median(overheads));
+    return m;
+}
+
+SearchWallPlan Campaign::search_wall_plan(int q) {
+    SearchWallPlan p;
+    const auto m = trial_cost_model();
+    // The next batch: as long as the search batches so far took (from the end of the batch before, so the
+    // proposal and the builds count), else its waves of trials at the baseline's pace.
+    std::vector<double> periods;
+    double previous_end = 0;
+    std::vector<store::BatchRow> done = store_->batches("finished");
+    std::sort(done.begin(), done.end(), [](auto& a, auto& b) { return a.finished < b.finished; });
+    for (const auto& b : done) {
+        if (b.kind == "search" && previous_end > 0) periods.push_back(b.finished - previous_end);
+        previous_end = b.finished;
+    }
+    const int conc = std::max(1, contract_.resources.max_concurrent);
+    p.next_batch_s =
+        periods.empty() ? std::ceil(double(std::max(q, 1)) / conc) * m.trial_s() : measure::median(periods);
+    // Verification: the best verify_top distinct candidates faster than the baseline; the next batch may
+    // add up to q of them.
+    const auto baseline = store_->baseline();
+    const double base = baseline ? baseline->median_step_s : 0.0;
+    const auto baseline_key = contract_.space.baseline().key();
+    std::set<std::string> faster;
+    for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
+        if (t.candidate_key != baseline_key && t.step_time_s && *t.step_time_s < base)
+            faster.insert(t.candidate_key);
+    p.verify_candidates = std::min(contract_.repeats.verify_top, static_cast<int>(faster.size()) + q);
+    p.verify_reserve_s = verification_wall_s(m, p.verify_candidates, contract_.repeats.verify);
+    return p;
+}
+
+void Campaign::search(const RunOptions& o) {
+    resume_open_batches(o);
+    auto proposer = search::make_proposer(o.proposer);
+    const auto baseline = store_->baseline();
+    while (!stopping(o)) {
+        auto use = budget_use();
+        if (!use.exhausted.empty()) {
+            if (store_->meta("search_done") != "1") say(o, "search ends: " + use.exhausted + " used");
+            store_->set_meta("search_done", "1");
+            return;
+        }
+        const int q = std::min(contract_.budget.batch_size, contract_.budget.trials - use.trials);
+        // Leave the wall time verification needs: stop before a batch that would eat into it.
+        if (const double budget = contract_.budget.wall_time_s; budget > 0 && o.verify && baseline) {
+            const auto plan = search_wall_plan(q);
+            if (!plan.fits(use.wall_s, budget)) {
+                const auto m = trial_cost_model();
+                say(o, fmt::format(
+                           "search ends: wall-time budget {:.0f} s: {:.0f} s used; the next batch (~{:.0f} "
+                           "s) and the verification reserve (~{:.0f} s: {} candidates x {} A/B pairs x 2 "
+                           "trials of ~{:.1f} s) would pass it",
+                           budget, use.wall_s, plan.next_batch_s, plan.verify_reserve_s,
+                           plan.verify_candidates, contract_.repeats.verify, m.trial_s()));
+                store_->set_meta("search_done", "1");
+                return;
+            }
+        }
+        std::vector<Task> tasks;
+        json requeue = json::parse(store_->meta("requeue").value_or("[]"));
+        while (!requeue.empty() && static_cast<int>(tasks.size()) < q) {
+            Task t;
+            t.candidate = space::Candidate::from_json(requeue[0]["candidate"]);
+            t.reason = requeue[0]["reason"].get<std::string>();
+            t.attempt = requeue[0]["attempt"].get<int>();
+            tasks.push_back(t);
+            requeue.erase(requeue.begin());
+        }
+        // Seeds from the experience bank go first, each once, with the bank's reason in the audit.
+        json seeds = json::parse(store_->meta("bank_seeds").value_or("[]"));
+        std::set<std::string> tried;
+        for (const auto& t : store_->trials())
+            tried.insert(t.candidate_key);
+        for (const auto& sd : seeds) {
+            auto cand = space::Candidate::from_json(sd["candidate"]);
+            if (static_cast<int>(tasks.size()) >= q || tried.count(cand.key())) continue;
+            tasks.push_back({cand, TrialKind::Search, sd["reason"].get<std::string>(), 0, {}});
+            tried.insert(cand.key());
+        }
+        search::ProposalContext ctx;
+        ctx.space = &contract_.space;
+        for (const auto& sd : seeds)
+            ctx.seeds.push_back(space::Candidate::from_json(sd["candidate"]));
+        for (const auto& p : catalog_)
+            ctx.patches.push_back({p.id, p.tags});
+        for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+                             .state = TrialState::Finished,
+                             .counted = true})) {
+            search::Observation ob;
+            ob.candidate = space::Candidate::from_json(t.candidate);
+            ob.outcome = *t.outcome;
+            ob.step_time_s = t.step_time_s;
+            ob.peak_memory_bytes = t.peak_memory_bytes;
+            ob.cost_node_s = t.cost_node_s;
+            ctx.history.push_back(std::move(ob));
+        }
+        for (const auto& t : tasks)
+            ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
+        if (baseline) ctx.baseline_step_s = baseline->median_step_s;
+        ctx.noise_floor = mde();
+        ctx.memory_limit_bytes = static_cast<double>(contract_.resources.mem_bytes);
+        ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
+        ctx.q = q - static_cast<int>(tasks.size());
+        ctx.seed = std::hash<std::string>{}(store_->meta("id").value_or("")) + store_->batches().size();
+        if (ctx.q > 0)
+            for (auto& p : proposer->propose(ctx))
+                tasks.push_back({p.candidate, TrialKind::Search, p.reason, 0, {}});
+        if (tasks.empty()) {
+            say(o, "search ends: every candidate of the space has been tried");
+            store_->set_meta("search_done", "1");
+            return;
+        }
+        auto id = plan_batch("search", tasks);
+        store_->set_meta("requeue", requeue.dump());
+        say(o, fmt::format("batch {}: {} candidates ({} of {} trials used)", id, tasks.size(), use.trials,
+                           contract_.budget.trials));
+        submit_batch(id, o);
+        await_batch(id, o);
+    }
+}
+
+} // namespace infrarsi::campaign
