@@ -17,7 +17,6 @@ namespace infrarsi::campaign {
 
 using nlohmann::json;
 using store::TrialKind;
-using store::TrialRow;
 using store::TrialState;
 
 namespace {

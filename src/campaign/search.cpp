@@ -18,7 +18,6 @@ namespace infrarsi::campaign {
 
 using nlohmann::json;
 using store::TrialKind;
-using store::TrialRow;
 using store::TrialState;
 
 double TrialCostModel::steps_s() const {

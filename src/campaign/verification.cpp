@@ -18,7 +18,6 @@ namespace infrarsi::campaign {
 using nlohmann::json;
 using store::TrialKind;
 using store::TrialRow;
-using store::TrialState;
 
 void Campaign::verify(const RunOptions& o) {
     resume_open_batches(o);
