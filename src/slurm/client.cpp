@@ -424,7 +424,13 @@ std::vector<JobRecord> Client::wait(const std::string& job_id, std::chrono::seco
 }
 
 bool Client::reachable(std::string* why) const {
-    auto r = run_slurm({"scontrol", "ping"});
+    ProcessResult r;
+    try {
+        r = run_slurm({"scontrol", "ping"});
+    } catch (const Error& e) { // no scontrol here: no Slurm to reach
+        if (why) *why = e.what();
+        return false;
+    }
     bool up = r.ok() && r.out.find("UP") != std::string::npos;
     if (!up && why) *why = trim(r.err.empty() ? r.out : r.err);
     return up;

@@ -191,3 +191,15 @@ TEST_CASE("local: a multi-node contract is refused, naming what to do") {
     CHECK_THROWS_WITH_AS(scheduler::make_scheduler("pbs", d.path), doctest::Contains("slurm, local or auto"),
                          Error);
 }
+
+TEST_CASE("auto takes the local scheduler where Slurm's commands are not even installed, and says why") {
+    TempDir d;
+    const std::string path = ::getenv("PATH");
+    ::setenv("PATH", d.path.c_str(), 1); // an empty directory: no scontrol
+    std::string why;
+    const auto s = scheduler::make_scheduler("auto", d.path / "jobs", &why);
+    ::setenv("PATH", path.c_str(), 1);
+    CHECK(s->name() == "local");
+    CHECK(why.find("Slurm does not answer") != std::string::npos);
+    CHECK(why.find("scontrol") != std::string::npos);
+}
