@@ -2,7 +2,6 @@
 // search.cpp, verification.cpp), which all run their trials through the batch runner (batch.cpp).
 #include "campaign/campaign.hpp"
 
-#include "campaign/experience.hpp"
 #include "patch/hash.hpp"
 #include "util/error.hpp"
 #include "util/install_paths.hpp"
@@ -196,40 +195,13 @@ void Campaign::run(const RunOptions& o) {
     if (auto b = store_->baseline())
         say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%", b->median_step_s,
                            100 * b->minimum_detectable_effect));
-    // The bank's seeds are looked up once, after the doctor has re-baselined on this hardware, and kept
-    // in the store so a restarted campaign proposes the same ones.
-    if (!o.bank.empty() && !store_->meta("bank_seeds")) {
-        bank::ExperienceBank b(o.bank);
-        const auto here = campaign_hardware(*this, o.spool);
-        const auto known = b.match_hardware(here); // with or without findings for this workload
-        store_->set_meta("bank_hardware", known.dump());
-        auto seeds = seeds_from_bank(b, *this, here);
-        json list = json::array();
-        for (const auto& sd : seeds) {
-            list.push_back({{"candidate", sd.candidate.to_json()},
-                            {"reason", sd.reason},
-                            {"weight", sd.weight},
-                            {"hypothesis", sd.hypothesis},
-                            {"provenance", sd.provenance}});
-            say(o, "seed: " + sd.candidate.describe() + ": " + sd.reason);
-        }
-        store_->set_meta("bank_seeds", list.dump());
-        store_->set_meta("bank", o.bank);
-        say(o, fmt::format("experience bank {}: {}; {} seeds for this hardware", o.bank,
-                           bank::describe_match(known), seeds.size()));
-    }
+    seed_from_bank(o);
     search(o);
     if (stopping(o)) return;
     if (o.verify) verify(o);
     if (stopping(o)) return;
     store_->set_meta("state", "done");
-    if (!o.bank.empty() && store_->meta("bank_ingested") != "1") {
-        bank::ExperienceBank b(o.bank);
-        auto r = ingest_into_bank(b, *this, o.spool);
-        store_->set_meta("bank_ingested", "1");
-        say(o,
-            fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));
-    }
+    record_in_bank(o);
     say(o, "campaign done");
 }
 

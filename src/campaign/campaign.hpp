@@ -5,7 +5,7 @@
 // released, and a submitted batch is re-attached to on restart.
 // One class, one file per part: campaign.cpp (open, lock, budget, run() the sequencer), batch.cpp (plan,
 // submit, await, resume, ingest: the batch runner, which never calls a stage), doctor.cpp, search.cpp,
-// verification.cpp (the stages).
+// verification.cpp, bank_stage.cpp (the stages).
 #include "contract/contract.hpp"
 #include "patch/catalog.hpp"
 #include "patch/sandbox.hpp"
@@ -128,6 +128,8 @@ class Campaign {
     void resume_open_batches(const RunOptions& o);
     void ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records);
     void finish_doctor();
+    void seed_from_bank(const RunOptions& o); // once, after the doctor (bank_stage.cpp)
+    void record_in_bank(const RunOptions& o); // once, when the campaign is done
     void finish_verification(std::int64_t verification_id);
     std::vector<double> reference_losses();
     TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far

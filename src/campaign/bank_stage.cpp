@@ -1,0 +1,50 @@
+// The experience-bank stage: seeds for the search from what the bank knows of this hardware, once the doctor
+// has re-baselined here; and, when the campaign is done, its verified findings recorded into the bank.
+#include "campaign/campaign.hpp"
+
+#include "bank/experience_bank.hpp"
+#include "campaign/experience.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+namespace infrarsi::campaign {
+
+using nlohmann::json;
+
+void Campaign::seed_from_bank(const RunOptions& o) {
+    // The bank's seeds are looked up once, after the doctor has re-baselined on this hardware, and kept
+    // in the store so a restarted campaign proposes the same ones.
+    if (!o.bank.empty() && !store_->meta("bank_seeds")) {
+        bank::ExperienceBank b(o.bank);
+        const auto here = campaign_hardware(*this, o.spool);
+        const auto known = b.match_hardware(here); // with or without findings for this workload
+        store_->set_meta("bank_hardware", known.dump());
+        auto seeds = seeds_from_bank(b, *this, here);
+        json list = json::array();
+        for (const auto& sd : seeds) {
+            list.push_back({{"candidate", sd.candidate.to_json()},
+                            {"reason", sd.reason},
+                            {"weight", sd.weight},
+                            {"hypothesis", sd.hypothesis},
+                            {"provenance", sd.provenance}});
+            say(o, "seed: " + sd.candidate.describe() + ": " + sd.reason);
+        }
+        store_->set_meta("bank_seeds", list.dump());
+        store_->set_meta("bank", o.bank);
+        say(o, fmt::format("experience bank {}: {}; {} seeds for this hardware", o.bank,
+                           bank::describe_match(known), seeds.size()));
+    }
+}
+
+void Campaign::record_in_bank(const RunOptions& o) {
+    if (!o.bank.empty() && store_->meta("bank_ingested") != "1") {
+        bank::ExperienceBank b(o.bank);
+        auto r = ingest_into_bank(b, *this, o.spool);
+        store_->set_meta("bank_ingested", "1");
+        say(o,
+            fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));
+    }
+}
+
+} // namespace infrarsi::campaign
