@@ -1,6 +1,7 @@
 #include "bank/allocation_record.hpp"
 
 #include "util/error.hpp"
+#include "util/json_field.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -15,22 +16,11 @@ namespace infrarsi::bank {
 namespace {
 
 template <class T> T field(const nlohmann::json& j, const char* name) {
-    if (!j.contains(name)) throw Error(std::string("missing field '") + name + "'", "allocation record");
-    try {
-        return j.at(name).get<T>();
-    } catch (const nlohmann::json::exception&) {
-        throw Error(std::string("field '") + name + "' has the wrong type", "allocation record");
-    }
+    return json_field<T>(j, name, "allocation record");
 }
 
-// nlohmann converts -1 to 4294967295 silently: ids must be non-negative integers in range.
 uint32_t id_field(const nlohmann::json& j, const char* name) {
-    if (!j.contains(name)) throw Error(std::string("missing field '") + name + "'", "allocation record");
-    const auto& v = j.at(name);
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > int64_t(UINT32_MAX))
-        throw Error(std::string("field '") + name + "' must be an integer in 0..4294967295",
-                    "allocation record");
-    return static_cast<uint32_t>(v.get<int64_t>());
+    return json_field<uint32_t>(j, name, "allocation record");
 }
 
 bool printable(const std::string& s) {

@@ -1,6 +1,7 @@
 #include "bank/calibration.hpp"
 
 #include "util/error.hpp"
+#include "util/json_field.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -84,13 +85,7 @@ nlohmann::json stats_json(const ProbeStats& s) {
 }
 
 template <class T> T field(const nlohmann::json& j, const char* name) {
-    if (!j.is_object() || !j.contains(name))
-        throw Error(std::string("missing field '") + name + "'", "calibration");
-    try {
-        return j.at(name).get<T>();
-    } catch (const nlohmann::json::exception&) {
-        throw Error(std::string("field '") + name + "' has the wrong type", "calibration");
-    }
+    return json_field<T>(j, name, "calibration");
 }
 
 ProbeStats stats_from_json(const nlohmann::json& j, const char* name) {

@@ -1,6 +1,7 @@
 #include "bank/topology.hpp"
 
 #include "util/error.hpp"
+#include "util/json_field.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -109,18 +110,7 @@ void keep_io(hwloc_topology_t t) {
 }
 
 template <class T> T field(const nlohmann::json& j, const char* name) {
-    if (!j.is_object() || !j.contains(name))
-        throw Error(std::string("missing field '") + name + "'", "topology");
-    const auto& v = j.at(name);
-    // nlohmann would turn -1 into a huge unsigned count: counts and sizes must be non-negative integers.
-    if constexpr (std::is_unsigned_v<T>)
-        if (!v.is_number_integer() || v.get<int64_t>() < 0)
-            throw Error(std::string("field '") + name + "' must be a non-negative integer", "topology");
-    try {
-        return v.get<T>();
-    } catch (const nlohmann::json::exception&) {
-        throw Error(std::string("field '") + name + "' has the wrong type", "topology");
-    }
+    return json_field<T>(j, name, "topology");
 }
 
 nlohmann::json device_json(const OsDevice& d) {

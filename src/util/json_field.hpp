@@ -1,0 +1,34 @@
+#pragma once
+// One validator for a field of JSON that comes from a file or a job (records, calibrations, topologies): it
+// must be there, of the type asked for, and an unsigned integer must be a non-negative integer in range
+// (nlohmann would turn -1 into 4294967295 without a word). `where` names the source in the error.
+#include "util/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+namespace infrarsi {
+
+template <class T> T json_field(const nlohmann::json& j, const char* name, const std::string& where) {
+    if (!j.is_object() || !j.contains(name)) throw Error(std::string("missing field '") + name + "'", where);
+    const auto& v = j.at(name);
+    if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && !std::is_same_v<T, bool>) {
+        const bool ok =
+            v.is_number_unsigned() || (v.is_number_integer() && v.template get<std::int64_t>() >= 0);
+        if (!ok || v.template get<std::uint64_t>() > std::numeric_limits<T>::max())
+            throw Error(std::string("field '") + name + "' must be an integer in 0.." +
+                            std::to_string(std::numeric_limits<T>::max()),
+                        where);
+    }
+    try {
+        return v.template get<T>();
+    } catch (const nlohmann::json::exception&) {
+        throw Error(std::string("field '") + name + "' has the wrong type", where);
+    }
+}
+
+} // namespace infrarsi
