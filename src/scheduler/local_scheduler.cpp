@@ -14,6 +14,7 @@
 
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/json_field.hpp"
 #include "util/process.hpp"
 
 #include <fmt/format.h>
@@ -271,7 +272,10 @@ class LocalScheduler final : public Scheduler {
             for (auto& [index, r] : running_[job])
                 kill_task(r, slurm::JobState::Cancelled);
         } else {
-            const int index = std::stoi(job_id.substr(us + 1));
+            const std::string task = job_id.substr(us + 1);
+            if (task.empty() || task.size() > 9 || task.find_first_not_of("0123456789") != std::string::npos)
+                throw Error("no such local task '" + job_id + "'", dir_.string(), "JOB or JOB_INDEX");
+            const int index = std::stoi(task);
             if (auto it = running_[job].find(index); it != running_[job].end())
                 kill_task(it->second, slurm::JobState::Cancelled);
             else if (!fs::exists(d / fmt::format("{}.json", index)))
@@ -347,9 +351,12 @@ class LocalScheduler final : public Scheduler {
         const fs::path d = job_dir(job);
         const auto spec = read_json(d / "job.json");
         if (!spec) throw Error("unreadable job description", (d / "job.json").string());
-        const int tasks = spec->at("tasks").get<int>();
-        const long long mem_bytes = spec->value("mem_bytes", 0LL);
-        const long long time_limit_s = spec->value("time_limit_s", 0LL);
+        const std::string where = (d / "job.json").string();
+        const int tasks = static_cast<int>(json_field<unsigned>(*spec, "tasks", where));
+        const int max_concurrent =
+            std::max(1, static_cast<int>(json_field<unsigned>(*spec, "max_concurrent", where)));
+        const long long mem_bytes = json_field<long long>(*spec, "mem_bytes", where);
+        const long long time_limit_s = json_field<long long>(*spec, "time_limit_s", where);
         auto& running = running_[job];
 
         // Reap and watch the running tasks.
@@ -390,13 +397,15 @@ class LocalScheduler final : public Scheduler {
         for (int index = 0; index < tasks; ++index) {
             const fs::path end = d / fmt::format("{}.json", index);
             auto rec = read_json(end);
+            // An end record that is not ours (torn, or foreign content) is no end: the task runs again.
+            if (rec && !(rec->is_object() && rec->value("state", json()).is_string())) rec.reset();
             if (!rec && !running.count(index)) {
                 const fs::path pid_file = d / fmt::format("{}.pid", index);
                 if (fs::exists(pid_file)) stop_orphan(pid_file);
                 if (cancelled) {
                     record_end(job, index, slurm::JobState::Cancelled, 0, 0, 0, 0, 0);
                     rec = read_json(end);
-                } else if (!held && active < spec->value("max_concurrent", 1)) {
+                } else if (!held && active < max_concurrent) {
                     start(job, *spec, index);
                     ++active;
                 }
@@ -406,13 +415,18 @@ class LocalScheduler final : public Scheduler {
             r.array_task_id = index;
             r.job_id = fmt::format("{}_{}", job, index);
             if (rec) {
-                r.raw_state = rec->value("state", "unknown");
+                const auto num = [&](const char* k) {
+                    const auto& v = rec->value(k, json());
+                    return v.is_number() ? v.get<double>() : 0.0;
+                };
+                r.raw_state = (*rec)["state"].get<std::string>();
                 r.state = slurm::parse_job_state(r.raw_state);
-                r.exit_code = rec->value("exit_code", 0);
-                r.exit_signal = rec->value("signal", 0);
-                r.elapsed_s = rec->value("elapsed_s", 0.0);
-                if (const long long m = rec->value("max_rss_bytes", 0LL); m > 0) r.max_rss_bytes = m;
-                r.node_list = rec->value("node", "");
+                r.exit_code = static_cast<int>(num("exit_code"));
+                r.exit_signal = static_cast<int>(num("signal"));
+                r.elapsed_s = num("elapsed_s");
+                if (const double m = num("max_rss_bytes"); m > 0) r.max_rss_bytes = static_cast<long long>(m);
+                if (const auto& n = rec->value("node", json()); n.is_string())
+                    r.node_list = n.get<std::string>();
             } else if (running.count(index)) {
                 r.state = slurm::JobState::Running;
                 r.raw_state = "RUNNING";

@@ -203,3 +203,19 @@ TEST_CASE("auto takes the local scheduler where Slurm's commands are not even in
     CHECK(why.find("Slurm does not answer") != std::string::npos);
     CHECK(why.find("scontrol") != std::string::npos);
 }
+
+TEST_CASE("local: hostile state on disk: a foreign end record runs the task again, a broken job description "
+          "and a bad task id are clear errors") {
+    TempDir d;
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    const auto id = s->submit_held(job(d, "echo ran >> runs"));
+    std::ofstream(d.path / "jobs" / id / "0.json") << R"({"state": 7, "exit_code": "x"})";
+    s->release(id);
+    const auto r = s->wait(id, 30s, 50ms);
+    CHECK(r[0].state == JobState::Completed);
+    CHECK(read(d.path / "runs") == "ran\n");
+    std::ofstream(d.path / "jobs" / id / "job.json") << R"({"tasks": -1})";
+    CHECK_THROWS_WITH_AS(s->wait(id, 1s, 50ms), doctest::Contains("'tasks' must be an integer"), Error);
+    CHECK_THROWS_AS(s->cancel(id + "_x"), Error);
+    CHECK_THROWS_AS(s->cancel("../1"), Error);
+}
