@@ -1,6 +1,7 @@
 #include "spool.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -13,23 +14,6 @@ namespace {
 
 std::string sys_error(const char* what) {
     return std::string(what) + ": " + std::strerror(errno);
-}
-
-struct Fd {
-    int fd = -1;
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
-void write_all(int fd, const std::string& s, const std::string& where) {
-    size_t done = 0;
-    while (done < s.size()) {
-        ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) throw Error(sys_error("write"), where);
-        done += static_cast<size_t>(n);
-    }
 }
 
 } // namespace
@@ -56,9 +40,8 @@ void ensure_safe_dir(const std::string& dir) {
 }
 
 bool claim_marker(const std::string& path) {
-    Fd f;
-    f.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (f.fd >= 0) return true;
+    UniqueFd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (f) return true;
     if (errno == EEXIST) return false;
     throw Error(sys_error("cannot create marker"), path);
 }
@@ -68,12 +51,11 @@ bool write_new_file(const std::string& dir, const std::string& name, const std::
     const std::string path = dir + "/" + name;
     const std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
     {
-        Fd f;
-        f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-        if (f.fd < 0) throw Error(sys_error("cannot create"), tmp);
-        ::fchmod(f.fd, mode); // whatever the umask
+        UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+        if (!f) throw Error(sys_error("cannot create"), tmp);
+        ::fchmod(f.get(), mode); // whatever the umask
         try {
-            write_all(f.fd, content, tmp);
+            write_all(f.get(), content, tmp);
         } catch (...) {
             ::unlink(tmp.c_str());
             throw;

@@ -2,10 +2,11 @@
 // environment. What runs as root reads nothing a user names; the manifest is read in user_init, where
 // slurmstepd has dropped to the job's user, so the user's own permissions apply to it.
 #include "context.hpp"
-#include "manifest.hpp"
 #include "node_identity.hpp"
 #include "spool.hpp"
-#include "tune_request.hpp"
+#include "submit_args.hpp"
+#include "trial/manifest.hpp"
+#include "trial/tune_request.hpp"
 
 #include "bank/allocation_record.hpp"
 #include "bank/calibration.hpp"
@@ -83,7 +84,7 @@ void write_record(spank_t sp, const Context& ctx, const Mode& mode) {
 }
 
 void write_tune_request(spank_t sp, const Context& ctx) {
-    TuneRequest r;
+    trial::TuneRequest r;
     r.job_id = item_u32(sp, S_JOB_ID);
     uid_t uid = 0;
     spank_get_item(sp, S_JOB_UID, &uid);
@@ -104,8 +105,8 @@ void write_tune_request(spank_t sp, const Context& ctx) {
                     "job " + std::to_string(r.job_id), "sbatch --infrarsi=tune[:CONTRACT] with --export=ALL");
     if (!r.script.empty() && !valid_path_value(r.script)) r.script.clear();
     // Validate what we are about to hand over exactly as the orchestrator will.
-    auto j = to_json(r);
-    tune_request_from_json(j);
+    auto j = trial::to_json(r);
+    trial::tune_request_from_json(j);
 
     ensure_safe_dir(ctx.config.spool);
     ensure_safe_dir(ctx.config.spool + "/tune");
@@ -149,8 +150,8 @@ int stepd_user_init(spank_t sp, Context& ctx) {
                     "the batch manifest's absolute path, as the orchestrator submits it");
     // A non-array job is a batch of one: index 0.
     const uint32_t index = array_task(sp).value_or(0);
-    Manifest m = read_manifest(path);
-    auto env = trial_environment(m, index);
+    const trial::Manifest m = trial::read_manifest(path);
+    auto env = trial::trial_environment(m, index);
     for (const auto& [name, value] : env) {
         if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS)
             throw Error("cannot set " + name + " in the job's environment", where);

@@ -3,7 +3,7 @@
 // environment (the batch step in slurmstepd cannot see the submitted path). Called from the option callback,
 // because only an option callback's failure refuses a submission whether plugstack says optional or required.
 #include "context.hpp"
-#include "tune_request.hpp"
+#include "submit_args.hpp"
 
 #include <cerrno>
 #include <cstdlib>

@@ -1,6 +1,7 @@
 #include "bank/allocation_record.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/json_field.hpp"
 
 #include <cerrno>
@@ -28,13 +29,6 @@ bool printable(const std::string& s) {
         if (c < 0x20 || c == 0x7f) return false;
     return true;
 }
-
-struct Fd {
-    int fd = -1;
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
 
 } // namespace
 
@@ -98,17 +92,10 @@ AllocationRecord parse_record_line(const std::string& line) {
 
 void append_record(const std::string& path, const AllocationRecord& r, unsigned mode) {
     const std::string line = to_json_line(r);
-    Fd f;
-    f.fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (f.fd < 0) throw Error(std::string("cannot open for appending: ") + std::strerror(errno), path);
-    if (::flock(f.fd, LOCK_EX) != 0) throw Error(std::string("flock: ") + std::strerror(errno), path);
-    size_t done = 0;
-    while (done < line.size()) {
-        ssize_t n = ::write(f.fd, line.data() + done, line.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) throw Error(std::string("write: ") + std::strerror(errno), path);
-        done += static_cast<size_t>(n);
-    }
+    UniqueFd f(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode));
+    if (!f) throw Error(std::string("cannot open for appending: ") + std::strerror(errno), path);
+    if (::flock(f.get(), LOCK_EX) != 0) throw Error(std::string("flock: ") + std::strerror(errno), path);
+    write_all(f.get(), line, path);
 }
 
 RecordReadResult read_records(const std::string& path) {

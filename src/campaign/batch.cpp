@@ -5,6 +5,7 @@
 #include "measure/statistics.hpp"
 #include "measure/steps.hpp"
 #include "trial/outcome.hpp"
+#include "trial/result.hpp"
 #include "util/error.hpp"
 #include "util/install_paths.hpp"
 #include "verify/verify.hpp"
@@ -45,18 +46,11 @@ std::string read_text(const fs::path& file) {
     return {std::istreambuf_iterator<char>(in), {}};
 }
 
-std::vector<measure::StepSample> steps_of(const json& result) {
-    std::vector<measure::StepSample> steps;
-    if (result.contains("steps"))
-        for (const auto& s : result["steps"])
-            steps.push_back(measure::step_from_json(s));
-    return steps;
-}
-
 } // namespace
 
-json manifest_knobs(const space::Space& space, const json& tasks) {
-    json knobs = json::object();
+trial::KnobDeclarations manifest_knobs(const space::Space& space,
+                                       const std::vector<trial::ManifestTask>& tasks) {
+    trial::KnobDeclarations knobs;
     std::set<std::string> knob_envs;
     for (const auto& k : space.knobs) {
         if (k.env.empty()) continue;
@@ -65,21 +59,21 @@ json manifest_knobs(const space::Space& space, const json& tasks) {
                                    ? (k.max - k.min) / std::max(1LL, k.step) + 1
                                    : static_cast<long long>(kMaxManifestKnobValues);
         if (span > static_cast<long long>(kMaxManifestKnobValues)) {
-            knobs[k.env] = nullptr; // too many to list: any value (the orchestrator checked it)
+            knobs[k.env] = std::nullopt; // too many to list: any value (the orchestrator checked it)
             continue;
         }
-        json values = json::array();
+        std::vector<std::string> values;
         for (const auto& v : k.domain())
             values.push_back(space::env_value(v));
-        knobs[k.env] = values;
+        knobs[k.env] = std::move(values);
     }
     // The names the contract fixes (workload env, steps, seed, binary): the values this batch gives them.
     std::map<std::string, std::set<std::string>> fixed;
     for (const auto& t : tasks)
-        for (const auto& [name, value] : t.at("env").items())
-            if (!knob_envs.count(name)) fixed[name].insert(value.get<std::string>());
+        for (const auto& [name, value] : t.env)
+            if (!knob_envs.count(name)) fixed[name].insert(value);
     for (const auto& [name, values] : fixed)
-        knobs[name] = json(std::vector<std::string>(values.begin(), values.end()));
+        knobs[name] = std::vector<std::string>(values.begin(), values.end());
     return knobs;
 }
 
@@ -96,13 +90,12 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     const auto batch_id = store_->add_batch(kind, "");
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
     fs::create_directories(bdir);
-    json manifest = {{"version", 1},
-                     {"campaign", store_->meta("id").value_or("")},
-                     {"batch", batch_id},
-                     {"kind", kind},
-                     {"step_prefix", contract_.invariants.step_prefix},
-                     {"summary_prefix", contract_.invariants.summary_prefix},
-                     {"tasks", json::array()}};
+    trial::Manifest manifest;
+    manifest.campaign = store_->meta("id").value_or("");
+    manifest.batch = batch_id;
+    manifest.kind = kind;
+    manifest.step_prefix = contract_.invariants.step_prefix;
+    manifest.summary_prefix = contract_.invariants.summary_prefix;
     int next_index = 0, failed_index = 0;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const auto& t = tasks[i];
@@ -138,44 +131,40 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         std::map<std::string, std::string> vars{{"source", box.source.string()},
                                                 {"build", box.build.string()},
                                                 {"contract_dir", contract_.dir.string()}};
-        json env = contract_.workload.env;
+        trial::ManifestTask task;
+        task.env = contract_.workload.env;
         for (const auto& [k, v] : contract_.space.environment(t.candidate))
-            env[k] = v;
+            task.env[k] = v;
         if (!contract_.invariants.steps_env.empty())
-            env[contract_.invariants.steps_env] = std::to_string(contract_.invariants.steps);
+            task.env[contract_.invariants.steps_env] = std::to_string(contract_.invariants.steps);
         if (!contract_.invariants.seed_env.empty())
-            env[contract_.invariants.seed_env] = std::to_string(contract_.invariants.seed);
+            task.env[contract_.invariants.seed_env] = std::to_string(contract_.invariants.seed);
         if (!contract_.workload.binary_env.empty())
-            env[contract_.workload.binary_env] = contract::substitute({contract_.workload.binary}, vars)[0];
-        std::vector<std::string> command;
+            task.env[contract_.workload.binary_env] =
+                contract::substitute({contract_.workload.binary}, vars)[0];
         if (!contract_.workload.command.empty()) {
-            command = contract::substitute(contract_.workload.command, vars);
+            task.command = contract::substitute(contract_.workload.command, vars);
         } else {
             // A script inside the workload tree runs from the sandbox copy (patches may touch it).
             fs::path script = contract_.workload.sbatch_script;
             auto rel = fs::relative(script, contract_.workload.source);
             if (!rel.empty() && rel.native().rfind("..", 0) != 0) script = box.source / rel;
-            command = {"bash", script.string()};
+            task.command = {"bash", script.string()};
         }
-        manifest["tasks"].push_back({{"index", row.array_index},
-                                     {"trial_id", row.id},
-                                     {"kind", store::to_string(t.kind)},
-                                     {"candidate", row.candidate},
-                                     {"env", env},
-                                     {"command", command},
-                                     {"build", box.build.string()},
-                                     {"workdir", tdir.string()},
-                                     {"result", row.result_path},
-                                     {"log", (tdir / "log.txt").string()}});
+        task.index = static_cast<std::uint32_t>(row.array_index);
+        task.trial_id = std::to_string(row.id);
+        task.kind = store::to_string(t.kind);
+        task.candidate = row.candidate;
+        task.build = box.build.string();
+        task.workdir = tdir.string();
+        task.result = row.result_path;
+        task.log = (tdir / "log.txt").string();
+        manifest.tasks.push_back(std::move(task));
         fs::create_directories(tdir);
     }
-    manifest["knobs"] = manifest_knobs(contract_.space, manifest["tasks"]);
+    manifest.knobs = manifest_knobs(contract_.space, manifest.tasks);
     const fs::path mpath = bdir / "manifest.json";
-    {
-        std::ofstream out(bdir / "manifest.json.tmp");
-        out << manifest.dump(1) << "\n";
-    }
-    fs::rename(bdir / "manifest.json.tmp", mpath);
+    trial::write_manifest(mpath, manifest);
     store_->set_batch_manifest(batch_id, mpath.string());
     if (next_index == 0) store_->set_batch_finished(batch_id);
     tx.commit();
@@ -266,6 +255,13 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
 void Campaign::resume_open_batches(const RunOptions& o) {
     for (const auto& b : store_->batches()) {
         if (b.state == "finished") continue;
+        // A batch planned by an older orchestrator: its trials will read the manifest with this reader.
+        try {
+            if (!b.manifest.empty() && trial::upgrade_manifest(b.manifest))
+                say(o, fmt::format("batch {}: manifest rewritten as {}", b.id, trial::kManifestFormat));
+        } catch (const Error& e) {
+            say(o, fmt::format("batch {}: {}", b.id, e.what()));
+        }
         if (b.state == "submitted") {
             // Released already, unless the process died right after recording the id. A job Slurm has
             // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
@@ -300,15 +296,15 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const auto& rec = it->second;
         t.state = TrialState::Finished;
         t.node = rec.node_list;
-        json result;
-        if (std::ifstream in(t.result_path); in) {
-            try {
-                result = json::parse(in);
-            } catch (const json::exception&) {
-            }
-        }
         // No result file (the wrapper died with the job: a node failure, a time limit): no wrapper wall time.
-        const double wall = result.is_object() ? result.value("wall_s", 0.0) : 0.0;
+        // One that is not a result (the job can reach the file) counts as none, and the log says why.
+        std::optional<trial::Result> result;
+        try {
+            result = trial::read_result(t.result_path);
+        } catch (const Error& e) {
+            store_->log(fmt::format("trial {}: result ignored: {}", t.id, e.what()));
+        }
+        const double wall = result ? result->wall_s : 0.0;
         t.cost_node_s = (rec.elapsed_s > 0 ? rec.elapsed_s : wall) * contract_.resources.nodes;
         // The workload's output (the trial's log.txt, where srun-launched steps report too) and the batch
         // step's own output (Slurm's -o file, where slurmstepd reports for the batch step).
@@ -317,7 +313,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const std::string job_output =
             log_text + read_text(fs::path(b.manifest).parent_path() /
                                  fmt::format("slurm-{}_{}.out", b.job_id, t.array_index));
-        auto steps = steps_of(result);
+        auto steps = result ? result->steps.steps : std::vector<measure::StepSample>{};
         if (steps.empty()) {
             // The wrapper may not have finished (killed with the job): read the steps the log has.
             steps = measure::parse_step_log(log_text, inv.step_prefix, inv.summary_prefix).steps;
@@ -345,7 +341,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         trial::Evidence e;
         e.record = &rec;
         e.job_output = job_output;
-        e.has_result = !result.is_null();
+        e.has_result = result.has_value();
         e.steps = static_cast<int>(steps.size());
         e.summary = summary ? &*summary : nullptr;
         if (!reference.empty() && e.steps >= inv.steps) {

@@ -12,6 +12,7 @@
 #include "scheduler/scheduler.hpp"
 #include "search/proposer.hpp"
 #include "store/campaign_store.hpp"
+#include "trial/manifest.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -154,6 +155,7 @@ class Campaign {
 // get their whole domain (null beyond kMaxManifestKnobValues values); the other names in the tasks' env (the
 // contract's workload env, steps, seed and binary variables) get the values the tasks give them.
 inline constexpr std::size_t kMaxManifestKnobValues = 4096;
-nlohmann::json manifest_knobs(const space::Space& space, const nlohmann::json& tasks);
+trial::KnobDeclarations manifest_knobs(const space::Space& space,
+                                       const std::vector<trial::ManifestTask>& tasks);
 
 } // namespace infrarsi::campaign

@@ -1,6 +1,7 @@
 #include "util/atomic_file.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -18,23 +19,18 @@ namespace {
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
     const std::filesystem::path tmp = path.string() + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail(tmp, "cannot create", errno);
-    std::size_t off = 0;
-    while (off < content.size()) {
-        const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const int err = n < 0 ? errno : EIO;
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            fail(tmp, "cannot write", err);
-        }
-        off += static_cast<std::size_t>(n);
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd) fail(tmp, "cannot create", errno);
+    try {
+        write_all(fd.get(), content, tmp.string());
+    } catch (const Error&) {
+        fd.reset();
+        ::unlink(tmp.c_str());
+        throw;
     }
-    const int synced = ::fsync(fd);
+    const int synced = ::fsync(fd.get());
     const int sync_err = errno;
-    const int closed = ::close(fd);
+    const int closed = fd.close();
     if (synced != 0 || closed != 0) {
         const int err = synced != 0 ? sync_err : errno;
         ::unlink(tmp.c_str());
@@ -46,10 +42,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
         fail(path, "cannot replace", err);
     }
     const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-        ::fsync(dfd);
-        ::close(dfd);
-    }
+    if (UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); dfd) ::fsync(dfd.get());
 }
 
 } // namespace infrarsi

@@ -1,6 +1,7 @@
 #include "util/sha256.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 #include <array>
 #include <cerrno>
@@ -46,13 +47,6 @@ class Sha256 {
     std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx_;
 };
 
-struct Fd {
-    int fd;
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
 } // namespace
 
 std::string sha256_hex(std::string_view data) {
@@ -62,13 +56,13 @@ std::string sha256_hex(std::string_view data) {
 }
 
 std::string sha256_file_hex(const std::filesystem::path& file) {
-    Fd in{::open(file.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (in.fd < 0)
+    UniqueFd in(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!in)
         throw Error(std::string("cannot read: ") + std::strerror(errno), file.string(), "a readable file");
     Sha256 h;
     std::array<char, 1 << 16> buf;
     while (true) {
-        ssize_t n = ::read(in.fd, buf.data(), buf.size());
+        ssize_t n = ::read(in.get(), buf.data(), buf.size());
         if (n < 0 && errno == EINTR) continue;
         if (n < 0)
             throw Error(std::string("cannot read: ") + std::strerror(errno), file.string(),

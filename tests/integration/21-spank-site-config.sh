@@ -40,8 +40,8 @@ wait_for 60 "a log line about the world-writable spool" logs_have "world-writabl
 spool=$dir/spool
 echo "required $so spool=$spool" >"$plugstack"
 cat >"$dir/manifest.json" <<JSON
-{"format": "infrarsi-manifest/1", "campaign": "site", "knobs": {"OMP_NUM_THREADS": ["1"]},
- "trials": [{"index": 0, "trial_id": "t0", "env": {"OMP_NUM_THREADS": "1"}, "result": "$dir/t0.json"}]}
+{"format": "infrarsi-manifest/2", "campaign": "site", "knobs": {"OMP_NUM_THREADS": ["1"]},
+ "tasks": [{"index": 0, "trial_id": "t0", "env": {"OMP_NUM_THREADS": "1"}, "result": "$dir/t0.json"}]}
 JSON
 set +e
 INFRARSI_MANIFEST=$dir/manifest.json sbatch --wait --array=0-1 --infrarsi=trial -o "$dir/trial-%a.out" \

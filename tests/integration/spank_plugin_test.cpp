@@ -167,10 +167,10 @@ TEST_CASE("trial mode gives each array index exactly its declared knobs plus INF
     require_cluster();
     auto dir = scratch_dir("spank-trial");
     nlohmann::json manifest = {
-        {"format", "infrarsi-manifest/1"},
+        {"format", "infrarsi-manifest/2"},
         {"campaign", "it-trial"},
         {"knobs", {{"OMP_NUM_THREADS", {"1", "2"}}, {"MICRO_BATCH", nullptr}, {"NEVER_SET", nullptr}}},
-        {"trials",
+        {"tasks",
          {{{"index", 0},
            {"trial_id", "t0"},
            {"env", {{"OMP_NUM_THREADS", "1"}, {"MICRO_BATCH", "8"}}},

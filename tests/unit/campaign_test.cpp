@@ -3,6 +3,8 @@
 #include "campaign/campaign.hpp"
 #include "contract/contract.hpp"
 #include "trial/exec.hpp"
+#include "trial/manifest.hpp"
+#include "trial/result.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
@@ -55,63 +57,70 @@ TEST_CASE("init locks the inputs; a changed protected file stops every later com
 
 TEST_CASE("the trial wrapper resolves its index in the manifest and writes result.json with the step lines") {
     TempDir tmp;
-    nlohmann::json m = {
-        {"version", 1},
-        {"step_prefix", "INFRARSI_STEP"},
-        {"summary_prefix", "INFRARSI_SUMMARY"},
-        {"tasks",
-         {{{"index", 0},
-           {"trial_id", 1},
-           {"env", {{"X", "a"}}},
-           {"command", {"true"}},
-           {"result", (tmp.path / "0/result.json").string()},
-           {"log", (tmp.path / "0/log.txt").string()}},
-          {{"index", 1},
-           {"trial_id", 2},
-           {"env", {{"STEPTIME", "0.5"}}},
-           {"command",
-            {"sh", "-c",
-             "echo \"INFRARSI_STEP {\\\"step\\\":1,\\\"loss\\\":2.5,\\\"step_time_s\\\":$STEPTIME}\"; "
-             "echo noise; exit 3"}},
-           {"result", (tmp.path / "1/result.json").string()},
-           {"log", (tmp.path / "1/log.txt").string()}}}}};
-    std::ofstream(tmp.path / "manifest.json") << m.dump();
+    trial::Manifest m;
+    m.campaign = "c1";
+    m.knobs = {{"X", std::nullopt}, {"STEPTIME", std::vector<std::string>{"0.5"}}};
+    trial::ManifestTask t0;
+    t0.index = 0;
+    t0.trial_id = "1";
+    t0.env = {{"X", "a"}};
+    t0.command = {"true"};
+    t0.result = (tmp.path / "0/result.json").string();
+    t0.log = (tmp.path / "0/log.txt").string();
+    trial::ManifestTask t1 = t0;
+    t1.index = 1;
+    t1.trial_id = "2";
+    t1.env = {{"STEPTIME", "0.5"}};
+    t1.command = {"sh", "-c",
+                  "echo \"INFRARSI_STEP {\\\"step\\\":1,\\\"loss\\\":2.5,\\\"step_time_s\\\":$STEPTIME}\"; "
+                  "echo \"id=$INFRARSI_TRIAL_ID result=${INFRARSI_RESULT:-unset}\"; exit 3"};
+    t1.result = (tmp.path / "1/result.json").string();
+    t1.log = (tmp.path / "1/log.txt").string();
+    m.tasks = {t0, t1};
+    trial::write_manifest(tmp.path / "manifest.json", m);
     CHECK(trial::execute(tmp.path / "manifest.json", 1) == 3);
-    std::ifstream in(tmp.path / "1/result.json");
-    auto r = nlohmann::json::parse(in);
-    CHECK(r["trial_id"] == 2);
-    CHECK(r["exit_code"] == 3);
-    REQUIRE(r["steps"].size() == 1);
-    CHECK(r["steps"][0]["step_time_s"] == 0.5);
+    auto r = trial::read_result(tmp.path / "1/result.json");
+    REQUIRE(r);
+    CHECK(r->trial_id == "2");
+    CHECK(r->exit_code == 3);
+    REQUIRE(r->steps.steps.size() == 1);
+    CHECK(r->steps.steps[0].step_time_s == 0.5);
+    // The workload learns its trial id, not where the wrapper's result goes.
+    std::ifstream log(tmp.path / "1/log.txt");
+    CHECK(std::string(std::istreambuf_iterator<char>(log), {}).find("id=2 result=unset") !=
+          std::string::npos);
     CHECK_THROWS_AS(trial::execute(tmp.path / "manifest.json", 7), Error);
 }
 
 TEST_CASE("the batch manifest declares every env name a task sets: knobs with their domain, fixed names with "
           "their values") {
     auto c = contract::load(fs::path(INFRARSI_FIXTURES) / "toyload.contract.toml");
-    nlohmann::json tasks = nlohmann::json::array();
-    for (const char* mb : {"1", "4"})
-        tasks.push_back({{"index", tasks.size()},
-                         {"env",
-                          {{"TOY_MICRO_BATCH", mb},
-                           {"TOY_GRAD_ACCUM", "16"},
-                           {"TOY_RECOMPUTE", "none"},
-                           {"TOY_GLOBAL_BATCH", "16"},
-                           {"TOY_STEPS", "8"},
-                           {"TOY_SEED", "1"},
-                           {"TOY_BIN", std::string("/c/sandboxes/") + mb + "/build/toy"}}}});
+    std::vector<trial::ManifestTask> tasks;
+    for (const char* mb : {"1", "4"}) {
+        trial::ManifestTask t;
+        t.index = static_cast<std::uint32_t>(tasks.size());
+        t.env = {{"TOY_MICRO_BATCH", mb},
+                 {"TOY_GRAD_ACCUM", "16"},
+                 {"TOY_RECOMPUTE", "none"},
+                 {"TOY_GLOBAL_BATCH", "16"},
+                 {"TOY_STEPS", "8"},
+                 {"TOY_SEED", "1"},
+                 {"TOY_BIN", std::string("/c/sandboxes/") + mb + "/build/toy"}};
+        tasks.push_back(t);
+    }
+    using Values = std::vector<std::string>;
     auto k = campaign::manifest_knobs(c.space, tasks);
-    CHECK(k["TOY_MICRO_BATCH"] == nlohmann::json({"1", "2", "4", "8", "16"}));
-    CHECK(k["TOY_RECOMPUTE"] == nlohmann::json({"none", "selective", "full"}));
-    CHECK(k["TOY_STEPS"] == nlohmann::json({"8"}));
-    CHECK(k["TOY_GLOBAL_BATCH"] == nlohmann::json({"16"}));
-    CHECK(k["TOY_BIN"] == nlohmann::json({"/c/sandboxes/1/build/toy", "/c/sandboxes/4/build/toy"}));
+    CHECK(k.at("TOY_MICRO_BATCH") == Values{"1", "2", "4", "8", "16"});
+    CHECK(k.at("TOY_RECOMPUTE") == Values{"none", "selective", "full"});
+    CHECK(k.at("TOY_STEPS") == Values{"8"});
+    CHECK(k.at("TOY_GLOBAL_BATCH") == Values{"16"});
+    CHECK(k.at("TOY_BIN") == Values{"/c/sandboxes/1/build/toy", "/c/sandboxes/4/build/toy"});
     // Every name any task sets is declared, with that task's value allowed.
     for (const auto& t : tasks)
-        for (const auto& [name, value] : t["env"].items()) {
+        for (const auto& [name, value] : t.env) {
             REQUIRE(k.contains(name));
-            const auto& allowed = k[name];
-            CHECK((allowed.is_null() || std::find(allowed.begin(), allowed.end(), value) != allowed.end()));
+            const auto& allowed = k.at(name);
+            CHECK((!allowed || std::find(allowed->begin(), allowed->end(), value) != allowed->end()));
         }
 
     // A wide integer knob is declared without listing its values; a boolean lists 0 and 1.
@@ -132,9 +141,9 @@ TEST_CASE("the batch manifest declares every env name a task sets: knobs with th
     silent.name = "internal";
     silent.env.clear();
     wide.knobs = {n, b, silent};
-    auto kw = campaign::manifest_knobs(wide, nlohmann::json::array());
-    CHECK(kw["TOKENS"].is_null());
-    CHECK(kw["FLAG"] == nlohmann::json({"0", "1"}));
+    auto kw = campaign::manifest_knobs(wide, {});
+    CHECK_FALSE(kw.at("TOKENS"));
+    CHECK(kw.at("FLAG") == Values{"0", "1"});
     CHECK(kw.size() == 2);
 }
 

@@ -1,6 +1,7 @@
-// Trial mode's manifest: each array index gets exactly its declared knobs plus INFRARSI_*; anything
-// undeclared, malformed or oversized is refused with where and why.
-#include "manifest.hpp"
+// The batch manifest, as the trial wrapper and the plugin's trial mode read it: each array index gets exactly
+// its declared knobs plus INFRARSI_*; anything undeclared, malformed or oversized is refused with where and
+// why; the writer is held to the reader's rules; an older orchestrator's manifest is rewritten once.
+#include "trial/manifest.hpp"
 
 #include "util/error.hpp"
 
@@ -8,19 +9,20 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace infrarsi;
-using namespace infrarsi::spank;
+using namespace infrarsi::trial;
 using nlohmann::json;
 
 namespace {
 json good() {
     return json::parse(R"({
-      "format": "infrarsi-manifest/1",
+      "format": "infrarsi-manifest/2",
       "campaign": "toy-1",
       "knobs": {"OMP_NUM_THREADS": ["1", "2", "4"], "MICRO_BATCH": null},
-      "trials": [
+      "tasks": [
         {"index": 0, "trial_id": "t0001", "env": {"OMP_NUM_THREADS": "2", "MICRO_BATCH": "8"},
          "result": "/tmp/c/t0001/result.json"},
         {"index": 1, "trial_id": "t0002", "env": {"OMP_NUM_THREADS": "4"}, "result": "/tmp/c/t0002/result.json"}
@@ -47,10 +49,10 @@ TEST_CASE("each array index gets its knobs and the campaign, trial id and result
 
 TEST_CASE("a manifest that sets an undeclared name or a disallowed value is refused") {
     auto j = good();
-    j["trials"][0]["env"]["LD_PRELOAD"] = "/tmp/x.so";
+    j["tasks"][0]["env"]["LD_PRELOAD"] = "/tmp/x.so";
     refused(j, "does not declare");
     j = good();
-    j["trials"][1]["env"]["OMP_NUM_THREADS"] = "3";
+    j["tasks"][1]["env"]["OMP_NUM_THREADS"] = "3";
     refused(j, "allowed values");
 }
 
@@ -67,54 +69,104 @@ TEST_CASE("knob names must be environment names outside Slurm's and InfraRSI's o
 
 TEST_CASE("values with newlines, NULs or beyond the length bound are refused") {
     auto j = good();
-    j["trials"][0]["env"]["MICRO_BATCH"] = "8\nEVIL=1";
+    j["tasks"][0]["env"]["MICRO_BATCH"] = "8\nEVIL=1";
     refused(j, "NUL or newline");
     j = good();
-    j["trials"][0]["env"]["MICRO_BATCH"] = std::string("8\0x", 3);
+    j["tasks"][0]["env"]["MICRO_BATCH"] = std::string("8\0x", 3);
     refused(j, "NUL or newline");
     j = good();
-    j["trials"][0]["env"]["MICRO_BATCH"] = std::string(kMaxEnvValueBytes + 1, '8');
+    j["tasks"][0]["env"]["MICRO_BATCH"] = std::string(kMaxEnvValueBytes + 1, '8');
     refused(j, "longer than");
     j = good();
-    j["trials"][0]["env"]["MICRO_BATCH"] = 8;
+    j["tasks"][0]["env"]["MICRO_BATCH"] = 8;
     refused(j, "must be a string");
 }
 
-TEST_CASE("the orchestrator's batch manifest (version 1, tasks, numeric trial ids) reads the same") {
-    auto j = json::parse(R"({
+TEST_CASE("the orchestrator's fields round-trip, and the writer is held to the reader's rules") {
+    auto j = good();
+    j["batch"] = 3;
+    j["kind"] = "search";
+    j["tasks"][0].update(json::parse(R"({"kind": "search", "candidate": {"knobs": {"micro_batch": 8}},
+        "command": ["bash", "x.sbatch"], "build": "/c/b", "workdir": "/c/batches/3/0", "log": "/c/l.txt"})"));
+    auto m = parse_manifest(j.dump(), "m.json");
+    CHECK(m.tasks[0].command == std::vector<std::string>{"bash", "x.sbatch"});
+    CHECK(m.tasks[0].candidate["knobs"]["micro_batch"] == 8);
+    CHECK(m.tasks[1].command.empty());
+    CHECK(manifest_from_json(to_json(m), "again") == m);
+
+    auto dir = std::filesystem::temp_directory_path() / ("infrarsi-manifest-w-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    write_manifest(dir / "m.json", m);
+    CHECK(read_manifest(dir / "m.json") == m);
+    m.tasks[0].env["UNDECLARED"] = "1";
+    CHECK_THROWS_WITH_AS(write_manifest(dir / "m.json", m), doctest::Contains("does not declare"), Error);
+    CHECK(read_manifest(dir / "m.json").tasks[0].env.count("UNDECLARED") == 0); // the old file stands
+    m = parse_manifest(j.dump(), "m.json");
+    m.tasks[0].command = {};
+    m.tasks[0].workdir = "relative";
+    CHECK_THROWS_WITH_AS(write_manifest(dir / "m.json", m), doctest::Contains("'workdir'"), Error);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "older shapes: a version-1 batch manifest is rewritten once; the plugin refuses both with what to do") {
+    const auto v1 = json::parse(R"({
       "version": 1, "campaign": "0badc0de", "batch": 3, "kind": "search", "step_prefix": "INFRARSI_STEP",
       "knobs": {"TOY_MICRO_BATCH": ["1", "2", "4"], "TOY_STEPS": null},
       "tasks": [{"index": 0, "trial_id": 17, "kind": "search", "candidate": {"knobs": {}},
                  "env": {"TOY_MICRO_BATCH": "2", "TOY_STEPS": "20"}, "command": ["bash", "x.sbatch"],
                  "workdir": "/c/batches/3/0", "result": "/c/batches/3/0/result.json", "log": "/c/l.txt"}]})");
-    auto env = trial_environment(parse_manifest(j.dump(), "m.json"), 0);
+    refused(v1, "`infrarsi run` on its campaign directory rewrites it");
+    auto hand = good();
+    hand["format"] = "infrarsi-manifest/1";
+    refused(hand, "instead of \"trials\"");
+
+    auto dir =
+        std::filesystem::temp_directory_path() / ("infrarsi-manifest-v1-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto path = dir / "manifest.json";
+    std::ofstream(path) << v1.dump();
+    CHECK(upgrade_manifest(path));
+    auto m = read_manifest(path);
+    CHECK(m.batch == 3);
+    auto env = trial_environment(m, 0);
     CHECK(env.at("INFRARSI_TRIAL_ID") == "17");
     CHECK(env.at("INFRARSI_CAMPAIGN") == "0badc0de");
     CHECK(env.at("TOY_MICRO_BATCH") == "2");
     CHECK(env.size() == 5);
-    j.erase("knobs");
-    refused(j, "'knobs'"); // without declared names the plugin cannot tell a knob from anything else
-    j = json::parse(R"({"version": 2, "tasks": []})");
-    refused(j, "version");
+    CHECK(m.tasks[0].command == std::vector<std::string>{"bash", "x.sbatch"});
+    CHECK_FALSE(upgrade_manifest(path)); // already current
+    CHECK(read_manifest(path) == m);
+
+    // The first version-1 writers declared no knobs: the names and values the tasks set are declared.
+    auto bare = v1;
+    bare.erase("knobs");
+    std::ofstream(path) << bare.dump();
+    CHECK(upgrade_manifest(path));
+    CHECK(read_manifest(path).knobs.at("TOY_STEPS") == std::vector<std::string>{"20"});
+
+    std::ofstream(path) << R"({"version": 2, "tasks": []})";
+    CHECK_THROWS_WITH_AS(upgrade_manifest(path), doctest::Contains("version 2"), Error);
+    std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("structural errors name the field") {
-    refused(json::parse(R"({"format":"infrarsi-manifest/2"})"), "unknown manifest format");
-    refused(json::parse(R"({"trials":[]})"), "needs");
+    refused(json::parse(R"({"format":"infrarsi-manifest/3"})"), "unknown manifest format");
+    refused(json::parse(R"({"tasks":[]})"), "'format'");
     auto j = good();
     j.erase("knobs");
     refused(j, "'knobs'");
     j = good();
-    j["trials"][1]["index"] = 0;
+    j["tasks"][1]["index"] = 0;
     refused(j, "appears twice");
     j = good();
-    j["trials"][0]["index"] = -1;
-    refused(j, "non-negative");
+    j["tasks"][0]["index"] = -1;
+    refused(j, "'index'");
     j = good();
-    j["trials"][0]["result"] = "relative/result.json";
+    j["tasks"][0]["result"] = "relative/result.json";
     refused(j, "absolute path");
     j = good();
-    j["trials"][0]["trial_id"] = "../../x";
+    j["tasks"][0]["trial_id"] = "../../x";
     refused(j, "trial_id");
     j = good();
     j["campaign"] = "a b";
@@ -129,9 +181,11 @@ TEST_CASE("reading a manifest: absolute path, regular file, size-limited") {
     std::filesystem::create_directories(dir);
     auto path = (dir / "m.json").string();
     std::ofstream(path) << good().dump();
-    CHECK(read_manifest(path).trials.size() == 2);
+    CHECK(read_manifest(path).tasks.size() == 2);
     CHECK_THROWS_WITH_AS(read_manifest("m.json"), doctest::Contains("absolute"), Error);
     CHECK_THROWS_WITH_AS(read_manifest(dir.string()), doctest::Contains("regular file"), Error);
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0); // a FIFO neither blocks nor passes
+    CHECK_THROWS_WITH_AS(read_manifest((dir / "fifo").string()), doctest::Contains("regular file"), Error);
     CHECK_THROWS_WITH_AS(read_manifest((dir / "missing").string()), doctest::Contains("cannot open"), Error);
     {
         std::ofstream big(dir / "big.json");

@@ -1,12 +1,9 @@
-// Tune mode: finding sbatch's script among its arguments, the contract beside it, and the request format.
-#include "tune_request.hpp"
-
-#include "util/error.hpp"
+// Tune mode: finding sbatch's script among its arguments and the contract beside it.
+#include "submit_args.hpp"
 
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 using namespace infrarsi;
@@ -34,33 +31,4 @@ TEST_CASE("paths are made absolute against the submit directory") {
     CHECK(valid_path_value("/a/b"));
     CHECK_FALSE(valid_path_value("a/b"));
     CHECK_FALSE(valid_path_value("/a\nb"));
-}
-
-TEST_CASE("a tune request round-trips and is validated") {
-    TuneRequest r;
-    r.job_id = 12;
-    r.uid = 1000;
-    r.user = "alice";
-    r.script = "/home/alice/job.sbatch";
-    r.contract = "/home/alice/job.contract.toml";
-    r.submit_dir = "/home/alice";
-    r.job_name = "job.sbatch";
-    r.node = "n1";
-    r.time = "2024-05-01T12:00:00Z";
-    r.plugin_version = "0.1.0";
-    auto j = to_json(r);
-    CHECK(j["format"] == kTuneRequestFormat);
-    CHECK(tune_request_from_json(j) == r);
-    auto bad = j;
-    bad["contract"] = "relative.toml";
-    CHECK_THROWS_WITH_AS(tune_request_from_json(bad), doctest::Contains("contract"), Error);
-    bad = j;
-    bad["job_id"] = 0;
-    CHECK_THROWS_AS(tune_request_from_json(bad), Error);
-    bad = j;
-    bad["user"] = "a\nb";
-    CHECK_THROWS_WITH_AS(tune_request_from_json(bad), doctest::Contains("user"), Error);
-    bad = j;
-    bad.erase("node");
-    CHECK_THROWS_WITH_AS(tune_request_from_json(bad), doctest::Contains("node"), Error);
 }

@@ -1,7 +1,7 @@
-// The orchestrator's batch manifest, as the campaign writes it, is accepted by trial mode's reader: every env
-// name a task sets is declared in "knobs" with its value allowed, and each array index gets the task's env.
-// Uses the toyload fixture; plans a batch (sandboxes built with cc) and submits nothing.
-#include "manifest.hpp"
+// The batch manifest, as the campaign writes it, is what the trial wrapper and the plugin's trial mode read:
+// every env name a task sets is declared in "knobs" with its value allowed, and each array index gets the
+// task's env. Uses the toyload fixture; plans a batch (sandboxes built with cc) and submits nothing.
+#include "trial/manifest.hpp"
 
 #include "campaign/campaign.hpp"
 #include "infrarsi/build_info.hpp"
@@ -40,19 +40,21 @@ TEST_CASE("a batch manifest written by the campaign is accepted by the plugin's 
     const auto path = c.store().batch(id).manifest;
     REQUIRE(fs::is_regular_file(path));
 
-    auto m = spank::read_manifest(path);
+    auto m = trial::read_manifest(path);
     nlohmann::json written = nlohmann::json::parse(std::ifstream(path));
     REQUIRE(written["tasks"].size() == 2);
-    CHECK(m.trials.size() == 2);
+    CHECK(m.tasks.size() == 2);
+    CHECK(m.batch == id);
+    CHECK(m.kind == "search");
     CHECK(m.campaign == c.store().meta("id").value());
     CHECK(m.knobs.at("TOY_MICRO_BATCH") == std::vector<std::string>{"1", "2", "4", "8", "16"});
     for (const auto& task : written["tasks"]) {
-        auto env = spank::trial_environment(m, task["index"].get<uint32_t>());
+        auto env = trial::trial_environment(m, task["index"].get<uint32_t>());
         for (const auto& [name, value] : task["env"].items())
             CHECK(env.at(name) == value.get<std::string>());
-        CHECK(env.at("INFRARSI_TRIAL_ID") == std::to_string(task["trial_id"].get<long long>()));
+        CHECK(env.at("INFRARSI_TRIAL_ID") == task["trial_id"].get<std::string>());
         CHECK(env.at("INFRARSI_RESULT") == task["result"].get<std::string>());
     }
-    CHECK(spank::trial_environment(m, 1).at("TOY_RECOMPUTE") == "selective");
+    CHECK(trial::trial_environment(m, 1).at("TOY_RECOMPUTE") == "selective");
     fs::remove_all(tmp);
 }

@@ -1,12 +1,11 @@
-#include "tune_request.hpp"
+#include "trial/tune_request.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
-namespace infrarsi::spank {
+namespace infrarsi::trial {
 namespace {
 
 bool printable(const std::string& s) {
@@ -25,11 +24,11 @@ std::string str(const nlohmann::json& j, const char* name) {
     return s;
 }
 
-uint32_t id(const nlohmann::json& j, const char* name) {
-    if (!j.contains(name) || !j.at(name).is_number_integer() || j.at(name).get<int64_t>() < 0 ||
-        j.at(name).get<int64_t>() > int64_t(UINT32_MAX))
+std::uint32_t id(const nlohmann::json& j, const char* name) {
+    if (!j.contains(name) || !j.at(name).is_number_integer() || j.at(name).get<std::int64_t>() < 0 ||
+        j.at(name).get<std::int64_t>() > std::int64_t(UINT32_MAX))
         throw Error(std::string("field '") + name + "' must be a non-negative integer", "tune request");
-    return static_cast<uint32_t>(j.at(name).get<int64_t>());
+    return static_cast<std::uint32_t>(j.at(name).get<std::int64_t>());
 }
 
 } // namespace
@@ -71,32 +70,20 @@ TuneRequest tune_request_from_json(const nlohmann::json& j) {
     return r;
 }
 
-std::optional<std::string> find_batch_script(const std::vector<std::string>& argv, const std::string& cwd) {
-    for (size_t i = 1; i < argv.size(); ++i) {
-        const std::string& a = argv[i];
-        if (a.empty() || a[0] == '-') continue;
-        std::string path = absolute_path(a, cwd);
-        std::error_code ec;
-        if (!std::filesystem::is_regular_file(path, ec)) continue;
-        std::ifstream in(path, std::ios::binary);
-        char head[2] = {0, 0};
-        if (in.read(head, 2) && head[0] == '#' && head[1] == '!') return path;
+TuneRequest read_tune_request(const std::filesystem::path& path) {
+    const auto text =
+        read_regular_file(path.string(), {.max_bytes = kMaxTuneRequestBytes, .follow_symlink = false});
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw Error(std::string("not valid JSON: ") + e.what(), path.string(), "a tune request");
     }
-    return std::nullopt;
+    try {
+        return tune_request_from_json(j);
+    } catch (const Error& e) {
+        throw Error(e.problem(), path.string(), e.expected());
+    }
 }
 
-std::string default_contract_for(const std::string& script) {
-    std::filesystem::path p(script);
-    return (p.parent_path() / (p.stem().string() + ".contract.toml")).string();
-}
-
-std::string absolute_path(const std::string& path, const std::string& cwd) {
-    if (!path.empty() && path[0] == '/') return std::filesystem::path(path).lexically_normal().string();
-    return (std::filesystem::path(cwd) / path).lexically_normal().string();
-}
-
-bool valid_path_value(const std::string& path) {
-    return !path.empty() && path[0] == '/' && path.size() <= 4096 && printable(path);
-}
-
-} // namespace infrarsi::spank
+} // namespace infrarsi::trial

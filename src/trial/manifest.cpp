@@ -1,0 +1,256 @@
+#include "trial/manifest.hpp"
+
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/json_field.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace infrarsi::trial {
+namespace {
+
+using nlohmann::json;
+
+bool valid_id(const std::string& s) {
+    if (s.empty() || s.size() > 128) return false;
+    return std::all_of(s.begin(), s.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+               c == '_' || c == '-';
+    });
+}
+
+bool absolute_path(const std::string& p) {
+    return !p.empty() && p[0] == '/' && valid_env_value(p);
+}
+
+// A path field the wrapper uses: absent is empty, present must be absolute.
+std::string optional_path(const json& t, const char* name, const std::string& where) {
+    if (!t.contains(name)) return {};
+    auto p = json_field<std::string>(t, name, where);
+    if (!absolute_path(p))
+        throw Error(std::string("'") + name + "' must be an absolute path without newlines", where);
+    return p;
+}
+
+ManifestTask task_from_json(const json& t, const Manifest& m, const std::string& at) {
+    if (!t.is_object()) throw Error("a task must be a JSON object", at);
+    ManifestTask e;
+    e.index = json_field<std::uint32_t>(t, "index", at);
+    e.trial_id = json_field<std::string>(t, "trial_id", at);
+    if (!valid_id(e.trial_id)) throw Error("trial_id '" + e.trial_id + "' is not [A-Za-z0-9._-]{1,128}", at);
+    e.result = json_field<std::string>(t, "result", at);
+    if (!absolute_path(e.result)) throw Error("'result' must be an absolute path without newlines", at);
+    if (!t.contains("env")) throw Error("missing field 'env'", at);
+    const json& env = t.at("env");
+    if (!env.is_object()) throw Error("'env' must be an object of NAME: value strings", at);
+    for (const auto& [name, value] : env.items()) {
+        auto k = m.knobs.find(name);
+        if (k == m.knobs.end())
+            throw Error("env sets '" + name + "', which the contract does not declare as a knob", at,
+                        "only names listed in 'knobs'");
+        if (!value.is_string()) throw Error("env." + name + " must be a string", at);
+        auto v = value.get<std::string>();
+        if (!valid_env_value(v))
+            throw Error("env." + name + " is longer than " + std::to_string(kMaxEnvValueBytes) +
+                            " bytes or has a NUL or newline",
+                        at);
+        if (k->second && std::find(k->second->begin(), k->second->end(), v) == k->second->end())
+            throw Error("env." + name + "=" + v + " is not one of the contract's allowed values", at);
+        e.env[name] = std::move(v);
+    }
+    if (t.contains("kind")) e.kind = json_field<std::string>(t, "kind", at);
+    if (t.contains("candidate")) {
+        e.candidate = t.at("candidate");
+        if (!e.candidate.is_object() && !e.candidate.is_null())
+            throw Error("'candidate' must be an object", at);
+    }
+    if (t.contains("command")) {
+        e.command = json_field<std::vector<std::string>>(t, "command", at);
+        if (e.command.empty()) throw Error("'command' must be a non-empty argv", at);
+        for (const auto& a : e.command)
+            if (a.find('\0') != std::string::npos) throw Error("'command' has a NUL byte", at);
+    }
+    e.build = optional_path(t, "build", at);
+    e.workdir = optional_path(t, "workdir", at);
+    e.log = optional_path(t, "log", at);
+    return e;
+}
+
+} // namespace
+
+bool valid_knob_name(const std::string& name) {
+    if (name.empty() || name.size() > kMaxEnvNameBytes) return false;
+    if (!((name[0] >= 'A' && name[0] <= 'Z') || name[0] == '_')) return false;
+    for (char c : name)
+        if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    // Slurm's own variables and ours are not knobs: a manifest must not redirect a job's Slurm settings.
+    for (const char* reserved : {"SLURM_", "SLURMD_", "SPANK_", "_SLURM_", "INFRARSI_"})
+        if (name.starts_with(reserved)) return false;
+    return true;
+}
+
+bool valid_env_value(const std::string& value) {
+    if (value.size() > kMaxEnvValueBytes) return false;
+    return std::none_of(value.begin(), value.end(),
+                        [](char c) { return c == '\0' || c == '\n' || c == '\r'; });
+}
+
+const ManifestTask& Manifest::task(std::uint32_t index) const {
+    for (const auto& t : tasks)
+        if (t.index == index) return t;
+    throw Error("the manifest has no trial for array index " + std::to_string(index), "campaign " + campaign,
+                "an entry per array index (SLURM_ARRAY_TASK_ID)");
+}
+
+json to_json(const Manifest& m) {
+    json knobs = json::object();
+    for (const auto& [name, allowed] : m.knobs)
+        knobs[name] = allowed ? json(*allowed) : json(nullptr);
+    json tasks = json::array();
+    for (const auto& t : m.tasks) {
+        json e = {{"index", t.index}, {"trial_id", t.trial_id}, {"env", t.env}, {"result", t.result}};
+        if (!t.kind.empty()) e["kind"] = t.kind;
+        if (!t.candidate.is_null()) e["candidate"] = t.candidate;
+        if (!t.command.empty()) e["command"] = t.command;
+        for (const auto& [name, value] :
+             {std::pair{"build", &t.build}, {"workdir", &t.workdir}, {"log", &t.log}})
+            if (!value->empty()) e[name] = *value;
+        tasks.push_back(std::move(e));
+    }
+    return {{"format", kManifestFormat},
+            {"campaign", m.campaign},
+            {"batch", m.batch},
+            {"kind", m.kind},
+            {"step_prefix", m.step_prefix},
+            {"summary_prefix", m.summary_prefix},
+            {"knobs", knobs},
+            {"tasks", tasks}};
+}
+
+Manifest manifest_from_json(const json& j, const std::string& where) {
+    if (!j.is_object()) throw Error("a manifest must be a JSON object", where);
+    if (j.contains("version"))
+        throw Error("a batch manifest of an older infrarsi (\"version\": " + j.at("version").dump() + ")",
+                    where,
+                    std::string(kManifestFormat) + "; `infrarsi run` on its campaign directory rewrites it");
+    const auto format = json_field<std::string>(j, "format", where);
+    if (format == "infrarsi-manifest/1")
+        throw Error("format infrarsi-manifest/1 is no longer read", where,
+                    std::string("\"format\": \"") + kManifestFormat +
+                        "\", with the entries under \"tasks\" instead of \"trials\" (docs/plugin.md)");
+    if (format != kManifestFormat)
+        throw Error("unknown manifest format '" + format + "'", where, kManifestFormat);
+
+    Manifest m;
+    m.campaign = json_field<std::string>(j, "campaign", where);
+    if (!valid_id(m.campaign))
+        throw Error("campaign '" + m.campaign + "' is not [A-Za-z0-9._-]{1,128}", where);
+    if (j.contains("batch")) m.batch = json_field<std::int64_t>(j, "batch", where);
+    if (j.contains("kind")) m.kind = json_field<std::string>(j, "kind", where);
+    if (j.contains("step_prefix")) m.step_prefix = json_field<std::string>(j, "step_prefix", where);
+    if (j.contains("summary_prefix")) m.summary_prefix = json_field<std::string>(j, "summary_prefix", where);
+    if (m.step_prefix.empty() || m.summary_prefix.empty())
+        throw Error("step_prefix and summary_prefix must not be empty", where);
+
+    if (!j.contains("knobs")) throw Error("missing field 'knobs'", where);
+    const json& knobs = j.at("knobs");
+    if (!knobs.is_object()) throw Error("'knobs' must be an object of NAME: [allowed values] or null", where);
+    for (const auto& [name, allowed] : knobs.items()) {
+        if (!valid_knob_name(name))
+            throw Error("knob name '" + name + "' is not an environment name the plugin may set", where,
+                        "[A-Z_][A-Z0-9_]*, not starting with SLURM_, SPANK_ or INFRARSI_");
+        if (allowed.is_null()) {
+            m.knobs[name] = std::nullopt;
+            continue;
+        }
+        if (!allowed.is_array()) throw Error("knobs." + name + " must be an array of strings or null", where);
+        std::vector<std::string> values;
+        for (const auto& v : allowed) {
+            if (!v.is_string() || !valid_env_value(v.get<std::string>()))
+                throw Error("knobs." + name + " has a value that is not a valid environment string", where);
+            values.push_back(v.get<std::string>());
+        }
+        m.knobs[name] = std::move(values);
+    }
+
+    if (!j.contains("tasks")) throw Error("missing field 'tasks'", where);
+    const json& tasks = j.at("tasks");
+    if (!tasks.is_array()) throw Error("'tasks' must be an array", where);
+    std::set<std::uint32_t> seen;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const std::string at = where + ": tasks[" + std::to_string(i) + "]";
+        auto t = task_from_json(tasks[i], m, at);
+        if (!seen.insert(t.index).second)
+            throw Error("index " + std::to_string(t.index) + " appears twice", at);
+        m.tasks.push_back(std::move(t));
+    }
+    return m;
+}
+
+Manifest parse_manifest(const std::string& text, const std::string& where) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::parse_error& e) {
+        throw Error(std::string("not valid JSON: ") + e.what(), where,
+                    "a manifest written by the orchestrator");
+    }
+    return manifest_from_json(j, where);
+}
+
+Manifest read_manifest(const std::filesystem::path& path) {
+    if (!path.is_absolute()) throw Error("manifest path must be absolute", path.string());
+    return parse_manifest(read_regular_file(path.string(), {.max_bytes = kMaxManifestBytes}), path.string());
+}
+
+void write_manifest(const std::filesystem::path& path, const Manifest& m) {
+    const json j = to_json(m);
+    manifest_from_json(j, path.string() + " (being written)");
+    write_file_atomically(path, j.dump(1) + "\n");
+}
+
+bool upgrade_manifest(const std::filesystem::path& path) {
+    json j;
+    try {
+        j = json::parse(read_regular_file(path.string(), {.max_bytes = kMaxManifestBytes}));
+    } catch (const json::parse_error& e) {
+        throw Error(std::string("not valid JSON: ") + e.what(), path.string());
+    }
+    if (!j.is_object() || !j.contains("version")) return false;
+    if (j.at("version") != 1)
+        throw Error("unknown manifest version " + j.at("version").dump(), path.string(),
+                    "version 1 or " + std::string(kManifestFormat));
+    // Version 1 differs only in its marker and in numbering trials with integers.
+    j.erase("version");
+    j["format"] = kManifestFormat;
+    if (j.contains("tasks") && j.at("tasks").is_array())
+        for (auto& t : j.at("tasks"))
+            if (t.is_object() && t.contains("trial_id") && t.at("trial_id").is_number_integer())
+                t["trial_id"] = std::to_string(t.at("trial_id").get<std::int64_t>());
+    // The first version-1 writers declared no knobs: every name the tasks set, with the values they set.
+    if (!j.contains("knobs")) {
+        std::map<std::string, std::set<std::string>> declared;
+        for (const auto& t : j.value("tasks", json::array()))
+            if (t.is_object() && t.contains("env") && t.at("env").is_object())
+                for (const auto& [name, value] : t.at("env").items())
+                    if (value.is_string()) declared[name].insert(value.get<std::string>());
+        j["knobs"] = json::object();
+        for (const auto& [name, values] : declared)
+            j["knobs"][name] = std::vector<std::string>(values.begin(), values.end());
+    }
+    write_manifest(path, manifest_from_json(j, path.string()));
+    return true;
+}
+
+std::map<std::string, std::string> trial_environment(const Manifest& m, std::uint32_t index) {
+    const auto& t = m.task(index);
+    auto env = t.env;
+    env["INFRARSI_CAMPAIGN"] = m.campaign;
+    env["INFRARSI_TRIAL_ID"] = t.trial_id;
+    env["INFRARSI_RESULT"] = t.result;
+    return env;
+}
+
+} // namespace infrarsi::trial

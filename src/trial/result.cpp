@@ -1,0 +1,84 @@
+#include "trial/result.hpp"
+
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/json_field.hpp"
+
+#include <cerrno>
+#include <sys/stat.h>
+
+namespace infrarsi::trial {
+
+using nlohmann::json;
+
+json to_json(const Result& r) {
+    json j = {{"format", kResultFormat},
+              {"trial_id", r.trial_id},
+              {"index", r.index},
+              {"exit_code", r.exit_code},
+              {"signal", r.signal},
+              {"wall_s", r.wall_s},
+              {"max_rss_children_bytes", r.max_rss_children_bytes},
+              {"log", r.log},
+              {"steps", json::array()},
+              {"malformed_step_lines", r.steps.malformed}};
+    for (const auto& s : r.steps.steps)
+        j["steps"].push_back(measure::to_json(s));
+    if (r.steps.summary) j["summary"] = *r.steps.summary;
+    if (!r.error.empty()) j["error"] = r.error;
+    if (!r.slurm.empty()) j["slurm"] = r.slurm;
+    return j;
+}
+
+Result result_from_json(const json& j, const std::string& where) {
+    if (!j.is_object()) throw Error("a result must be a JSON object", where);
+    if (j.contains("format") && j.at("format") != kResultFormat)
+        throw Error("unknown result format " + j.at("format").dump(), where, kResultFormat);
+    Result r;
+    // The first format numbered trials with integers.
+    const json& id = j.contains("trial_id") ? j.at("trial_id") : json();
+    r.trial_id = id.is_number_integer() ? std::to_string(id.get<std::int64_t>())
+                                        : json_field<std::string>(j, "trial_id", where);
+    r.index = json_field<std::uint32_t>(j, "index", where);
+    r.exit_code = json_field<int>(j, "exit_code", where);
+    r.signal = json_field<int>(j, "signal", where);
+    r.wall_s = json_field<double>(j, "wall_s", where);
+    r.max_rss_children_bytes = json_field<double>(j, "max_rss_children_bytes", where);
+    r.log = json_field<std::string>(j, "log", where);
+    const json& steps = j.contains("steps") ? j.at("steps") : json::array();
+    if (!steps.is_array()) throw Error("'steps' must be an array", where);
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        try {
+            r.steps.steps.push_back(measure::step_from_json(steps[i]));
+        } catch (const json::exception&) {
+            throw Error("steps[" + std::to_string(i) + "] is not a step (step, loss, step_time_s)", where);
+        }
+    }
+    if (j.contains("malformed_step_lines"))
+        r.steps.malformed = json_field<int>(j, "malformed_step_lines", where);
+    if (j.contains("summary")) r.steps.summary = j.at("summary");
+    if (j.contains("error")) r.error = json_field<std::string>(j, "error", where);
+    if (j.contains("slurm")) r.slurm = json_field<std::map<std::string, std::string>>(j, "slurm", where);
+    return r;
+}
+
+void write_result(const std::filesystem::path& path, const Result& r) {
+    write_file_atomically(path, to_json(r).dump(1) + "\n");
+}
+
+std::optional<Result> read_result(const std::filesystem::path& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
+    const std::string text = read_regular_file(path.string(), {.max_bytes = kMaxResultBytes});
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::parse_error& e) {
+        throw Error(std::string("not valid JSON: ") + e.what(), path.string(),
+                    "a result written by the trial wrapper");
+    }
+    return result_from_json(j, path.string());
+}
+
+} // namespace infrarsi::trial

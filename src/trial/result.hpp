@@ -1,0 +1,40 @@
+#pragma once
+// result.json: what the trial wrapper (trial/exec.cpp) saw of one trial, written atomically when the
+// workload ends, read by the orchestrator's ingest (campaign/batch.cpp). The workload is told where it lies
+// (INFRARSI_RESULT) and may write there, so the reader takes it as a job's input: a file that is not a result
+// is an Error, never an abort. Format: docs/orchestrator.md ("result.json").
+#include "measure/steps.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace infrarsi::trial {
+
+inline constexpr const char* kResultFormat = "infrarsi-result/1";
+inline constexpr std::size_t kMaxResultBytes = 64u << 20;
+
+struct Result {
+    std::string trial_id;
+    std::uint32_t index = 0;
+    int exit_code = 0;
+    int signal = 0;
+    double wall_s = 0;
+    double max_rss_children_bytes = 0;
+    std::string log;
+    measure::StepLog steps;                   // the workload's step lines, its malformed count and summary
+    std::string error;                        // why the workload could not be started; empty when it ran
+    std::map<std::string, std::string> slurm; // SLURMD_NODENAME, SLURM_JOB_ID, ... as the job saw them
+};
+
+nlohmann::json to_json(const Result& r);
+// Throws infrarsi::Error naming `where` and the field. A result of the unversioned first format is read too.
+Result result_from_json(const nlohmann::json& j, const std::string& where);
+void write_result(const std::filesystem::path& path, const Result& r);
+// nullopt when there is no file (the job died with its wrapper); Error when there is one that is not a
+// result.
+std::optional<Result> read_result(const std::filesystem::path& path);
+
+} // namespace infrarsi::trial

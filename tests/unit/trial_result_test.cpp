@@ -1,0 +1,90 @@
+// result.json: what the wrapper writes reads back the same; a file that is not a result (the workload can
+// reach it) is an Error that names the field, never an abort; no file is "no result".
+#include "trial/result.hpp"
+
+#include "util/error.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace infrarsi;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+trial::Result sample() {
+    trial::Result r;
+    r.trial_id = "17";
+    r.index = 2;
+    r.exit_code = 0;
+    r.wall_s = 41.5;
+    r.max_rss_children_bytes = 4.0e8;
+    r.log = "/c/batches/4/2/log.txt";
+    measure::StepSample s;
+    s.step = 1;
+    s.loss = 7.5;
+    s.step_time_s = 0.25;
+    r.steps.steps = {s};
+    r.steps.malformed = 1;
+    r.steps.summary = json{{"model_flops", 1e9}};
+    r.slurm = {{"SLURM_JOB_ID", "41"}};
+    return r;
+}
+} // namespace
+
+TEST_CASE("result.json round-trips through the file, and no file is no result") {
+    const fs::path dir = fs::temp_directory_path() / ("infrarsi-result-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    trial::write_result(dir / "result.json", sample());
+    auto r = trial::read_result(dir / "result.json");
+    REQUIRE(r);
+    CHECK(r->trial_id == "17");
+    CHECK(r->index == 2);
+    CHECK(r->wall_s == 41.5);
+    REQUIRE(r->steps.steps.size() == 1);
+    CHECK(r->steps.steps[0].step_time_s == 0.25);
+    CHECK(r->steps.malformed == 1);
+    CHECK(r->slurm.at("SLURM_JOB_ID") == "41");
+    CHECK_FALSE(trial::read_result(dir / "missing.json"));
+    REQUIRE(::mkfifo((dir / "fifo.json").c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS(trial::read_result(dir / "fifo.json"), doctest::Contains("regular file"), Error);
+    std::ofstream(dir / "cut.json") << to_json(sample()).dump().substr(0, 40);
+    CHECK_THROWS_WITH_AS(trial::read_result(dir / "cut.json"), doctest::Contains("not valid JSON"), Error);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("a result with foreign content is refused with the field, and the first format is still read") {
+    auto good = to_json(sample());
+    auto refused = [](const json& j, const char* what) {
+        CHECK_THROWS_WITH_AS(trial::result_from_json(j, "r.json"), doctest::Contains(what), Error);
+    };
+    refused(json::array(), "JSON object");
+    refused(json{{"format", "x"}}, "unknown result format");
+    auto j = good;
+    j["wall_s"] = "fast";
+    refused(j, "'wall_s'");
+    j = good;
+    j["index"] = -1;
+    refused(j, "'index'");
+    j = good;
+    j["steps"] = json::array({json{{"step", 1}}});
+    refused(j, "steps[0]");
+    j = good;
+    j["steps"][0]["step_time_s"] = "0.1";
+    refused(j, "steps[0]");
+    j = good;
+    j["slurm"] = json{{"SLURM_JOB_ID", 41}};
+    refused(j, "'slurm'");
+    j = good;
+    j.erase("exit_code");
+    refused(j, "'exit_code'");
+
+    auto first = good;
+    first.erase("format");
+    first["trial_id"] = 17;
+    CHECK(trial::result_from_json(first, "r.json").trial_id == "17");
+}
