@@ -48,7 +48,6 @@ void Campaign::init(const fs::path& contract_file, const fs::path& dir) {
     s.set_meta("name", c.name);
     s.set_meta("contract", c.file.string());
     s.set_meta("created", fmt::format("{:.3f}", store::now_seconds()));
-    s.set_meta("state", "initialized");
     for (const auto& l : compute_locks(c))
         s.add_lock(l);
     if (!c.patch_catalog.empty()) {
@@ -182,25 +181,29 @@ Campaign::BudgetUse Campaign::budget_use() {
 }
 
 bool Campaign::finished() {
-    return store_->meta("state") == "done";
+    return store_->stage() == store::Stage::Done;
 }
 
 void Campaign::run(const RunOptions& o) {
+    using store::Stage;
     if (!store_->meta("started")) store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
-    store_->set_meta("state", "running");
     say(o, fmt::format("trials run {} trial-exec, submitted with {} to {}", infrarsi_command().string(),
                        trial_script().string(), scheduler(o).name()));
+    store_->advance_stage(Stage::Doctor);
     doctor(o);
     if (stopping(o)) return;
-    if (auto b = store_->baseline())
+    if (auto b = store_->baseline()) {
         say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%", b->median_step_s,
                            100 * b->minimum_detectable_effect));
+        store_->advance_stage(Stage::Search);
+    }
     seed_from_bank(o);
     search(o);
     if (stopping(o)) return;
+    store_->advance_stage(Stage::Verification);
     if (o.verify) verify(o);
     if (stopping(o)) return;
-    store_->set_meta("state", "done");
+    store_->advance_stage(Stage::Done);
     record_in_bank(o);
     say(o, "campaign done");
 }

@@ -151,8 +151,8 @@ void Campaign::search(const RunOptions& o) {
     while (!stopping(o)) {
         auto use = budget_use();
         if (!use.exhausted.empty()) {
-            if (store_->meta("search_done") != "1") say(o, "search ends: " + use.exhausted + " used");
-            store_->set_meta("search_done", "1");
+            if (store_->stage() < store::Stage::Verification)
+                say(o, "search ends: " + use.exhausted + " used");
             return;
         }
         const int q = std::min(contract_.budget.batch_size, contract_.budget.trials - use.trials);
@@ -167,7 +167,6 @@ void Campaign::search(const RunOptions& o) {
                            "trials of ~{:.1f} s) would pass it",
                            budget, use.wall_s, plan.next_batch_s, plan.verify_reserve_s,
                            plan.verify_candidates, contract_.repeats.verify, m.trial_s()));
-                store_->set_meta("search_done", "1");
                 return;
             }
         }
@@ -222,7 +221,6 @@ void Campaign::search(const RunOptions& o) {
                 tasks.push_back({p.candidate, TrialKind::Search, p.reason, 0, {}});
         if (tasks.empty()) {
             say(o, "search ends: every candidate of the space has been tried");
-            store_->set_meta("search_done", "1");
             return;
         }
         auto id = plan_batch("search", tasks);

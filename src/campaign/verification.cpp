@@ -21,7 +21,7 @@ using store::TrialRow;
 
 void Campaign::verify(const RunOptions& o) {
     resume_open_batches(o);
-    if (store_->meta("verify_done") == "1" || stopping(o)) return;
+    if (store_->stage() >= store::Stage::Done || stopping(o)) return;
     const auto baseline = store_->baseline();
     const double base = baseline ? baseline->median_step_s : 0.0;
     const auto baseline_key = contract_.space.baseline().key();
@@ -93,7 +93,6 @@ void Campaign::verify(const RunOptions& o) {
         submit_batch(v.batch_id, o);
         await_batch(v.batch_id, o);
     }
-    if (!stopping(o)) store_->set_meta("verify_done", "1");
 }
 
 void Campaign::finish_verification(std::int64_t vid) {

@@ -78,7 +78,7 @@ json status(campaign::Campaign& c) {
         if (k != trial::to_string(trial::Outcome::Ok)) failed += n;
     json j = {{"campaign", s.meta("name").value_or("")},
               {"dir", c.dir().string()},
-              {"state", s.meta("state").value_or("")},
+              {"state", store::to_string(s.stage())},
               {"trials", {{"used", use.trials}, {"budget", b.trials}}},
               {"node_hours", {{"used", use.node_hours}, {"budget", b.node_hours}}},
               {"wall_s", use.wall_s},
@@ -133,7 +133,7 @@ json build(campaign::Campaign& c) {
                      {"id", s.meta("id").value_or("")},
                      {"dir", c.dir().string()},
                      {"contract", k.file.string()},
-                     {"state", s.meta("state").value_or("")}};
+                     {"state", store::to_string(s.stage())}};
     auto use = c.budget_use();
     r["budget"] = {{"trials_used", use.trials},
                    {"trials", k.budget.trials},

@@ -94,6 +94,17 @@ UPDATE trials SET violation = CASE
   ELSE 'protected_changed' END
 WHERE outcome = 'contract_violation';
 )sql",
+    // 3: the campaign's stage is one typed value (meta 'stage', store::Stage) instead of three string flags.
+    R"sql(
+INSERT OR REPLACE INTO meta (key, value) SELECT 'stage', CASE
+  WHEN (SELECT value FROM meta WHERE key = 'state') = 'done' THEN 'done'
+  WHEN (SELECT value FROM meta WHERE key = 'verify_done') = '1' THEN 'done'
+  WHEN (SELECT value FROM meta WHERE key = 'search_done') = '1' THEN 'verification'
+  WHEN EXISTS (SELECT 1 FROM doctor) THEN 'search'
+  WHEN (SELECT value FROM meta WHERE key = 'state') = 'running' THEN 'doctor'
+  ELSE 'initialized' END;
+DELETE FROM meta WHERE key IN ('state', 'search_done', 'verify_done');
+)sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 static_assert(migration_count == CampaignStore::schema_version);
@@ -164,6 +175,18 @@ void CampaignStore::set_meta(const std::string& key, const std::string& value) {
         .bind(1, key)
         .bind(2, value)
         .run();
+}
+
+Stage CampaignStore::stage() {
+    const auto name = meta("stage").value_or("initialized");
+    if (auto s = stage_names.parse(name)) return *s;
+    throw Error("unknown campaign stage '" + name + "'", db_.path(), stage_names.list());
+}
+
+bool CampaignStore::advance_stage(Stage s) {
+    if (stage() >= s) return false;
+    set_meta("stage", to_string(s));
+    return true;
 }
 
 std::optional<std::string> CampaignStore::meta(const std::string& key) {

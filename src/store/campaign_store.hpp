@@ -5,6 +5,7 @@
 #include "store/baseline.hpp"
 #include "store/sqlite.hpp"
 #include "trial/outcome.hpp"
+#include "util/enum_names.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,19 @@ namespace infrarsi::store {
 enum class TrialKind { Doctor, Search, VerifyBaseline, VerifyCandidate };
 const char* to_string(TrialKind k);
 TrialKind parse_trial_kind(const std::string& s);
+
+// Where a campaign is, in order; it only moves forward. initialized: locked, nothing run; doctor: measuring
+// the baseline; search: the baseline is stored, trials are proposed; verification: the search is over, A/B
+// pairs run; done: verification is over (or skipped), the report is final.
+enum class Stage { Initialized, Doctor, Search, Verification, Done };
+inline constexpr util::EnumNames<Stage, 5> stage_names{{{{Stage::Initialized, "initialized"},
+                                                         {Stage::Doctor, "doctor"},
+                                                         {Stage::Search, "search"},
+                                                         {Stage::Verification, "verification"},
+                                                         {Stage::Done, "done"}}}};
+inline std::string to_string(Stage s) {
+    return std::string(stage_names.name(s));
+}
 
 // planned: in the DB, not yet in Slurm; submitted: job id known; finished: outcome recorded.
 enum class TrialState { Planned, Submitted, Finished };
@@ -103,13 +117,17 @@ struct VerificationRow {
 
 class CampaignStore {
   public:
-    static constexpr int schema_version = 2;
+    static constexpr int schema_version = 3;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
 
     void set_meta(const std::string& key, const std::string& value);
     std::optional<std::string> meta(const std::string& key);
+
+    Stage stage();
+    // Moves the campaign to `s` if it is behind it; never back. Returns whether it moved.
+    bool advance_stage(Stage s);
 
     void add_lock(const Lock& l);
     std::vector<Lock> locks();

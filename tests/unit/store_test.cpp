@@ -87,17 +87,24 @@ TEST_CASE("a transaction rolls back unless committed") {
     CHECK_FALSE(s.meta("x").has_value());
 }
 
+namespace {
+// A database as an earlier release left it (a dump in tests/fixtures/store/), with `edit` run on it after.
+void load_fixture(const std::string& path, const char* name, const std::string& edit = "") {
+    std::ifstream in(std::string(INFRARSI_FIXTURES) + "/store/" + name);
+    REQUIRE(in);
+    std::stringstream sql;
+    sql << in.rdbuf();
+    store::Database db(path);
+    db.exec(sql.str());
+    if (!edit.empty()) db.exec(edit);
+}
+} // namespace
+
 TEST_CASE("a version-1 campaign database is migrated: each contract violation gets its kind, once") {
     TempDb tmp;
-    {
-        std::ifstream in(std::string(INFRARSI_FIXTURES) + "/store/campaign-v1.sql");
-        REQUIRE(in);
-        std::stringstream sql;
-        sql << in.rdbuf();
-        store::Database db(tmp.path());
-        db.exec(sql.str());
-    }
+    load_fixture(tmp.path(), "campaign-v1.sql");
     store::CampaignStore s(tmp.path());
+    CHECK(s.stage() == store::Stage::Done);
     const auto all = s.trials();
     REQUIRE(all.size() == 21);
     std::map<std::string, int> outcomes;
@@ -115,6 +122,50 @@ TEST_CASE("a version-1 campaign database is migrated: each contract violation ge
     // Reopening runs no migration twice.
     store::CampaignStore again(tmp.path());
     CHECK(again.trials({.outcome = trial::Outcome::ContractViolation}).size() == 1);
+}
+
+TEST_CASE("a version-2 campaign database gets its stage from the flags it kept, which are gone after") {
+    // campaign-v2.sql: a finished toyload campaign (local scheduler) made by the release before
+    // the stage (state done, search_done and verify_done set). The edits make the earlier points of its life.
+    const std::pair<std::string, store::Stage> cases[] = {
+        {"", store::Stage::Done},
+        {"UPDATE meta SET value = 'running' WHERE key = 'state'",
+         store::Stage::Done}, // verified, not yet marked
+        {"UPDATE meta SET value = 'running' WHERE key = 'state'; DELETE FROM meta WHERE key = 'verify_done'",
+         store::Stage::Verification},
+        {"UPDATE meta SET value = 'running' WHERE key = 'state'; DELETE FROM meta WHERE key IN "
+         "('verify_done', 'search_done')",
+         store::Stage::Search},
+        {"UPDATE meta SET value = 'running' WHERE key = 'state'; DELETE FROM meta WHERE key IN "
+         "('verify_done', 'search_done'); DELETE FROM doctor",
+         store::Stage::Doctor},
+        {"UPDATE meta SET value = 'initialized' WHERE key = 'state'; DELETE FROM meta WHERE key IN "
+         "('verify_done', 'search_done'); DELETE FROM doctor",
+         store::Stage::Initialized},
+    };
+    for (const auto& [edit, stage] : cases) {
+        CAPTURE(edit);
+        TempDb tmp;
+        load_fixture(tmp.path(), "campaign-v2.sql", edit);
+        store::CampaignStore s(tmp.path());
+        CHECK(s.stage() == stage);
+        for (const char* gone : {"state", "search_done", "verify_done"})
+            CHECK_FALSE(s.meta(gone));
+        CHECK(s.trials().size() > 0); // nothing else touched
+    }
+}
+
+TEST_CASE("the stage only moves forward, and an unknown one is refused by name") {
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    CHECK(s.stage() == store::Stage::Initialized);
+    CHECK(s.advance_stage(store::Stage::Search));
+    CHECK_FALSE(s.advance_stage(store::Stage::Doctor));
+    CHECK(s.stage() == store::Stage::Search);
+    CHECK_FALSE(s.advance_stage(store::Stage::Search));
+    s.set_meta("stage", "finishing");
+    CHECK_THROWS_WITH_AS(s.stage(), doctest::Contains("initialized, doctor, search, verification, done"),
+                         Error);
 }
 
 TEST_CASE("a trial query matches every field it sets") {
