@@ -1,5 +1,6 @@
 #include "measure/steps.hpp"
 
+#include <limits>
 #include <sstream>
 
 namespace infrarsi::measure {
@@ -7,7 +8,8 @@ namespace infrarsi::measure {
 StepSample step_from_json(const nlohmann::json& j) {
     StepSample s;
     s.step = j.at("step").get<int>();
-    s.loss = j.at("loss").get<double>();
+    // A loss of nan or inf (a diverged run) is written as null by JSON.
+    s.loss = j.at("loss").is_null() ? std::numeric_limits<double>::quiet_NaN() : j.at("loss").get<double>();
     s.step_time_s = j.at("step_time_s").get<double>();
     if (j.contains("phases") && j["phases"].is_object())
         for (const auto& [k, v] : j["phases"].items())
@@ -23,6 +25,8 @@ StepSample step_from_json(const nlohmann::json& j) {
             s.peak_rss_bytes = j[key].get<double>();
             break;
         }
+    if (j.contains("peak_device_bytes") && j["peak_device_bytes"].is_number())
+        s.peak_device_bytes = j["peak_device_bytes"].get<double>();
     return s;
 }
 
@@ -36,6 +40,7 @@ nlohmann::json to_json(const StepSample& s) {
                         {"model_flops", s.model_flops}};
     if (s.mfu) j["mfu"] = *s.mfu;
     if (s.peak_rss_bytes) j["peak_rss_bytes"] = *s.peak_rss_bytes;
+    if (s.peak_device_bytes) j["peak_device_bytes"] = *s.peak_device_bytes;
     return j;
 }
 

@@ -18,6 +18,8 @@ struct StepSample {
     double tokens = 0, tokens_per_s = 0, model_flops = 0;
     std::optional<double> mfu;
     std::optional<double> peak_rss_bytes;
+    std::optional<double> peak_device_bytes; // the accelerator memory peak the job reports (a framework log's
+                                             // "memory"); the host's peak comes from the scheduler's record
 };
 
 struct StepLog {

@@ -1,0 +1,341 @@
+#include "measure/log_format.hpp"
+
+#include "measure/line_pattern.hpp"
+#include "util/error.hpp"
+#include "util/json_field.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace infrarsi::measure {
+namespace {
+
+// A number as frameworks print them: 1.5, .5, 1e-3, 8.123456E+00, nan, inf, 1,165 (commas are dropped).
+#define NUM R"((?:[-+]?(?:[0-9][0-9,]*\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf))"
+
+struct Builtin {
+    const char* pattern;
+    double step_time_unit_s;
+    double memory_unit_bytes;
+};
+
+// The built-in formats, each as its framework prints a training step:
+//   nanoGPT train.py:     iter 10: loss 4.2153, time 31.72ms, mfu 12.34%
+//   Megatron-LM:          [...] iteration       10/     100 | consumed samples: ... | elapsed time per
+//                         iteration (ms): 1234.5 | ... | lm loss: 8.123456E+00 | ...
+//   Hugging Face Trainer: {'loss': 2.3456, 'grad_norm': 1.2, 'learning_rate': 4.9e-05, 'epoch': 0.01}
+//   torchtitan:           step:  1  loss: 12.2240  memory: 42.61GiB(44.86%)  tps: 1,165  tflops: 67.46
+//   mfu: 21.62%
+std::optional<Builtin> builtin(LogFormatKind kind) {
+    switch (kind) {
+    case LogFormatKind::NanoGpt:
+        return Builtin{R"(^iter (?<step>\d+): loss (?<loss>)" NUM R"(), time (?<step_time>)" NUM
+                       R"()ms(?:, mfu (?<mfu_pct>)" NUM R"()%)?)",
+                       1e-3, 1.0};
+    case LogFormatKind::Megatron:
+        return Builtin{
+            R"(\biteration\s+(?<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?<step_time>)" NUM
+            R"().*?\|\s*lm loss:\s*(?<loss>)" NUM R"())",
+            1e-3, 1.0};
+    case LogFormatKind::HfTrainer:
+        return Builtin{R"(^\{'loss': (?<loss>)" NUM R"(),.*'epoch': )" NUM R"(\}\s*$)", 1.0, 1.0};
+    case LogFormatKind::Torchtitan:
+        return Builtin{R"(\bstep:\s*(?<step>\d+)\s+loss:\s*(?<loss>)" NUM
+                       R"()(?:.*?\bmemory:\s*(?<memory>)" NUM R"()GiB)?(?:.*?\btps:\s*(?<tokens_per_s>)" NUM
+                       R"())?(?:.*?\bmfu:\s*(?<mfu_pct>)" NUM R"()%)?)",
+                       1.0, double(1ull << 30)};
+    default:
+        return std::nullopt;
+    }
+}
+
+std::optional<double> number(std::string_view s) {
+    std::string clean;
+    for (char c : s)
+        if (c != ',') clean += c;
+    if (clean.empty()) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(clean.c_str(), &end);
+    if (end != clean.c_str() + clean.size()) return std::nullopt;
+    return v;
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// Terminal colours (torchtitan prints them): ESC [ ... final byte.
+std::string strip_ansi(std::string_view line) {
+    std::string out;
+    out.reserve(line.size());
+    for (std::size_t i = 0; i < line.size(); ++i) {
+        if (line[i] == '\x1b' && i + 1 < line.size() && line[i + 1] == '[') {
+            std::size_t j = i + 2;
+            while (j < line.size() && !(line[j] >= 0x40 && line[j] <= 0x7e))
+                ++j;
+            i = j;
+            continue;
+        }
+        out += line[i];
+    }
+    return out;
+}
+
+// torchrun's "[rank1]:" / "[default1]:" and srun --label's "1: " (right-aligned): the rank, and the line
+// without the tag.
+std::optional<int> take_rank_tag(std::string& line) {
+    auto digits = [&](std::size_t from, std::size_t& to) {
+        to = from;
+        while (to < line.size() && to - from < 7 && std::isdigit(static_cast<unsigned char>(line[to])))
+            ++to;
+        return to > from;
+    };
+    std::size_t end = 0;
+    for (const char* open : {"[rank", "[default"}) {
+        const std::string_view o(open);
+        if (line.compare(0, o.size(), o) == 0 && digits(o.size(), end) && line.compare(end, 2, "]:") == 0) {
+            const int rank = std::atoi(line.c_str() + o.size());
+            line.erase(0, end + 2);
+            return rank;
+        }
+    }
+    std::size_t start = 0;
+    while (start < line.size() && start < 8 && line[start] == ' ')
+        ++start;
+    if (digits(start, end) && line.compare(end, 2, ": ") == 0) {
+        const int rank = std::atoi(line.c_str() + start);
+        line.erase(0, end + 2);
+        return rank;
+    }
+    return std::nullopt;
+}
+
+// A value with its unit glued on ("31.7ms", "12.3GiB"): the number and the unit.
+std::pair<std::optional<double>, std::string> split_unit(std::string_view v) {
+    std::size_t i = v.size();
+    while (i > 0 && (std::isalpha(static_cast<unsigned char>(v[i - 1])) || v[i - 1] == '%'))
+        --i;
+    return {number(v.substr(0, i)), std::string(v.substr(i))};
+}
+
+struct Fields {
+    std::optional<double> step, loss, step_time_s, tokens_per_s, memory_bytes, mfu;
+};
+
+// key=value prints (Lightning's self.print, a plain print(f"step={i} loss={loss:.4f} ...")).
+std::optional<Fields> key_value_fields(std::string_view line) {
+    Fields f;
+    std::size_t i = 0;
+    while (i < line.size()) {
+        while (i < line.size() && (line[i] == ' ' || line[i] == ',' || line[i] == '\t' || line[i] == '|'))
+            ++i;
+        std::size_t j = i;
+        while (j < line.size() && line[j] != ' ' && line[j] != ',' && line[j] != '\t' && line[j] != '|')
+            ++j;
+        const std::string_view token = line.substr(i, j - i);
+        i = j;
+        const auto eq = token.find('=');
+        if (eq == std::string_view::npos || eq == 0) continue;
+        const std::string key = lower(token.substr(0, eq));
+        const std::string_view value = token.substr(eq + 1);
+        auto [v, unit] = split_unit(value);
+        if (!v) continue;
+        if (key == "step" || key == "iter" || key == "iteration" || key == "global_step") {
+            f.step = v;
+        } else if (key == "loss" || key == "train_loss" || key == "train/loss") {
+            f.loss = v;
+        } else if (key == "step_time" || key == "time" || key == "dt" || key == "iter_time" ||
+                   key == "batch_time" || key.ends_with("_ms") || key.ends_with("_s")) {
+            if (key.ends_with("_ms"))
+                unit = unit.empty() ? "ms" : unit;
+            else if (key.ends_with("_s") && key != "tokens_per_s")
+                unit = unit.empty() ? "s" : unit;
+            if (key == "tokens_per_s") {
+                f.tokens_per_s = v;
+                continue;
+            }
+            if (auto u = seconds_per_unit(unit.empty() ? "s" : unit)) f.step_time_s = *v * *u;
+        } else if (key == "tokens_per_sec" || key == "tps" || key == "tok/s") {
+            f.tokens_per_s = v;
+        } else if (key == "memory" || key == "mem" || key == "peak_mem" || key == "max_mem") {
+            if (auto u = bytes_per_unit(unit)) f.memory_bytes = *v * *u;
+        } else if (key == "mfu") {
+            f.mfu = (unit == "%" || *v > 1.0) ? *v / 100.0 : *v;
+        }
+    }
+    if (!f.loss) return std::nullopt;
+    return f;
+}
+
+Fields pattern_fields(const std::map<std::string, std::string>& g, const LogFormat& f, double time_unit,
+                      double memory_unit) {
+    Fields out;
+    auto get = [&](const char* name) -> std::optional<double> {
+        auto it = g.find(name);
+        return it == g.end() ? std::nullopt : number(it->second);
+    };
+    out.step = get("step");
+    out.loss = get("loss");
+    if (auto t = get("step_time")) out.step_time_s = *t * time_unit;
+    out.tokens_per_s = get("tokens_per_s");
+    if (auto m = get("memory")) out.memory_bytes = *m * memory_unit;
+    if (auto m = get("mfu")) out.mfu = *m;
+    if (auto m = get("mfu_pct")) out.mfu = *m / 100.0;
+    (void)f;
+    return out;
+}
+
+} // namespace
+
+std::optional<double> seconds_per_unit(std::string_view unit) {
+    const std::string u = lower(unit);
+    if (u == "s" || u == "sec") return 1.0;
+    if (u == "ms") return 1e-3;
+    if (u == "us") return 1e-6;
+    return std::nullopt;
+}
+
+std::optional<double> bytes_per_unit(std::string_view unit) {
+    const std::string u = lower(unit);
+    if (u == "b" || u == "bytes") return 1.0;
+    if (u == "kib" || u == "kb" || u == "k") return 1024.0;
+    if (u == "mib" || u == "mb" || u == "m") return 1024.0 * 1024;
+    if (u == "gib" || u == "gb" || u == "g") return 1024.0 * 1024 * 1024;
+    if (u == "tib" || u == "tb" || u == "t") return 1024.0 * 1024 * 1024 * 1024;
+    return std::nullopt;
+}
+
+void check(const LogFormat& f, const std::string& where) {
+    if (f.kind == LogFormatKind::Infrarsi && (f.step_prefix.empty() || f.summary_prefix.empty()))
+        throw Error("step and summary prefixes must not be empty", where);
+    if (f.kind == LogFormatKind::Regex) {
+        if (f.pattern.empty())
+            throw Error("format \"regex\" needs a pattern", where, "pattern = '...(?<loss>...)...'");
+        const LinePattern p(f.pattern);
+        if (!p.has_group("loss"))
+            throw Error("the pattern has no (?<loss>...) group", where,
+                        "named groups loss (required), step, step_time, tokens_per_s, memory, mfu, mfu_pct");
+        static const std::set<std::string> known{"step",   "loss", "step_time", "tokens_per_s",
+                                                 "memory", "mfu",  "mfu_pct"};
+        for (const auto& g : p.group_names())
+            if (!known.count(g))
+                throw Error("unknown group (?<" + g + ">...) in the pattern", where,
+                            "step, loss, step_time, tokens_per_s, memory, mfu, mfu_pct");
+    }
+    if (!(f.step_time_unit_s > 0) || !(f.memory_unit_bytes > 0)) throw Error("units must be positive", where);
+    if (f.rank && *f.rank < 0) throw Error("rank must be >= 0", where);
+}
+
+nlohmann::json to_json(const LogFormat& f) {
+    nlohmann::json j = {{"format", log_format_names.name(f.kind)}};
+    if (f.kind == LogFormatKind::Infrarsi) {
+        j["step_prefix"] = f.step_prefix;
+        j["summary_prefix"] = f.summary_prefix;
+    }
+    if (f.kind == LogFormatKind::Regex) {
+        j["pattern"] = f.pattern;
+        j["step_time_unit_s"] = f.step_time_unit_s;
+        j["memory_unit_bytes"] = f.memory_unit_bytes;
+    }
+    if (f.rank) j["rank"] = *f.rank;
+    return j;
+}
+
+LogFormat log_format_from_json(const nlohmann::json& j, const std::string& where) {
+    LogFormat f;
+    const auto name = json_field<std::string>(j, "format", where);
+    const auto kind = log_format_names.parse(name);
+    if (!kind) throw Error("unknown log format '" + name + "'", where, log_format_names.list());
+    f.kind = *kind;
+    if (j.contains("step_prefix")) f.step_prefix = json_field<std::string>(j, "step_prefix", where);
+    if (j.contains("summary_prefix")) f.summary_prefix = json_field<std::string>(j, "summary_prefix", where);
+    if (j.contains("pattern")) f.pattern = json_field<std::string>(j, "pattern", where);
+    if (j.contains("step_time_unit_s")) f.step_time_unit_s = json_field<double>(j, "step_time_unit_s", where);
+    if (j.contains("memory_unit_bytes"))
+        f.memory_unit_bytes = json_field<double>(j, "memory_unit_bytes", where);
+    if (j.contains("rank")) f.rank = static_cast<int>(json_field<std::uint32_t>(j, "rank", where));
+    check(f, where);
+    return f;
+}
+
+std::string describe(const LogFormat& f) {
+    std::string s(log_format_names.name(f.kind));
+    if (f.kind == LogFormatKind::Infrarsi) s += " (" + f.step_prefix + ")";
+    if (f.kind == LogFormatKind::Regex) s += " /" + f.pattern + "/";
+    if (f.rank) s += ", rank " + std::to_string(*f.rank) + " only";
+    return s;
+}
+
+StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<double>* line_times) {
+    if (f.kind == LogFormatKind::Infrarsi)
+        return parse_step_log(std::string(text), f.step_prefix, f.summary_prefix);
+    std::optional<LinePattern> pattern;
+    double time_unit = f.step_time_unit_s, memory_unit = f.memory_unit_bytes;
+    if (auto b = builtin(f.kind)) {
+        pattern.emplace(b->pattern);
+        time_unit = b->step_time_unit_s;
+        memory_unit = b->memory_unit_bytes;
+    } else if (f.kind == LogFormatKind::Regex) {
+        pattern.emplace(f.pattern);
+    }
+
+    StepLog log;
+    std::set<int> seen;
+    std::optional<double> previous_time;
+    int previous_step = 0, ordinal = 0;
+    std::size_t line_no = 0;
+    for (std::size_t pos = 0; pos < text.size(); ++line_no) {
+        auto nl = text.find('\n', pos);
+        if (nl == std::string_view::npos) nl = text.size();
+        std::string line = strip_ansi(text.substr(pos, std::min(nl - pos, kMaxLineBytes)));
+        pos = nl + 1;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        // A progress bar redraws itself with carriage returns: what follows the last one is what shows.
+        if (const auto cr = line.rfind('\r'); cr != std::string::npos) line.erase(0, cr + 1);
+        const auto rank = take_rank_tag(line);
+        if (f.rank && rank && *rank != *f.rank) continue;
+
+        std::optional<Fields> fields;
+        if (pattern) {
+            if (auto g = pattern->match(line)) fields = pattern_fields(*g, f, time_unit, memory_unit);
+        } else {
+            fields = key_value_fields(line);
+        }
+        if (!fields || !fields->loss) continue;
+        const int step = fields->step ? static_cast<int>(*fields->step) : ++ordinal;
+        if (!seen.insert(step).second) continue; // every rank printed it: the first one counts
+        const std::optional<double> now =
+            line_times && line_no < line_times->size() ? std::optional((*line_times)[line_no]) : std::nullopt;
+        StepSample s;
+        s.step = step;
+        s.loss = *fields->loss;
+        if (fields->step_time_s) {
+            s.step_time_s = *fields->step_time_s;
+        } else if (now) {
+            // The time since the previous step line (or since the job started), per step in between.
+            const int steps = std::max(1, previous_time ? step - previous_step : 1);
+            s.step_time_s = (*now - previous_time.value_or(0.0)) / steps;
+        } else {
+            previous_step = step;
+            continue; // no time anywhere: not a measured step
+        }
+        if (now) previous_time = now;
+        previous_step = step;
+        if (fields->tokens_per_s) s.tokens_per_s = *fields->tokens_per_s;
+        if (fields->mfu && *fields->mfu >= 0) s.mfu = *fields->mfu; // nanoGPT prints -100% before it knows
+        if (fields->memory_bytes) s.peak_device_bytes = *fields->memory_bytes;
+        log.steps.push_back(std::move(s));
+    }
+    return log;
+}
+
+#undef NUM
+
+} // namespace infrarsi::measure

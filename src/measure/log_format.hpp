@@ -1,0 +1,63 @@
+#pragma once
+// How to read a job's steps from its own output: the project's JSON lines (`INFRARSI_STEP {json}`), the log
+// line of a framework people use (nanoGPT, Megatron-LM, the Hugging Face Trainer, torchtitan, key=value
+// prints), or a user's regular expression with named groups. The contract's [metrics] section picks one
+// (docs/contract.md); the trial wrapper parses the log with it (trial/exec.cpp) and so does ingest when the
+// wrapper died with the job. Each built-in format is tested on captured lines in tests/fixtures/logs/.
+#include "measure/steps.hpp"
+#include "util/enum_names.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace infrarsi::measure {
+
+enum class LogFormatKind { Infrarsi, NanoGpt, Megatron, HfTrainer, Torchtitan, KeyValue, Regex };
+inline constexpr util::EnumNames<LogFormatKind, 7> log_format_names{
+    {{{LogFormatKind::Infrarsi, "infrarsi"},
+      {LogFormatKind::NanoGpt, "nanogpt"},
+      {LogFormatKind::Megatron, "megatron"},
+      {LogFormatKind::HfTrainer, "hf-trainer"},
+      {LogFormatKind::Torchtitan, "torchtitan"},
+      {LogFormatKind::KeyValue, "key-value"},
+      {LogFormatKind::Regex, "regex"}}}};
+
+struct LogFormat {
+    LogFormatKind kind = LogFormatKind::Infrarsi;
+    // infrarsi: the prefixes of step and summary lines.
+    std::string step_prefix = "INFRARSI_STEP";
+    std::string summary_prefix = "INFRARSI_SUMMARY";
+    // regex: a PCRE2 pattern with named groups: loss (required), step (else lines are numbered in order),
+    // step_time (in step_time_unit), tokens_per_s, memory (the device memory peak the job reports, in
+    // memory_unit; the host's comes from the scheduler), mfu (a fraction) or mfu_pct (a percentage).
+    std::string pattern;
+    double step_time_unit_s = 1.0;
+    double memory_unit_bytes = 1.0;
+    // Only the lines of this rank, as torchrun ("[rank1]:", "[default1]:") or `srun --label` ("1: ") tag
+    // them; untagged lines always count. nullopt: every line.
+    std::optional<int> rank;
+    bool operator==(const LogFormat&) const = default;
+};
+
+// "ms" -> 0.001 (s, ms, us); "GiB" -> 2^30 (B, KiB/KB, MiB/MB, GiB/GB, TiB/TB; KB and the rest as 1024-based,
+// as PyTorch and nvidia-smi print them). nullopt for an unknown unit.
+std::optional<double> seconds_per_unit(std::string_view unit);
+std::optional<double> bytes_per_unit(std::string_view unit);
+
+// Checks a format: a regex compiles and has a loss group, units are positive. Throws infrarsi::Error.
+void check(const LogFormat& f, const std::string& where);
+nlohmann::json to_json(const LogFormat& f);
+LogFormat log_format_from_json(const nlohmann::json& j, const std::string& where);
+// For people: "nanogpt", "regex /iter (?<step>.../", "infrarsi (INFRARSI_STEP)".
+std::string describe(const LogFormat& f);
+
+// The steps in `text`. A step number seen twice keeps its first line (every rank printing the same line).
+// `line_times` (seconds since the job started, one per line of `text`, as the trial wrapper records them)
+// gives a step time to formats that print none: the time since the previous step line, per step.
+StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<double>* line_times = nullptr);
+
+} // namespace infrarsi::measure

@@ -1,0 +1,143 @@
+// Steps from a job's own log: each built-in format on lines captured in that framework's format
+// (tests/fixtures/logs/<format>.log, with the lines around them that must not match), a user's regex, step
+// time from the wrapper's line times, rank filtering, and hostile input.
+#include "measure/log_format.hpp"
+
+#include "measure/line_pattern.hpp"
+#include "util/error.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+using namespace infrarsi;
+using namespace infrarsi::measure;
+
+namespace {
+std::string fixture(const std::string& name) {
+    std::ifstream in(std::string(INFRARSI_FIXTURES) + "/logs/" + name);
+    REQUIRE(in);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+LogFormat format(LogFormatKind k) {
+    LogFormat f;
+    f.kind = k;
+    return f;
+}
+std::vector<double> times_for(const std::string& text, double first, double step) {
+    std::vector<double> t;
+    double now = first;
+    for (char c : text)
+        if (c == '\n') t.push_back(now += step);
+    return t;
+}
+} // namespace
+
+TEST_CASE("nanoGPT: iter lines with their time and MFU; eval and checkpoint lines are not steps") {
+    auto log = parse_log(fixture("nanogpt.log"), format(LogFormatKind::NanoGpt));
+    REQUIRE(log.steps.size() == 6);
+    CHECK(log.steps[0].step == 0);
+    CHECK_FALSE(log.steps[0].mfu); // nanoGPT prints -100% before it has measured
+    CHECK(log.steps[1].step == 10);
+    CHECK(log.steps[1].loss == doctest::Approx(3.2442));
+    CHECK(log.steps[1].step_time_s == doctest::Approx(0.05215));
+    CHECK(*log.steps[1].mfu == doctest::Approx(0.0715));
+    CHECK(log.steps[5].step_time_s == doctest::Approx(2.05132)); // the checkpoint's step, as printed
+}
+
+TEST_CASE(
+    "Megatron-LM: iteration lines with elapsed time and lm loss; memory reports and validation are not") {
+    auto log = parse_log(fixture("megatron.log"), format(LogFormatKind::Megatron));
+    REQUIRE(log.steps.size() == 3);
+    CHECK(log.steps[0].step == 1);
+    CHECK(log.steps[0].step_time_s == doctest::Approx(5.1234));
+    CHECK(log.steps[0].loss == doctest::Approx(10.96875));
+    CHECK(log.steps[2].step == 3);
+    CHECK(log.steps[2].step_time_s == doctest::Approx(0.8099));
+}
+
+TEST_CASE("Hugging Face Trainer: loss dicts numbered in order, timed by the wrapper's line times") {
+    const auto text = fixture("hf-trainer.log");
+    CHECK(parse_log(text, format(LogFormatKind::HfTrainer)).steps.empty()); // no time anywhere: not measured
+    const auto times = times_for(text, 0.0, 2.0);
+    auto log = parse_log(text, format(LogFormatKind::HfTrainer), &times);
+    REQUIRE(log.steps.size() == 3); // not the eval dict, not the final summary
+    CHECK(log.steps[0].step == 1);
+    CHECK(log.steps[0].loss == doctest::Approx(3.2145));      // after the progress bar's carriage return
+    CHECK(log.steps[0].step_time_s == doctest::Approx(14.0)); // line 7, since the job started
+    CHECK(log.steps[1].step_time_s == doctest::Approx(2.0));
+    CHECK(log.steps[2].step_time_s == doctest::Approx(4.0)); // the eval line in between
+}
+
+TEST_CASE("torchtitan: colours stripped, one line per step across ranks, memory and throughput kept") {
+    const auto text = fixture("torchtitan.log");
+    const auto times = times_for(text, 0.0, 1.0);
+    auto log = parse_log(text, format(LogFormatKind::Torchtitan), &times);
+    REQUIRE(log.steps.size() == 2);
+    CHECK(log.steps[0].step == 1);
+    CHECK(log.steps[0].loss == doctest::Approx(12.224));
+    CHECK(*log.steps[0].peak_device_bytes == doctest::Approx(42.61 * (1ull << 30)));
+    CHECK(log.steps[0].tokens_per_s == doctest::Approx(1165));
+    CHECK(*log.steps[0].mfu == doctest::Approx(0.2162));
+    CHECK(log.steps[1].step == 10);
+    CHECK(log.steps[1].step_time_s == doctest::Approx(2.0 / 9)); // two lines later, nine steps on
+    auto rank1 = format(LogFormatKind::Torchtitan);
+    rank1.rank = 1;
+    auto only1 = parse_log(text, rank1, &times);
+    REQUIRE(only1.steps.size() == 1);
+    CHECK(only1.steps[0].tokens_per_s == doctest::Approx(1163));
+}
+
+TEST_CASE("key=value prints: units on values and on keys; progress bars and validation are not steps") {
+    auto log = parse_log(fixture("key-value.log"), format(LogFormatKind::KeyValue));
+    REQUIRE(log.steps.size() == 3);
+    CHECK(log.steps[0].step_time_s == doctest::Approx(0.512));
+    CHECK(log.steps[1].step_time_s == doctest::Approx(0.498));
+    CHECK(*log.steps[1].peak_device_bytes == doctest::Approx(1.5 * (1ull << 30)));
+    CHECK(log.steps[2].step_time_s == doctest::Approx(0.505));
+    CHECK(*log.steps[2].mfu == doctest::Approx(0.315));
+}
+
+TEST_CASE("a user's regex with named groups and a unit; a bad pattern is refused with why") {
+    LogFormat f = format(LogFormatKind::Regex);
+    f.pattern = R"(^\[train\] it (?<step>\d+) \| loss (?<loss>[0-9.]+) \| (?<step_time>[0-9.]+) ms/it)";
+    f.step_time_unit_s = 1e-3;
+    check(f, "metrics");
+    auto log = parse_log(fixture("regex.log"), f);
+    REQUIRE(log.steps.size() == 3);
+    CHECK(log.steps[1].step_time_s == doctest::Approx(0.1205));
+    CHECK(log_format_from_json(to_json(f), "again") == f);
+
+    f.pattern = "it (?<step>\\d+";
+    CHECK_THROWS_WITH_AS(check(f, "metrics"), doctest::Contains("does not compile"), Error);
+    f.pattern = "it (?<step>\\d+)";
+    CHECK_THROWS_WITH_AS(check(f, "metrics"), doctest::Contains("no (?<loss>"), Error);
+    f.pattern = "(?<loss>\\d+) (?<lr>\\d+)";
+    CHECK_THROWS_WITH_AS(check(f, "metrics"), doctest::Contains("unknown group (?<lr>"), Error);
+    CHECK_THROWS_WITH_AS(log_format_from_json({{"format", "tensorboard"}}, "m"),
+                         doctest::Contains("nanogpt, megatron"), Error);
+}
+
+TEST_CASE(
+    "hostile logs: a pathological pattern on a long line ends with no match; a nan loss is kept as nan") {
+    LinePattern evil("^(a+)+$");
+    CHECK_FALSE(evil.match(std::string(5000, 'a') + "b")); // the match limit, not a hang
+    CHECK(evil.match(std::string(100000, 'a') + "b"));     // cut at kMaxLineBytes: the b is gone
+    auto log = parse_log("iter 3: loss nan, time 10.0ms, mfu 1.00%\n", format(LogFormatKind::NanoGpt));
+    REQUIRE(log.steps.size() == 1);
+    CHECK(std::isnan(log.steps[0].loss));
+    auto back = step_from_json(to_json(log.steps[0]));
+    CHECK(std::isnan(back.loss));
+    CHECK(parse_log(std::string(1 << 20, 'x'), format(LogFormatKind::KeyValue)).steps.empty());
+}
+
+TEST_CASE("units") {
+    CHECK(*seconds_per_unit("ms") == 1e-3);
+    CHECK(*bytes_per_unit("GiB") == double(1ull << 30));
+    CHECK(*bytes_per_unit("MB") == 1024.0 * 1024);
+    CHECK_FALSE(seconds_per_unit("fortnight"));
+}
