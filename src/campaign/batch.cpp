@@ -2,8 +2,8 @@
 // re-attach to it after a restart, and ingest what its trials left (trial::classify). It never calls a stage.
 #include "campaign/campaign.hpp"
 
+#include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
-#include "measure/steps.hpp"
 #include "trial/outcome.hpp"
 #include "trial/result.hpp"
 #include "util/error.hpp"
@@ -94,8 +94,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     manifest.campaign = store_->meta("id").value_or("");
     manifest.batch = batch_id;
     manifest.kind = kind;
-    manifest.step_prefix = contract_.invariants.step_prefix;
-    manifest.summary_prefix = contract_.invariants.summary_prefix;
+    manifest.metrics = contract_.metrics;
     int next_index = 0, failed_index = 0;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const auto& t = tasks[i];
@@ -287,7 +286,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     const auto& inv = contract_.invariants;
     json requeue = json::parse(store_->meta("requeue").value_or("[]"));
     const trial::Limits limits{contract_.resources.mem, contract_.resources.mem_bytes,
-                               contract_.resources.time_limit, inv.steps, inv.step_prefix};
+                               contract_.resources.time_limit, inv.steps,
+                               measure::describe(contract_.metrics)};
     store::Transaction tx(store_->db());
     for (auto t : store_->trials_of_batch(batch_id)) {
         if (t.state != TrialState::Submitted) continue;
@@ -316,7 +316,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         auto steps = result ? result->steps.steps : std::vector<measure::StepSample>{};
         if (steps.empty()) {
             // The wrapper may not have finished (killed with the job): read the steps the log has.
-            steps = measure::parse_step_log(log_text, inv.step_prefix, inv.summary_prefix).steps;
+            const auto times = trial::read_line_times(trial::line_times_path(log));
+            steps = measure::parse_log(log_text, contract_.metrics, &times).steps;
         }
         std::optional<measure::TrialSummary> summary;
         if (static_cast<int>(steps.size()) > inv.warmup_steps) {

@@ -408,6 +408,41 @@ void read_patches(const Reader& r, const toml::table& root, Contract& c) {
                     "editable = [\"src/kernels/*\", ...]");
 }
 
+// [metrics]: format = "nanogpt" | "megatron" | "hf-trainer" | "torchtitan" | "key-value" | "regex" |
+// "infrarsi"; pattern, step_time_unit and memory_unit for "regex"; rank = N for one rank's lines.
+void read_metrics(const Reader& r, const toml::table& root, Contract& c) {
+    auto& m = c.metrics;
+    m.step_prefix = c.invariants.step_prefix;
+    m.summary_prefix = c.invariants.summary_prefix;
+    const toml::table* t = r.table(root, "metrics", "metrics", false);
+    if (!t) return;
+    r.known_keys(*t, "metrics", {"format", "pattern", "step_time_unit", "memory_unit", "rank"});
+    const std::string name = r.str(*t, "format", "metrics").value_or("infrarsi");
+    const auto kind = measure::log_format_names.parse(name);
+    if (!kind)
+        throw Error("unknown log format '" + name + "'", r.at_key(*t, "format"),
+                    measure::log_format_names.list());
+    m.kind = *kind;
+    m.pattern = r.str(*t, "pattern", "metrics").value_or("");
+    if (!m.pattern.empty() && m.kind != measure::LogFormatKind::Regex)
+        throw Error("a pattern is only read with format = \"regex\"", r.at_key(*t, "pattern"),
+                    "format = \"regex\" or no pattern");
+    if (auto u = r.str(*t, "step_time_unit", "metrics")) {
+        const auto s = measure::seconds_per_unit(*u);
+        if (!s) throw Error("unknown time unit '" + *u + "'", r.at_key(*t, "step_time_unit"), "s, ms or us");
+        m.step_time_unit_s = *s;
+    }
+    if (auto u = r.str(*t, "memory_unit", "metrics")) {
+        const auto b = measure::bytes_per_unit(*u);
+        if (!b)
+            throw Error("unknown memory unit '" + *u + "'", r.at_key(*t, "memory_unit"),
+                        "B, KiB, MiB, GiB, TiB");
+        m.memory_unit_bytes = *b;
+    }
+    if (auto rank = r.integer(*t, "rank", "metrics", false, 0)) m.rank = static_cast<int>(*rank);
+    measure::check(m, r.at(*t));
+}
+
 void read_invariants(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table& t = *r.table(root, "invariants", "invariants", true);
     r.known_keys(t, "invariants",
@@ -570,7 +605,7 @@ Contract load(const fs::path& file) {
     }
     r.known_keys(root, "(top level)",
                  {"name", "workload", "resources", "knobs", "constants", "constraints", "patches",
-                  "invariants", "budget", "repeats", "memory"});
+                  "invariants", "metrics", "budget", "repeats", "memory"});
     c.name = r.str(root, "name", "(top level)").value_or(c.file.stem().string());
     read_workload(r, root, c);
     read_resources(r, root, c);
@@ -578,6 +613,7 @@ Contract load(const fs::path& file) {
     read_constants_and_constraints(r, root, c);
     read_patches(r, root, c);
     read_invariants(r, root, c);
+    read_metrics(r, root, c);
     read_budget(r, root, c);
     read_repeats(r, root, c);
     if (const toml::table* m = r.table(root, "memory", "memory", false)) {

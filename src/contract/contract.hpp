@@ -2,6 +2,7 @@
 // The task contract (TOML): what the workload is, where it runs, what may change (knobs, patches, editable
 // scope), what must not (protected files, loss and step invariants), and the budget. Loading validates all
 // of it; every error names file:line and what was expected. Format: docs/contract.md.
+#include "measure/log_format.hpp"
 #include "space/space.hpp"
 
 #include <filesystem>
@@ -76,6 +77,9 @@ struct Contract {
     std::vector<std::string> editable; // glob patterns (relative to the workload source) a patch may touch
     std::vector<std::string> protected_files; // relative to the workload source; hashed at init
     Invariants invariants;
+    // [metrics]: how the steps are read from the job's output (default: the project's INFRARSI_STEP lines,
+    // with the prefixes of [invariants]).
+    measure::LogFormat metrics;
     Budget budget;
     Repeats repeats;
     std::vector<std::string> memory_estimate; // argv printing {"estimated_peak_bytes":N}; knob env set

@@ -119,14 +119,8 @@ json to_json(const Manifest& m) {
             if (!value->empty()) e[name] = *value;
         tasks.push_back(std::move(e));
     }
-    return {{"format", kManifestFormat},
-            {"campaign", m.campaign},
-            {"batch", m.batch},
-            {"kind", m.kind},
-            {"step_prefix", m.step_prefix},
-            {"summary_prefix", m.summary_prefix},
-            {"knobs", knobs},
-            {"tasks", tasks}};
+    return {{"format", kManifestFormat},     {"campaign", m.campaign}, {"batch", m.batch}, {"kind", m.kind},
+            {"metrics", to_json(m.metrics)}, {"knobs", knobs},         {"tasks", tasks}};
 }
 
 Manifest manifest_from_json(const json& j, const std::string& where) {
@@ -149,10 +143,8 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
         throw Error("campaign '" + m.campaign + "' is not [A-Za-z0-9._-]{1,128}", where);
     if (j.contains("batch")) m.batch = json_field<std::int64_t>(j, "batch", where);
     if (j.contains("kind")) m.kind = json_field<std::string>(j, "kind", where);
-    if (j.contains("step_prefix")) m.step_prefix = json_field<std::string>(j, "step_prefix", where);
-    if (j.contains("summary_prefix")) m.summary_prefix = json_field<std::string>(j, "summary_prefix", where);
-    if (m.step_prefix.empty() || m.summary_prefix.empty())
-        throw Error("step_prefix and summary_prefix must not be empty", where);
+    if (j.contains("metrics"))
+        m.metrics = measure::log_format_from_json(j.at("metrics"), where + ": metrics");
 
     if (!j.contains("knobs")) throw Error("missing field 'knobs'", where);
     const json& knobs = j.at("knobs");
@@ -222,9 +214,17 @@ bool upgrade_manifest(const std::filesystem::path& path) {
     if (j.at("version") != 1)
         throw Error("unknown manifest version " + j.at("version").dump(), path.string(),
                     "version 1 or " + std::string(kManifestFormat));
-    // Version 1 differs only in its marker and in numbering trials with integers.
+    // Version 1 numbered trials with integers and had only the project's step lines, by their prefixes.
     j.erase("version");
     j["format"] = kManifestFormat;
+    measure::LogFormat metrics;
+    if (j.contains("step_prefix") && j.at("step_prefix").is_string())
+        metrics.step_prefix = j.at("step_prefix");
+    if (j.contains("summary_prefix") && j.at("summary_prefix").is_string())
+        metrics.summary_prefix = j.at("summary_prefix");
+    j.erase("step_prefix");
+    j.erase("summary_prefix");
+    j["metrics"] = to_json(metrics);
     if (j.contains("tasks") && j.at("tasks").is_array())
         for (auto& t : j.at("tasks"))
             if (t.is_object() && t.contains("trial_id") && t.at("trial_id").is_number_integer())

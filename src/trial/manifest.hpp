@@ -3,6 +3,8 @@
 // the trial wrapper (trial/exec.cpp) and the SPANK plugin's trial mode (spank/stepd.cpp) read it with the one
 // strict reader below, as a user's input: every name, value and path is checked. Format: docs/orchestrator.md
 // ("Batch manifest"); the plugin's rules: docs/plugin.md ("Trial mode").
+#include "measure/log_format.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -40,8 +42,7 @@ struct Manifest {
     std::string campaign; // [A-Za-z0-9._-]{1,128}
     std::int64_t batch = 0;
     std::string kind;
-    std::string step_prefix = "INFRARSI_STEP";
-    std::string summary_prefix = "INFRARSI_SUMMARY";
+    measure::LogFormat metrics; // how the wrapper reads the steps from the workload's output
     KnobDeclarations knobs;
     std::vector<ManifestTask> tasks;
     bool operator==(const Manifest&) const = default;

@@ -28,8 +28,8 @@ Verdict completed(const Evidence& e, const Limits& limits) {
                 "no result file (the trial wrapper did not finish)"};
     if (e.steps < limits.steps)
         return {Outcome::ContractViolation, Violation::MissingSteps,
-                fmt::format("missing step lines: {} of {} '{}' lines", e.steps, limits.steps,
-                            limits.step_prefix)};
+                fmt::format("missing step lines: {} of {} in format {}", e.steps, limits.steps,
+                            limits.step_lines)};
     if (e.loss_violation)
         return {Outcome::ContractViolation, Violation::LossInvariant,
                 "loss invariant broken: " + *e.loss_violation};

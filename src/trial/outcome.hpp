@@ -71,7 +71,7 @@ struct Limits {
     long long mem_bytes = 0; // the same in bytes
     std::string time_limit;  // the contract's time limit as written
     int steps = 0;           // step lines a trial must print
-    std::string step_prefix; // what starts a step line ("INFRARSI_STEP")
+    std::string step_lines;  // what a step line is, for people (measure::describe of the contract's format)
 };
 
 // The evidence a finished trial leaves.

@@ -6,6 +6,7 @@
 #include "util/json_field.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <sys/stat.h>
 
 namespace infrarsi::trial {
@@ -79,6 +80,29 @@ std::optional<Result> read_result(const std::filesystem::path& path) {
                     "a result written by the trial wrapper");
     }
     return result_from_json(j, path.string());
+}
+
+std::filesystem::path line_times_path(const std::filesystem::path& log) {
+    return log.string() + ".times";
+}
+
+std::vector<double> read_line_times(const std::filesystem::path& path) {
+    std::vector<double> times;
+    std::string text;
+    try {
+        text = read_regular_file(path.string(), {.max_bytes = kMaxResultBytes});
+    } catch (const Error&) {
+        return times; // none, or not ours to read: the formats that need times then measure nothing
+    }
+    const char* p = text.c_str();
+    while (*p) {
+        char* end = nullptr;
+        const double t = std::strtod(p, &end);
+        if (end == p || *end != '\n' || !(t >= 0)) break;
+        times.push_back(t);
+        p = end + 1;
+    }
+    return times;
 }
 
 } // namespace infrarsi::trial

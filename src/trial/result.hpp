@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace infrarsi::trial {
 
@@ -36,5 +37,11 @@ void write_result(const std::filesystem::path& path, const Result& r);
 // nullopt when there is no file (the job died with its wrapper); Error when there is one that is not a
 // result.
 std::optional<Result> read_result(const std::filesystem::path& path);
+
+// Beside the trial's log, the wrapper writes when each line ended: seconds since the workload started, one
+// line of text per log line. read_line_times gives what is there (empty when there is no file), as far as it
+// reads as times.
+std::filesystem::path line_times_path(const std::filesystem::path& log);
+std::vector<double> read_line_times(const std::filesystem::path& path);
 
 } // namespace infrarsi::trial

@@ -70,7 +70,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, in.fd[0], 0);
     posix_spawn_file_actions_adddup2(&actions, out.fd[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, err.fd[1], 2);
+    posix_spawn_file_actions_adddup2(&actions, options.on_output ? out.fd[1] : err.fd[1], 2);
     if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
 
     posix_spawnattr_t attr;
@@ -127,6 +127,11 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     pollfd fds[2] = {{out.fd[0], POLLIN, 0}, {err.fd[0], POLLIN, 0}};
     std::string* sinks[2] = {&result.out, &result.err};
     int open_fds = 2;
+    if (options.on_output) { // one stream: the child's stderr is its stdout pipe
+        err.close_end(0);
+        fds[1].fd = -1;
+        open_fds = 1;
+    }
     char buf[65536];
     while (open_fds > 0) {
         int wait_ms = 200;
@@ -135,7 +140,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
         for (int i = 0; i < 2; ++i) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
-            if (got > 0) {
+            if (got > 0 && options.on_output) {
+                options.on_output(std::string_view(buf, static_cast<size_t>(got)));
+            } else if (got > 0) {
                 sinks[i]->append(buf, static_cast<size_t>(got));
             } else if (got == 0 || errno != EINTR) {
                 fds[i].fd = -1;

@@ -2,9 +2,11 @@
 // Child processes: run a program (argv, never a shell string) and capture its output. The one way the
 // project starts other programs (Slurm's commands, patch, compilers).
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace infrarsi {
@@ -23,6 +25,9 @@ struct ProcessOptions {
     std::map<std::string, std::string> env;           // added to (or replacing in) the inherited environment
     std::optional<std::string> stdin_data;            // written to the child's stdin, then closed
     std::optional<std::chrono::milliseconds> timeout; // SIGTERM, then SIGKILL after 2 s
+    // Set: the child's stdout and stderr are one stream (in the order it wrote them), handed to this as it
+    // arrives instead of being kept in ProcessResult::out and err (a training job's output can be large).
+    std::function<void(std::string_view)> on_output;
 };
 
 // Runs argv[0] (looked up in PATH) and waits for it. Throws infrarsi::Error only when the program cannot be

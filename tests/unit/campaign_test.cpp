@@ -90,6 +90,20 @@ TEST_CASE("the trial wrapper resolves its index in the manifest and writes resul
     CHECK(std::string(std::istreambuf_iterator<char>(log), {}).find("id=2 result=unset") !=
           std::string::npos);
     CHECK_THROWS_AS(trial::execute(tmp.path / "manifest.json", 7), Error);
+
+    // A job that prints its own log format with no step time: the wrapper's line times give one.
+    m.metrics.kind = measure::LogFormatKind::KeyValue;
+    m.knobs["PAUSE"] = std::nullopt;
+    t1.env = {{"PAUSE", "0.3"}};
+    t1.command = {"sh", "-c", "echo setup; echo step=1 loss=2.5; sleep $PAUSE; echo step=2 loss=2.4 >&2"};
+    m.tasks = {t1};
+    trial::write_manifest(tmp.path / "manifest.json", m);
+    CHECK(trial::execute(tmp.path / "manifest.json", 1) == 0);
+    r = trial::read_result(tmp.path / "1/result.json");
+    REQUIRE(r);
+    REQUIRE(r->steps.steps.size() == 2);
+    CHECK(r->steps.steps[1].step_time_s > 0);
+    CHECK(trial::read_line_times(trial::line_times_path(tmp.path / "1/log.txt")).size() == 3);
 }
 
 TEST_CASE("the batch manifest declares every env name a task sets: knobs with their domain, fixed names with "

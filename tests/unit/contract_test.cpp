@@ -141,3 +141,36 @@ TEST_CASE("placeholders are substituted in every argument") {
     auto v = contract::substitute({"{build}/toy", "-I{source}", "x"}, {{"build", "/b"}, {"source", "/s"}});
     CHECK(v == std::vector<std::string>{"/b/toy", "-I/s", "x"});
 }
+
+TEST_CASE("[metrics]: a framework's log format, or a regex with its units; mistakes name the line") {
+    CHECK(contract::load(fixtures / "toyload.contract.toml").metrics.kind ==
+          measure::LogFormatKind::Infrarsi);
+    {
+        ContractVariant v("[budget]", "[metrics]\nformat = \"nanogpt\"\nrank = 0\n\n[budget]");
+        auto c = contract::load(v.path);
+        CHECK(c.metrics.kind == measure::LogFormatKind::NanoGpt);
+        CHECK(c.metrics.rank == 0);
+    }
+    {
+        ContractVariant v("[budget]", "[metrics]\nformat = \"regex\"\npattern = 'it (?<step>\\d+) loss "
+                                      "(?<loss>[0-9.]+) (?<step_time>[0-9.]+)ms'\nstep_time_unit = \"ms\"\n\n"
+                                      "[budget]");
+        auto c = contract::load(v.path);
+        CHECK(c.metrics.step_time_unit_s == 1e-3);
+    }
+    {
+        ContractVariant v("[budget]", "[metrics]\nformat = \"wandb\"\n\n[budget]");
+        auto msg = error_of(v.path);
+        CHECK(msg.find("unknown log format 'wandb'") != std::string::npos);
+        CHECK(msg.find(":" + std::to_string(line_of(v.path, "format = \"wandb\""))) != std::string::npos);
+    }
+    {
+        ContractVariant v("[budget]",
+                          "[metrics]\nformat = \"regex\"\npattern = 'it (?<step>\\d+'\n\n[budget]");
+        CHECK(error_of(v.path).find("does not compile") != std::string::npos);
+    }
+    {
+        ContractVariant v("[budget]", "[metrics]\nformat = \"nanogpt\"\npattern = 'x'\n\n[budget]");
+        CHECK(error_of(v.path).find("only read with format = \"regex\"") != std::string::npos);
+    }
+}

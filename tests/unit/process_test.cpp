@@ -34,3 +34,14 @@ TEST_CASE("a program that does not exist is an error naming it") {
     CHECK_THROWS_WITH_AS(run_process({"no-such-program-xyz"}), doctest::Contains("no-such-program-xyz"),
                          Error);
 }
+
+TEST_CASE("run_process hands a streaming caller stdout and stderr as one stream, in order") {
+    ProcessOptions o;
+    std::string seen;
+    o.on_output = [&](std::string_view chunk) { seen += chunk; };
+    auto r = run_process({"sh", "-c", "echo one; echo two >&2; echo three"}, o);
+    CHECK(r.ok());
+    CHECK(seen == "one\ntwo\nthree\n");
+    CHECK(r.out.empty());
+    CHECK(r.err.empty());
+}

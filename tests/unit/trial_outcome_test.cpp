@@ -20,7 +20,7 @@ slurm::JobRecord record(slurm::JobState state, int exit_code = 0, int exit_signa
     return r;
 }
 
-const trial::Limits limits{"300M", 300LL << 20, "00:05:00", 8, "INFRARSI_STEP"};
+const trial::Limits limits{"300M", 300LL << 20, "00:05:00", 8, "infrarsi (INFRARSI_STEP)"};
 
 measure::TrialSummary summary() {
     measure::TrialSummary s;
@@ -63,7 +63,7 @@ TEST_CASE("a completed trial is held to the contract: result file, every step, t
     e.steps = 5;
     v = trial::classify(e, limits);
     CHECK(v.violation == Violation::MissingSteps);
-    CHECK(v.detail == "missing step lines: 5 of 8 'INFRARSI_STEP' lines");
+    CHECK(v.detail == "missing step lines: 5 of 8 in format infrarsi (INFRARSI_STEP)");
 
     e.has_result = false;
     CHECK(trial::classify(e, limits).violation == Violation::NoResult);
