@@ -1,6 +1,8 @@
 #include "campaign/experience.hpp"
 
 #include "measure/statistics.hpp"
+#include "node/allocation_record.hpp"
+#include "node/topology.hpp"
 #include "space/capacity.hpp"
 #include "util/error.hpp"
 
@@ -33,14 +35,14 @@ bank::HardwareKey campaign_hardware(Campaign& c, const std::string& spool_dir) {
     if (!spool_dir.empty()) {
         auto path = std::filesystem::path(spool_dir) / "allocations.jsonl";
         if (std::filesystem::exists(path)) {
-            auto read = bank::read_records(path.string());
+            auto read = node::read_records(path.string());
             if (!read.records.empty()) {
                 key.topology = read.records.front().topology;
                 found = true;
             }
         }
     }
-    if (!found) key.topology = bank::topology_from_live();
+    if (!found) key.topology = node::topology_from_live();
     key.stack = bank::current_software_stack(c.contract().name + "@" + baseline_tree_hash(c));
     return key;
 }

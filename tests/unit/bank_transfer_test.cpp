@@ -13,6 +13,7 @@
 
 using namespace infrarsi;
 using namespace infrarsi::bank;
+using namespace infrarsi::node;
 namespace fs = std::filesystem;
 
 namespace {
@@ -78,7 +79,7 @@ TEST_CASE("a near twin is seen hardware, a newer and larger GPU node is unseen b
 
 TEST_CASE("the allocation-record fixtures are the plugin's records of the XML machines") {
     // Regenerate a record after changing its XML: AllocationRecord with this topology (source "live", as
-    // the plugin writes it), written by bank::append_record.
+    // the plugin writes it), written by node::append_record.
     for (const std::string name : {"gpu-2s32c-pcie4", "gpu-2s32c-pcie4-twin", "gpu-2s64c-pcie5"}) {
         CAPTURE(name);
         auto read = read_records((fixtures / "bank" / ("allocations-" + name + ".jsonl")).string());
