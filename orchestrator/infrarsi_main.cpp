@@ -2,6 +2,7 @@
 #include "bank/experience_bank.hpp"
 #include "campaign/campaign.hpp"
 #include "campaign/experience.hpp"
+#include "node/topology.hpp"
 #include "report/bank_report.hpp"
 #include "report/report.hpp"
 #include "trial/exec.hpp"
@@ -160,7 +161,7 @@ int main(int argc, char** argv) {
                            r.known);
             } else if (*bank_show) {
                 auto here =
-                    bank::HardwareKey{bank::topology_from_live(), 0, bank::current_software_stack("")};
+                    bank::HardwareKey{node::topology_from_live(), 0, bank::current_software_stack("")};
                 auto j = report::describe_bank(b, here);
                 fmt::print("{}\n", as_json ? j.dump(2) : report::render_bank(j));
             }

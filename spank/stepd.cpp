@@ -8,9 +8,9 @@
 #include "trial/manifest.hpp"
 #include "trial/tune_request.hpp"
 
-#include "bank/allocation_record.hpp"
-#include "bank/calibration.hpp"
-#include "bank/topology.hpp"
+#include "node/allocation_record.hpp"
+#include "node/calibration.hpp"
+#include "node/topology.hpp"
 #include "util/error.hpp"
 
 #include <chrono>
@@ -59,7 +59,7 @@ void write_record(spank_t sp, const Context& ctx, const Mode& mode) {
     // Once per node per allocation: the first step on this node claims it, later steps pay one open(2).
     if (!claim_marker(spool + "/markers/" + std::to_string(job) + "." + safe_component(node))) return;
 
-    bank::AllocationRecord r;
+    node::AllocationRecord r;
     r.job_id = job;
     if (auto task = array_task(sp)) {
         r.array_job_id = item_u32(sp, S_JOB_ARRAY_ID);
@@ -67,19 +67,19 @@ void write_record(spank_t sp, const Context& ctx, const Mode& mode) {
     }
     r.step_id = item_u32(sp, S_JOB_STEPID);
     r.node = node;
-    r.time = bank::utc_now_iso8601();
+    r.time = node::utc_now_iso8601();
     r.mode = mode.kind == ModeKind::tune ? "tune" : mode.kind == ModeKind::trial ? "trial" : "record";
     r.plugin_version = build::version;
-    r.topology = bank::topology_from_live();
-    bank::CalibrationOptions opts;
+    r.topology = node::topology_from_live();
+    node::CalibrationOptions opts;
     opts.budget = ctx.config.calibration;
     opts.repeats = 5;
     // Small enough not to matter to a job's memory limit (slurmstepd shares the job's cgroup).
     opts.memory_bytes = 24u << 20;
     opts.nccl = ctx.config.nccl;
-    r.calibration = bank::calibrate(opts);
+    r.calibration = node::calibrate(opts);
     r.record_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    bank::append_record(spool + "/allocations.jsonl", r);
+    node::append_record(spool + "/allocations.jsonl", r);
     slurm_verbose("infrarsi: recorded job %u on %s in %.0f ms", job, node.c_str(), r.record_ms);
 }
 
@@ -98,7 +98,7 @@ void write_tune_request(spank_t sp, const Context& ctx) {
     r.submit_dir = job_env(sp, "SLURM_SUBMIT_DIR");
     r.job_name = job_env(sp, "SLURM_JOB_NAME");
     r.node = this_node();
-    r.time = bank::utc_now_iso8601();
+    r.time = node::utc_now_iso8601();
     r.plugin_version = build::version;
     if (!valid_path_value(r.contract))
         throw Error("tune mode: the job has no valid INFRARSI_TUNE_CONTRACT (submitted with --export=NONE?)",

@@ -217,7 +217,7 @@ bool ExperienceBank::add_finding(const HardwareKey& key, Finding f) {
 
 IngestSummary ExperienceBank::ingest_allocation_records(const std::string& path, const SoftwareStack& stack) {
     IngestSummary sum;
-    auto read = read_records(path);
+    auto read = node::read_records(path);
     sum.errors = read.errors;
     store::Transaction tx(db_);
     for (const auto& r : read.records) {
@@ -227,7 +227,7 @@ IngestSummary ExperienceBank::ingest_allocation_records(const std::string& path,
         auto hw = upsert_hardware(key, r.node);
         if (!known) ++sum.hardware_new;
         std::string job = std::to_string(r.job_id);
-        nlohmann::json cal = to_json(r.calibration);
+        nlohmann::json cal = node::to_json(r.calibration);
         std::string uid = patch::hash_text(job + "|" + r.node + "|" + r.time + "|" + cal.dump());
         store::Statement ins(
             db_, "INSERT OR IGNORE INTO noise(uid, hardware_id, node, job, time, calibration, origin) "

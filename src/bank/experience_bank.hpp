@@ -3,8 +3,8 @@
 // in one SQLite file written only by the orchestrator. Findings from verified campaigns become priors of
 // later campaigns, weighted by hardware similarity and age; failed and unverified trials are kept as
 // evidence and never become priors. Banks of different clusters merge by export/import without duplicates.
-#include "bank/allocation_record.hpp"
 #include "bank/similarity.hpp"
+#include "node/allocation_record.hpp"
 #include "store/sqlite.hpp"
 
 #include <cstdint>

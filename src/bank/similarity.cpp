@@ -9,7 +9,7 @@
 namespace infrarsi::bank {
 
 nlohmann::json to_json(const HardwareKey& k) {
-    return {{"topology", to_json(k.topology)},
+    return {{"topology", node::to_json(k.topology)},
             {"accelerator_memory_bytes", k.accelerator_memory_bytes},
             {"stack",
              {{"compiler", k.stack.compiler},
@@ -21,7 +21,7 @@ nlohmann::json to_json(const HardwareKey& k) {
 HardwareKey hardware_key_from_json(const nlohmann::json& j) {
     try {
         HardwareKey k;
-        k.topology = topology_from_json(j.at("topology"));
+        k.topology = node::topology_from_json(j.at("topology"));
         k.accelerator_memory_bytes = j.at("accelerator_memory_bytes").get<double>();
         const auto& s = j.at("stack");
         k.stack = {s.at("compiler").get<std::string>(), s.at("mpi").get<std::string>(),
@@ -40,7 +40,7 @@ std::string fingerprint(const HardwareKey& k) {
 }
 
 double similarity(const HardwareKey& a, const HardwareKey& b) {
-    auto va = feature_vector(a.topology), vb = feature_vector(b.topology);
+    auto va = node::feature_vector(a.topology), vb = node::feature_vector(b.topology);
     va.push_back(std::log2(1 + a.accelerator_memory_bytes / (1024.0 * 1024 * 1024)));
     vb.push_back(std::log2(1 + b.accelerator_memory_bytes / (1024.0 * 1024 * 1024)));
     double d2 = 0;

@@ -2,7 +2,7 @@
 // How alike two machines are, for the experience bank's nearest-hardware lookup. A finding from a machine
 // counts for another in proportion to this, so it must be 1 for the same machine, fall smoothly as
 // topology and software drift apart, and be near 0 for a different class of machine.
-#include "bank/topology.hpp"
+#include "node/topology.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -22,7 +22,7 @@ struct SoftwareStack {
 // What a bank entry is keyed by: one node's topology, its accelerators' memory (hwloc does not always
 // know it), and the software stack.
 struct HardwareKey {
-    TopologyFeatures topology;
+    node::TopologyFeatures topology;
     double accelerator_memory_bytes = 0; // per accelerator, 0 without accelerators
     SoftwareStack stack;
 };
@@ -33,9 +33,9 @@ HardwareKey hardware_key_from_json(const nlohmann::json& j); // validates; throw
 // A stable hex digest of the key's content: the same hardware gets the same entry on every cluster.
 std::string fingerprint(const HardwareKey& k);
 
-// Similarity in (0, 1]: a Gaussian kernel over feature_vector() (log2 coordinates, so doubling the cores is
-// one unit whatever the size) plus log2 of accelerator memory, with length scale 1 (one doubling of one
-// feature gives exp(-1/2) = 0.61), times 0.9 for each software component that differs.
+// Similarity in (0, 1]: a Gaussian kernel over node::feature_vector() (log2 coordinates, so doubling the
+// cores is one unit whatever the size) plus log2 of accelerator memory, with length scale 1 (one doubling of
+// one feature gives exp(-1/2) = 0.61), times 0.9 for each software component that differs.
 double similarity(const HardwareKey& a, const HardwareKey& b);
 
 // Below this, hardware counts as unseen: inherited candidates are hypotheses to re-verify on a fresh

@@ -1,7 +1,9 @@
 #include "campaign/experience.hpp"
 
 #include "measure/statistics.hpp"
-#include "space/memory_role.hpp"
+#include "node/allocation_record.hpp"
+#include "node/topology.hpp"
+#include "space/capacity.hpp"
 #include "util/error.hpp"
 
 #include <algorithm>
@@ -25,76 +27,7 @@ double memory_limit(Campaign& c) {
     return static_cast<double>(c.contract().resources.mem_bytes);
 }
 
-using space::MemoryRole;
-using space::recompute_strength;
-
-// Moves the accumulation knobs (every combination of their domains, in order) until the candidate satisfies
-// the constraints; false when none does.
-bool satisfy_with_accumulation(const space::Space& space, space::Candidate& c) {
-    if (space.feasible(c)) return true;
-    std::vector<std::pair<std::string, std::vector<space::Value>>> free;
-    for (const auto& k : space.knobs)
-        if (space::memory_role(k) == MemoryRole::Accumulation && c.knobs.count(k.name))
-            free.emplace_back(k.name, k.domain());
-    if (free.empty()) return false;
-    std::vector<std::size_t> at(free.size(), 0);
-    for (int combos = 0; combos < 100000; ++combos) {
-        for (std::size_t i = 0; i < free.size(); ++i)
-            c.knobs[free[i].first] = free[i].second[at[i]];
-        if (space.feasible(c)) return true;
-        std::size_t i = 0;
-        while (i < free.size() && ++at[i] == free[i].second.size())
-            at[i++] = 0;
-        if (i == free.size()) break;
-    }
-    return false;
-}
-
 } // namespace
-
-std::optional<CapacityRule> scale_capacity(const space::Space& space, const space::Candidate& from,
-                                           double scale) {
-    if (!(scale > 0) || !std::isfinite(scale))
-        throw Error(fmt::format("capacity scale {}", scale), "experience bank", "a positive finite ratio");
-    space::Candidate to = from;
-    bool short_of_memory = false;
-    for (const auto& k : space.knobs) {
-        auto it = to.knobs.find(k.name);
-        if (space::memory_role(k) != MemoryRole::MicroBatch || it == to.knobs.end()) continue;
-        const double want = static_cast<double>(std::get<long long>(it->second)) * scale;
-        const auto domain = k.domain(); // ascending
-        std::optional<long long> pick;
-        for (const auto& v : domain)
-            if (static_cast<double>(std::get<long long>(v)) <= want * (1 + 1e-9))
-                pick = std::get<long long>(v);
-        if (!pick) {
-            pick = std::get<long long>(domain.front());
-            short_of_memory = true;
-        }
-        it->second = *pick;
-    }
-    if (short_of_memory)
-        for (const auto& k : space.knobs) {
-            auto it = to.knobs.find(k.name);
-            if (space::memory_role(k) != MemoryRole::Recompute || it == to.knobs.end()) continue;
-            std::optional<space::Value> next; // the weakest setting stronger than the current one
-            for (const auto& v : k.domain())
-                if (recompute_strength(v) > recompute_strength(it->second) &&
-                    (!next || recompute_strength(v) < recompute_strength(*next)))
-                    next = v;
-            if (next) it->second = *next;
-        }
-    if (!satisfy_with_accumulation(space, to)) return std::nullopt;
-    CapacityRule r{to, ""};
-    for (const auto& [name, value] : to.knobs) {
-        auto was = from.knobs.find(name);
-        if (was != from.knobs.end() && was->second == value) continue;
-        r.change += fmt::format("{}{} {} -> {}", r.change.empty() ? "" : ", ", name,
-                                was == from.knobs.end() ? "-" : space::to_string(was->second),
-                                space::to_string(value));
-    }
-    return r;
-}
 
 bank::HardwareKey campaign_hardware(Campaign& c, const std::string& spool_dir) {
     bank::HardwareKey key;
@@ -102,14 +35,14 @@ bank::HardwareKey campaign_hardware(Campaign& c, const std::string& spool_dir) {
     if (!spool_dir.empty()) {
         auto path = std::filesystem::path(spool_dir) / "allocations.jsonl";
         if (std::filesystem::exists(path)) {
-            auto read = bank::read_records(path.string());
+            auto read = node::read_records(path.string());
             if (!read.records.empty()) {
                 key.topology = read.records.front().topology;
                 found = true;
             }
         }
     }
-    if (!found) key.topology = bank::topology_from_live();
+    if (!found) key.topology = node::topology_from_live();
     key.stack = bank::current_software_stack(c.contract().name + "@" + baseline_tree_hash(c));
     return key;
 }
@@ -263,7 +196,7 @@ std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const
             } else if (const double there = f.content.value("limit_bytes", 0.0);
                        there > 0 && std::abs(limit / there - 1) > 0.01) {
                 // Without one: capacity settings scale with the memory limit.
-                auto scaled = scale_capacity(space, cand, limit / there);
+                auto scaled = space::scale_capacity(space, cand, limit / there);
                 if (!scaled) continue;
                 adapted =
                     fmt::format("; capacity rule: memory limit {:.0f} MiB here vs {:.0f} MiB where verified "

@@ -45,25 +45,11 @@ struct Seed {
 //     finding's estimate_factor) would exceed its memory ratio (verified peak / limit, at least 0.5) of this
 //     campaign's limit, the largest neighbour that keeps it is taken instead;
 //   - without one: when this campaign's memory limit differs from the finding's limit_bytes, the capacity
-//     settings are scaled by the ratio of the limits (scale_capacity).
+//     settings are scaled by the ratio of the limits (space::scale_capacity).
 // A finding from hardware less similar than bank::kSeenHardwareSimilarity is a hypothesis (Seed::hypothesis,
 // and the reason says so): it runs as a search trial after the doctor's re-baseline and is promoted only
 // through the same verification as any other candidate.
 std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware,
                                   int max_seeds = 4);
-
-// The capacity rule without a memory estimate. Capacity knobs are the micro-batch, recompute and gradient
-// accumulation knobs of space::memory_role (recognised by name, as the model proposer does). Each
-// micro-batch setting is multiplied by `scale` (memory here / memory where it was verified) and rounded down
-// to its domain, never below its smallest value; when even that is more than the scaled setting, recompute
-// moves one step stronger. Gradient accumulation is then moved to
-// satisfy the space's constraints (a fixed global batch). Every other knob and the patches are kept.
-// nullopt when no feasible candidate results.
-struct CapacityRule {
-    space::Candidate candidate;
-    std::string change; // "micro_batch 8 -> 4, grad_accum 2 -> 4"; empty when nothing changed
-};
-std::optional<CapacityRule> scale_capacity(const space::Space& space, const space::Candidate& from,
-                                           double scale);
 
 } // namespace infrarsi::campaign

@@ -2,7 +2,7 @@
 // What a knob does to peak memory, recognised from its name and domain (the naming convention of
 // docs/contract.md): the micro-batch grows activations, recompute trades time for activation memory,
 // gradient accumulation keeps the global batch without memory of its own. The model proposer's dominance
-// rule and the experience bank's capacity rules both rely on it.
+// rule and the capacity rules (space/capacity.hpp) both rely on it.
 #include "space/space.hpp"
 
 namespace infrarsi::space {

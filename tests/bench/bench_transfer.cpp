@@ -13,8 +13,8 @@
 //    with the run loop and statistics of tuners.hpp.
 #include "bank/experience_bank.hpp"
 #include "bank/similarity.hpp"
-#include "bank/topology.hpp"
 #include "environment.hpp"
+#include "node/topology.hpp"
 #include "tuners.hpp"
 #include "util/error.hpp"
 
@@ -39,7 +39,7 @@ constexpr double kRatioMargin = 0.02; // an inherited memory ratio may be exceed
 
 bank::HardwareKey hardware_key(const std::string& synthetic, double accelerator_bytes) {
     bank::HardwareKey k;
-    k.topology = bank::topology_from_synthetic(synthetic);
+    k.topology = node::topology_from_synthetic(synthetic);
     k.accelerator_memory_bytes = accelerator_bytes;
     k.stack = {"g++ 12.2.0", "Open MPI 4.1.4", "2.18.3", std::string(kWorkload) + " v1"};
     return k;

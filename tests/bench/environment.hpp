@@ -3,7 +3,7 @@
 // one of its measured repeats. Every tuner sees the same candidates and the same draws for a seed.
 #include "model/candidate.hpp"
 #include "model/features.hpp"
-#include "model/training_simulator.hpp"
+#include "training_simulator.hpp"
 
 #include <memory>
 #include <random>

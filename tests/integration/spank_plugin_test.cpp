@@ -2,9 +2,9 @@
 // $INFRARSI_SLURM_DIR/spank-spool): the option on srun and sbatch, record mode's per-node records, trial
 // mode's environment and tune mode's request. Tests that need other plugstack arguments start their own
 // cluster: tests/integration/2N-spank-*.sh.
-#include "bank/allocation_record.hpp"
-#include "bank/topology.hpp"
 #include "cluster.hpp"
+#include "node/allocation_record.hpp"
+#include "node/topology.hpp"
 #include "util/process.hpp"
 
 #include <chrono>
@@ -37,19 +37,19 @@ ProcessResult run(const std::vector<std::string>& argv, std::map<std::string, st
     return run_process(argv, o);
 }
 
-std::vector<bank::AllocationRecord> records_of(const std::string& job_id) {
-    std::vector<bank::AllocationRecord> out;
+std::vector<node::AllocationRecord> records_of(const std::string& job_id) {
+    std::vector<node::AllocationRecord> out;
     auto path = spool() / "allocations.jsonl";
     if (!fs::exists(path)) return out;
-    auto all = bank::read_records(path.string());
+    auto all = node::read_records(path.string());
     for (auto& r : all.records)
         if (std::to_string(r.job_id) == job_id) out.push_back(r);
     return out;
 }
 
 // Waits until job_id has exactly n records in the spool (slurmstepd writes them; see wait_for).
-std::vector<bank::AllocationRecord> wait_for_records(const std::string& job_id, size_t n) {
-    std::vector<bank::AllocationRecord> recs;
+std::vector<node::AllocationRecord> wait_for_records(const std::string& job_id, size_t n) {
+    std::vector<node::AllocationRecord> recs;
     wait_for(std::chrono::seconds(60),
              std::to_string(n) + " records of job " + job_id + " in " + spool().string(),
              [&](std::string& last) {
@@ -109,7 +109,7 @@ TEST_CASE("record mode writes one record per node of a 2-node allocation, howeve
     auto recs = wait_for_records(job, 2);
     REQUIRE(recs.size() == 2);
     std::set<std::string> nodes;
-    auto here = bank::topology_from_live(); // the fake nodes are this host
+    auto here = node::topology_from_live(); // the fake nodes are this host
     for (const auto& rec : recs) {
         nodes.insert(rec.node);
         CHECK(rec.mode == "record");

@@ -10,6 +10,7 @@
 
 using namespace infrarsi;
 using namespace infrarsi::bank;
+using namespace infrarsi::node;
 namespace fs = std::filesystem;
 
 namespace {

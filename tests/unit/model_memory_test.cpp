@@ -1,5 +1,5 @@
+#include "bench/training_simulator.hpp"
 #include "model/censored_memory_model.hpp"
-#include "model/training_simulator.hpp"
 
 #include <cmath>
 #include <doctest/doctest.h>

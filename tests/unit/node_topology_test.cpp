@@ -1,6 +1,6 @@
 // Topology features from synthetic descriptions and committed XML (tests/fixtures/hwloc), so the features
 // the experience bank keys on are pinned without the hardware.
-#include "bank/topology.hpp"
+#include "node/topology.hpp"
 #include "util/error.hpp"
 
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 using namespace infrarsi;
-using namespace infrarsi::bank;
+using namespace infrarsi::node;
 
 namespace {
 std::string hwloc_fixture(const std::string& name) {

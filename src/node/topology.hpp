@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace infrarsi::bank {
+namespace infrarsi::node {
 
 // An OS device hwloc found below a PCI device (a GPU, a NIC, an InfiniBand HCA...).
 struct OsDevice {
@@ -59,4 +59,4 @@ TopologyFeatures topology_from_json(const nlohmann::json& j);
 std::vector<double> feature_vector(const TopologyFeatures& t);
 const std::vector<std::string>& feature_names();
 
-} // namespace infrarsi::bank
+} // namespace infrarsi::node

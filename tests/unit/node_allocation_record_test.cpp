@@ -1,6 +1,6 @@
 // The plugin's allocation record: what it writes, the orchestrator reads back; bad lines are reported, not
 // fatal, and concurrent appends never interleave.
-#include "bank/allocation_record.hpp"
+#include "node/allocation_record.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 using namespace infrarsi;
-using namespace infrarsi::bank;
+using namespace infrarsi::node;
 
 namespace {
 AllocationRecord sample() {

@@ -2,15 +2,15 @@
 // The per-node, per-allocation record the SPANK plugin writes in record mode: which job, which node, what
 // hardware (topology features) and how noisy it was (calibration). One JSON object per line in
 // <spool>/allocations.jsonl; the orchestrator and the experience bank read them back with read_records.
-#include "bank/calibration.hpp"
-#include "bank/topology.hpp"
+#include "node/calibration.hpp"
+#include "node/topology.hpp"
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
-namespace infrarsi::bank {
+namespace infrarsi::node {
 
 inline constexpr const char* kAllocationRecordFormat = "infrarsi-allocation/1";
 
@@ -52,4 +52,4 @@ RecordReadResult read_records(const std::string& path);
 // Current UTC time in the record's format.
 std::string utc_now_iso8601();
 
-} // namespace infrarsi::bank
+} // namespace infrarsi::node

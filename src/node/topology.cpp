@@ -1,4 +1,4 @@
-#include "bank/topology.hpp"
+#include "node/topology.hpp"
 
 #include "util/error.hpp"
 #include "util/json_field.hpp"
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
-namespace infrarsi::bank {
+namespace infrarsi::node {
 namespace {
 
 struct TopologyDeleter {
@@ -243,4 +243,4 @@ std::vector<double> feature_vector(const TopologyFeatures& t) {
             log2p(link)};
 }
 
-} // namespace infrarsi::bank
+} // namespace infrarsi::node

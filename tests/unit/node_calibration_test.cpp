@@ -1,12 +1,12 @@
 // The noise calibration: stays within its budget, measures positive rates, and its summary statistics.
-#include "bank/calibration.hpp"
+#include "node/calibration.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 using namespace infrarsi;
-using namespace infrarsi::bank;
+using namespace infrarsi::node;
 
 TEST_CASE("summary statistics: median, range and coefficient of variation") {
     auto s = summarize({4, 1, 3, 2});

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace infrarsi::bank {
+namespace infrarsi::node {
 
 struct CalibrationOptions {
     std::chrono::milliseconds budget{300}; // total wall time of all probes
@@ -57,4 +57,4 @@ nlohmann::json to_json(const Calibration& c);
 // Validates as it reads; throws infrarsi::Error naming the field.
 Calibration calibration_from_json(const nlohmann::json& j);
 
-} // namespace infrarsi::bank
+} // namespace infrarsi::node

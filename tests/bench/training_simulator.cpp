@@ -1,4 +1,4 @@
-#include "model/training_simulator.hpp"
+#include "training_simulator.hpp"
 
 #include "util/error.hpp"
 

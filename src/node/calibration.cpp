@@ -1,4 +1,4 @@
-#include "bank/calibration.hpp"
+#include "node/calibration.hpp"
 
 #include "util/error.hpp"
 #include "util/json_field.hpp"
@@ -11,7 +11,7 @@
 #include <numeric>
 #include <time.h>
 
-namespace infrarsi::bank {
+namespace infrarsi::node {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -198,4 +198,4 @@ Calibration calibration_from_json(const nlohmann::json& j) {
     return c;
 }
 
-} // namespace infrarsi::bank
+} // namespace infrarsi::node

@@ -1,4 +1,4 @@
-#include "bank/allocation_record.hpp"
+#include "node/allocation_record.hpp"
 
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -13,7 +13,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-namespace infrarsi::bank {
+namespace infrarsi::node {
 namespace {
 
 template <class T> T field(const nlohmann::json& j, const char* name) {
@@ -123,4 +123,4 @@ std::string utc_now_iso8601() {
     return buf;
 }
 
-} // namespace infrarsi::bank
+} // namespace infrarsi::node

@@ -15,6 +15,9 @@
 //     it is off by 1.1x to about 2x depending on the configuration;
 //   - measurement noise (log-normal, larger when communication dominates, rare stragglers), OOM when the
 //     true peak exceeds the per-GPU limit, and trial cost (start-up plus steps; an OOM is killed part way).
+// It lives with the benchmarks, not in libinfrarsi: the library `bench_simulator`
+// (tests/bench/CMakeLists.txt) that bench_common and the unit tests link; outside tests/bench it is included
+// as "bench/training_simulator.hpp". It keeps the namespace infrarsi::model of the types it builds on.
 #include "model/candidate.hpp"
 #include "model/features.hpp"
 
