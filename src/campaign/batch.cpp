@@ -357,9 +357,11 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         t.outcome = verdict.outcome;
         t.violation = verdict.violation;
         t.detail = verdict.detail;
-        // Censored: an OOM's peak is only known to exceed the limit.
-        if (verdict.outcome == trial::Outcome::OutOfMemory)
+        // Censored: a host OOM's peak is only known to exceed the limit. A GPU's says nothing of the host's.
+        const bool gpu_oom = verdict.log && verdict.log->signal == trial::LogSignal::GpuOom;
+        if (verdict.outcome == trial::Outcome::OutOfMemory && !gpu_oom)
             t.peak_memory_bytes = static_cast<double>(contract_.resources.mem_bytes);
+        if (verdict.log) t.measurements["log_signal"] = trial::to_json(*verdict.log);
         if (trial::says_nothing(verdict.outcome)) {
             t.counted = false;
             if (t.kind == TrialKind::Search)

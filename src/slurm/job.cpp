@@ -154,32 +154,4 @@ Outcome classify(const JobRecord& job) {
     return Outcome::Failed;
 }
 
-bool reports_oom_kill(std::string_view job_output) {
-    // slurmstepd prefixes its messages with "slurmstepd:" or "slurmstepd-<node>:" (and srun may forward them
-    // with a "srun: " or rank prefix); the messages themselves have changed wording across releases.
-    static const std::regex stepd(
-        R"(slurmstepd(-[^:\s]+)?: error: (Detected [0-9]+ oom-kill event|Exceeded (job|step) memory limit))");
-    static const std::regex srun(R"(srun: error: [^:\s]+: tasks? [0-9,-]+: Out Of Memory)");
-    std::size_t pos = 0;
-    while (pos < job_output.size()) {
-        std::size_t end = job_output.find('\n', pos);
-        if (end == std::string_view::npos) end = job_output.size();
-        std::string_view line = job_output.substr(pos, end - pos);
-        pos = end + 1;
-        // Cheap filter first: most lines of a training log are step lines.
-        if (line.find("slurmstepd") == std::string_view::npos &&
-            line.find("srun: error") == std::string_view::npos)
-            continue;
-        const std::string l(line);
-        if (std::regex_search(l, stepd) || std::regex_search(l, srun)) return true;
-    }
-    return false;
-}
-
-Outcome classify(const JobRecord& job, std::string_view job_output) {
-    const Outcome o = classify(job);
-    if (o == Outcome::Failed && reports_oom_kill(job_output)) return Outcome::OutOfMemory;
-    return o;
-}
-
 } // namespace infrarsi::slurm

@@ -59,21 +59,6 @@ const char* to_string(Outcome o);
 // memory too.
 Outcome classify(const JobRecord& job);
 
-// True when a job's output carries Slurm's report of a cgroup OOM kill: slurmstepd's
-//   "slurmstepd[-nX]: error: Detected N oom-kill event(s) in StepId=123.0. Some of your processes may have
-//   been
-//    killed by the cgroup out-of-memory handler."
-// (older releases: "... oom-kill event(s) in step 123.0 cgroup", "Exceeded step memory limit"), or srun's
-// "srun: error: nX: task N: Out Of Memory". Only lines that Slurm itself writes count, not a workload that
-// happens to mention OOM.
-bool reports_oom_kill(std::string_view job_output);
-
-// classify(job), with the job's output as a second witness: where ranks ran in an srun step (a multi-node
-// job), a cgroup OOM kill ends the job FAILED with the step's exit code; where the record has no step
-// detail (scontrol, read within MinJobAge without accounting or a completion file), the oom-kill line in the
-// output tells it apart from a crash. Slurm's own verdict still decides every state but FAILED. (The line
-// is not always there: when mpirun launches the ranks through srun, it kills srun as soon as a rank dies,
-// before slurmstepd reports the oom-kill to it; the record's step_oom_killed still says it.)
-Outcome classify(const JobRecord& job, std::string_view job_output);
+// What a job's output says about a FAILED job (Slurm's oom-kill report among it) is read by trial::diagnose.
 
 } // namespace infrarsi::slurm

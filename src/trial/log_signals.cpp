@@ -2,6 +2,8 @@
 
 #include "util/error.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -289,7 +291,9 @@ bool is_gpu_oom(sv l, const ExceptionLine& e) {
 }
 
 bool is_slurm_oom(sv l, sv body) {
-    if ((has(l, "oom-kill event") || has(l, "oom_kill event")) && has(l, "Detected ")) return true;
+    // Only slurmstepd's own line (a workload printing the words is not Slurm's report).
+    if ((has(l, "oom-kill event") || has(l, "oom_kill event")) && has(l, "Detected ") && has(l, "slurmstepd"))
+        return true;
     if (has(l, "slurmstepd") && (has(l, "xceeded job memory limit") || has(l, "xceeded step memory limit") ||
                                  has(l, "exceeded memory limit")))
         return true;
@@ -517,6 +521,23 @@ LogDiagnosis diagnose(std::string_view job_output) {
         pos = end + 1;
     }
     return std::move(reader).verdict();
+}
+
+nlohmann::json to_json(const LogDiagnosis& d) {
+    nlohmann::json j = {{"signal", to_string(d.signal)}, {"reason", d.reason}};
+    auto line = [](const SignalLine& l) {
+        nlohmann::json k = {
+            {"signal", to_string(l.signal)}, {"source", to_string(l.source)}, {"line_no", l.line_no}};
+        if (l.absurd) k["absurd"] = true;
+        if (l.gpu) k["gpu"] = *l.gpu;
+        if (l.requested_bytes) k["requested_bytes"] = *l.requested_bytes;
+        if (l.allocated_bytes) k["allocated_bytes"] = *l.allocated_bytes;
+        if (l.capacity_bytes) k["capacity_bytes"] = *l.capacity_bytes;
+        return k;
+    };
+    if (d.first) j["first"] = line(*d.first);
+    if (d.discounted) j["discounted"] = line(*d.discounted);
+    return j;
 }
 
 } // namespace infrarsi::trial

@@ -52,7 +52,7 @@
 //      failure or an absurd out-of-memory report came before it: an OOM that follows one of those is a
 //      consequence, not this candidate's memory (it is kept in `discounted`).
 //   2. Slurm's own report of a cgroup OOM kill (source Slurm), wherever it is: a fact about the job's host
-//      memory, not the job's account of itself (slurm::classify counts it too).
+//      memory, not the job's account of itself (trial::classify counts it as out of memory).
 //   3. The first NcclTimeout or PeerFailure line, or the first absurd out-of-memory report (Crash).
 //   4. The first crash line: the workload's own first (the rank's exception above torchrun's footer, the
 //      inner exception of a chained traceback), else the launcher's.
@@ -62,6 +62,8 @@
 // diagnosis of a job that failed. Nothing here throws on any input (but for allocation failure), and
 // diagnose() runs in time linear in the output's size.
 #include "util/enum_names.hpp"
+
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstddef>
 #include <optional>
@@ -142,5 +144,8 @@ struct LogDiagnosis {
 };
 
 LogDiagnosis diagnose(std::string_view job_output);
+
+// For the store and the report: signal, reason, and the deciding line's source, line number and numbers.
+nlohmann::json to_json(const LogDiagnosis& d);
 
 } // namespace infrarsi::trial

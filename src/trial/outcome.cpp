@@ -24,20 +24,28 @@ namespace {
 
 Verdict completed(const Evidence& e, const Limits& limits) {
     if (!e.has_result)
-        return {Outcome::ContractViolation, Violation::NoResult,
-                "no result file (the trial wrapper did not finish)"};
+        return {Outcome::ContractViolation,
+                Violation::NoResult,
+                "no result file (the trial wrapper did not finish)",
+                {}};
     if (e.steps < limits.steps)
-        return {Outcome::ContractViolation, Violation::MissingSteps,
+        return {Outcome::ContractViolation,
+                Violation::MissingSteps,
                 fmt::format("missing step lines: {} of {} in format {}", e.steps, limits.steps,
-                            limits.step_lines)};
+                            limits.step_lines),
+                {}};
     if (e.loss_violation)
-        return {Outcome::ContractViolation, Violation::LossInvariant,
-                "loss invariant broken: " + *e.loss_violation};
+        return {Outcome::ContractViolation,
+                Violation::LossInvariant,
+                "loss invariant broken: " + *e.loss_violation,
+                {}};
     if (!e.summary)
-        return {Outcome::ContractViolation, Violation::MissingSteps, "no steady-state steps to measure"};
+        return {Outcome::ContractViolation, Violation::MissingSteps, "no steady-state steps to measure", {}};
     const auto& s = e.summary->steady_step_s;
-    return {Outcome::Ok, Violation::None,
-            fmt::format("{:.4f} s/step (95% CI {:.4f}-{:.4f})", s.estimate, s.lo, s.hi)};
+    return {Outcome::Ok,
+            Violation::None,
+            fmt::format("{:.4f} s/step (95% CI {:.4f}-{:.4f})", s.estimate, s.lo, s.hi),
+            {}};
 }
 
 } // namespace
@@ -45,8 +53,11 @@ Verdict completed(const Evidence& e, const Limits& limits) {
 Verdict classify(const Evidence& e, const Limits& limits) {
     if (!e.record) throw Error("classify without a Slurm record", "trial::classify");
     const slurm::JobRecord& rec = *e.record;
-    const slurm::Outcome job = slurm::classify(rec, e.job_output);
+    const slurm::Outcome job = slurm::classify(rec);
     Verdict v;
+    LogDiagnosis log = diagnose(e.job_output);
+    const bool slurm_oom_in_log =
+        is_memory(log.signal) && log.first && log.first->source == LineSource::Slurm;
     switch (job) {
     case slurm::Outcome::OutOfMemory:
         v.outcome = Outcome::OutOfMemory;
@@ -54,9 +65,7 @@ Verdict classify(const Evidence& e, const Limits& limits) {
                                limits.mem, limits.mem_bytes >> 20, e.steps);
         // Say which witness it was when Slurm's state alone does not.
         if (rec.state != slurm::JobState::OutOfMemory && !(rec.exit_code == 0 && rec.exit_signal == 125))
-            v.detail += fmt::format(" (Slurm state {}: {})", rec.raw_state,
-                                    rec.step_oom_killed ? "a step was OOM-killed, exit 0:125"
-                                                        : "the job output reports an oom-kill event");
+            v.detail += fmt::format(" (Slurm state {}: a step was OOM-killed, exit 0:125)", rec.raw_state);
         break;
     case slurm::Outcome::Timeout:
         v.outcome = Outcome::Timeout;
@@ -68,14 +77,33 @@ Verdict classify(const Evidence& e, const Limits& limits) {
         v.detail = fmt::format("Slurm state {} on {}: re-queued, not counted", rec.raw_state, rec.node_list);
         break;
     case slurm::Outcome::Failed:
-        v.outcome = Outcome::Crash;
-        v.detail = fmt::format("exit {} signal {} ({}): {}", rec.exit_code, rec.exit_signal, rec.raw_state,
-                               e.log_tail);
+        // A failed job's output says why (log_signals.hpp): a cgroup OOM kill Slurm reported there (where
+        // ranks ran in an srun step, the job ends FAILED with the step's exit code), the GPU's or the host
+        // allocator's out-of-memory, a collective that timed out, a rank's exception.
+        if (slurm_oom_in_log) {
+            v.outcome = Outcome::OutOfMemory;
+            v.detail =
+                fmt::format("peak memory > limit {} ({} MiB): killed out of memory after {} steps (Slurm "
+                            "state {}: the job output reports an oom-kill event)",
+                            limits.mem, limits.mem_bytes >> 20, e.steps, rec.raw_state);
+        } else if (log.signal == LogSignal::HostOom) {
+            v.outcome = Outcome::OutOfMemory;
+            v.detail = fmt::format("host memory ran out after {} steps: {}", e.steps, log.reason);
+        } else if (log.signal == LogSignal::GpuOom) {
+            v.outcome = Outcome::OutOfMemory;
+            v.detail = fmt::format("GPU memory ran out after {} steps: {}", e.steps, log.reason);
+        } else {
+            v.outcome = Outcome::Crash;
+            v.detail =
+                fmt::format("exit {} signal {} ({}): {}", rec.exit_code, rec.exit_signal, rec.raw_state,
+                            log.signal == LogSignal::None ? std::string(e.log_tail) : log.reason);
+        }
         break;
     case slurm::Outcome::Completed:
         v = completed(e, limits);
         break;
     }
+    if (log.signal != LogSignal::None) v.log = std::move(log);
     // Slurm's own requeue (a contract that asks for --requeue): the task's last run is the one recorded.
     if (rec.restarts > 0)
         v.detail += fmt::format(" [Slurm requeued and re-ran this task {} time(s); its last run is recorded]",

@@ -5,6 +5,7 @@
 // Nothing downstream reads the detail text: it is for people; decisions use Outcome and Violation.
 #include "measure/statistics.hpp"
 #include "slurm/job.hpp"
+#include "trial/log_signals.hpp"
 #include "util/enum_names.hpp"
 
 #include <optional>
@@ -91,11 +92,15 @@ struct Verdict {
     Outcome outcome = Outcome::Ok;
     Violation violation = Violation::None;
     std::string detail; // one line for people
+    // What the job's output said about its end (log_signals.hpp), when it said anything: which memory ran out
+    // (a GPU's out-of-memory is not the host limit's censored observation) and the allocator's numbers.
+    std::optional<LogDiagnosis> log;
 };
 
 // Slurm's verdict decides the failures only Slurm knows (out of memory, timeout, node failure, cancelled:
-// slurm::classify, with the job output as second witness of an OOM kill); a job that completed is then held
-// to the contract: a result file, every step line, the loss invariant.
+// slurm::classify); a failed job is told apart by its output (trial::diagnose: a cgroup OOM kill Slurm
+// reported there, a GPU or host out-of-memory, a collective timeout, a rank's exception); a job that
+// completed is then held to the contract: a result file, every step line, the loss invariant.
 Verdict classify(const Evidence& e, const Limits& limits);
 
 } // namespace infrarsi::trial

@@ -1,5 +1,6 @@
 // The Slurm client's parsers, against outputs captured from the local cluster (tests/fixtures/slurm).
 #include "slurm/client.hpp"
+#include "trial/log_signals.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
@@ -143,65 +144,30 @@ TEST_CASE("classification: Slurm's state first, then the OOM exit signature") {
     CHECK(classify(r) == Outcome::Failed);
 }
 
-TEST_CASE("Slurm's oom-kill report in a job's output is recognised; a workload talking about OOM is not") {
-    CHECK(reports_oom_kill("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=123.0. Some of your "
-                           "processes may have been killed by the cgroup out-of-memory handler.\n"));
-    CHECK(reports_oom_kill("step 3 loss 2.1\nslurmstepd-n2: error: Detected 2 oom-kill event(s) in "
-                           "StepId=41.batch. Some of your processes may have been killed by the cgroup "
-                           "out-of-memory handler.\nmore"));
-    CHECK(reports_oom_kill("slurmstepd: error: Detected 1 oom-kill event(s) in step 7.0 cgroup."));
-    CHECK(reports_oom_kill("slurmstepd: error: Exceeded step memory limit at some point."));
-    CHECK(reports_oom_kill("srun: error: n2: task 1: Out Of Memory\n"));
-    CHECK_FALSE(reports_oom_kill(""));
-    CHECK_FALSE(reports_oom_kill("INFRARSI_STEP {\"step\":1}\nwarning: oom-kill event(s) are bad\n"));
-    CHECK_FALSE(
-        reports_oom_kill("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-12-02T13:00:25 DUE TO "
-                         "NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"));
-    CHECK_FALSE(reports_oom_kill("srun: error: n2: task 1: Exited with exit code 1\n"));
-
-    // With the output as a second witness, a FAILED job whose step was OOM-killed is out of memory; Slurm's
-    // own verdicts still decide.
-    JobRecord r;
-    r.state = JobState::Failed;
-    r.exit_code = 1;
-    const std::string oom = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=9.0. Some of your "
-                            "processes may have been killed by the cgroup out-of-memory handler.\n";
-    CHECK(classify(r, oom) == Outcome::OutOfMemory);
-    CHECK(classify(r, "segmentation fault\n") == Outcome::Failed);
-    r.state = JobState::NodeFail;
-    CHECK(classify(r, oom) == Outcome::NodeFailure);
-    r.state = JobState::Timeout;
-    CHECK(classify(r, oom) == Outcome::Timeout);
-    r.state = JobState::Completed;
-    r.exit_code = 0;
-    CHECK(classify(r, oom) == Outcome::Completed);
-}
-
 // Captured from the local cluster (tests/fixtures/slurm/oom-*-2node*): minigpt dense-2node with micro-batch
 // 16 under --mem=600M on 2 nodes. srun: ranks started by `srun` (singletons); mpirun: sbatch/minigpt.sbatch,
 // whose mpirun starts its daemons, and so both ranks, in srun step .0.
 TEST_CASE("a multi-node OOM ends the job FAILED; the completion record and the output still show the OOM") {
     // srun: slurmstepd and srun report the oom-kill in the job's output; the record says FAILED 1:0.
     const auto srun_out = fixture("oom-srun-2node.out");
-    CHECK(reports_oom_kill(srun_out));
+    CHECK(trial::diagnose(srun_out).signal == trial::LogSignal::HostOom); // what trial::classify reads
     auto sc = parse_jobcomp(fixture("oom-srun-2node-scontrol.txt"));
     REQUIRE(sc.size() == 1);
     CHECK(sc[0].state == JobState::Failed);
     CHECK(sc[0].exit_code == 1);
-    CHECK_FALSE(sc[0].step_oom_killed); // scontrol has no step detail
-    CHECK(classify(sc[0]) == Outcome::Failed);
-    CHECK(classify(sc[0], srun_out) == Outcome::OutOfMemory);
+    CHECK_FALSE(sc[0].step_oom_killed);        // scontrol has no step detail
+    CHECK(classify(sc[0]) == Outcome::Failed); // the output tells it apart (trial_outcome_test)
 
     // mpirun: it kills srun when the rank dies, before slurmstepd reports the oom-kill; the output has only
     // mpirun's "exited on signal 9" (the oom-kill line went to the slurmd log only). The job completion
     // record's DerivedExitCode=0:125 says it.
     const auto mpirun_out = fixture("oom-mpirun-2node.out");
-    CHECK_FALSE(reports_oom_kill(mpirun_out));
+    CHECK_FALSE(trial::is_memory(trial::diagnose(mpirun_out).signal));
     auto sm = parse_jobcomp(fixture("oom-mpirun-2node-scontrol.txt"));
     REQUIRE(sm.size() == 1);
     CHECK(sm[0].state == JobState::Failed);
     CHECK(sm[0].exit_code == 137);
-    CHECK(classify(sm[0], mpirun_out) == Outcome::Failed); // nothing tells: accounting or jobcomp must
+    CHECK(classify(sm[0]) == Outcome::Failed); // nothing tells: accounting or jobcomp must
 
     auto jc = parse_jobcomp(fixture("oom-2node-jobcomp.txt"));
     REQUIRE(jc.size() == 2);

@@ -100,12 +100,47 @@ TEST_CASE("Slurm's verdict decides what only Slurm knows, whatever the trial's o
     CHECK(v.outcome == Outcome::OutOfMemory);
     CHECK(v.detail.find("the job output reports an oom-kill event") != std::string::npos);
 
-    // The workload printing the words is not Slurm's report: a crash.
+    // The workload printing the words is not Slurm's report: a crash, with the log's tail when the log names
+    // no reason, else the reason (the rank's exception, not the launcher's footer).
     e.job_output = "my model: error: Detected 1 oom-kill event\n";
     e.log_tail = "Traceback ...";
     v = trial::classify(e, limits);
     CHECK(v.outcome == Outcome::Crash);
     CHECK(v.detail == "exit 1 signal 0 (failed): Traceback ...");
+    e.job_output = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                   "ValueError: bad shape\n";
+    v = trial::classify(e, limits);
+    CHECK(v.outcome == Outcome::Crash);
+    CHECK(v.detail.find("ValueError: bad shape") != std::string::npos);
+
+    // A GPU's out-of-memory in the log: out of memory, said to be the GPU's, with the allocator's numbers.
+    e.job_output =
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.15 GiB of which 1.23 GiB is free. Of the allocated memory 75.10 GiB is "
+        "allocated by PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.\n";
+    v = trial::classify(e, limits);
+    CHECK(v.outcome == Outcome::OutOfMemory);
+    CHECK(v.detail.rfind("GPU memory ran out after 8 steps", 0) == 0);
+    REQUIRE(v.log);
+    CHECK(v.log->signal == trial::LogSignal::GpuOom);
+    CHECK(*v.log->first->requested_bytes == 2.0 * (1ull << 30));
+    const auto stored = trial::to_json(*v.log); // what ingest keeps in the trial's measurements
+    CHECK(stored["signal"] == "gpu_oom");
+    CHECK(stored["first"]["gpu"] == 0);
+    CHECK(stored["first"]["source"] == "workload");
+
+    // An NCCL timeout, then an out-of-memory line: a crash of the collective, not this candidate's memory.
+    e.job_output =
+        "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        "RuntimeError: CUDA out of memory. Tried to allocate 512.00 MiB (GPU 1; 10.76 GiB total "
+        "capacity; 9.20 GiB already allocated; 200.56 MiB free; 9.45 GiB reserved in total by "
+        "PyTorch)\n";
+    v = trial::classify(e, limits);
+    CHECK(v.outcome == Outcome::Crash);
+    REQUIRE(v.log);
+    CHECK(v.log->signal == trial::LogSignal::NcclTimeout);
 
     const auto timeout = record(slurm::JobState::Timeout);
     e.record = &timeout;
