@@ -46,7 +46,8 @@ class Reader {
     // Refuses keys the format does not know, so a typo is an error instead of a silent default.
     void known_keys(const toml::table& t, const std::string& path,
                     std::initializer_list<const char*> keys) const {
-        for (auto&& [k, v] : t) {
+        for (auto&& entry : t) {
+            const auto& k = entry.first;
             bool ok = std::any_of(keys.begin(), keys.end(), [&](const char* x) { return k.str() == x; });
             if (!ok) {
                 std::string list;
