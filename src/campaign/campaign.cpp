@@ -195,17 +195,19 @@ void Campaign::run(const RunOptions& o) {
     if (auto b = store_->baseline()) {
         say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%", b->median_step_s,
                            100 * b->minimum_detectable_effect));
+        if (const auto warning = noise_warning(); !warning.empty()) say(o, warning);
         store_->advance_stage(Stage::Search);
     }
     seed_from_bank(o);
     search(o);
     if (stopping(o)) return;
     store_->advance_stage(Stage::Verification);
+    // Without verification (--no-verify) the campaign stays at that stage: a later `verify`, or a daemon,
+    // verifies it; verify() moves it to done when it has run to its end.
     if (o.verify) verify(o);
     if (stopping(o)) return;
-    store_->advance_stage(Stage::Done);
     record_in_bank(o);
-    say(o, "campaign done");
+    say(o, o.verify ? "campaign done" : "campaign searched; verification not run (--no-verify)");
 }
 
 } // namespace infrarsi::campaign

@@ -139,6 +139,8 @@ class Campaign {
     std::map<std::string, std::optional<double>> estimates_; // by candidate and build
     std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
     double mde();
+    // Empty, or a warning for people when the doctor's noise leaves only very large speed-ups promotable.
+    std::string noise_warning();
     bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }
     scheduler::Scheduler& scheduler(const RunOptions& o); // chosen on first use (RunOptions::scheduler)
     void say(const RunOptions& o, const std::string& msg);

@@ -32,6 +32,23 @@ std::vector<double> Campaign::reference_losses() {
     return d ? d->reference_losses : std::vector<double>{};
 }
 
+namespace {
+// Above this minimum detectable effect the doctor warns: few real optimizations are that large.
+constexpr double kLargeMde = 0.25;
+} // namespace
+
+std::string Campaign::noise_warning() {
+    const auto d = store_->baseline();
+    if (!d || d->minimum_detectable_effect <= kLargeMde) return {};
+    return fmt::format(
+        "warning: with this noise only a candidate more than {:.0f}% faster can be promoted (noise "
+        "CV {:.1f}% between runs, {:.1f}% within a run); more verification repeats ([repeats] verify "
+        "= {}), more steps per trial, steps that leave out evaluations and checkpoints, or a quieter "
+        "machine lower it",
+        100 * d->minimum_detectable_effect, 100 * d->cv_between, 100 * d->cv_within,
+        contract_.repeats.verify);
+}
+
 double Campaign::mde() {
     // Before the doctor has measured the noise, 5%.
     auto d = store_->baseline();
@@ -62,9 +79,8 @@ void Campaign::finish_doctor() {
             continue;
         }
         medians.push_back(*t.step_time_s);
-        auto samples = t.measurements["steady_samples"].get<std::vector<double>>();
-        double mu = measure::mean(samples);
-        within.push_back(mu > 0 ? measure::stddev(samples) / mu : 0);
+        // Robust: one slow step (an evaluation, a checkpoint) must not make every candidate undetectable.
+        within.push_back(measure::robust_cv(t.measurements["steady_samples"].get<std::vector<double>>()));
         colds.push_back(t.cold_step_s.value_or(0));
         if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
         if (t.mfu) mfus.push_back(*t.mfu);
@@ -100,6 +116,7 @@ void Campaign::finish_doctor() {
                             "minimum detectable effect {:.2f}%",
                             noise.median_step_s, measure::median(colds), 100 * noise.cv_between,
                             100 * noise.minimum_detectable_effect));
+    if (const auto warning = noise_warning(); !warning.empty()) store_->log("doctor: " + warning);
 }
 
 void Campaign::doctor(const RunOptions& o) {

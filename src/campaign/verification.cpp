@@ -93,6 +93,8 @@ void Campaign::verify(const RunOptions& o) {
         submit_batch(v.batch_id, o);
         await_batch(v.batch_id, o);
     }
+    // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
+    if (!stopping(o)) store_->advance_stage(store::Stage::Done);
 }
 
 void Campaign::finish_verification(std::int64_t vid) {

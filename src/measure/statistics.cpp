@@ -20,6 +20,17 @@ double mean(const std::vector<double>& xs) {
     return xs.empty() ? 0 : std::accumulate(xs.begin(), xs.end(), 0.0) / static_cast<double>(xs.size());
 }
 
+double robust_cv(const std::vector<double>& xs) {
+    if (xs.size() < 2) return 0;
+    const double m = median(xs);
+    if (!(m > 0)) return 0;
+    std::vector<double> deviations;
+    deviations.reserve(xs.size());
+    for (double x : xs)
+        deviations.push_back(std::abs(x - m));
+    return 1.4826 * median(deviations) / m;
+}
+
 double stddev(const std::vector<double>& xs) {
     if (xs.size() < 2) return 0;
     double m = mean(xs), s = 0;

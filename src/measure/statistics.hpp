@@ -16,6 +16,10 @@ struct Interval {
 double median(std::vector<double> xs);
 double mean(const std::vector<double>& xs);
 double stddev(const std::vector<double>& xs); // sample standard deviation (n - 1)
+// The spread of a run's step times relative to their median, robust to a few outlier steps (an evaluation
+// or a checkpoint inside a timed step): 1.4826 x the median absolute deviation / the median, which equals the
+// coefficient of variation for normal noise. 0 for fewer than two samples or a zero median.
+double robust_cv(const std::vector<double>& xs);
 // Two-sided Student t quantile t_{1 - alpha/2, dof} for level 0.95 or 0.90.
 double t_quantile(int dof, double level = 0.95);
 Interval mean_ci(const std::vector<double>& xs, double level = 0.95);

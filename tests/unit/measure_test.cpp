@@ -69,3 +69,15 @@ TEST_CASE("a step's memory is its node's peak when the workload reports one (the
         nlohmann::json::parse(R"({"step":0,"loss":1.0,"step_time_s":0.5,"peak_rss_bytes":100})"));
     CHECK(*rank_only.peak_rss_bytes == 100);
 }
+
+TEST_CASE("the within-run noise is robust to one outlier step (an evaluation inside a timed step)") {
+    std::vector<double> steps{1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99};
+    const double quiet = robust_cv(steps);
+    CHECK(quiet > 0);
+    CHECK(quiet < 0.03);
+    steps.push_back(20.0); // nanoGPT's final evaluation inside the last timed step
+    CHECK(robust_cv(steps) < 0.03);
+    CHECK(stddev(steps) / mean(steps) > 1.0); // what the plain coefficient of variation would have said
+    CHECK(robust_cv({1.0}) == 0);
+    CHECK(robust_cv({0.0, 0.0}) == 0);
+}
