@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
     int idle = 10;
     app.add_option("--campaign,-c", campaigns, "a campaign directory (repeatable)");
     app.add_option("--root", root, "drive every campaign directory under this one");
+    app.add_option(
+        "--spool", o.run.spool,
+        "the plugin's spool: its tune requests (tune/) become campaigns under --root; its allocation "
+        "records name the hardware");
     app.add_flag("--once", o.once, "exit when every campaign is done");
     app.add_option("--idle", idle, "seconds between scans")->capture_default_str();
     app.add_option("--scheduler", o.run.scheduler, "where trials run: slurm, local or auto (as infrarsi run)")
@@ -40,6 +44,11 @@ int main(int argc, char** argv) {
     }
     if (campaigns.empty() && root.empty()) {
         fmt::print(stderr, "infrarsid: give --campaign DIR or --root DIR\n");
+        return 2;
+    }
+    if (!o.run.spool.empty() && root.empty()) {
+        fmt::print(stderr,
+                   "infrarsid: --spool starts tune requests' campaigns under --root: give --root DIR\n");
         return 2;
     }
     o.run.verbose = !quiet;

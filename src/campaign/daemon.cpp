@@ -1,19 +1,40 @@
 #include "campaign/daemon.hpp"
 
+#include "campaign/tune_intake.hpp"
 #include "util/error.hpp"
 
 #include <fmt/core.h>
 
 #include <set>
 #include <thread>
+#include <unistd.h>
 
 namespace infrarsi::campaign {
+namespace {
+
+// Takes the spool's new tune requests. Each thing is said once: a request left for another user's daemon, or
+// one the daemon may not move (started, then seen as started at every later scan), comes back at every scan.
+void take_tune_requests(const DaemonOptions& o, std::set<std::string>& said) {
+    const auto intake = scan_tune_requests(o.run.spool, o.root, ::geteuid());
+    auto say = [&](const std::string& key, const std::string& line) {
+        if (!said.insert(key).second) return;
+        fmt::print(stderr, "infrarsid: {}\n", line);
+        std::fflush(stderr);
+    };
+    if (!intake.problem.empty()) say(intake.problem, "tune requests: " + intake.problem);
+    for (const auto& h : intake.requests)
+        say(h.moved || h.move_error.empty() ? describe(h) : h.file + " stays: " + h.move_error, describe(h));
+}
+
+} // namespace
 
 int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
     std::set<std::filesystem::path> failed;
+    std::set<std::string> said;
     RunOptions ro = o.run;
     ro.stop = &stop;
     while (!stop) {
+        if (!o.run.spool.empty() && !o.root.empty()) take_tune_requests(o, said);
         std::vector<std::filesystem::path> dirs = o.campaigns;
         if (!o.root.empty() && std::filesystem::is_directory(o.root))
             for (const auto& e : std::filesystem::directory_iterator(o.root))

@@ -2,7 +2,8 @@
 // The daemon loop: drive every unfinished campaign (given directly, or found under a root directory) until
 // its budget ends, one campaign step at a time; stop cleanly on SIGTERM/SIGINT. All state is in each
 // campaign's store, so the daemon may be killed at any time (even SIGKILL) and restarted, or run as a Slurm
-// job (sbatch/infrarsid.sbatch).
+// job (sbatch/infrarsid.sbatch). With a spool and a root, each scan also takes the plugin's tune requests
+// (campaign/tune_intake.hpp) and starts their campaigns under the root.
 #include "campaign/campaign.hpp"
 
 #include <atomic>
@@ -16,7 +17,7 @@ struct DaemonOptions {
     std::filesystem::path root; // every subdirectory holding campaign.db
     bool once = false;          // exit when every campaign is done
     std::chrono::seconds idle{10};
-    RunOptions run;
+    RunOptions run; // run.spool: the plugin's spool (tune requests, allocation records)
 };
 
 // Returns the number of campaigns that failed with an error (each is logged and skipped).

@@ -87,6 +87,13 @@ json status(campaign::Campaign& c) {
               {"failed", failed},
               {"outcomes", counts},
               {"promotions", s.promotions().size()}};
+    if (auto job =
+            s.meta("tune_job_id")) { // started from the plugin's tune request (campaign/tune_intake.hpp)
+        j["tune"] = {{"job_id", std::stoul(*job)},
+                     {"script", s.meta("tune_script").value_or("")},
+                     {"user", s.meta("tune_user").value_or("")}};
+        if (auto r = s.meta("tune_request")) j["tune"]["request"] = json::parse(*r, nullptr, false);
+    }
     const auto baseline = s.baseline();
     if (baseline)
         j["baseline"] = {{"step_s", baseline->median_step_s}, {"mde", baseline->minimum_detectable_effect}};
@@ -107,6 +114,11 @@ std::string render_status(const json& j) {
     out += fmt::format("trials: {} of {} used; node-hours {:.3f}; wall {:.0f} s\n",
                        j["trials"]["used"].get<int>(), j["trials"]["budget"].get<int>(),
                        j["node_hours"]["used"].get<double>(), j["wall_s"].get<double>());
+    if (j.contains("tune")) {
+        const auto script = j["tune"]["script"].get<std::string>();
+        out += fmt::format("tune request: job {} ({})\n", j["tune"]["job_id"].get<unsigned long>(),
+                           script.empty() ? "no script file" : script);
+    }
     out += fmt::format("running {}, pending {}, failed {}; outcomes:", j["running"].get<int>(),
                        j["pending"].get<int>(), j["failed"].get<int>());
     for (const auto& [k, v] : j["outcomes"].items())

@@ -1,0 +1,230 @@
+#include "campaign/tune_intake.hpp"
+
+#include "campaign/campaign.hpp"
+#include "trial/tune_request.hpp"
+#include "util/error.hpp"
+#include "util/fd.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace infrarsi::campaign {
+namespace {
+
+const char* const kRootRefusal = "a root daemon does not start campaigns for users yet; run infrarsid as the "
+                                 "user (sbatch/infrarsid.sbatch)";
+
+bool all_digits(const std::string& s) {
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](unsigned char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string errno_text() {
+    return std::strerror(errno);
+}
+
+// A user's input file named by a root-written request: a regular file (not a symlink) owned by `uid`.
+// Empty when it is; else what it is instead.
+std::string check_owned_file(const std::string& what, const std::string& path, std::uint32_t uid) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return fmt::format("{} {}: {}", what, path, errno_text());
+    if (S_ISLNK(st.st_mode)) return fmt::format("{} {} is a symlink (expected a regular file)", what, path);
+    if (!S_ISREG(st.st_mode)) return fmt::format("{} {} is not a regular file", what, path);
+    if (st.st_uid != uid)
+        return fmt::format("{} {} is owned by uid {}, not by the request's uid {}", what, path, st.st_uid,
+                           uid);
+    return {};
+}
+
+// A directory of the spool, made 0755 when missing; never a symlink. Empty when usable; else why not.
+std::string spool_subdir(const std::filesystem::path& dir) {
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+        return fmt::format("cannot create {}: {}", dir.string(), errno_text());
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) return fmt::format("{}: {}", dir.string(), errno_text());
+    if (!S_ISDIR(st.st_mode))
+        return fmt::format("{} is not a directory (a symlink is not followed)", dir.string());
+    return {};
+}
+
+// Renames tune/<file> into tune/<sub>/<stem>.json (and writes <stem>.reason first when refused).
+void move_request(const std::filesystem::path& tune, const std::string& sub, const std::string& stem,
+                  const std::string& reason, TuneRequestHandled& h) {
+    const auto dir = tune / sub;
+    if (auto e = spool_subdir(dir); !e.empty()) {
+        h.move_error = e;
+        return;
+    }
+    if (!reason.empty()) {
+        const auto path = dir / (stem + ".reason");
+        UniqueFd f(
+            ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644));
+        if (!f) {
+            h.move_error = fmt::format("cannot write {}: {}", path.string(), errno_text());
+            return;
+        }
+        try {
+            write_all(f.get(), reason + "\n", path.string());
+        } catch (const Error& e) {
+            h.move_error = e.what();
+            return;
+        }
+    }
+    const auto from = tune / h.file, to = dir / (stem + ".json");
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+        h.move_error = fmt::format("cannot move {} to {}: {}", from.string(), to.string(), errno_text());
+        return;
+    }
+    h.moved = true;
+}
+
+// Creates the campaign in a staging directory outside the daemon's view (<root>/.tune-intake/<id>: not a
+// direct child, so never driven half-made), records the request in its store, then renames it into place:
+// <root>/tune-<id> exists only for a campaign that is complete.
+void start_campaign(const trial::TuneRequest& r, const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    const auto staging = dir.parent_path() / ".tune-intake" / std::to_string(r.job_id);
+    fs::remove_all(staging); // left by a daemon killed while starting it
+    fs::create_directories(staging.parent_path());
+    try {
+        Campaign::init(r.contract, staging);
+        {
+            Campaign c(staging);
+            auto& s = c.store();
+            s.set_meta("tune_job_id", std::to_string(r.job_id));
+            s.set_meta("tune_script", r.script);
+            s.set_meta("tune_user", r.user);
+            s.set_meta("tune_request", trial::to_json(r).dump());
+            s.log(fmt::format("campaign started from the tune request of job {} ({}, user {})", r.job_id,
+                              r.script.empty() ? "no script file" : r.script, r.user));
+        }
+        fs::rename(staging, dir);
+    } catch (...) {
+        std::error_code ec;
+        fs::remove_all(staging, ec);
+        throw;
+    }
+}
+
+TuneRequestHandled handle(const std::filesystem::path& tune, const std::string& file,
+                          const std::filesystem::path& root, uid_t acting_uid) {
+    TuneRequestHandled h;
+    h.file = file;
+    const std::string stem = file.substr(0, file.size() - 5); // without ".json"
+    auto refuse = [&](const std::string& reason) {
+        h.action = TuneAction::Refused;
+        h.reason = reason;
+        move_request(tune, "refused", stem, reason, h);
+        return h;
+    };
+    trial::TuneRequest r;
+    try {
+        r = trial::read_tune_request(tune / file);
+    } catch (const Error& e) {
+        return refuse(e.what());
+    }
+    h.job_id = r.job_id;
+    if (stem != std::to_string(r.job_id))
+        return refuse(fmt::format("the file is named for job {} but the request is job {}", stem, r.job_id));
+    if (acting_uid != 0 && r.uid != acting_uid) {
+        h.action = TuneAction::OtherUser;
+        h.reason = fmt::format("uid {} ({}), not this daemon's uid {}", r.uid, r.user, acting_uid);
+        return h;
+    }
+    if (acting_uid == 0) return refuse(kRootRefusal);
+    const auto dir = root / ("tune-" + std::to_string(r.job_id));
+    h.campaign = dir;
+    std::error_code ec;
+    if (std::filesystem::symlink_status(dir, ec).type() != std::filesystem::file_type::not_found) {
+        h.action = TuneAction::AlreadyStarted;
+        move_request(tune, "done", stem, {}, h);
+        return h;
+    }
+    if (auto e = check_owned_file("contract", r.contract, r.uid); !e.empty()) return refuse(e);
+    if (!r.script.empty())
+        if (auto e = check_owned_file("script", r.script, r.uid); !e.empty()) return refuse(e);
+    try {
+        start_campaign(r, dir);
+    } catch (const std::exception& e) {
+        h.campaign.clear();
+        return refuse(std::string("the campaign could not be initialized: ") + e.what());
+    }
+    h.action = TuneAction::Started;
+    move_request(tune, "done", stem, {}, h);
+    return h;
+}
+
+} // namespace
+
+TuneIntake scan_tune_requests(const std::filesystem::path& spool, const std::filesystem::path& root,
+                              uid_t acting_uid) {
+    namespace fs = std::filesystem;
+    TuneIntake out;
+    const auto tune = spool / "tune";
+    struct stat st {};
+    if (::lstat(tune.c_str(), &st) != 0) {
+        if (errno != ENOENT) out.problem = fmt::format("{}: {}", tune.string(), errno_text());
+        return out;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        out.problem = fmt::format("{} is not a directory (a symlink is not followed)", tune.string());
+        return out;
+    }
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (fs::directory_iterator it(tune, ec), end; !ec && it != end; it.increment(ec)) {
+        const auto name = it->path().filename().string();
+        if (name.size() > 5 && name.ends_with(".json") && all_digits(name.substr(0, name.size() - 5)))
+            files.push_back(name);
+    }
+    if (ec) {
+        out.problem = fmt::format("cannot list {}: {}", tune.string(), ec.message());
+        return out;
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+        try {
+            out.requests.push_back(handle(tune, f, root, acting_uid));
+        } catch (
+            const std::exception& e) { // a filesystem error of the spool or the root: the next scan retries
+            TuneRequestHandled h;
+            h.file = f;
+            h.reason = std::string("not handled, the next scan retries: ") + e.what();
+            h.move_error = "not handled";
+            out.requests.push_back(h);
+        }
+    }
+    return out;
+}
+
+std::string describe(const TuneRequestHandled& h) {
+    std::string s = "tune request " + h.file + ": ";
+    switch (h.action) {
+    case TuneAction::Started:
+        s += "campaign " + h.campaign.string() + " started";
+        break;
+    case TuneAction::AlreadyStarted:
+        s += "campaign " + h.campaign.string() + " was started already";
+        break;
+    case TuneAction::Refused:
+        s += "refused: " + h.reason;
+        break;
+    case TuneAction::OtherUser:
+        s += "left for its user's daemon: " + h.reason;
+        break;
+    }
+    if (h.moved)
+        s += h.action == TuneAction::Refused ? " (moved to refused/)" : " (moved to done/)";
+    else if (!h.move_error.empty())
+        s += "; it stays in tune/: " + h.move_error;
+    return s;
+}
+
+} // namespace infrarsi::campaign
