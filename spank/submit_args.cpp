@@ -1,18 +1,11 @@
 #include "submit_args.hpp"
 
+#include "util/printable.hpp"
+
 #include <filesystem>
 #include <fstream>
 
 namespace infrarsi::spank {
-namespace {
-
-bool printable(const std::string& s) {
-    for (unsigned char c : s)
-        if (c < 0x20 || c == 0x7f) return false;
-    return true;
-}
-
-} // namespace
 
 std::optional<std::string> find_batch_script(const std::vector<std::string>& argv, const std::string& cwd) {
     for (size_t i = 1; i < argv.size(); ++i) {

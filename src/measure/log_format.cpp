@@ -174,8 +174,7 @@ std::optional<Fields> key_value_fields(std::string_view line) {
     return f;
 }
 
-Fields pattern_fields(const std::map<std::string, std::string>& g, const LogFormat& f, double time_unit,
-                      double memory_unit) {
+Fields pattern_fields(const std::map<std::string, std::string>& g, double time_unit, double memory_unit) {
     Fields out;
     auto get = [&](const char* name) -> std::optional<double> {
         auto it = g.find(name);
@@ -188,7 +187,6 @@ Fields pattern_fields(const std::map<std::string, std::string>& g, const LogForm
     if (auto m = get("memory")) out.memory_bytes = *m * memory_unit;
     if (auto m = get("mfu")) out.mfu = *m;
     if (auto m = get("mfu_pct")) out.mfu = *m / 100.0;
-    (void)f;
     return out;
 }
 
@@ -304,7 +302,7 @@ StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<d
 
         std::optional<Fields> fields;
         if (pattern) {
-            if (auto g = pattern->match(line)) fields = pattern_fields(*g, f, time_unit, memory_unit);
+            if (auto g = pattern->match(line)) fields = pattern_fields(*g, time_unit, memory_unit);
         } else {
             fields = key_value_fields(line);
         }

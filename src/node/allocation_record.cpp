@@ -3,6 +3,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
+#include "util/printable.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -22,12 +23,6 @@ template <class T> T field(const nlohmann::json& j, const char* name) {
 
 uint32_t id_field(const nlohmann::json& j, const char* name) {
     return json_field<uint32_t>(j, name, "allocation record");
-}
-
-bool printable(const std::string& s) {
-    for (unsigned char c : s)
-        if (c < 0x20 || c == 0x7f) return false;
-    return true;
 }
 
 } // namespace

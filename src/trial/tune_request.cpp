@@ -2,17 +2,12 @@
 
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/printable.hpp"
 
 #include <nlohmann/json.hpp>
 
 namespace infrarsi::trial {
 namespace {
-
-bool printable(const std::string& s) {
-    for (unsigned char c : s)
-        if (c < 0x20 || c == 0x7f) return false;
-    return true;
-}
 
 std::string str(const nlohmann::json& j, const char* name) {
     if (!j.contains(name) || !j.at(name).is_string())
