@@ -88,3 +88,21 @@ TEST_CASE("a result with foreign content is refused with the field, and the firs
     first["trial_id"] = 17;
     CHECK(trial::result_from_json(first, "r.json").trial_id == "17");
 }
+
+TEST_CASE("line times: what reads as times, up to the first line that does not; a FIFO or no file is none") {
+    const fs::path dir = fs::temp_directory_path() / ("infrarsi-times-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const auto times = trial::line_times_path(dir / "log.txt");
+    CHECK(times == dir / "log.txt.times");
+    CHECK(trial::read_line_times(times).empty());
+    std::ofstream(times) << "0.5000\n1.2500\n-3\n4.0\n";
+    CHECK(trial::read_line_times(times) == std::vector<double>{0.5, 1.25}); // a negative time ends it
+    std::ofstream(times) << "0.5\nnan\n" << std::string(1000, 'x');
+    CHECK(trial::read_line_times(times) == std::vector<double>{0.5});
+    std::ofstream(times) << "2.0"; // cut mid-line: no newline, not a time yet
+    CHECK(trial::read_line_times(times).empty());
+    fs::remove(times);
+    REQUIRE(::mkfifo(times.c_str(), 0600) == 0);
+    CHECK(trial::read_line_times(times).empty());
+    fs::remove_all(dir);
+}
