@@ -1,17 +1,21 @@
-// The local backend: a batch's tasks run as child processes of the orchestrator, each in a session of its
-// own (the wrapper starts the workload in a process group of its own, and a session holds both), with output
-// to the task's output file. Nothing runs between calls: wait() starts tasks, samples
-// their memory, enforces the limits and records their ends. Limits:
-//   memory: the resident set of the task's session, sampled every poll (at most 200 ms apart), is
-//           killed (SIGKILL) when it exceeds the limit and recorded OUT_OF_MEMORY; an allocation faster than
-//           the sampling may overshoot the limit briefly (a cgroup would not let it: use Slurm for that);
+// The local backend: a batch's tasks run as child processes of the orchestrator (util/process's
+// start_detached), each in a session of its own (the wrapper starts the workload in a process group of its
+// own, and a session holds both), with output to the task's output file. Nothing runs between calls: wait()
+// starts tasks, samples their memory, enforces the limits and records their ends. Limits:
+//   memory: where this process may create a cgroup v2 with a memory limit (memory_cgroup.hpp), each task
+//           runs in one with memory.max at the limit: the kernel holds it, and a task it OOM-kills is
+//           recorded OUT_OF_MEMORY. Elsewhere a watchdog: the resident set of the task's session, sampled
+//           every poll (at most 200 ms apart), is killed (SIGKILL) when it exceeds the limit and recorded
+//           OUT_OF_MEMORY; an allocation faster than the sampling may overshoot the limit briefly.
+//           description() says which;
 //   time:   SIGTERM at the limit, SIGKILL 2 s later, recorded TIMEOUT.
 // State on disk, under <state_dir>/<job id>/: job.json (the request), `held` until released, `cancelled`,
 // <index>.pid while a task runs (pid and start time, so a restarted orchestrator can tell its orphan from
-// a recycled pid and stop it) and <index>.json once it ended. A task that was running when its orchestrator
-// died has no end record: the next wait() stops what is left of it and runs it again.
+// a recycled pid and stop it; its cgroup, if any) and <index>.json once it ended. A task that was running
+// when its orchestrator died has no end record: the next wait() stops what is left of it and runs it again.
 #include "scheduler/scheduler.hpp"
 
+#include "scheduler/memory_cgroup.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/json_field.hpp"
@@ -24,11 +28,9 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <map>
 #include <set>
-#include <spawn.h>
 #include <sstream>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -131,39 +133,6 @@ const char* slurm_name(slurm::JobState s) {
     }
 }
 
-// Starts `argv` in a new session with stdin from /dev/null and stdout and stderr to `output`.
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& cwd,
-            const fs::path& output) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t all, none;
-    sigfillset(&all);
-    sigemptyset(&none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID);
-    std::vector<char*> cargv, cenv;
-    for (const auto& a : argv)
-        cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    for (const auto& e : env)
-        cenv.push_back(const_cast<char*>(e.c_str()));
-    cenv.push_back(nullptr);
-    pid_t pid = -1;
-    const int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), cenv.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0)
-        throw Error(std::string("cannot start the trial: ") + std::strerror(rc), describe_command(argv));
-    return pid;
-}
-
 std::string expand_output(const std::string& pattern, const std::string& job, int index) {
     std::string out;
     for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -185,6 +154,7 @@ struct Running {
     long long peak_rss = 0;
     slurm::JobState kill_reason = slurm::JobState::Unknown; // set when the watchdog or a cancel killed it
     std::optional<clock::time_point> sigkill_at;
+    fs::path cgroup; // where the kernel holds its memory limit; empty: the watchdog does
 };
 
 double epoch_now() {
@@ -193,7 +163,16 @@ double epoch_now() {
 
 class LocalScheduler final : public Scheduler {
   public:
-    explicit LocalScheduler(fs::path state_dir) : dir_(std::move(state_dir)) { fs::create_directories(dir_); }
+    LocalScheduler(fs::path state_dir, LocalMemoryLimit memory) : dir_(std::move(state_dir)) {
+        fs::create_directories(dir_);
+        std::string why = "the watchdog was asked for";
+        if (memory == LocalMemoryLimit::Auto) cgroups_ = MemoryCgroups::find(&why);
+        description_ = cgroups_ ? fmt::format("local (memory limit: a cgroup v2 per trial under {})",
+                                              cgroups_->parent().string())
+                                : fmt::format("local (memory limit: a watchdog over the trial's resident "
+                                              "memory, sampled every 200 ms; no cgroup: {})",
+                                              why);
+    }
 
     ~LocalScheduler() override {
         // Tasks do not outlive the orchestrator that runs them (a restart runs them again).
@@ -202,10 +181,12 @@ class LocalScheduler final : public Scheduler {
                 signal_session(r.pid, SIGKILL);
                 while (::waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
                 }
+                if (!r.cgroup.empty()) MemoryCgroups::remove(r.cgroup);
             }
     }
 
     std::string name() const override { return "local"; }
+    std::string description() const override { return description_; }
     bool reachable(std::string*) const override { return true; }
 
     std::string submit_held(const ArrayJob& job) override {
@@ -341,6 +322,13 @@ class LocalScheduler final : public Scheduler {
             const pid_t pid = p->value("pid", -1);
             const auto st = pid > 0 ? proc_stat(pid) : std::nullopt;
             if (st && st->start_ticks == p->value("start_ticks", 0ull)) signal_session(pid, SIGKILL);
+            // Only a cgroup under this scheduler's parent: the file is on disk, and disks can lie.
+            if (const auto& cg = p->value("cgroup", json()); cg.is_string() && cgroups_) {
+                const fs::path path = cg.get<std::string>();
+                if (path.parent_path() == cgroups_->parent() &&
+                    path.filename().string().rfind("infrarsi-", 0) == 0)
+                    MemoryCgroups::remove(path);
+            }
         }
         std::error_code ec;
         fs::remove(pid_file, ec);
@@ -369,18 +357,30 @@ class LocalScheduler final : public Scheduler {
                 // The leader ended; what is left of its session goes with it.
                 signal_session(r.pid, SIGKILL);
                 const double elapsed = std::chrono::duration<double>(clock::now() - r.started).count();
-                const long long peak = std::max(r.peak_rss, static_cast<long long>(ru.ru_maxrss) * 1024);
+                long long peak = std::max(r.peak_rss, static_cast<long long>(ru.ru_maxrss) * 1024);
                 const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
                 const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
                 slurm::JobState state = r.kill_reason;
+                if (!r.cgroup.empty()) {
+                    // The kernel killed part of it at the limit: the trial is out of memory, as under Slurm.
+                    const auto use = MemoryCgroups::usage(r.cgroup);
+                    peak = std::max(peak, use.peak_bytes);
+                    if (use.oom_kills > 0 && state == slurm::JobState::Unknown)
+                        state = slurm::JobState::OutOfMemory;
+                    MemoryCgroups::remove(r.cgroup);
+                }
                 if (state == slurm::JobState::Unknown)
                     state = code == 0 && sig == 0 ? slurm::JobState::Completed : slurm::JobState::Failed;
                 record_end(job, index, state, code, sig, elapsed, peak, r.start_epoch);
                 it = running.erase(it);
                 continue;
             }
-            r.peak_rss = std::max(r.peak_rss, session_rss_bytes(r.pid));
-            if (mem_bytes > 0 && r.peak_rss > mem_bytes) kill_task(r, slurm::JobState::OutOfMemory);
+            if (r.cgroup.empty()) {
+                r.peak_rss = std::max(r.peak_rss, session_rss_bytes(r.pid));
+                if (mem_bytes > 0 && r.peak_rss > mem_bytes) kill_task(r, slurm::JobState::OutOfMemory);
+            } else {
+                r.peak_rss = std::max(r.peak_rss, MemoryCgroups::usage(r.cgroup).peak_bytes);
+            }
             if (time_limit_s > 0 && clock::now() - r.started > std::chrono::seconds(time_limit_s))
                 kill_task(r, slurm::JobState::Timeout);
             if (r.sigkill_at && clock::now() >= *r.sigkill_at) {
@@ -453,29 +453,42 @@ class LocalScheduler final : public Scheduler {
         Running r;
         r.started = clock::now();
         r.start_epoch = epoch_now();
+        const long long mem_bytes = spec.value("mem_bytes", 0LL);
         try {
             if (!output.parent_path().empty()) fs::create_directories(output.parent_path());
-            r.pid = spawn({"bash", spec.at("script").get<std::string>()}, environment,
-                          spec.value("workdir", ""), output);
+            DetachedOptions o;
+            o.env = environment;
+            o.cwd = spec.value("workdir", "");
+            o.output = output.string();
+            if (cgroups_ && mem_bytes > 0) {
+                r.cgroup =
+                    cgroups_->create(fmt::format("infrarsi-{}-{}-{}", ::getpid(), job, index), mem_bytes);
+                o.cgroup = r.cgroup.string();
+            }
+            r.pid = start_detached({"bash", spec.at("script").get<std::string>()}, o);
         } catch (const std::exception& e) {
+            if (!r.cgroup.empty()) MemoryCgroups::remove(r.cgroup);
             std::ofstream(output, std::ios::app) << "infrarsi local scheduler: " << e.what() << "\n";
             record_end(job, index, slurm::JobState::Failed, 127, 0, 0, 0, r.start_epoch);
             return;
         }
         const auto st = proc_stat(r.pid);
-        write_file_atomically(d / fmt::format("{}.pid", index),
-                              json{{"pid", r.pid}, {"start_ticks", st ? st->start_ticks : 0}}.dump() + "\n");
+        json pid_record = {{"pid", r.pid}, {"start_ticks", st ? st->start_ticks : 0}};
+        if (!r.cgroup.empty()) pid_record["cgroup"] = r.cgroup.string();
+        write_file_atomically(d / fmt::format("{}.pid", index), pid_record.dump() + "\n");
         running_[job][index] = r;
     }
 
     fs::path dir_;
+    std::optional<MemoryCgroups> cgroups_; // empty: the watchdog holds the memory limit
+    std::string description_;
     std::map<std::string, std::map<int, Running>> running_; // by job, then task index
 };
 
 } // namespace
 
-std::unique_ptr<Scheduler> local_scheduler(const fs::path& state_dir) {
-    return std::make_unique<LocalScheduler>(state_dir);
+std::unique_ptr<Scheduler> local_scheduler(const fs::path& state_dir, LocalMemoryLimit memory) {
+    return std::make_unique<LocalScheduler>(state_dir, memory);
 }
 
 std::unique_ptr<Scheduler> make_scheduler(std::string_view which, const fs::path& local_state_dir,

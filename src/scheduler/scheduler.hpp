@@ -3,7 +3,8 @@
 // Slurm-style JobRecord, so the campaign has one vocabulary whichever runs them. Two backends:
 //   slurm  the cluster, through slurm::Client (sbatch --array, held then released; squeue, sacct, scancel);
 //   local  child processes on this machine (a workstation, a GPU box without Slurm): one task at a time by
-//          default, under the memory limit (a watchdog over the task's process group) and the time limit,
+//          default, under the memory limit (a cgroup v2 where it may make one, else a watchdog over the
+//          task's processes) and the time limit,
 //          with the same wrapper, output files and result files; its state is kept on disk, so a restarted
 //          orchestrator re-attaches to a batch as it does to a Slurm job.
 #include "slurm/job.hpp"
@@ -47,6 +48,9 @@ class Scheduler {
   public:
     virtual ~Scheduler() = default;
     virtual std::string name() const = 0; // "slurm", "local"
+    // For people, once per run: the name and how it holds the limits (the local backend's memory limit:
+    // a cgroup or a watchdog, and why).
+    virtual std::string description() const { return name(); }
     // Whether jobs can be submitted now; `why` says what is wrong when not.
     virtual bool reachable(std::string* why) const = 0;
     // Submits the batch held: nothing runs before release(). A held job of the same name (left by a process
@@ -62,8 +66,12 @@ class Scheduler {
 };
 
 std::unique_ptr<Scheduler> slurm_scheduler();
+// How the local backend holds the memory limit: a cgroup v2 per trial where this process may create one
+// (Auto), else the watchdog; Watchdog: always the watchdog (tests of the watchdog itself).
+enum class LocalMemoryLimit { Auto, Watchdog };
 // Keeps its jobs' state under state_dir (created when missing).
-std::unique_ptr<Scheduler> local_scheduler(const fs::path& state_dir);
+std::unique_ptr<Scheduler> local_scheduler(const fs::path& state_dir,
+                                           LocalMemoryLimit memory = LocalMemoryLimit::Auto);
 
 // "slurm", "local" or "auto" (Slurm when it answers, else local). `why` gets the reason for auto's choice.
 // Throws an Error for another name.

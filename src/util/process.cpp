@@ -1,6 +1,7 @@
 #include "util/process.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -9,6 +10,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 extern char** environ;
@@ -16,22 +18,111 @@ extern char** environ;
 namespace infrarsi {
 namespace {
 
+using clock = std::chrono::steady_clock;
+
 struct Pipe {
-    int fd[2] = {-1, -1};
+    UniqueFd read, write;
     Pipe() {
+        int fd[2];
         if (::pipe2(fd, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
+        read.reset(fd[0]);
+        write.reset(fd[1]);
     }
-    ~Pipe() { close_all(); }
-    void close_end(int i) {
-        if (fd[i] >= 0) ::close(fd[i]);
-        fd[i] = -1;
+};
+
+// Where a child's process group is: one of its own (a timeout kills it whole), or a new session (a trial
+// whose wrapper makes process groups of its own, all inside the session).
+enum class Group { Own, Session };
+
+// posix_spawn's two attribute objects, destroyed on every path.
+struct SpawnSetup {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    SpawnSetup() {
+        posix_spawn_file_actions_init(&actions);
+        posix_spawnattr_init(&attr);
     }
-    void close_all() {
-        close_end(0);
-        close_end(1);
+    ~SpawnSetup() {
+        posix_spawn_file_actions_destroy(&actions);
+        posix_spawnattr_destroy(&attr);
     }
-    Pipe(const Pipe&) = delete;
-    Pipe& operator=(const Pipe&) = delete;
+    SpawnSetup(const SpawnSetup&) = delete;
+    SpawnSetup& operator=(const SpawnSetup&) = delete;
+};
+
+// The one place a child is started. `setup.actions` already says where its standard streams go. The child
+// gets default signal dispositions, an empty signal mask and the process group `group` asks for.
+pid_t spawn_child(const std::vector<std::string>& argv, const std::string& cwd,
+                  const std::vector<std::string>& env, SpawnSetup& setup, Group group) {
+    if (argv.empty()) throw Error("empty command line", "start a program");
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&setup.actions, cwd.c_str());
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&setup.attr, &all);
+    posix_spawnattr_setsigmask(&setup.attr, &none);
+    short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+    if (group == Group::Own) {
+        posix_spawnattr_setpgroup(&setup.attr, 0);
+        flags |= POSIX_SPAWN_SETPGROUP;
+    } else {
+        flags |= POSIX_SPAWN_SETSID;
+    }
+    posix_spawnattr_setflags(&setup.attr, flags);
+
+    std::vector<char*> cargv, cenv;
+    for (const auto& a : argv)
+        cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    for (const auto& e : env)
+        cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+    pid_t pid = -1;
+    const int rc = posix_spawnp(&pid, cargv[0], &setup.actions, &setup.attr, cargv.data(), cenv.data());
+    if (rc != 0)
+        throw Error(std::string("cannot start program: ") + std::strerror(rc), describe_command(argv),
+                    "the program installed and on PATH");
+    return pid;
+}
+
+// Signals the child's process group and the child itself (in case it left the group).
+void signal_child(pid_t pid, int sig) {
+    ::kill(-pid, sig);
+    ::kill(pid, sig);
+}
+
+// A child that is not reaped when run_process leaves (an exception from on_output) is killed and reaped.
+struct Reaper {
+    pid_t pid;
+    bool reaped = false;
+    ~Reaper() {
+        if (reaped) return;
+        signal_child(pid, SIGKILL);
+        while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+    }
+};
+
+// The timeout: SIGTERM to the process group at the deadline, SIGKILL 2 s later.
+struct Deadline {
+    std::optional<clock::time_point> at;
+    std::optional<clock::time_point> kill_at;
+    bool term_sent = false;
+    // Returns true when it has just timed out.
+    bool enforce(pid_t pid) {
+        const auto now = clock::now();
+        if (at && !term_sent && now >= *at) {
+            signal_child(pid, SIGTERM);
+            term_sent = true;
+            kill_at = now + std::chrono::seconds(2);
+            return true;
+        }
+        if (kill_at && now >= *kill_at) {
+            signal_child(pid, SIGKILL);
+            kill_at.reset();
+        }
+        return false;
+    }
 };
 
 } // namespace
@@ -62,80 +153,64 @@ std::string describe_command(const std::vector<std::string>& argv) {
     return s;
 }
 
+pid_t start_detached(const std::vector<std::string>& argv, const DetachedOptions& options) {
+    if (options.output.empty()) throw Error("no output file", describe_command(argv));
+    SpawnSetup setup;
+    posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&setup.actions, 1, options.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&setup.actions, 1, 2);
+    if (options.cgroup.empty()) return spawn_child(argv, options.cwd, options.env, setup, Group::Session);
+    // posix_spawn cannot start a child in a cgroup: a shell moves itself there ("0": the writer), then
+    // becomes the program, so nothing of the program runs outside it. The path is an argument, not text.
+    std::vector<std::string> in_cgroup{"sh", "-c", "echo 0 > \"$0/cgroup.procs\" && exec \"$@\"",
+                                       options.cgroup};
+    in_cgroup.insert(in_cgroup.end(), argv.begin(), argv.end());
+    return spawn_child(in_cgroup, options.cwd, options.env, setup, Group::Session);
+}
+
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
     if (argv.empty()) throw Error("empty command line", "run_process");
     Pipe in, out, err;
+    SpawnSetup setup;
+    posix_spawn_file_actions_adddup2(&setup.actions, in.read.get(), 0);
+    posix_spawn_file_actions_adddup2(&setup.actions, out.write.get(), 1);
+    posix_spawn_file_actions_adddup2(&setup.actions, options.on_output ? out.write.get() : err.write.get(),
+                                     2);
+    const auto start = clock::now();
+    Reaper child{spawn_child(argv, options.cwd, merged_environment(options.env), setup, Group::Own)};
+    Deadline deadline;
+    if (options.timeout) deadline.at = start + *options.timeout;
 
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in.fd[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, out.fd[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, options.on_output ? out.fd[1] : err.fd[1], 2);
-    if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
-
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    // The child gets default signal dispositions and its own process group, so a timeout kills it all.
-    sigset_t all;
-    sigfillset(&all);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-
-    std::vector<char*> cargv;
-    for (const auto& a : argv)
-        cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    auto env_strings = merged_environment(options.env);
-    std::vector<char*> cenv;
-    for (auto& e : env_strings)
-        cenv.push_back(e.data());
-    cenv.push_back(nullptr);
-
-    pid_t pid = -1;
-    int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), cenv.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0)
-        throw Error(std::string("cannot start program: ") + std::strerror(rc), describe_command(argv),
-                    "the program installed and on PATH");
-
-    in.close_end(0);
-    out.close_end(1);
-    err.close_end(1);
+    ProcessResult result;
+    in.read.reset();
+    out.write.reset();
+    err.write.reset();
     if (options.stdin_data) {
         // Small inputs only (manifests, JSON requests): write before reading.
         const std::string& data = *options.stdin_data;
         size_t off = 0;
         ::signal(SIGPIPE, SIG_IGN);
         while (off < data.size()) {
-            ssize_t n = ::write(in.fd[1], data.data() + off, data.size() - off);
+            ssize_t n = ::write(in.write.get(), data.data() + off, data.size() - off);
+            if (n < 0 && errno == EINTR) continue;
             if (n <= 0) break;
             off += static_cast<size_t>(n);
         }
     }
-    in.close_end(1);
+    in.write.reset();
 
-    ProcessResult result;
-    using clock = std::chrono::steady_clock;
-    const auto start = clock::now();
-    bool term_sent = false;
-    auto kill_at = clock::time_point::max();
-    pollfd fds[2] = {{out.fd[0], POLLIN, 0}, {err.fd[0], POLLIN, 0}};
+    pollfd fds[2] = {{out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}};
     std::string* sinks[2] = {&result.out, &result.err};
     int open_fds = 2;
     if (options.on_output) { // one stream: the child's stderr is its stdout pipe
-        err.close_end(0);
+        err.read.reset();
         fds[1].fd = -1;
         open_fds = 1;
     }
     char buf[65536];
     while (open_fds > 0) {
-        int wait_ms = 200;
-        int n = ::poll(fds, 2, wait_ms);
+        int n = ::poll(fds, 2, 200);
         if (n < 0 && errno != EINTR) break;
         for (int i = 0; i < 2; ++i) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -149,21 +224,23 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
                 --open_fds;
             }
         }
-        auto now = clock::now();
-        if (options.timeout && !term_sent && now - start > *options.timeout) {
-            ::kill(-pid, SIGTERM);
-            term_sent = true;
-            result.timed_out = true;
-            kill_at = now + std::chrono::seconds(2);
-        }
-        if (term_sent && now > kill_at) {
-            ::kill(-pid, SIGKILL);
-            kill_at = clock::time_point::max();
-        }
+        if (deadline.enforce(child.pid)) result.timed_out = true;
     }
+    // Its output is closed, but the child may go on running: the deadline still holds.
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    auto nap = std::chrono::milliseconds(1);
+    for (;;) {
+        const pid_t got = ::waitpid(child.pid, &status, options.timeout ? WNOHANG : 0);
+        if (got == child.pid) break;
+        if (got < 0 && errno != EINTR)
+            throw Error(std::string("waitpid failed: ") + std::strerror(errno), describe_command(argv));
+        if (got == 0) {
+            if (deadline.enforce(child.pid)) result.timed_out = true;
+            std::this_thread::sleep_for(nap);
+            nap = std::min(nap * 2, std::chrono::milliseconds(50));
+        }
     }
+    child.reaped = true;
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
     return result;

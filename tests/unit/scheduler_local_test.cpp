@@ -1,11 +1,15 @@
 // The local scheduler on this machine: real child processes, real limits, no Slurm.
+#include "scheduler/memory_cgroup.hpp"
 #include "scheduler/scheduler.hpp"
 #include "util/error.hpp"
+
+#include "test_support.hpp"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <csignal>
+#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 #include <sys/wait.h>
@@ -14,18 +18,10 @@
 namespace fs = std::filesystem;
 using namespace infrarsi;
 using slurm::JobState;
+using test::TempDir;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string t = (fs::temp_directory_path() / "infrarsi-local-XXXXXX").string();
-        path = ::mkdtemp(t.data());
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
 
 std::string read(const fs::path& p) {
     std::ifstream in(p);
@@ -112,9 +108,11 @@ TEST_CASE("local: nothing runs while held; a second submission of the same name 
 }
 
 TEST_CASE("local: a failing task is FAILED with its exit code; a task over the memory limit is killed out of "
-          "memory; one over the time limit times out") {
+          "memory by the watchdog; one over the time limit times out") {
     TempDir d;
-    auto s = scheduler::local_scheduler(d.path / "jobs");
+    // The watchdog, even where a cgroup could hold the limit (the next test covers the cgroup).
+    auto s = scheduler::local_scheduler(d.path / "jobs", scheduler::LocalMemoryLimit::Watchdog);
+    CHECK(s->description().find("a watchdog") != std::string::npos);
     auto r = run(*s, job(d, "exit 3"));
     CHECK(r[0].state == JobState::Failed);
     CHECK(r[0].exit_code == 3);
@@ -132,6 +130,40 @@ TEST_CASE("local: a failing task is FAILED with its exit code; a task over the m
     r = run(*s, slow);
     CHECK(r[0].state == JobState::Timeout);
     CHECK(r[0].elapsed_s < 10);
+}
+
+TEST_CASE("local: where a cgroup v2 may be made, the kernel holds the memory limit: a task over it is "
+          "recorded out of memory, one under it completes, and the cgroups are removed") {
+    std::string why;
+    const auto cgroups = scheduler::MemoryCgroups::find(&why);
+    TempDir d;
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    if (!cgroups) {
+        // Said once, as `infrarsi run` says it: which limit, and why not the cgroup.
+        CHECK(s->description().find("a watchdog") != std::string::npos);
+        CHECK(s->description().find(why) != std::string::npos);
+        MESSAGE("skipped: no cgroup v2 with a memory controller here: " << why);
+        return;
+    }
+    CHECK(s->description().find("a cgroup v2 per trial under " + cgroups->parent().string()) !=
+          std::string::npos);
+    // Fast enough that a watchdog sampling every 200 ms could see it only after the fact; the kernel stops
+    // it at the limit, whatever its speed.
+    auto hog = job(d, "python3 -c 'a = b\"x\" * (1 << 30)'; echo survived");
+    hog.mem_bytes = 64LL << 20;
+    auto r = run(*s, hog);
+    CHECK(r[0].state == JobState::OutOfMemory);
+    CHECK(read(d.path / fmt::format("out-{}_0.txt", r[0].array_job_id)).find("survived") ==
+          std::string::npos);
+    auto fits = job(d, "python3 -c 'a = b\"x\" * (16 << 20)'");
+    fits.mem_bytes = 256LL << 20;
+    r = run(*s, fits);
+    CHECK(r[0].state == JobState::Completed);
+    REQUIRE(r[0].max_rss_bytes);
+    CHECK(*r[0].max_rss_bytes >= (16LL << 20));
+    // No trial cgroup of this process is left behind.
+    for (const auto& e : fs::directory_iterator(cgroups->parent()))
+        CHECK(e.path().filename().string().rfind(fmt::format("infrarsi-{}-", ::getpid()), 0) != 0);
 }
 
 TEST_CASE("local: cancelling a job stops its running task and the ones not started") {

@@ -1,0 +1,154 @@
+#include "scheduler/memory_cgroup.hpp"
+
+#include "util/error.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace infrarsi::scheduler {
+namespace {
+
+std::string read_text(const fs::path& p) {
+    std::ifstream in(p);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// Writes `value` to a control file; false (errno kept in `err`) when the kernel refuses it.
+bool write_control(const fs::path& p, const std::string& value, std::string* err = nullptr) {
+    std::ofstream out(p);
+    if (out) out << value << std::flush;
+    if (out) return true;
+    if (err) *err = fmt::format("cannot write '{}' to {}: {}", value, p.string(), std::strerror(errno));
+    return false;
+}
+
+bool has_word(const std::string& text, const std::string& word) {
+    std::istringstream in(text);
+    for (std::string w; in >> w;)
+        if (w == word) return true;
+    return false;
+}
+
+// The mount point of the unified hierarchy, from /proc/self/mountinfo (fields: ... mount point (5th) ...
+// " - " fstype ...).
+std::optional<fs::path> unified_mount() {
+    std::ifstream in("/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+        const auto dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream after(line.substr(dash + 3));
+        std::string type;
+        after >> type;
+        if (type != "cgroup2") continue;
+        std::istringstream before(line.substr(0, dash));
+        std::string f, mount;
+        for (int i = 1; i <= 5 && before >> f; ++i)
+            if (i == 5) mount = f;
+        if (!mount.empty()) return fs::path(mount);
+    }
+    return std::nullopt;
+}
+
+// This process's cgroup on the unified hierarchy: the "0::/path" line of /proc/self/cgroup.
+std::optional<std::string> own_unified_cgroup() {
+    std::ifstream in("/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("0::", 0) == 0) return line.substr(3);
+    return std::nullopt;
+}
+
+long long read_number(const fs::path& p) {
+    const std::string s = read_text(p);
+    try {
+        return s.empty() || s.rfind("max", 0) == 0 ? 0 : std::stoll(s);
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+} // namespace
+
+std::optional<MemoryCgroups> MemoryCgroups::find(std::string* why) {
+    const auto fail = [&](std::string reason) {
+        if (why) *why = std::move(reason);
+        return std::nullopt;
+    };
+    const auto mount = unified_mount();
+    if (!mount) return fail("no cgroup v2 (unified) hierarchy is mounted");
+    const auto own = own_unified_cgroup();
+    if (!own) return fail("this process has no cgroup v2");
+    const fs::path parent = (*mount / fs::path(*own).relative_path()).lexically_normal();
+    if (!has_word(read_text(parent / "cgroup.controllers"), "memory"))
+        return fail(fmt::format("the memory controller is not available in {} (cgroup v1 memory, or not "
+                                "delegated)",
+                                parent.string()));
+    if (!has_word(read_text(parent / "cgroup.subtree_control"), "memory")) {
+        std::string err;
+        if (!write_control(parent / "cgroup.subtree_control", "+memory", &err))
+            return fail(err + " (a cgroup with processes of its own cannot enable it for children)");
+    }
+    // Making a child needs the directory; moving a trial into it, its cgroup.procs (the common ancestor's).
+    for (const fs::path& p : {parent, parent / "cgroup.procs"})
+        if (::access(p.c_str(), W_OK) != 0)
+            return fail(fmt::format("{} is not writable: {}", p.string(), std::strerror(errno)));
+    return MemoryCgroups(parent);
+}
+
+fs::path MemoryCgroups::create(const std::string& name, long long limit_bytes) const {
+    const fs::path cg = parent_ / name;
+    remove(cg); // a predecessor's, left by an orchestrator that died
+    std::error_code ec;
+    if (!fs::create_directory(cg, ec) && ec)
+        throw Error("cannot create the trial's cgroup: " + ec.message(), cg.string());
+    std::string err;
+    if (!write_control(cg / "memory.max", std::to_string(limit_bytes), &err)) {
+        remove(cg);
+        throw Error(err, cg.string(), "a cgroup whose memory.max this process may set");
+    }
+    // Swap would let a trial exceed its limit slowly instead of being stopped; not every kernel accounts it.
+    if (fs::exists(cg / "memory.swap.max")) write_control(cg / "memory.swap.max", "0");
+    // One OOM kill ends the whole trial, as under Slurm, not one process of it.
+    if (fs::exists(cg / "memory.oom.group")) write_control(cg / "memory.oom.group", "1");
+    return cg;
+}
+
+MemoryCgroups::Usage MemoryCgroups::usage(const fs::path& cg) {
+    Usage u;
+    u.peak_bytes = read_number(cg / "memory.peak");
+    if (u.peak_bytes == 0) u.peak_bytes = read_number(cg / "memory.current");
+    std::istringstream events(read_text(cg / "memory.events"));
+    for (std::string key; events >> key;) {
+        long long n = 0;
+        events >> n;
+        if (key == "oom_kill") u.oom_kills = n;
+    }
+    return u;
+}
+
+void MemoryCgroups::remove(const fs::path& cg) {
+    std::error_code ec;
+    if (!fs::exists(cg / "cgroup.procs", ec)) return;
+    const bool has_kill = fs::exists(cg / "cgroup.kill", ec);
+    // Processes leave a cgroup when they are reaped: wait a little for that (a zombie keeps it busy).
+    for (int i = 0; i < 250; ++i) {
+        if (has_kill) {
+            write_control(cg / "cgroup.kill", "1");
+        } else {
+            std::istringstream procs(read_text(cg / "cgroup.procs"));
+            for (pid_t pid; procs >> pid;)
+                ::kill(pid, SIGKILL);
+        }
+        if (::rmdir(cg.c_str()) == 0 || errno == ENOENT) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+} // namespace infrarsi::scheduler
