@@ -123,99 +123,302 @@ std::string percent(double p) {
 
 } // namespace
 
-std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candidates,
-                                             const std::vector<TrialObservation>& trials, int q,
-                                             const ProposerSettings& s) {
-    validate(candidates, trials, q, s);
-    const int n = static_cast<int>(candidates.size());
-    const int d = static_cast<int>(candidates.front().features.size());
-    std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ULL + trials.size());
-
-    // Hard rules: never a tried candidate (its result is known), never an OOM or anything that needs at
-    // least as much memory as an OOM.
+std::vector<char> excluded_candidates(const std::vector<Candidate>& candidates,
+                                      const std::vector<TrialObservation>& trials) {
     std::vector<char> excluded = memory_dominated(candidates, trials);
     for (const auto& t : trials)
         excluded[t.candidate] = 1;
+    return excluded;
+}
 
-    // Memory model: successful trials with a measured peak, and OOMs as censored at the limit.
+std::vector<MemoryPoint> memory_points(const std::vector<Candidate>& candidates,
+                                       const std::vector<TrialObservation>& trials, double limit_bytes) {
     std::vector<MemoryPoint> mem;
     for (const auto& t : trials) {
         const auto& c = candidates[t.candidate];
         if (t.outcome == Outcome::ok && t.peak_bytes > 0)
             mem.push_back({c.features, c.prior_peak_bytes, false, t.peak_bytes});
         else if (t.outcome == Outcome::oom)
-            mem.push_back({c.features, c.prior_peak_bytes, true, s.memory_limit_bytes});
+            mem.push_back({c.features, c.prior_peak_bytes, true, limit_bytes});
     }
-    memory_.fit(mem, d, s.memory);
-    auto p_oom = [&](int c) {
+    return mem;
+}
+
+void add_hints(BatchDraft& batch, const std::vector<int>& hints, const std::function<double(int)>& p_oom,
+               int q) {
+    for (int h : hints)
+        if (batch.size() < q && batch.allowed(h))
+            batch.take(
+                {h, "hint from contract or experience bank; P(OOM)=" + percent(p_oom(h)), p_oom(h), 0, 0});
+}
+
+void add_space_filling(BatchDraft& batch, const std::vector<Candidate>& candidates,
+                       const std::vector<TrialObservation>& trials, const std::function<double(int)>& p_oom,
+                       int q, double max_oom, std::mt19937_64& rng) {
+    const int n = static_cast<int>(candidates.size());
+    std::vector<int> avail;
+    for (int c = 0; c < n; ++c)
+        if (batch.allowed(c)) avail.push_back(c);
+    std::shuffle(avail.begin(), avail.end(), rng);
+    if (avail.size() > 3000) avail.resize(3000);
+    std::vector<int> safe;
+    std::vector<double> risk(avail.size());
+    for (size_t i = 0; i < avail.size(); ++i) {
+        risk[i] = p_oom(avail[i]);
+        if (risk[i] <= max_oom) safe.push_back(static_cast<int>(i));
+    }
+    if (safe.empty()) { // nothing looks safe: take the least risky quarter
+        std::vector<int> order(avail.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(), [&](int a, int b) { return risk[a] < risk[b]; });
+        order.resize((order.size() + 3) / 4);
+        safe = order;
+    }
+    std::vector<double> mind(safe.size(), std::numeric_limits<double>::infinity());
+    auto update = [&](const Eigen::VectorXd& f) {
+        for (size_t i = 0; i < safe.size(); ++i)
+            mind[i] = std::min(mind[i], (candidates[avail[safe[i]]].features - f).squaredNorm());
+    };
+    for (const auto& t : trials)
+        update(candidates[t.candidate].features);
+    for (const auto& p : batch.proposals())
+        update(candidates[p.candidate].features);
+    while (batch.size() < q) {
+        int best = -1;
+        for (size_t i = 0; i < safe.size(); ++i)
+            if (batch.allowed(avail[safe[i]]) && (best < 0 || mind[i] > mind[best]))
+                best = static_cast<int>(i);
+        if (best < 0) break;
+        const int c = avail[safe[best]];
+        const double p = risk[safe[best]];
+        const std::string dist =
+            std::isfinite(mind[best]) ? fmt::format("{:.2f}", std::sqrt(mind[best])) : "inf";
+        batch.take(
+            {c, "space-filling initial design: distance " + dist + " to anything tried; P(OOM)=" + percent(p),
+             p, 0, 0});
+        update(candidates[c].features);
+    }
+}
+
+std::vector<int> candidate_pool(const std::vector<Candidate>& candidates, const std::vector<int>& best_tried,
+                                const BatchDraft& batch, const ProposerSettings& s, std::mt19937_64& rng) {
+    const int n = static_cast<int>(candidates.size());
+    const int d = static_cast<int>(candidates.front().features.size());
+    std::vector<int> pool;
+    std::vector<char> in_pool(n, 0);
+    auto add_pool = [&](int c) {
+        if (batch.allowed(c) && !in_pool[c]) in_pool[c] = 1, pool.push_back(c);
+    };
+    std::vector<int> avail;
+    avail.reserve(n);
+    for (int c = 0; c < n; ++c)
+        if (batch.allowed(c)) avail.push_back(c);
+    for (int tried : best_tried) {
+        const double* f = candidates[tried].features.data();
+        std::vector<std::pair<double, int>> dist(avail.size());
+        for (size_t i = 0; i < avail.size(); ++i) {
+            const double* g = candidates[avail[i]].features.data();
+            double acc = 0;
+            for (int j = 0; j < d; ++j)
+                acc += (g[j] - f[j]) * (g[j] - f[j]);
+            dist[i] = {acc, avail[i]};
+        }
+        int m = std::min<int>(s.neighbours, static_cast<int>(dist.size()));
+        std::nth_element(dist.begin(), dist.begin() + m, dist.end());
+        for (int i = 0; i < m; ++i)
+            add_pool(dist[i].second);
+        for (const auto& sv : candidates[tried].savers)
+            add_pool(sv.candidate);
+    }
+    int want = std::min<int>(s.pool_size, static_cast<int>(avail.size()));
+    for (int i = 0; i < want; ++i) { // partial Fisher-Yates
+        std::uniform_int_distribution<size_t> pick(i, avail.size() - 1);
+        std::swap(avail[i], avail[pick(rng)]);
+        add_pool(avail[i]);
+    }
+    return pool;
+}
+
+std::vector<int> prescreen_pool(std::vector<int> pool, const std::vector<Candidate>& candidates,
+                                const GaussianProcess& runtime, double target,
+                                const std::function<double(int)>& p_oom, const ProposerSettings& s) {
+    if (static_cast<int>(pool.size()) <= s.exact_pool) return pool;
+    const int d = static_cast<int>(candidates.front().features.size());
+    Eigen::MatrixXd Xp(pool.size(), d);
+    for (size_t i = 0; i < pool.size(); ++i)
+        Xp.row(i) = candidates[pool[i]].features.transpose();
+    Eigen::VectorXd mu = runtime.mean(Xp);
+    const double sd0 = std::sqrt(runtime.signal_variance());
+    std::vector<std::pair<double, int>> bound(pool.size());
+    for (size_t i = 0; i < pool.size(); ++i) {
+        double p = p_oom(pool[i]);
+        double run = s.trial_overhead_s + s.trial_steps * std::exp(mu(i));
+        double cost =
+            (1 - p) * run + p * (s.trial_overhead_s + s.oom_cost_fraction * (run - s.trial_overhead_s));
+        bound[i] = {-expected_improvement(target, mu(i), sd0) * (1 - p) / cost, pool[i]};
+    }
+    std::nth_element(bound.begin(), bound.begin() + s.exact_pool, bound.end());
+    std::vector<int> out;
+    for (int i = 0; i < s.exact_pool; ++i)
+        out.push_back(bound[i].second);
+    return out;
+}
+
+ScoredPool::ScoredPool(const GaussianProcess& runtime, const std::vector<Candidate>& candidates,
+                       std::function<double(int)> p_oom, double target, const ProposerSettings& s)
+    : runtime_(runtime), candidates_(candidates), p_oom_(std::move(p_oom)), target_(target), s_(s) {}
+
+std::optional<std::size_t> ScoredPool::position(int candidate) const {
+    const auto it = pos_.find(candidate);
+    if (it == pos_.end()) return std::nullopt;
+    return it->second;
+}
+
+double ScoredPool::predicted_step_s(std::size_t i) const {
+    return std::exp(post_.mean(i));
+}
+
+void ScoredPool::add(const std::vector<int>& idx) {
+    if (idx.empty()) return;
+    const int d = static_cast<int>(candidates_.front().features.size());
+    Eigen::MatrixXd Xs(idx.size(), d);
+    for (size_t i = 0; i < idx.size(); ++i)
+        Xs.row(i) = candidates_[idx[i]].features.transpose();
+    GpPosterior p = runtime_.posterior(Xs);
+    for (size_t i = 0; i < idx.size(); ++i) {
+        pos_[idx[i]] = pool_.size();
+        pool_.push_back(idx[i]);
+        risk_.push_back(p_oom_(idx[i]));
+        double run = s_.trial_overhead_s + s_.trial_steps * std::exp(p.mean(i));
+        run_cost_.push_back(run);
+        oom_cost_.push_back(s_.trial_overhead_s + s_.oom_cost_fraction * (run - s_.trial_overhead_s));
+    }
+    if (post_.mean.size() == 0) {
+        post_ = std::move(p);
+    } else {
+        const auto old = post_.mean.size();
+        post_.mean.conservativeResize(old + p.mean.size());
+        post_.mean.tail(p.mean.size()) = p.mean;
+        post_.variance.conservativeResize(old + p.variance.size());
+        post_.variance.tail(p.variance.size()) = p.variance;
+        post_.whitened.conservativeResize(Eigen::NoChange, old + p.whitened.cols());
+        post_.whitened.rightCols(p.whitened.cols()) = p.whitened;
+    }
+    refresh_ei();
+}
+
+void ScoredPool::refresh_ei() {
+    ei_.resize(pool_.size());
+    for (size_t i = 0; i < pool_.size(); ++i)
+        ei_[i] = expected_improvement(target_, post_.mean(i), std::sqrt(std::max(post_.variance(i), 0.0)));
+}
+
+void ScoredPool::believe(std::size_t b) {
+    if (xpool_.rows() != static_cast<Eigen::Index>(pool_.size())) {
+        xpool_.resize(pool_.size(), candidates_.front().features.size());
+        for (size_t i = 0; i < pool_.size(); ++i)
+            xpool_.row(i) = candidates_[pool_[i]].features.transpose();
+    }
+    Eigen::VectorXd c = runtime_.prior_covariance(xpool_, xpool_.row(b)).col(0) -
+                        post_.whitened.transpose() * post_.whitened.col(b);
+    for (const auto& f : fantasy_)
+        c -= f * f(b);
+    double vb = std::max(c(b), 0.0) + runtime_.noise_variance();
+    Eigen::VectorXd f = c / std::sqrt(vb);
+    post_.variance -= f.cwiseProduct(f);
+    post_.variance = post_.variance.cwiseMax(0.0);
+    fantasy_.push_back(std::move(f));
+    refresh_ei();
+}
+
+std::string ScoredPool::describe(std::size_t i) const {
+    return fmt::format("EI={:.4f} above MDE, P(OOM)={}, predicted step {:.3g} s, expected cost {:.0f} s",
+                       ei_[i], percent(risk_[i]), predicted_step_s(i), expected_cost(i));
+}
+
+void ScoredPool::take(BatchDraft& batch, std::size_t i, std::string reason) {
+    batch.take({pool_[i], std::move(reason), risk_[i], ei_[i], predicted_step_s(i)});
+    believe(i);
+}
+
+void add_memory_saver_pair(ScoredPool& pool, BatchDraft& batch, const std::vector<Candidate>& candidates,
+                           const ProposerSettings& s, int q) {
+    if (batch.size() >= q || pool.size() == 0) return;
+    size_t best = 0;
+    double best_v = -1;
+    for (size_t i = 0; i < pool.size(); ++i) {
+        double v = pool.ei(i) / pool.run_cost(i);
+        if (batch.allowed(pool.candidate(i)) && v > best_v) best_v = v, best = i;
+    }
+    const int hungry = pool.candidate(best);
+    if (pool.risk(best) < s.pair_oom_threshold || candidates[hungry].savers.empty()) return;
+    // Savers up to two steps away (e.g. +flash_attention, then recompute=selective).
+    std::vector<std::pair<int, std::string>> chain;
+    for (const auto& a : candidates[hungry].savers) {
+        chain.push_back({a.candidate, a.change});
+        for (const auto& b : candidates[a.candidate].savers)
+            chain.push_back({b.candidate, a.change + ", " + b.change});
+    }
+    std::vector<int> extra;
+    for (const auto& [c, _] : chain)
+        if (batch.allowed(c) && !pool.position(c) && std::find(extra.begin(), extra.end(), c) == extra.end())
+            extra.push_back(c);
+    pool.add(extra);
+    const double hungry_risk = pool.risk(best);
+    if (hungry_risk <= s.max_pair_oom)
+        pool.take(batch, best, "best-looking, memory-hungry: " + pool.describe(best));
+    // The saver that scores best, preferring one that likely fits.
+    long pick = -1;
+    std::string change;
+    double pick_v = -1;
+    for (const auto& [c, what] : chain) {
+        if (!batch.allowed(c)) continue;
+        const size_t i = *pool.position(c);
+        const double v = pool.acquisition(i) * (pool.risk(i) < s.pair_oom_threshold ? 2.0 : 1.0);
+        if (v > pick_v) pick_v = v, pick = static_cast<long>(i), change = what;
+    }
+    if (pick >= 0 && batch.size() < q)
+        pool.take(batch, static_cast<size_t>(pick),
+                  "paired with " + candidates[hungry].id + " because P(OOM)=" + percent(hungry_risk) +
+                      " (saver: " + change + "); " + pool.describe(static_cast<size_t>(pick)));
+}
+
+void add_by_acquisition(ScoredPool& pool, BatchDraft& batch, int q) {
+    while (batch.size() < q) {
+        long best = -1;
+        double best_v = -1;
+        for (size_t i = 0; i < pool.size(); ++i) {
+            if (!batch.allowed(pool.candidate(i))) continue;
+            double v = pool.acquisition(i);
+            if (v > best_v) best_v = v, best = static_cast<long>(i);
+        }
+        if (best < 0) break;
+        pool.take(batch, static_cast<size_t>(best), pool.describe(static_cast<size_t>(best)));
+    }
+}
+
+std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candidates,
+                                             const std::vector<TrialObservation>& trials, int q,
+                                             const ProposerSettings& s) {
+    validate(candidates, trials, q, s);
+    const int d = static_cast<int>(candidates.front().features.size());
+    std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ULL + trials.size());
+
+    BatchDraft batch(excluded_candidates(candidates, trials));
+    memory_.fit(memory_points(candidates, trials, s.memory_limit_bytes), d, s.memory);
+    const std::function<double(int)> p_oom = [&](int c) {
         return memory_.probability_over(candidates[c].features, candidates[c].prior_peak_bytes,
                                         s.memory_limit_bytes);
     };
+    add_hints(batch, s.hints, p_oom, q);
 
     std::vector<int> ok_trials;
     for (size_t i = 0; i < trials.size(); ++i)
         if (trials[i].outcome == Outcome::ok) ok_trials.push_back(static_cast<int>(i));
-
-    std::vector<Proposal> out;
-    std::vector<char> chosen(n, 0);
-    auto take = [&](int c, std::string reason, double p, double ei, double step) {
-        chosen[c] = 1;
-        out.push_back({c, std::move(reason), p, ei, step});
-    };
-    auto allowed = [&](int c) { return !excluded[c] && !chosen[c]; };
-
-    // Hints first, whatever the phase: they are what experience says to try.
-    for (int h : s.hints)
-        if (static_cast<int>(out.size()) < q && allowed(h))
-            take(h, "hint from contract or experience bank; P(OOM)=" + percent(p_oom(h)), p_oom(h), 0, 0);
-
     runtime_fitted_ = static_cast<int>(ok_trials.size()) >= s.min_model_points;
     if (!runtime_fitted_) {
-        // Initial design: greedy maximin over a random sample of candidates the memory model believes fit,
-        // measured from everything tried or chosen, so the first batch spreads over the space.
-        std::vector<int> avail;
-        for (int c = 0; c < n; ++c)
-            if (allowed(c)) avail.push_back(c);
-        std::shuffle(avail.begin(), avail.end(), rng);
-        if (avail.size() > 3000) avail.resize(3000);
-        std::vector<int> safe;
-        std::vector<double> risk(avail.size());
-        for (size_t i = 0; i < avail.size(); ++i) {
-            risk[i] = p_oom(avail[i]);
-            if (risk[i] <= s.initial_max_oom) safe.push_back(static_cast<int>(i));
-        }
-        if (safe.empty()) { // nothing looks safe: take the least risky quarter
-            std::vector<int> order(avail.size());
-            std::iota(order.begin(), order.end(), 0);
-            std::sort(order.begin(), order.end(), [&](int a, int b) { return risk[a] < risk[b]; });
-            order.resize((order.size() + 3) / 4);
-            safe = order;
-        }
-        std::vector<double> mind(safe.size(), std::numeric_limits<double>::infinity());
-        auto update = [&](const Eigen::VectorXd& f) {
-            for (size_t i = 0; i < safe.size(); ++i)
-                mind[i] = std::min(mind[i], (candidates[avail[safe[i]]].features - f).squaredNorm());
-        };
-        for (const auto& t : trials)
-            update(candidates[t.candidate].features);
-        for (const auto& p : out)
-            update(candidates[p.candidate].features);
-        while (static_cast<int>(out.size()) < q) {
-            int best = -1;
-            for (size_t i = 0; i < safe.size(); ++i)
-                if (allowed(avail[safe[i]]) && (best < 0 || mind[i] > mind[best])) best = static_cast<int>(i);
-            if (best < 0) break;
-            int c = avail[safe[best]];
-            double p = risk[safe[best]];
-            std::string dist =
-                std::isfinite(mind[best]) ? fmt::format("{:.2f}", std::sqrt(mind[best])) : "inf";
-            take(c,
-                 "space-filling initial design: distance " + dist +
-                     " to anything tried; P(OOM)=" + percent(p),
-                 p, 0, 0);
-            update(candidates[c].features);
-        }
-        return out;
+        add_space_filling(batch, candidates, trials, p_oom, q, s.initial_max_oom, rng);
+        return batch.proposals();
     }
 
     // Runtime model on log step time, noise floored at the calibrated measurement variance.
@@ -233,7 +436,8 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
     runtime_.fit(X, y, gs);
     warm_ = runtime_.hyperparameters();
 
-    // Incumbent: the best posterior mean among tried candidates, robust to one lucky measurement.
+    // Incumbent: the best posterior mean among tried candidates, robust to one lucky measurement; the target
+    // is an improvement by at least the MDE.
     std::vector<int> tried_ok;
     {
         std::unordered_set<int> seen;
@@ -243,209 +447,24 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
     Eigen::MatrixXd Xo(tried_ok.size(), d);
     for (size_t i = 0; i < tried_ok.size(); ++i)
         Xo.row(i) = candidates[tried_ok[i]].features.transpose();
-    Eigen::VectorXd mean_tried = runtime_.mean(Xo);
-    double incumbent = mean_tried.minCoeff();
-    const double target = incumbent - std::log1p(s.min_detectable_effect);
+    const Eigen::VectorXd mean_tried = runtime_.mean(Xo);
+    const double target = mean_tried.minCoeff() - std::log1p(s.min_detectable_effect);
+    std::vector<int> order(tried_ok.size());
+    std::iota(order.begin(), order.end(), 0);
+    const int top = std::min<int>(5, static_cast<int>(order.size()));
+    std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                      [&](int a, int b) { return mean_tried(a) < mean_tried(b); });
+    std::vector<int> best_tried;
+    for (int k = 0; k < top; ++k)
+        best_tried.push_back(tried_ok[order[k]]);
 
-    // Pool: a random sample, plus the nearest untried candidates of the best few tried ones (where the
-    // improvement usually is), plus their declared memory savers.
-    std::vector<int> pool;
-    std::vector<char> in_pool(n, 0);
-    auto add_pool = [&](int c) {
-        if (allowed(c) && !in_pool[c]) in_pool[c] = 1, pool.push_back(c);
-    };
-    {
-        std::vector<int> order(tried_ok.size());
-        std::iota(order.begin(), order.end(), 0);
-        int top = std::min<int>(5, static_cast<int>(order.size()));
-        std::partial_sort(order.begin(), order.begin() + top, order.end(),
-                          [&](int a, int b) { return mean_tried(a) < mean_tried(b); });
-        std::vector<int> avail;
-        avail.reserve(n);
-        for (int c = 0; c < n; ++c)
-            if (allowed(c)) avail.push_back(c);
-        for (int k = 0; k < top; ++k) {
-            const double* f = candidates[tried_ok[order[k]]].features.data();
-            std::vector<std::pair<double, int>> dist(avail.size());
-            for (size_t i = 0; i < avail.size(); ++i) {
-                const double* g = candidates[avail[i]].features.data();
-                double acc = 0;
-                for (int j = 0; j < d; ++j)
-                    acc += (g[j] - f[j]) * (g[j] - f[j]);
-                dist[i] = {acc, avail[i]};
-            }
-            int m = std::min<int>(s.neighbours, static_cast<int>(dist.size()));
-            std::nth_element(dist.begin(), dist.begin() + m, dist.end());
-            for (int i = 0; i < m; ++i)
-                add_pool(dist[i].second);
-            for (const auto& sv : candidates[tried_ok[order[k]]].savers)
-                add_pool(sv.candidate);
-        }
-        int want = std::min<int>(s.pool_size, static_cast<int>(avail.size()));
-        for (int i = 0; i < want; ++i) { // partial Fisher-Yates
-            std::uniform_int_distribution<size_t> pick(i, avail.size() - 1);
-            std::swap(avail[i], avail[pick(rng)]);
-            add_pool(avail[i]);
-        }
-    }
-    if (pool.empty()) return out;
-
-    // Exact posteriors cost (points used)^2 per candidate; score the pool first with the mean and the prior
-    // sd, an upper bound on the posterior sd (EI grows with sd), and keep the most promising.
-    if (static_cast<int>(pool.size()) > s.exact_pool) {
-        Eigen::MatrixXd Xp(pool.size(), d);
-        for (size_t i = 0; i < pool.size(); ++i)
-            Xp.row(i) = candidates[pool[i]].features.transpose();
-        Eigen::VectorXd mu = runtime_.mean(Xp);
-        const double sd0 = std::sqrt(runtime_.signal_variance());
-        std::vector<std::pair<double, int>> bound(pool.size());
-        for (size_t i = 0; i < pool.size(); ++i) {
-            double p = p_oom(pool[i]);
-            double run = s.trial_overhead_s + s.trial_steps * std::exp(mu(i));
-            double cost =
-                (1 - p) * run + p * (s.trial_overhead_s + s.oom_cost_fraction * (run - s.trial_overhead_s));
-            bound[i] = {-expected_improvement(target, mu(i), sd0) * (1 - p) / cost, pool[i]};
-        }
-        std::nth_element(bound.begin(), bound.begin() + s.exact_pool, bound.end());
-        for (int c : pool)
-            in_pool[c] = 0;
-        pool.clear();
-        for (int i = 0; i < s.exact_pool; ++i)
-            in_pool[bound[i].second] = 1, pool.push_back(bound[i].second);
-    }
-
-    // Scores of the pool; extended below when pairing brings in savers.
-    GpPosterior post;
-    std::vector<double> risk, run_cost, oom_cost;
-    auto score = [&](const std::vector<int>& idx) {
-        Eigen::MatrixXd Xs(idx.size(), d);
-        for (size_t i = 0; i < idx.size(); ++i)
-            Xs.row(i) = candidates[idx[i]].features.transpose();
-        GpPosterior p = runtime_.posterior(Xs);
-        for (size_t i = 0; i < idx.size(); ++i) {
-            risk.push_back(p_oom(idx[i]));
-            double run = s.trial_overhead_s + s.trial_steps * std::exp(p.mean(i));
-            run_cost.push_back(run);
-            oom_cost.push_back(s.trial_overhead_s + s.oom_cost_fraction * (run - s.trial_overhead_s));
-        }
-        if (post.mean.size() == 0) {
-            post = std::move(p);
-        } else {
-            const auto old = post.mean.size();
-            post.mean.conservativeResize(old + p.mean.size());
-            post.mean.tail(p.mean.size()) = p.mean;
-            post.variance.conservativeResize(old + p.variance.size());
-            post.variance.tail(p.variance.size()) = p.variance;
-            post.whitened.conservativeResize(Eigen::NoChange, old + p.whitened.cols());
-            post.whitened.rightCols(p.whitened.cols()) = p.whitened;
-        }
-    };
-    score(pool);
-
-    std::vector<double> ei(pool.size());
-    auto refresh_ei = [&]() {
-        ei.resize(pool.size());
-        for (size_t i = 0; i < pool.size(); ++i)
-            ei[i] = expected_improvement(target, post.mean(i), std::sqrt(std::max(post.variance(i), 0.0)));
-    };
-    auto acquisition = [&](size_t i) {
-        double cost = (1 - risk[i]) * run_cost[i] + risk[i] * oom_cost[i];
-        return ei[i] * (1 - risk[i]) / cost;
-    };
-    refresh_ei();
-
-    // Kriging believer: condition on a fantasy at pool item b (posterior mean, so means are unchanged).
-    std::vector<Eigen::VectorXd> fantasy; // rank-one downdates of the pool's posterior covariance
-    Eigen::MatrixXd Xpool;
-    auto believe = [&](size_t b) {
-        if (Xpool.rows() != static_cast<Eigen::Index>(pool.size())) {
-            Xpool.resize(pool.size(), d);
-            for (size_t i = 0; i < pool.size(); ++i)
-                Xpool.row(i) = candidates[pool[i]].features.transpose();
-        }
-        Eigen::VectorXd c = runtime_.prior_covariance(Xpool, Xpool.row(b)).col(0) -
-                            post.whitened.transpose() * post.whitened.col(b);
-        for (const auto& f : fantasy)
-            c -= f * f(b);
-        double vb = std::max(c(b), 0.0) + runtime_.noise_variance();
-        Eigen::VectorXd f = c / std::sqrt(vb);
-        post.variance -= f.cwiseProduct(f);
-        post.variance = post.variance.cwiseMax(0.0);
-        fantasy.push_back(std::move(f));
-        refresh_ei();
-    };
-    std::unordered_map<int, size_t> pos;
-    for (size_t i = 0; i < pool.size(); ++i)
-        pos[pool[i]] = i;
-    auto describe = [&](size_t i) {
-        return fmt::format("EI={:.4f} above MDE, P(OOM)={}, predicted step {:.3g} s, expected cost {:.0f} s",
-                           ei[i], percent(risk[i]), std::exp(post.mean(i)),
-                           (1 - risk[i]) * run_cost[i] + risk[i] * oom_cost[i]);
-    };
-    auto take_pool = [&](size_t i, std::string reason) {
-        take(pool[i], std::move(reason), risk[i], ei[i], std::exp(post.mean(i)));
-        believe(i);
-    };
-
-    // Pairing: the best-looking candidate ignoring memory risk; if it may not fit, add a memory-saver
-    // variant.
-    if (static_cast<int>(out.size()) < q) {
-        size_t best = 0;
-        double best_v = -1;
-        for (size_t i = 0; i < pool.size(); ++i) {
-            double v = ei[i] / run_cost[i];
-            if (allowed(pool[i]) && v > best_v) best_v = v, best = i;
-        }
-        if (risk[best] >= s.pair_oom_threshold && !candidates[pool[best]].savers.empty()) {
-            // Savers up to two steps away (e.g. +flash_attention, then recompute=selective).
-            std::vector<std::pair<int, std::string>> chain;
-            for (const auto& a : candidates[pool[best]].savers) {
-                chain.push_back({a.candidate, a.change});
-                for (const auto& b : candidates[a.candidate].savers)
-                    chain.push_back({b.candidate, a.change + ", " + b.change});
-            }
-            std::vector<int> extra;
-            for (const auto& [c, _] : chain)
-                if (allowed(c) && !in_pool[c]) in_pool[c] = 1, extra.push_back(c);
-            if (!extra.empty()) {
-                for (int c : extra)
-                    pos[c] = pool.size(), pool.push_back(c);
-                score(extra);
-                refresh_ei();
-            }
-            int hungry = pool[best];
-            double hungry_risk = risk[best];
-            if (hungry_risk <= s.max_pair_oom)
-                take_pool(best, "best-looking, memory-hungry: " + describe(best));
-            // The saver that scores best, preferring one that likely fits.
-            long pick = -1;
-            std::string change;
-            double pick_v = -1;
-            for (const auto& [c, what] : chain) {
-                if (!allowed(c)) continue;
-                size_t i = pos.at(c);
-                double v = acquisition(i) * (risk[i] < s.pair_oom_threshold ? 2.0 : 1.0);
-                if (v > pick_v) pick_v = v, pick = static_cast<long>(i), change = what;
-            }
-            if (pick >= 0 && static_cast<int>(out.size()) < q)
-                take_pool(static_cast<size_t>(pick),
-                          "paired with " + candidates[hungry].id + " because P(OOM)=" + percent(hungry_risk) +
-                              " (saver: " + change + "); " + describe(static_cast<size_t>(pick)));
-        }
-    }
-
-    while (static_cast<int>(out.size()) < q) {
-        long best = -1;
-        double best_v = -1;
-        for (size_t i = 0; i < pool.size(); ++i) {
-            if (!allowed(pool[i])) continue;
-            double v = acquisition(i);
-            if (v > best_v) best_v = v, best = static_cast<long>(i);
-        }
-        if (best < 0) break;
-        take_pool(static_cast<size_t>(best), describe(static_cast<size_t>(best)));
-    }
-    return out;
+    auto pool = candidate_pool(candidates, best_tried, batch, s, rng);
+    if (pool.empty()) return batch.proposals();
+    ScoredPool scored(runtime_, candidates, p_oom, target, s);
+    scored.add(prescreen_pool(std::move(pool), candidates, runtime_, target, p_oom, s));
+    add_memory_saver_pair(scored, batch, candidates, s, q);
+    add_by_acquisition(scored, batch, q);
+    return batch.proposals();
 }
 
 } // namespace infrarsi::model

@@ -19,8 +19,11 @@
 #include "model/gaussian_process.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace infrarsi::model {
@@ -73,6 +76,111 @@ class BatchProposer {
     bool runtime_fitted_ = false;
     std::optional<GpHyperparameters> warm_; // last fit, as a start for the next
 };
+
+// The steps of BatchProposer::propose, in the order it takes them; each is tested on its own
+// (tests/unit/model_proposer_test.cpp).
+
+// The batch being built: which candidates may still be proposed, and the proposals so far.
+class BatchDraft {
+  public:
+    // `excluded`: one flag per candidate (excluded_candidates).
+    explicit BatchDraft(std::vector<char> excluded)
+        : excluded_(std::move(excluded)), chosen_(excluded_.size()) {}
+    bool allowed(int c) const { return !excluded_[c] && !chosen_[c]; }
+    void take(Proposal p) {
+        chosen_[p.candidate] = 1;
+        proposals_.push_back(std::move(p));
+    }
+    int size() const { return static_cast<int>(proposals_.size()); }
+    const std::vector<Proposal>& proposals() const { return proposals_; }
+
+  private:
+    std::vector<char> excluded_, chosen_;
+    std::vector<Proposal> proposals_;
+};
+
+// 1. The hard rules, never relaxed: no candidate already tried (its result is known), none that OOMed, none
+// whose memory key dominates an OOM's (memory_dominated).
+std::vector<char> excluded_candidates(const std::vector<Candidate>& candidates,
+                                      const std::vector<TrialObservation>& trials);
+
+// 2. What the censored memory model learns from: successful trials with a measured peak, and OOMs as
+// censored at the limit (peak > limit).
+std::vector<MemoryPoint> memory_points(const std::vector<Candidate>& candidates,
+                                       const std::vector<TrialObservation>& trials, double limit_bytes);
+
+// 3. The hints (contract, experience bank) first, whatever the phase, up to q.
+void add_hints(BatchDraft& batch, const std::vector<int>& hints, const std::function<double(int)>& p_oom,
+               int q);
+
+// 4. Before the runtime model is trusted: greedy maximin over a random sample (at most 3000) of the allowed
+// candidates the memory model believes fit (P(OOM) <= max_oom; the least risky quarter when none does),
+// measured from everything tried or chosen, until the batch has q.
+void add_space_filling(BatchDraft& batch, const std::vector<Candidate>& candidates,
+                       const std::vector<TrialObservation>& trials, const std::function<double(int)>& p_oom,
+                       int q, double max_oom, std::mt19937_64& rng);
+
+// 5. The candidates scored once the runtime model is fitted: the nearest allowed neighbours of the best few
+// tried candidates (`best_tried`, best first; s.neighbours each) and their declared savers, then a random
+// sample of s.pool_size.
+std::vector<int> candidate_pool(const std::vector<Candidate>& candidates, const std::vector<int>& best_tried,
+                                const BatchDraft& batch, const ProposerSettings& s, std::mt19937_64& rng);
+
+// 6. A pool larger than s.exact_pool is cut to the s.exact_pool most promising by an upper bound of the
+// acquisition (the posterior mean and the prior sd, which bounds the posterior sd) before exact posteriors.
+std::vector<int> prescreen_pool(std::vector<int> pool, const std::vector<Candidate>& candidates,
+                                const GaussianProcess& runtime, double target,
+                                const std::function<double(int)>& p_oom, const ProposerSettings& s);
+
+// 7. The pool's posteriors and acquisition, a(x) = EI_mde(x) (1 - P(OOM)) / E[cost], conditioned on each
+// pick by the kriging believer.
+class ScoredPool {
+  public:
+    ScoredPool(const GaussianProcess& runtime, const std::vector<Candidate>& candidates,
+               std::function<double(int)> p_oom, double target, const ProposerSettings& s);
+    void add(const std::vector<int>& idx); // scores more candidates (savers brought in by pairing)
+    std::size_t size() const { return pool_.size(); }
+    int candidate(std::size_t i) const { return pool_[i]; }
+    std::optional<std::size_t> position(int candidate) const;
+    double ei(std::size_t i) const { return ei_[i]; }
+    double risk(std::size_t i) const { return risk_[i]; }
+    double run_cost(std::size_t i) const { return run_cost_[i]; }
+    double expected_cost(std::size_t i) const {
+        return (1 - risk_[i]) * run_cost_[i] + risk_[i] * oom_cost_[i];
+    }
+    double acquisition(std::size_t i) const { return ei_[i] * (1 - risk_[i]) / expected_cost(i); }
+    double predicted_step_s(std::size_t i) const;
+    double variance(std::size_t i) const { return post_.variance(i); }
+    // Kriging believer: conditions on a fantasy observation at pool item b equal to its posterior mean (means
+    // are unchanged; the variance, and so the EI, of similar candidates shrinks).
+    void believe(std::size_t b);
+    std::string describe(std::size_t i) const; // for the audit
+    // Takes pool item i into the batch (reason given) and believes it.
+    void take(BatchDraft& batch, std::size_t i, std::string reason);
+
+  private:
+    void refresh_ei();
+    const GaussianProcess& runtime_;
+    const std::vector<Candidate>& candidates_;
+    std::function<double(int)> p_oom_;
+    double target_;
+    const ProposerSettings& s_;
+    std::vector<int> pool_;
+    std::unordered_map<int, std::size_t> pos_;
+    GpPosterior post_;
+    std::vector<double> risk_, run_cost_, oom_cost_, ei_;
+    std::vector<Eigen::VectorXd> fantasy_; // rank-one downdates of the pool's posterior covariance
+    Eigen::MatrixXd xpool_;
+};
+
+// 8. Pairing: when the best-looking candidate ignoring memory risk (EI per run cost) may not fit (P(OOM) >=
+// s.pair_oom_threshold) and declares memory savers, it is taken (below s.max_pair_oom) with the best-scoring
+// saver up to two steps away, preferring one that likely fits.
+void add_memory_saver_pair(ScoredPool& pool, BatchDraft& batch, const std::vector<Candidate>& candidates,
+                           const ProposerSettings& s, int q);
+
+// 9. The rest of the batch by acquisition, believing each pick.
+void add_by_acquisition(ScoredPool& pool, BatchDraft& batch, int q);
 
 // Candidates excluded by the hard memory rules: OOMed, or memory key >= an OOMed candidate's key.
 std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,

@@ -186,3 +186,163 @@ TEST_CASE("the proposer rejects inconsistent input with a message") {
     s.memory_limit_bytes = 0;
     CHECK_THROWS_WITH_AS(proposer.propose(w.cands, {}, 4, s), doctest::Contains("memory limit"), Error);
 }
+
+// The steps of propose(), one at a time.
+
+TEST_CASE("proposal step 1: the hard rules exclude what was tried, what OOMed and what needs at least its "
+          "memory, and nothing else") {
+    World w;
+    std::mt19937_64 rng(3);
+    int oomed = -1, ok = -1;
+    for (int i = 0; i < static_cast<int>(w.cands.size()); ++i) {
+        if (w.peak[i] > w.limit && oomed < 0) oomed = i;
+        if (w.peak[i] <= w.limit && ok < 0) ok = i;
+    }
+    REQUIRE(oomed >= 0);
+    REQUIRE(ok >= 0);
+    const std::vector<TrialObservation> trials = {w.run(oomed, rng), w.run(ok, rng)};
+    const auto excluded = excluded_candidates(w.cands, trials);
+    CHECK(excluded[oomed]);
+    CHECK(excluded[ok]);
+    const auto dominated = memory_dominated(w.cands, trials);
+    for (size_t c = 0; c < w.cands.size(); ++c)
+        CHECK(bool(excluded[c]) == (dominated[c] || static_cast<int>(c) == ok));
+}
+
+TEST_CASE("proposal step 2: the memory model learns measured peaks and OOMs censored at the limit, nothing "
+          "from a failure or a trial without a peak") {
+    World w;
+    std::vector<TrialObservation> trials(4);
+    trials[0] = {0, Outcome::ok, 1.0, 5e9, 60};
+    trials[1] = {1, Outcome::ok, 1.0, 0, 60}; // no peak measured
+    trials[2] = {2, Outcome::oom, 0, 0, 30};
+    trials[3] = {3, Outcome::failed, 0, 0, 10};
+    const auto points = memory_points(w.cands, trials, w.limit);
+    REQUIRE(points.size() == 2);
+    CHECK_FALSE(points[0].censored);
+    CHECK(points[0].bytes == 5e9);
+    CHECK(points[0].prior_peak_bytes == w.cands[0].prior_peak_bytes);
+    CHECK(points[1].censored);
+    CHECK(points[1].bytes == w.limit);
+}
+
+TEST_CASE("proposal step 3: hints come first, each once, up to the batch size, never an excluded one") {
+    World w;
+    std::vector<char> excluded(w.cands.size(), 0);
+    excluded[1] = 1;
+    BatchDraft batch(excluded);
+    add_hints(
+        batch, {1, 2, 2, 3, 4}, [](int) { return 0.1; }, 2);
+    REQUIRE(batch.size() == 2);
+    CHECK(batch.proposals()[0].candidate == 2);
+    CHECK(batch.proposals()[1].candidate == 3);
+    CHECK(batch.proposals()[0].reason.find("hint") == 0);
+    CHECK_FALSE(batch.allowed(2));
+}
+
+TEST_CASE("proposal step 4: the space-filling design fills the batch with distinct candidates that look "
+          "safe, away from what was tried") {
+    World w;
+    std::mt19937_64 rng(5);
+    const std::vector<TrialObservation> trials = {{0, Outcome::ok, 1.0, 5e9, 60}};
+    BatchDraft batch(excluded_candidates(w.cands, trials));
+    // Candidates with an even index "fit"; the others look certain to OOM.
+    add_space_filling(
+        batch, w.cands, trials, [](int c) { return c % 2 ? 0.9 : 0.1; }, 6, 0.5, rng);
+    REQUIRE(batch.size() == 6);
+    std::set<int> seen;
+    for (const auto& p : batch.proposals()) {
+        CHECK(seen.insert(p.candidate).second);
+        CHECK(p.candidate % 2 == 0);
+        CHECK(p.candidate != 0);
+        CHECK(p.reason.find("space-filling initial design: distance ") == 0);
+        CHECK((w.cands[p.candidate].features - w.cands[0].features).norm() > 0);
+    }
+    // Nothing looks safe: the least risky quarter is used instead of nothing.
+    BatchDraft risky(std::vector<char>(w.cands.size(), 0));
+    add_space_filling(
+        risky, w.cands, {}, [](int c) { return 0.6 + 0.001 * c; }, 3, 0.5, rng);
+    CHECK(risky.size() == 3);
+}
+
+TEST_CASE("proposal steps 5 and 6: the pool holds the nearest neighbours and savers of the best tried "
+          "candidates and a random sample, never an excluded one; a large pool is cut to the exact size") {
+    World w;
+    std::mt19937_64 rng(7);
+    auto s = w.settings();
+    s.neighbours = 5;
+    s.pool_size = 20;
+    std::vector<char> excluded(w.cands.size(), 0);
+    const int best = 7;
+    excluded[best] = 1;
+    BatchDraft batch(excluded);
+    const auto pool = candidate_pool(w.cands, {best}, batch, s, rng);
+    std::set<int> in(pool.begin(), pool.end());
+    CHECK(in.size() == pool.size());
+    CHECK_FALSE(in.count(best));
+    CHECK(pool.size() <= 5 + w.cands[best].savers.size() + 20);
+    for (const auto& sv : w.cands[best].savers)
+        CHECK(in.count(sv.candidate));
+    // The 5 nearest are the first (savers may be among them).
+    std::vector<std::pair<double, int>> dist;
+    for (int c = 0; c < static_cast<int>(w.cands.size()); ++c)
+        if (c != best) dist.push_back({(w.cands[c].features - w.cands[best].features).squaredNorm(), c});
+    std::sort(dist.begin(), dist.end());
+    for (size_t i = 0; i < pool.size() && i < 5; ++i)
+        CHECK((w.cands[pool[i]].features - w.cands[best].features).squaredNorm() <= dist[4].first + 1e-12);
+
+    // Prescreening needs a fitted runtime model.
+    std::vector<TrialObservation> trials;
+    for (int c : {0, 20, 40, 60, 80, 100})
+        trials.push_back(w.run(c, rng));
+    BatchProposer proposer;
+    s.min_model_points = 3;
+    proposer.propose(w.cands, trials, 1, s);
+    REQUIRE(proposer.runtime_model_fitted());
+    s.exact_pool = 10;
+    const auto cut = prescreen_pool(
+        pool, w.cands, proposer.runtime_model(), 0.0, [](int) { return 0.1; }, s);
+    CHECK(cut.size() == 10);
+    for (int c : cut)
+        CHECK(in.count(c));
+    s.exact_pool = 1000;
+    CHECK(prescreen_pool(
+              pool, w.cands, proposer.runtime_model(), 0.0, [](int) { return 0.1; }, s) == pool);
+}
+
+TEST_CASE("proposal step 7: believing a pick leaves the means, shrinks its own variance and its neighbours' "
+          "EI; steps 8 and 9 fill the batch by acquisition") {
+    World w;
+    std::mt19937_64 rng(11);
+    std::vector<TrialObservation> trials;
+    for (int c : {0, 30, 60, 90, 120, 150, 170})
+        if (w.peak[c] <= w.limit) trials.push_back(w.run(c, rng));
+    REQUIRE(trials.size() >= 3);
+    BatchProposer proposer;
+    auto s = w.settings();
+    s.hints.clear();
+    proposer.propose(w.cands, trials, 1, s);
+    REQUIRE(proposer.runtime_model_fitted());
+    ScoredPool pool(
+        proposer.runtime_model(), w.cands, [](int) { return 0.0; }, std::log(0.9), s);
+    pool.add({1, 2, 3, 4});
+    REQUIRE(pool.size() == 4);
+    CHECK(pool.position(3) == 2u);
+    CHECK_FALSE(pool.position(99));
+    const double step = pool.predicted_step_s(1), var = pool.variance(1), var_other = pool.variance(0);
+    pool.believe(1);
+    CHECK(pool.predicted_step_s(1) == doctest::Approx(step));
+    CHECK(pool.variance(1) < var);
+    CHECK(pool.variance(0) <= var_other);
+
+    BatchDraft batch(std::vector<char>(w.cands.size(), 0));
+    add_memory_saver_pair(pool, batch, w.cands, s, 3); // nothing here may OOM: no pair
+    CHECK(batch.size() == 0);
+    add_by_acquisition(pool, batch, 3);
+    REQUIRE(batch.size() == 3);
+    // The first pick had the highest acquisition among the four.
+    std::set<int> taken;
+    for (const auto& p : batch.proposals())
+        CHECK(taken.insert(p.candidate).second);
+    CHECK(batch.proposals()[0].reason.find("EI=") == 0);
+}
