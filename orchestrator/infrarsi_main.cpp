@@ -5,6 +5,7 @@
 #include "node/topology.hpp"
 #include "report/bank_report.hpp"
 #include "report/report.hpp"
+#include "trial/classify_job.hpp"
 #include "trial/exec.hpp"
 #include "util/error.hpp"
 
@@ -113,6 +114,26 @@ int main(int argc, char** argv) {
     trial->add_option("--index", index, "array index")->required();
     trial->group(""); // internal
 
+    trial::ClassifyRequest classify_request;
+    auto* trial_cmd = app.add_subcommand("trial", "one job's outcome, as a campaign judges it");
+    trial_cmd->require_subcommand(1);
+    auto* classify = trial_cmd->add_subcommand(
+        "classify",
+        "print a finished job's outcome as JSON (ok, oom, timeout, node_failure, cancelled, crash, "
+        "contract_violation), from its scheduler record, output files and result.json");
+    auto* by_job = classify->add_option("--job", classify_request.job, "a Slurm job id (JOB or JOB_INDEX)");
+    classify
+        ->add_option(
+            "--record", classify_request.record_file,
+            "instead of --job: a record file (JSON: state, exit_code, signal, elapsed_s, max_rss_bytes)")
+        ->excludes(by_job);
+    classify->add_option("--output", classify_request.files.outputs, "the job's output file (repeatable)");
+    classify->add_option("--result", classify_request.files.result,
+                         "the trial wrapper's result.json (without it, none is expected)");
+    classify->add_option("--steps", classify_request.steps, "step lines the job must print");
+    classify->add_option("--mem", classify_request.mem, "the memory limit it ran under (\"1400M\")");
+    classify->add_option("--time-limit", classify_request.time_limit, "the time limit it ran under");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -156,7 +177,7 @@ int main(int argc, char** argv) {
                     bank_file, r.origin, r.hardware_new, r.findings_new, r.findings_known, r.noise_new);
             } else if (*bank_ingest) {
                 campaign::Campaign c(dir);
-                auto r = campaign::ingest_into_bank(b, c, spool);
+                auto r = campaign::ingest_into_bank(b, c.experience_view(), spool);
                 fmt::print("campaign {}: {} findings added, {} already known\n", c.contract().name, r.added,
                            r.known);
             } else if (*bank_show) {
@@ -168,6 +189,10 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (*trial) return trial::execute(manifest, index);
+        if (*classify) {
+            fmt::print("{}\n", trial::classify_request(classify_request).dump());
+            return 0;
+        }
         campaign::Campaign c(dir);
         if (*doctor) {
             c.doctor(ro);

@@ -71,6 +71,26 @@ def scontrol_job(job_id):
     return dict(re.findall(r"(\w+)=(\S*)", out))
 
 
+def infrarsi():
+    """The product's command: its `trial classify` labels every run as a campaign labels a trial."""
+    build_dir = os.environ.get("INFRARSI_BUILD_DIR") or os.path.join(REPO, "build")
+    path = os.environ.get("INFRARSI_BIN") or os.path.join(build_dir, "orchestrator", "infrarsi")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"no infrarsi command at {path} (build it, or set INFRARSI_BIN)")
+    return path
+
+
+def classify(job_id, out_path, steps, mem):
+    """`infrarsi trial classify`: the outcome (ok, oom, timeout, crash, ...) as trial::classify decides it."""
+    cmd = [infrarsi(), "trial", "classify", "--job", job_id, "--output", out_path, "--steps", str(steps)]
+    if mem:
+        cmd += ["--mem", mem]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
 def run_once(binary, env, args, out_path):
     """One trial as a Slurm batch job; waits for it with a short poll (sbatch --wait polls every 10 s)."""
     job_id = subprocess.run(["sbatch", "--parsable", *args, "-o", out_path,
@@ -95,9 +115,12 @@ def run_once(binary, env, args, out_path):
         if line.startswith("INFRARSI_SUMMARY "):
             summary = json.loads(line.split(" ", 1)[1])
     state = info.get("JobState", "UNKNOWN")
-    if state == "COMPLETED" and summary:
+    mem = next((a.split("=", 1)[1] for a in args if a.startswith("--mem=")), "")
+    verdict = classify(job_id, out_path, int(env.get("MINIGPT_STEPS", "0")), mem)
+    if verdict["outcome"] == "ok" and summary:
         return {"outcome": "ok", "step_time_s": round(summary["median_step_time_s"], 5),
                 "peak_bytes": float(summary["peak_rss_node_bytes"]), "cost_s": cost}
-    if state == "OUT_OF_MEMORY" or "oom-kill" in text or "oom_kill" in text:
+    if verdict["outcome"] == "oom":
         return {"outcome": "oom", "cost_s": cost}
-    return {"outcome": "failed", "cost_s": cost, "state": state}
+    return {"outcome": "failed", "cost_s": cost, "state": state, "classified": verdict["outcome"],
+            "detail": verdict["detail"]}

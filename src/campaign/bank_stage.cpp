@@ -3,7 +3,6 @@
 #include "campaign/campaign.hpp"
 
 #include "bank/experience_bank.hpp"
-#include "campaign/experience.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -12,15 +11,24 @@ namespace infrarsi::campaign {
 
 using nlohmann::json;
 
+CampaignView Campaign::experience_view() {
+    CampaignView v;
+    v.contract = &contract_;
+    v.store = store_.get();
+    v.id = store_->meta("id").value_or(dir_.string());
+    v.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
+    return v;
+}
+
 void Campaign::seed_from_bank(const RunOptions& o) {
     // The bank's seeds are looked up once, after the doctor has re-baselined on this hardware, and kept
     // in the store so a restarted campaign proposes the same ones.
     if (!o.bank.empty() && !store_->meta("bank_seeds")) {
         bank::ExperienceBank b(o.bank);
-        const auto here = campaign_hardware(*this, o.spool);
+        const auto here = campaign_hardware(experience_view(), o.spool);
         const auto known = b.match_hardware(here); // with or without findings for this workload
         store_->set_meta("bank_hardware", known.dump());
-        auto seeds = seeds_from_bank(b, *this, here);
+        auto seeds = seeds_from_bank(b, experience_view(), here);
         json list = json::array();
         for (const auto& sd : seeds) {
             list.push_back({{"candidate", sd.candidate.to_json()},
@@ -40,7 +48,7 @@ void Campaign::seed_from_bank(const RunOptions& o) {
 void Campaign::record_in_bank(const RunOptions& o) {
     if (!o.bank.empty() && store_->meta("bank_ingested") != "1") {
         bank::ExperienceBank b(o.bank);
-        auto r = ingest_into_bank(b, *this, o.spool);
+        auto r = ingest_into_bank(b, experience_view(), o.spool);
         store_->set_meta("bank_ingested", "1");
         say(o,
             fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));

@@ -147,19 +147,30 @@ scheduler::Scheduler& Campaign::scheduler(const RunOptions& o) {
     if (scheduler_) return *scheduler_;
     const auto kept = store_->meta("scheduler");
     std::string which = o.scheduler;
-    if (kept && (which == "auto" || which == *kept)) {
+    if (kept && (which == "auto" || which == *kept))
         which = *kept;
-    } else if (kept) {
-        for (const auto& b : store_->batches())
-            if (b.state == "submitted")
-                throw Error(fmt::format("batch {} is running on {}, job {}", b.id, *kept, b.job_id),
-                            "--scheduler " + which, "--scheduler " + *kept + " until it has finished");
-    }
+    else
+        check_scheduler_change(which);
     std::string why;
     scheduler_ = scheduler::make_scheduler(which, dir_ / "local-jobs", &why);
     store_->set_meta("scheduler", scheduler_->name());
     if (which == "auto") say(o, fmt::format("scheduler: {} ({})", scheduler_->name(), why));
     return *scheduler_;
+}
+
+void Campaign::check_scheduler_change(const std::string& to) {
+    const auto kept = store_->meta("scheduler");
+    if (!kept || *kept == to) return;
+    for (const auto& b : store_->batches())
+        if (b.state == "submitted")
+            throw Error(fmt::format("batch {} is running on {}, job {}", b.id, *kept, b.job_id),
+                        "--scheduler " + to, "--scheduler " + *kept + " until it has finished");
+}
+
+void Campaign::use_scheduler(std::unique_ptr<scheduler::Scheduler> s) {
+    check_scheduler_change(s->name());
+    scheduler_ = std::move(s);
+    store_->set_meta("scheduler", scheduler_->name());
 }
 
 Campaign::BudgetUse Campaign::budget_use() {
@@ -188,7 +199,7 @@ void Campaign::run(const RunOptions& o) {
     using store::Stage;
     if (!store_->meta("started")) store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
     say(o, fmt::format("trials run {} trial-exec, submitted with {} to {}", infrarsi_command().string(),
-                       trial_script().string(), scheduler(o).name()));
+                       trial_script().string(), scheduler(o).description()));
     store_->advance_stage(Stage::Doctor);
     doctor(o);
     if (stopping(o)) return;

@@ -6,6 +6,7 @@
 // One class, one file per part: campaign.cpp (open, lock, budget, run() the sequencer), batch.cpp (plan,
 // submit, await, resume, ingest: the batch runner, which never calls a stage), doctor.cpp, search.cpp,
 // verification.cpp, bank_stage.cpp (the stages).
+#include "campaign/experience.hpp"
 #include "contract/contract.hpp"
 #include "patch/catalog.hpp"
 #include "patch/sandbox.hpp"
@@ -88,6 +89,11 @@ class Campaign {
     const std::vector<patch::PatchInfo>& catalog() const { return catalog_; }
     const patch::PatchInfo* patch_info(const std::string& id) const;
 
+    // Runs trials on `s` instead of the one RunOptions::scheduler names (a program that brings its own; the
+    // fault tests wrap the local one). The same rule holds: a campaign keeps its scheduler while a batch is
+    // open on it.
+    void use_scheduler(std::unique_ptr<scheduler::Scheduler> s);
+
     void doctor(const RunOptions& o); // runs (or re-attaches to) the doctor batch; no-op when done
     void search(const RunOptions& o); // batches until the budget ends
     void verify(const RunOptions& o); // interleaved A/B verification of the best candidates
@@ -107,6 +113,9 @@ class Campaign {
     // (a patch that changes memory updates the estimate it builds), else the baseline build; cached per
     // build. Empty without a command or a doctor.
     std::optional<double> memory_estimate(const space::Candidate& c);
+
+    // The campaign as the experience bank sees it (experience.hpp), valid while this campaign lives.
+    CampaignView experience_view();
 
     // One trial to run: a candidate, why it runs, and for verification the verification it belongs to.
     struct Task {
@@ -143,6 +152,7 @@ class Campaign {
     std::string noise_warning();
     bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }
     scheduler::Scheduler& scheduler(const RunOptions& o); // chosen on first use (RunOptions::scheduler)
+    void check_scheduler_change(const std::string& to);   // throws while a batch is open on another
     void say(const RunOptions& o, const std::string& msg);
 
     fs::path dir_;

@@ -17,19 +17,23 @@
 namespace infrarsi::campaign {
 namespace {
 
-std::string baseline_tree_hash(Campaign& c) {
-    for (const auto& l : c.store().locks())
+std::string baseline_tree_hash(const CampaignView& c) {
+    for (const auto& l : c.store->locks())
         if (l.kind == "tree") return l.hash.substr(0, 16);
     return "unknown";
 }
 
-double memory_limit(Campaign& c) {
-    return static_cast<double>(c.contract().resources.mem_bytes);
+double memory_limit(const CampaignView& c) {
+    return static_cast<double>(c.contract->resources.mem_bytes);
+}
+
+std::optional<double> estimate(const CampaignView& c, const space::Candidate& x) {
+    return c.memory_estimate ? c.memory_estimate(x) : std::nullopt;
 }
 
 } // namespace
 
-bank::HardwareKey campaign_hardware(Campaign& c, const std::string& spool_dir) {
+bank::HardwareKey campaign_hardware(const CampaignView& c, const std::string& spool_dir) {
     bank::HardwareKey key;
     bool found = false;
     if (!spool_dir.empty()) {
@@ -43,15 +47,15 @@ bank::HardwareKey campaign_hardware(Campaign& c, const std::string& spool_dir) {
         }
     }
     if (!found) key.topology = node::topology_from_live();
-    key.stack = bank::current_software_stack(c.contract().name + "@" + baseline_tree_hash(c));
+    key.stack = bank::current_software_stack(c.contract->name + "@" + baseline_tree_hash(c));
     return key;
 }
 
-std::vector<bank::Finding> campaign_findings(Campaign& c) {
+std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
     std::vector<bank::Finding> out;
-    auto& st = c.store();
-    const std::string workload = c.contract().name;
-    const std::string campaign = st.meta("id").value_or(c.dir().string());
+    auto& st = *c.store;
+    const std::string workload = c.contract->name;
+    const std::string campaign = c.id;
     const double limit = memory_limit(c);
     auto finding = [&](const std::string& kind, bool verified, nlohmann::json content,
                        std::vector<std::int64_t> trials) {
@@ -87,7 +91,7 @@ std::vector<bank::Finding> campaign_findings(Campaign& c) {
         if (peak > 0 && limit > 0) {
             content["memory_ratio"] = peak / limit;
             content["limit_bytes"] = limit;
-            if (auto est = c.memory_estimate(cand); est && *est > 0) content["estimate_factor"] = peak / *est;
+            if (auto est = estimate(c, cand); est && *est > 0) content["estimate_factor"] = peak / *est;
         }
         out.push_back(finding("knob_setting", true, content, support));
         for (const auto& p : cand.patches) {
@@ -112,7 +116,7 @@ std::vector<bank::Finding> campaign_findings(Campaign& c) {
             continue;
         }
         if (t.outcome != trial::Outcome::Ok || !t.peak_memory_bytes) continue;
-        if (auto est = c.memory_estimate(cand); est && *est > 0) {
+        if (auto est = estimate(c, cand); est && *est > 0) {
             ratios.push_back(*t.peak_memory_bytes / *est);
             ratio_trials.push_back(t.id);
         }
@@ -128,7 +132,7 @@ std::vector<bank::Finding> campaign_findings(Campaign& c) {
     return out;
 }
 
-BankIngest ingest_into_bank(bank::ExperienceBank& bank, Campaign& c, const std::string& spool_dir) {
+BankIngest ingest_into_bank(bank::ExperienceBank& bank, const CampaignView& c, const std::string& spool_dir) {
     const auto hardware = campaign_hardware(c, spool_dir);
     const auto records = std::filesystem::path(spool_dir) / "allocations.jsonl";
     if (!spool_dir.empty() && std::filesystem::exists(records)) {
@@ -145,18 +149,18 @@ BankIngest ingest_into_bank(bank::ExperienceBank& bank, Campaign& c, const std::
         else
             ++r.known;
     }
-    c.store().log(fmt::format("bank: {} findings added, {} already known", r.added, r.known));
+    c.store->log(fmt::format("bank: {} findings added, {} already known", r.added, r.known));
     return r;
 }
 
-std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware,
-                                  int max_seeds) {
+std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, const CampaignView& c,
+                                  const bank::HardwareKey& hardware, int max_seeds) {
     std::vector<Seed> seeds;
-    const auto& space = c.contract().space;
+    const auto& space = c.contract->space;
     const double limit = memory_limit(c);
     const auto now = store::now_seconds();
     std::set<std::string> taken;
-    for (const auto& prior : bank.priors(hardware, c.contract().name, now)) {
+    for (const auto& prior : bank.priors(hardware, c.contract->name, now)) {
         if (static_cast<int>(seeds.size()) >= max_seeds) break;
         const auto& f = prior.finding;
         if (f.kind != "knob_setting" || !f.content.contains("candidate")) continue;
@@ -173,17 +177,17 @@ std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const
         if (f.content.contains("memory_ratio") && limit > 0) {
             const double ratio = std::max(f.content["memory_ratio"].get<double>(), 0.5);
             const double factor = f.content.value("estimate_factor", 1.0);
-            if (c.memory_estimate(cand)) {
+            if (estimate(c, cand)) {
                 // With an estimate: keep the verified peak-to-limit ratio on this campaign's limit.
                 auto fits = [&](const space::Candidate& x) {
-                    auto est = c.memory_estimate(x);
+                    auto est = estimate(c, x);
                     return !est || *est * factor <= ratio * limit * 1.05;
                 };
                 if (!fits(cand)) {
                     std::optional<space::Candidate> best;
                     double best_est = 0;
                     for (const auto& n : space.neighbours(cand)) {
-                        auto est = c.memory_estimate(n);
+                        auto est = estimate(c, n);
                         if (!est || !fits(n) || n.patches != cand.patches) continue;
                         if (!best || *est > best_est) best = n, best_est = *est; // the largest that fits
                     }

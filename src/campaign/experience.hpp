@@ -2,25 +2,40 @@
 // A campaign and the experience bank: what a finished campaign teaches the bank, and what the bank gives a
 // new campaign to start from. Only verified findings become seeds; a seed from unseen hardware is a
 // hypothesis that goes through the same trials and verification as any other candidate.
+// It sees a campaign through CampaignView (its contract, store and memory estimate), not the Campaign class:
+// the campaign depends on this file, never the other way round.
 #include "bank/experience_bank.hpp"
-#include "campaign/campaign.hpp"
+#include "contract/contract.hpp"
+#include "space/space.hpp"
+#include "store/campaign_store.hpp"
 
 #include <nlohmann/json.hpp>
+
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace infrarsi::campaign {
 
+// What the bank needs of a campaign (Campaign::experience_view() makes one).
+struct CampaignView {
+    const contract::Contract* contract = nullptr;
+    store::CampaignStore* store = nullptr;
+    std::string id; // the campaign's id, for the findings' provenance
+    // The contract's peak-memory estimate of a candidate (Campaign::memory_estimate); empty: none.
+    std::function<std::optional<double>(const space::Candidate&)> memory_estimate;
+};
+
 // The campaign's hardware as the bank keys it: the topology of the node its trials run on, from the
 // plugin's allocation records in `spool_dir` when there are any (the first node's), else this host's own
 // (the local cluster's nodes are this host); software stack with the baseline tree's hash as the workload
 // version.
-bank::HardwareKey campaign_hardware(Campaign& c, const std::string& spool_dir = "");
+bank::HardwareKey campaign_hardware(const CampaignView& c, const std::string& spool_dir = "");
 
 // What a campaign found (see docs/bank.md for the kinds): promoted candidates and their patches (verified),
 // the memory model's correction and the noise calibration (verified), OOM thresholds (evidence only).
-std::vector<bank::Finding> campaign_findings(Campaign& c);
+std::vector<bank::Finding> campaign_findings(const CampaignView& c);
 
 struct BankIngest {
     int added = 0, known = 0;
@@ -28,7 +43,8 @@ struct BankIngest {
 // Records a campaign in the bank under campaign_hardware(c, spool_dir): the plugin's allocation records in
 // spool_dir when there are any (the nodes they name, their noise calibrations), else this host as the node;
 // then the campaign's findings.
-BankIngest ingest_into_bank(bank::ExperienceBank& bank, Campaign& c, const std::string& spool_dir = "");
+BankIngest ingest_into_bank(bank::ExperienceBank& bank, const CampaignView& c,
+                            const std::string& spool_dir = "");
 
 struct Seed {
     space::Candidate candidate;
@@ -49,7 +65,7 @@ struct Seed {
 // A finding from hardware less similar than bank::kSeenHardwareSimilarity is a hypothesis (Seed::hypothesis,
 // and the reason says so): it runs as a search trial after the doctor's re-baseline and is promoted only
 // through the same verification as any other candidate.
-std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, Campaign& c, const bank::HardwareKey& hardware,
-                                  int max_seeds = 4);
+std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, const CampaignView& c,
+                                  const bank::HardwareKey& hardware, int max_seeds = 4);
 
 } // namespace infrarsi::campaign

@@ -2,7 +2,6 @@
 // (leaving verification its wall time), with the memory estimates the proposer asks for.
 #include "campaign/campaign.hpp"
 
-#include "campaign/experience.hpp"
 #include "measure/statistics.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"

@@ -3,28 +3,20 @@
 #include "bank/experience_bank.hpp"
 #include "util/error.hpp"
 
+#include "test_support.hpp"
+
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
 
 using namespace infrarsi;
+using test::TempDir;
 using namespace infrarsi::bank;
 using namespace infrarsi::node;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() / ("infrarsi-bank-" + std::to_string(::getpid()) + "-" +
-                                            std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
 
 SoftwareStack stack() {
     return {"g++ 12.2.0", "Open MPI 4.1.4", "", "minigpt@abc"};

@@ -5,13 +5,16 @@
 #include "bank/experience_bank.hpp"
 #include "space/space.hpp"
 
+#include "test_support.hpp"
 #include <cmath>
+
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
 using namespace infrarsi;
+using test::toy;
 using namespace infrarsi::bank;
 using namespace infrarsi::node;
 namespace fs = std::filesystem;
@@ -26,12 +29,6 @@ SoftwareStack stack() {
 
 HardwareKey from_xml(const std::string& name) {
     return {topology_from_xml((fixtures / "hwloc" / name).string()), 0, stack()};
-}
-
-space::Candidate toy(long long micro_batch, long long grad_accum, const std::string& recompute) {
-    space::Candidate c;
-    c.knobs = {{"micro_batch", micro_batch}, {"grad_accum", grad_accum}, {"recompute", recompute}};
-    return c;
 }
 
 } // namespace

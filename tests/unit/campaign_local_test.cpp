@@ -3,6 +3,8 @@
 #include "campaign/campaign.hpp"
 #include "util/error.hpp"
 
+#include "test_support.hpp"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -15,18 +17,10 @@
 
 namespace fs = std::filesystem;
 using namespace infrarsi;
+using test::TempDir;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string t = (fs::temp_directory_path() / "infrarsi-campaign-local-XXXXXX").string();
-        path = ::mkdtemp(t.data());
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
 
 fs::path new_campaign(const TempDir& d) {
     const fs::path fx = INFRARSI_FIXTURES;

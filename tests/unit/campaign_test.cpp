@@ -7,6 +7,8 @@
 #include "trial/result.hpp"
 #include "util/error.hpp"
 
+#include "test_support.hpp"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -18,17 +20,9 @@
 
 namespace fs = std::filesystem;
 using namespace infrarsi;
+using test::TempDir;
 
 namespace {
-struct TempDir {
-    fs::path path = fs::temp_directory_path() / ("infrarsi-campaign-ut-" + std::to_string(::getpid()));
-    TempDir() {
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
-
 // A private copy of the toyload fixture (workload, patches, contract) that the test may change.
 fs::path copy_fixture(const fs::path& to) {
     const fs::path fx = INFRARSI_FIXTURES;

@@ -5,24 +5,21 @@
 #include "space/space.hpp"
 #include "util/error.hpp"
 
+#include "test_support.hpp"
 #include <algorithm>
+
 #include <doctest/doctest.h>
 #include <string>
 #include <vector>
 
 using namespace infrarsi;
 using space::scale_capacity;
+using test::toy;
 
 namespace {
 
 space::Space toyload_space() {
     return contract::load(std::string(INFRARSI_FIXTURES) + "/toyload.contract.toml").space;
-}
-
-space::Candidate toy(long long micro_batch, long long grad_accum, const std::string& recompute) {
-    space::Candidate c;
-    c.knobs = {{"micro_batch", micro_batch}, {"grad_accum", grad_accum}, {"recompute", recompute}};
-    return c;
 }
 
 } // namespace
