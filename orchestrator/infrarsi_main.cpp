@@ -131,6 +131,8 @@ int main(int argc, char** argv) {
     classify->add_option("--result", classify_request.files.result,
                          "the trial wrapper's result.json (without it, none is expected)");
     classify->add_option("--steps", classify_request.steps, "step lines the job must print");
+    classify->add_option("--warmup-steps", classify_request.files.warmup_steps,
+                         "steps before the steady state (default 0)");
     classify->add_option("--mem", classify_request.mem, "the memory limit it ran under (\"1400M\")");
     classify->add_option("--time-limit", classify_request.time_limit, "the time limit it ran under");
 

@@ -85,7 +85,8 @@ std::optional<MemoryCgroups> MemoryCgroups::find(std::string* why) {
     if (!mount) return fail("no cgroup v2 (unified) hierarchy is mounted");
     const auto own = own_unified_cgroup();
     if (!own) return fail("this process has no cgroup v2");
-    const fs::path parent = (*mount / fs::path(*own).relative_path()).lexically_normal();
+    fs::path parent = (*mount / fs::path(*own).relative_path()).lexically_normal();
+    if (parent.filename().empty()) parent = parent.parent_path(); // "/sys/fs/cgroup/" for the root cgroup
     if (!has_word(read_text(parent / "cgroup.controllers"), "memory"))
         return fail(fmt::format("the memory controller is not available in {} (cgroup v1 memory, or not "
                                 "delegated)",

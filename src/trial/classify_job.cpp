@@ -70,6 +70,13 @@ ClassifiedJob classify_job(const slurm::JobRecord& record, const JobFiles& files
     const auto steps =
         result && !result->steps.steps.empty() ? result->steps.steps : measure::parse_log(output, {}).steps;
     e.steps = static_cast<int>(steps.size());
+    std::optional<measure::TrialSummary> summary;
+    if (static_cast<int>(steps.size()) > files.warmup_steps) {
+        measure::StepLog log;
+        log.steps = steps;
+        summary = measure::summarize(log, files.warmup_steps);
+        e.summary = &*summary;
+    }
     // The last lines of the output, for a crash's detail (as ingest gives it).
     std::vector<std::string_view> lines;
     for (std::size_t at = 0; at < output.size();) {

@@ -18,6 +18,7 @@ struct JobFiles {
     // The trial wrapper's result.json. Empty: the job ran without the wrapper, and no result file is
     // expected (a completed job is then held to its step lines only).
     std::string result;
+    int warmup_steps = 0; // steps before the steady state (the contract's invariants.warmup_steps)
 };
 
 // A scheduler's record from JSON: {"state": "OUT_OF_MEMORY", "exit_code": 0, "signal": 0, "elapsed_s": 12.5,
