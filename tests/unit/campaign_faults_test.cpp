@@ -146,7 +146,7 @@ int counted_search_trials(campaign::Campaign& c) {
 } // namespace
 
 TEST_CASE("a trial whose scheduler record says NODE_FAIL is recorded node_failure, not counted, and its "
-          "candidate runs again in a later batch; the campaign ends with the contract's trial count") {
+          "candidate runs again in a later batch, and the campaign ends with the contract's trial count") {
     TempDir d("infrarsi-faults");
     const auto dir = stepload_campaign(d);
     campaign::Campaign c(dir);

@@ -266,7 +266,7 @@ TEST_CASE("proposal step 4: the space-filling design fills the batch with distin
 }
 
 TEST_CASE("proposal steps 5 and 6: the pool holds the nearest neighbours and savers of the best tried "
-          "candidates and a random sample, never an excluded one; a large pool is cut to the exact size") {
+          "candidates and a random sample, never an excluded one, a large pool is cut to the exact size") {
     World w;
     std::mt19937_64 rng(7);
     auto s = w.settings();
@@ -311,7 +311,7 @@ TEST_CASE("proposal steps 5 and 6: the pool holds the nearest neighbours and sav
 }
 
 TEST_CASE("proposal step 7: believing a pick leaves the means, shrinks its own variance and its neighbours' "
-          "EI; steps 8 and 9 fill the batch by acquisition") {
+          "EI, steps 8 and 9 fill the batch by acquisition") {
     World w;
     std::mt19937_64 rng(11);
     std::vector<TrialObservation> trials;

@@ -89,7 +89,7 @@ TEST_CASE("local: an array runs every task once, one at a time by default, each 
     CHECK(read(d.path / "order") == "start 0\nend 0\nstart 1\nend 1\nstart 2\nend 2\n");
 }
 
-TEST_CASE("local: nothing runs while held; a second submission of the same name cancels the held one") {
+TEST_CASE("local: nothing runs while held, a second submission of the same name cancels the held one") {
     TempDir d;
     auto s = scheduler::local_scheduler(d.path / "jobs");
     const auto j = job(d, "touch ran");
@@ -107,8 +107,8 @@ TEST_CASE("local: nothing runs while held; a second submission of the same name 
     CHECK(fs::exists(d.path / "ran"));
 }
 
-TEST_CASE("local: a failing task is FAILED with its exit code; a task over the memory limit is killed out of "
-          "memory by the watchdog; one over the time limit times out") {
+TEST_CASE("local: a failing task is FAILED with its exit code, a task over the memory limit is killed out of "
+          "memory by the watchdog, one over the time limit times out") {
     TempDir d;
     // The watchdog, even where a cgroup could hold the limit (the next test covers the cgroup).
     auto s = scheduler::local_scheduler(d.path / "jobs", scheduler::LocalMemoryLimit::Watchdog);
