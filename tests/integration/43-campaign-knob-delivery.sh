@@ -5,7 +5,10 @@
 # SLURM_CPUS_PER_TASK), and an environment variable. The workload (tests/fixtures/argload) has no build step.
 # Trials with different --cpus-per-task values run as separate array jobs of one batch, the constraint over an
 # argument knob and an option knob holds, an argument with spaces and $(...) arrives as written, and report and
-# apply show the winner as #SBATCH lines, export lines and an argument list. Needs SLURM_CONF (scripts/test).
+# apply show the winner as #SBATCH lines, export lines and an argument list. A second campaign checks the loss
+# with loss_mode = "final_eval": the doctor's runs at seeds 0, 1, 2 (seed_arg) calibrate the tolerance, and the
+# setting that moves the final evaluation loss (mode=b) is a loss-invariant violation while the curves agree.
+# Needs SLURM_CONF (scripts/test).
 set -euo pipefail
 export INFRARSI_BANK=off
 . "$(dirname "$0")/lib.sh" knob-delivery
@@ -54,5 +57,31 @@ grep -qF "#SBATCH $opt" "$work/report.txt" || fail "the report lacks '#SBATCH $o
 grep -qE "^export ARGLOAD_MODE=[ab]$" "$snippet" || fail "the snippet lacks the export line"
 grep -qE "^infrarsi_args=\(--micro-batch=[12]( --verbose)?\)$" "$snippet" || fail "the snippet lacks the arguments: $(cat "$snippet")"
 grep -qE "arguments: --micro-batch=[12]" "$work/report.txt" || fail "the report lacks the arguments"
+
+# final_eval: the same job, its loss judged by its final evaluation.
+sed -e 's/^loss_mode = .*/loss_mode = "final_eval"\nseed_arg = "--seed={}"/' -e '/^loss_tolerance/d' \
+  -e 's/^doctor = 2/doctor = 3/' "$work/argload.contract.toml" >"$work/eval.contract.toml"
+"$bin" init "$work/eval.contract.toml" --dir "$work/e" >/dev/null
+log=$work/eval-run.log
+"$bin" run --dir "$work/e" --scheduler slurm --proposer simple >"$log" 2>&1 || fail "infrarsi run (final_eval) failed"
+db=$work/e/campaign.db
+seeds=$(sqlite3 "$db" "SELECT result_path FROM trials WHERE kind = 'doctor' ORDER BY id" | while read -r p; do
+  sed -n 's/^seed: //p' "$(dirname "$p")/log.txt"; done | tr '\n' ' ')
+[ "$seeds" = "0 1 2 " ] || fail "the doctor's runs were not at seeds 0 1 2: '$seeds'"
+[ "$(sqlite3 "$db" "SELECT DISTINCT json_extract(candidate, '$.knobs.mode') FROM trials WHERE kind = 'search'" | sort | tr -d '\n')" = ab ] \
+  || fail "the search did not try both modes"
+calibrated=$(sqlite3 "$db" "SELECT message FROM events WHERE message LIKE 'doctor: final evaluation loss%'")
+grep -qE "final evaluation loss 2.604 \+- 0.004 \(sd over 3 seeds\); tolerance 0.0199" <<<"$calibrated" \
+  || fail "no calibrated tolerance in the campaign's log: '$calibrated'"
+bad=$(sqlite3 "$db" "SELECT COUNT(*) FROM trials WHERE kind = 'search' AND json_extract(candidate, '$.knobs.mode') = 'b'
+                     AND NOT (outcome = 'contract_violation' AND violation = 'loss_invariant')")
+[ "$bad" = 0 ] || fail "$bad search trials with mode=b were not loss-invariant violations"
+good=$(sqlite3 "$db" "SELECT COUNT(*) FROM trials WHERE kind = 'search' AND json_extract(candidate, '$.knobs.mode') = 'a'
+                      AND outcome != 'ok'")
+[ "$good" = 0 ] || fail "$good search trials with mode=a failed"
+"$bin" report --dir "$work/e" --json >"$work/eval-report.json"
+jq -e '.promoted | length >= 1 and (.[0].candidate | test("mode=a"))' "$work/eval-report.json" >/dev/null \
+  || fail "final_eval: nothing promoted, or a mode=b candidate"
+
 echo "ok: $checked trials saw their arguments, option and environment; batch $split ran as arrays $opts; promoted $(jq -r '.promoted[0].candidate' "$r")"
 rm -rf "$work"

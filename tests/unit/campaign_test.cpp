@@ -371,12 +371,12 @@ estimate_command = ["sh", "-c", 'printf "{\"estimated_peak_bytes\": %s}" $(wc -c
     auto patched = baseline;
     patched.patches = {"fast_kernel"};
     CHECK_FALSE(c.memory_estimate(baseline)); // no doctor yet: no baseline build to run
-    c.plan_batch("doctor", {{baseline, store::TrialKind::Doctor, "doctor", 0, {}}});
+    c.plan_batch("doctor", {{baseline, store::TrialKind::Doctor, "doctor", 0, {}, {}}});
     auto base_est = c.memory_estimate(baseline);
     REQUIRE(base_est);
     CHECK(*base_est == doctest::Approx(double(fs::file_size(tmp.path / "toyload/kernels/compute.c"))));
     CHECK(c.memory_estimate(patched) == base_est); // its patch set is not built yet
-    c.plan_batch("search", {{patched, store::TrialKind::Search, "test", 0, {}}});
+    c.plan_batch("search", {{patched, store::TrialKind::Search, "test", 0, {}, {}}});
     auto patched_est = c.memory_estimate(patched);
     REQUIRE(patched_est);
     CHECK(*patched_est > *base_est); // "iterations / 2" is longer than "iterations"
