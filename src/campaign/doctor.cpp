@@ -85,7 +85,10 @@ void Campaign::finish_doctor() {
         if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
         if (t.mfu) mfus.push_back(*t.mfu);
         if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
-        losses.push_back(t.measurements["losses"].get<std::vector<double>>());
+        // The reference losses come from the runs the campaign started, with the contract's seed and steps;
+        // the job the user submitted ran with its own (its timing, noise and memory count).
+        if (store_->batch(t.batch_id).kind != kSubmittedBatch)
+            losses.push_back(t.measurements["losses"].get<std::vector<double>>());
         for (const auto& [k, v] : t.measurements["phases"].items())
             phases[k].push_back(v.get<double>());
     }
@@ -122,23 +125,31 @@ void Campaign::finish_doctor() {
 void Campaign::doctor(const RunOptions& o) {
     resume_open_batches(o);
     if (store_->baseline() || stopping(o)) return;
-    if (store_->batches().empty() || std::none_of(store_->batches().begin(), store_->batches().end(),
-                                                  [](auto& b) { return b.kind == "doctor"; })) {
-        std::vector<Task> tasks(static_cast<std::size_t>(contract_.repeats.doctor));
-        for (auto& t : tasks) {
-            t.candidate = contract_.space.baseline();
-            t.kind = TrialKind::Doctor;
-            t.reason = "baseline repeat for noise calibration";
-        }
-        say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
-        auto id = plan_batch("doctor", tasks);
-        for (const auto& t : store_->trials_of_batch(id))
-            if (t.array_index < 0)
-                throw Error("the baseline does not build: " + t.detail, t.result_path,
-                            "a baseline that builds");
-        submit_batch(id, o);
-        await_batch(id, o);
+    const auto batches = store_->batches();
+    if (std::any_of(batches.begin(), batches.end(), [](auto& b) { return b.kind == "doctor"; })) return;
+    // A campaign started from a tune request: the job the user submitted is the first baseline run.
+    if (const auto submitted = adopt_submitted_job(o)) {
+        await_batch(*submitted, o);
+        if (stopping(o)) return;
     }
+    int adopted = 0;
+    for (const auto& b : store_->batches())
+        if (b.kind == kSubmittedBatch)
+            for (const auto& t : store_->trials_of_batch(b.id))
+                adopted += t.outcome == trial::Outcome::Ok;
+    std::vector<Task> tasks(static_cast<std::size_t>(std::max(1, contract_.repeats.doctor - adopted)));
+    for (auto& t : tasks) {
+        t.candidate = contract_.space.baseline();
+        t.kind = TrialKind::Doctor;
+        t.reason = "baseline repeat for noise calibration";
+    }
+    say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
+    auto id = plan_batch("doctor", tasks);
+    for (const auto& t : store_->trials_of_batch(id))
+        if (t.array_index < 0)
+            throw Error("the baseline does not build: " + t.detail, t.result_path, "a baseline that builds");
+    submit_batch(id, o);
+    await_batch(id, o);
 }
 
 } // namespace infrarsi::campaign

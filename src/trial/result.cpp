@@ -29,6 +29,7 @@ json to_json(const Result& r) {
     if (r.steps.summary) j["summary"] = *r.steps.summary;
     if (!r.error.empty()) j["error"] = r.error;
     if (!r.slurm.empty()) j["slurm"] = r.slurm;
+    if (r.job_cgroup_peak_bytes) j["job_cgroup_peak_bytes"] = *r.job_cgroup_peak_bytes;
     return j;
 }
 
@@ -61,6 +62,8 @@ Result result_from_json(const json& j, const std::string& where) {
     if (j.contains("summary")) r.steps.summary = j.at("summary");
     if (j.contains("error")) r.error = json_field<std::string>(j, "error", where);
     if (j.contains("slurm")) r.slurm = json_field<std::map<std::string, std::string>>(j, "slurm", where);
+    if (j.contains("job_cgroup_peak_bytes"))
+        r.job_cgroup_peak_bytes = json_field<double>(j, "job_cgroup_peak_bytes", where);
     return r;
 }
 
