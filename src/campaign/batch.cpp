@@ -183,6 +183,10 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
 void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
     if (b.state != "planned") return;
+    if (b.kind == kSubmittedBatch) { // the user's job, submitted already: only its id was not recorded yet
+        store_->set_batch_submitted(batch_id, store_->meta("tune_job_id").value_or(""));
+        return;
+    }
     int runnable = 0;
     for (const auto& t : store_->trials_of_batch(batch_id))
         if (t.array_index >= 0) ++runnable;

@@ -58,8 +58,9 @@ std::optional<std::int64_t> Campaign::adopt_submitted_job(const RunOptions& o) {
     row.id = store_->add_trial(row);
     store_->set_meta("submitted_job", "adopted");
     store_->set_meta("submitted_job_output", *output);
-    store_->set_batch_submitted(batch_id, *job);
     tx.commit();
+    // Its own transaction; a crash before it leaves the batch planned, which submit_batch completes.
+    store_->set_batch_submitted(batch_id, *job);
     say(o, fmt::format("doctor: the submitted job {} is the first baseline run (its output: {})", *job,
                        *output));
     return batch_id;

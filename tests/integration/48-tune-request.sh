@@ -74,7 +74,7 @@ log=$work/daemon-root.log
 site=$work/site
 "$daemon" --once --idle 1 --spool "$spool" --root "$site" --scheduler local >"$log" 2>&1 ||
   fail "the root infrarsid failed: $(tail -5 "$log")"
-file_has "tune request $job.json: campaign $site/nobody/tune-$job started (moved to done/)" "$log" ||
+file_has "tune request $job.json: campaign $site/nobody/tune-$job started \\(moved to done/\\)" "$log" ||
   fail "the root daemon started no campaign: $(tail -5 "$log")"
 [ -f "$spool/tune/done/$job.json" ] && [ ! -e "$request" ] || fail "the request was not moved to done/"
 [ "$(stat -c %U:%a "$site/nobody")" = nobody:700 ] || fail "the user's directory is $(stat -c %U:%a "$site/nobody")"
