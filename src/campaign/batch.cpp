@@ -42,6 +42,14 @@ std::string last_lines(const fs::path& file, std::size_t n) {
     return s;
 }
 
+// A record's task: an array task's index; a plain job (the one a user submitted, kSubmittedBatch) is task
+// 0; a record of several pending tasks ("12_[0-3]") is none.
+std::optional<int> task_index(const slurm::JobRecord& r) {
+    if (r.array_task_id) return r.array_task_id;
+    if (r.job_id.find_first_of("_[") == std::string::npos) return 0;
+    return std::nullopt;
+}
+
 std::string read_text(const fs::path& file) {
     std::ifstream in(file);
     return {std::istreambuf_iterator<char>(in), {}};
@@ -144,7 +152,9 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
                 row.outcome = trial::Outcome::BuildFailure;
             } else {
                 row.outcome = trial::Outcome::ContractViolation;
-                row.violation = trial::Violation::ProtectedChanged;
+                row.violation = box.state == patch::Sandbox::State::OutOfScope
+                                    ? trial::Violation::OutOfScope
+                                    : trial::Violation::ProtectedChanged;
             }
             row.detail = box.detail;
             row.result_path = box.log.string();
@@ -213,6 +223,11 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
 void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
     if (b.state != "planned") return;
+    if (b.kind == kSubmittedBatch) { // the user's job, submitted already: only its id was not recorded yet
+        store_->set_array_submitted(batch_id, 0, store_->meta("tune_job_id").value_or(""));
+        store_->set_batch_submitted(batch_id);
+        return;
+    }
     int runnable = 0;
     for (const auto& t : store_->trials_of_batch(batch_id))
         if (t.array_index >= 0) ++runnable;
@@ -284,13 +299,14 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     // keeps its arrays one after another.
     std::vector<slurm::JobRecord> all;
     std::set<std::string> cancelled;
+    auto& sched = b.kind == kSubmittedBatch ? slurm_for_submitted_job() : scheduler(o);
     for (const auto& a : store_->arrays(batch_id)) {
         for (;;) {
             if (stopping(o)) return;
-            auto records = scheduler(o).wait(a.job_id, std::chrono::seconds(5), o.poll);
+            auto records = sched.wait(a.job_id, std::chrono::seconds(5), o.poll);
             int finished = 0;
             for (const auto& r : records) {
-                if (slurm::is_finished(r.state) && r.array_task_id) ++finished;
+                if (slurm::is_finished(r.state) && task_index(r)) ++finished;
                 // A task Slurm requeued (a contract with --requeue) whose relaunch failed is held until
                 // someone releases it: cancel it, and the trial is re-queued (not counted) like any
                 // cancelled one.
@@ -303,7 +319,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
                                     "is re-queued",
                                     r.job_id, r.reason));
                     try {
-                        scheduler(o).cancel(r.job_id);
+                        sched.cancel(r.job_id);
                     } catch (const Error& e) {
                         say(o, e.what());
                     }
@@ -328,7 +344,7 @@ void Campaign::resume_open_batches(const RunOptions& o) {
         } catch (const Error& e) {
             say(o, fmt::format("batch {}: {}", b.id, e.what()));
         }
-        if (b.state == "submitted") {
+        if (b.state == "submitted" && b.kind != kSubmittedBatch) {
             // Released already, unless the process died right after recording the ids. A job Slurm has
             // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
             for (const auto& a : store_->arrays(b.id)) {
@@ -350,7 +366,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     auto b = store_->batch(batch_id);
     std::map<int, slurm::JobRecord> by_index;
     for (const auto& r : records)
-        if (r.array_task_id) by_index[*r.array_task_id] = r;
+        if (auto i = task_index(r)) by_index[*i] = r;
     const auto reference = reference_losses();
     const auto& inv = contract_.invariants;
     json requeue = json::parse(store_->meta("requeue").value_or("[]"));
@@ -365,6 +381,10 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const auto& rec = it->second;
         t.state = TrialState::Finished;
         t.node = rec.node_list;
+        if (b.kind == kSubmittedBatch) {
+            t.job_id = rec.job_id;
+            take_submitted_output(t, rec);
+        }
         // No result file (the wrapper died with the job: a node failure, a time limit): no wrapper wall time.
         // One that is not a result (the job can reach the file) counts as none, and the log says why.
         std::optional<trial::Result> result;
@@ -380,8 +400,9 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
         const std::string log_text = read_text(log);
         const std::string job_output =
-            log_text + read_text(fs::path(b.manifest).parent_path() /
-                                 fmt::format("slurm-{}.out", t.job_id)); // %A_%a: the array's JOB_INDEX
+            b.manifest.empty() ? log_text
+                               : log_text + read_text(fs::path(b.manifest).parent_path() /
+                                                      fmt::format("slurm-{}.out", t.job_id)); // %A_%a: JOB_INDEX
         auto steps = result ? result->steps.steps : std::vector<measure::StepSample>{};
         auto evals = result ? result->steps.evals : std::vector<measure::EvalLoss>{};
         if (steps.empty()) {
@@ -409,6 +430,10 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
                               {"phases", summary->phases},
                               {"cold_step_s", summary->cold_step_s}};
         }
+        // The peak checked against the limit: the job cgroup's (what Slurm enforces --mem on), else the
+        // accounting's MaxRSS, else what the workload reported; the largest of those known.
+        if (result && result->job_cgroup_peak_bytes)
+            t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *result->job_cgroup_peak_bytes);
         if (rec.max_rss_bytes)
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
         trial::Evidence e;

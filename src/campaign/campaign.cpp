@@ -125,6 +125,7 @@ patch::SandboxCache Campaign::sandbox_cache() const {
     spec.source = contract_.workload.source;
     spec.build = contract_.workload.build;
     spec.protected_files = contract_.protected_files;
+    spec.editable = contract_.editable;
     for (const auto& l : store_->locks()) {
         if (l.kind == "tree") spec.tree_hash = l.hash;
         if (l.kind == "protected") spec.protected_hashes[l.path] = l.hash;

@@ -139,8 +139,14 @@ class Campaign {
     void resume_open_batches(const RunOptions& o);
     void ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records);
     void finish_doctor();
-    void seed_from_bank(const RunOptions& o); // once, after the doctor (bank_stage.cpp)
-    void record_in_bank(const RunOptions& o); // once, when the campaign is done
+    // The job submitted with --infrarsi=tune as the doctor's first run (submitted_job.cpp): its batch, made
+    // now, or nullopt (not a tune campaign, adopted before, or Slurm no longer knows it: said why).
+    std::optional<std::int64_t> adopt_submitted_job(const RunOptions& o);
+    // Ingest of that job: its output into the trial's log.txt, its Slurm record into result.json.
+    void take_submitted_output(const store::TrialRow& t, const slurm::JobRecord& rec);
+    scheduler::Scheduler& slurm_for_submitted_job(); // awaited through Slurm whatever runs the trials
+    void seed_from_bank(const RunOptions& o);        // once, after the doctor (bank_stage.cpp)
+    void record_in_bank(const RunOptions& o);        // once, when the campaign is done
     void finish_verification(std::int64_t verification_id);
     std::vector<double> reference_losses();
     TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
@@ -161,7 +167,17 @@ class Campaign {
     std::unique_ptr<store::CampaignStore> store_;
     std::vector<patch::PatchInfo> catalog_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
+    std::unique_ptr<scheduler::Scheduler> submitted_job_scheduler_;
 };
+
+// Which prior the memory model starts from, for people: the estimate command, the transformer formulas, or
+// none.
+std::string memory_prior_name(const contract::Contract& c);
+// The transformer formulas' estimate of a candidate's peak per node ([memory.transformer]); nullopt without.
+std::optional<double> transformer_memory_estimate(const contract::Contract& k, const space::Candidate& c);
+
+// The batch kind of the job the user submitted with --infrarsi=tune (one doctor trial, the job's own id).
+inline constexpr const char* kSubmittedBatch = "submitted";
 
 // The batch manifest's "knobs": every environment name a task's "env" may set, with its allowed values as
 // strings (null: any value), which the SPANK plugin's trial mode requires (docs/plugin.md). The space's knobs

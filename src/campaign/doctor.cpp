@@ -86,9 +86,13 @@ void Campaign::finish_doctor() {
         if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
         if (t.mfu) mfus.push_back(*t.mfu);
         if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
-        losses.push_back(t.measurements["losses"].get<std::vector<double>>());
-        if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
-            eval_losses.push_back(t.measurements["eval_loss"].get<double>());
+        // The reference losses come from the runs the campaign started, with the contract's seed and steps;
+        // the job the user submitted ran with its own (its timing, noise and memory count).
+        if (store_->batch(t.batch_id).kind != kSubmittedBatch) {
+            losses.push_back(t.measurements["losses"].get<std::vector<double>>());
+            if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
+                eval_losses.push_back(t.measurements["eval_loss"].get<double>());
+        }
         for (const auto& [k, v] : t.measurements["phases"].items())
             phases[k].push_back(v.get<double>());
     }
@@ -140,29 +144,39 @@ void Campaign::finish_doctor() {
 void Campaign::doctor(const RunOptions& o) {
     resume_open_batches(o);
     if (store_->baseline() || stopping(o)) return;
-    if (store_->batches().empty() || std::none_of(store_->batches().begin(), store_->batches().end(),
-                                                  [](auto& b) { return b.kind == "doctor"; })) {
-        std::vector<Task> tasks(static_cast<std::size_t>(contract_.repeats.doctor));
-        // final_eval: each repeat at its own seed, so their spread calibrates the loss tolerance.
-        const bool seeds = contract_.invariants.loss_mode == contract::LossMode::FinalEval;
-        for (std::size_t i = 0; i < tasks.size(); ++i) {
-            auto& t = tasks[i];
-            t.candidate = contract_.space.baseline();
-            t.kind = TrialKind::Doctor;
-            t.reason = seeds ? fmt::format("baseline repeat at seed {} for noise and loss calibration",
-                                           contract_.invariants.seed + static_cast<long long>(i))
-                             : "baseline repeat for noise calibration";
-            if (seeds) t.seed = contract_.invariants.seed + static_cast<long long>(i);
-        }
-        say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
-        auto id = plan_batch("doctor", tasks);
-        for (const auto& t : store_->trials_of_batch(id))
-            if (t.array_index < 0)
-                throw Error("the baseline does not build: " + t.detail, t.result_path,
-                            "a baseline that builds");
-        submit_batch(id, o);
-        await_batch(id, o);
+    const auto batches = store_->batches();
+    if (std::any_of(batches.begin(), batches.end(), [](auto& b) { return b.kind == "doctor"; })) return;
+    // A campaign started from a tune request: the job the user submitted is the first baseline run.
+    if (const auto submitted = adopt_submitted_job(o)) {
+        await_batch(*submitted, o);
+        if (stopping(o)) return;
     }
+    int adopted = 0;
+    for (const auto& b : store_->batches())
+        if (b.kind == kSubmittedBatch)
+            for (const auto& t : store_->trials_of_batch(b.id))
+                adopted += t.outcome == trial::Outcome::Ok;
+    // final_eval: each repeat at its own seed, so their spread calibrates the loss tolerance (the submitted
+    // job's evaluation loss does not count there: it ran at its own seed).
+    const bool seeds = contract_.invariants.loss_mode == contract::LossMode::FinalEval;
+    std::vector<Task> tasks(
+        static_cast<std::size_t>(seeds ? contract_.repeats.doctor : std::max(1, contract_.repeats.doctor - adopted)));
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        auto& t = tasks[i];
+        t.candidate = contract_.space.baseline();
+        t.kind = TrialKind::Doctor;
+        t.reason = seeds ? fmt::format("baseline repeat at seed {} for noise and loss calibration",
+                                       contract_.invariants.seed + static_cast<long long>(i))
+                         : "baseline repeat for noise calibration";
+        if (seeds) t.seed = contract_.invariants.seed + static_cast<long long>(i);
+    }
+    say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
+    auto id = plan_batch("doctor", tasks);
+    for (const auto& t : store_->trials_of_batch(id))
+        if (t.array_index < 0)
+            throw Error("the baseline does not build: " + t.detail, t.result_path, "a baseline that builds");
+    submit_batch(id, o);
+    await_batch(id, o);
 }
 
 } // namespace infrarsi::campaign

@@ -2,6 +2,9 @@
 // (leaving verification its wall time), with the memory estimates the proposer asks for.
 #include "campaign/campaign.hpp"
 
+#include "model/transformer_memory.hpp"
+#include "space/memory_role.hpp"
+
 #include "measure/statistics.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
@@ -54,16 +57,58 @@ fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
         if (built && built->state == patch::Sandbox::State::Ready) box = built->source.parent_path();
     }
     if (box.empty()) {
-        auto doctor_trials = store_->trials({.kinds = {TrialKind::Doctor}});
-        if (doctor_trials.empty()) return {};
-        box = dir_ / "sandboxes" / doctor_trials[0].sandbox;
+        // The baseline's build: a doctor trial that ran in a sandbox (the submitted job ran in none).
+        for (const auto& t : store_->trials({.kinds = {TrialKind::Doctor}}))
+            if (!t.sandbox.empty()) {
+                box = dir_ / "sandboxes" / t.sandbox;
+                break;
+            }
+        if (box.empty()) return {};
     }
     estimate_sandboxes_[set] = box;
     return box;
 }
 
+std::string memory_prior_name(const contract::Contract& c) {
+    if (!c.memory_estimate.empty()) return "the contract's estimate command";
+    if (c.memory_transformer) return "the transformer formulas from the declared model dimensions";
+    return "none: learned from the trials";
+}
+
+std::optional<double> transformer_memory_estimate(const contract::Contract& k, const space::Candidate& c) {
+    if (!k.memory_transformer) return std::nullopt;
+    const auto& p = *k.memory_transformer;
+    model::TransformerShape shape;
+    shape.parameters = p.parameters;
+    shape.layers = p.layers;
+    shape.hidden = p.hidden;
+    shape.heads = p.heads;
+    shape.seq_len = p.seq_len;
+    shape.vocab = p.vocab;
+    shape.activation_bytes = p.activation_bytes;
+    shape.parameter_bytes = p.parameter_bytes;
+    shape.optimizer_bytes = p.optimizer_bytes;
+    shape.runtime_bytes = static_cast<double>(p.runtime_bytes);
+    model::TransformerSettings st;
+    st.micro_batch = p.micro_batch;
+    st.zero_stage = p.zero_stage;
+    st.ranks_per_node = std::max(1, k.resources.ntasks_per_node);
+    for (const auto& knob : k.space.knobs) {
+        const auto it = c.knobs.find(knob.name);
+        if (it == c.knobs.end()) continue;
+        const auto role = space::memory_role(knob);
+        if (role == space::MemoryRole::MicroBatch)
+            st.micro_batch = static_cast<int>(std::get<long long>(it->second));
+        else if (role == space::MemoryRole::Recompute)
+            st.recompute = static_cast<model::Recompute>(space::recompute_strength(it->second));
+        if (knob.name == p.ranks_knob) st.ranks_per_node = static_cast<int>(std::get<long long>(it->second));
+    }
+    st.data_parallel = st.ranks_per_node * k.resources.nodes;
+    return model::transformer_memory(shape, st).per_node;
+}
+
 std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
-    if (contract_.memory_estimate.empty()) return std::nullopt;
+    if (contract_.memory_estimate.empty()) return transformer_memory_estimate(contract_, c);
     const fs::path box = estimate_sandbox(c);
     if (box.empty()) return std::nullopt;
     const std::string cache_key = c.key() + "@" + box.filename().string();
@@ -105,7 +150,8 @@ TrialCostModel Campaign::trial_cost_model() {
     // one batch that waited out an orchestrator outage does not dominate.
     std::vector<double> overheads;
     for (const auto& b : store_->batches("finished")) {
-        if (b.kind == "search" || b.submitted <= 0 || b.finished <= b.submitted) continue;
+        if (b.kind == "search" || b.kind == kSubmittedBatch || b.submitted <= 0 || b.finished <= b.submitted)
+            continue;
         int n = 0;
         for (const auto& t : store_->trials_of_batch(b.id))
             if (t.array_index >= 0) ++n;

@@ -4,6 +4,7 @@
 #include "trial/tune_request.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/privilege.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -12,14 +13,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace infrarsi::campaign {
 namespace {
-
-const char* const kRootRefusal = "a root daemon does not start campaigns for users yet; run infrarsid as the "
-                                 "user (sbatch/infrarsid.sbatch)";
 
 bool all_digits(const std::string& s) {
     return !s.empty() &&
@@ -51,6 +50,39 @@ std::string spool_subdir(const std::filesystem::path& dir) {
     if (::lstat(dir.c_str(), &st) != 0) return fmt::format("{}: {}", dir.string(), errno_text());
     if (!S_ISDIR(st.st_mode))
         return fmt::format("{} is not a directory (a symlink is not followed)", dir.string());
+    return {};
+}
+
+// A site daemon's root: a directory owned by root that nobody else may write (users' directories are made in
+// it as root). Made 0755 when missing. Empty when usable; else why not.
+std::string check_site_root(const std::filesystem::path& root) {
+    if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST)
+        return fmt::format("cannot create {}: {}", root.string(), errno_text());
+    struct stat st {};
+    if (::lstat(root.c_str(), &st) != 0) return fmt::format("{}: {}", root.string(), errno_text());
+    if (!S_ISDIR(st.st_mode))
+        return fmt::format("{} is not a directory (a symlink is not followed)", root.string());
+    if (st.st_uid != 0 || (st.st_mode & 022) != 0)
+        return fmt::format("a root daemon's --root {} must be owned by root and writable by nobody else (it "
+                           "is uid {}, mode {:o})",
+                           root.string(), st.st_uid, st.st_mode & 07777);
+    return {};
+}
+
+// <root>/<user>: the user's campaigns under a site daemon, made 0700 and given to the user by root, who never
+// opens anything inside it. Empty when usable; else why not.
+std::string user_directory(const std::filesystem::path& dir, const Account& a) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        return fmt::format("cannot create {}: {}", dir.string(), errno_text());
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return fmt::format("{}: {} (a symlink is not followed)", dir.string(), errno_text());
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return fmt::format("{}: {}", dir.string(), errno_text());
+    if (st.st_uid == 0 && (::fchown(fd.get(), a.uid, a.gid) != 0 || ::fchmod(fd.get(), 0700) != 0))
+        return fmt::format("cannot give {} to {}: {}", dir.string(), a.name, errno_text());
+    if (st.st_uid != 0 && st.st_uid != a.uid)
+        return fmt::format("{} is owned by uid {}, not by {} (uid {})", dir.string(), st.st_uid, a.name,
+                           a.uid);
     return {};
 }
 
@@ -138,8 +170,17 @@ TuneRequestHandled handle(const std::filesystem::path& tune, const std::string& 
         h.reason = fmt::format("uid {} ({}), not this daemon's uid {}", r.uid, r.user, acting_uid);
         return h;
     }
-    if (acting_uid == 0) return refuse(kRootRefusal);
-    const auto dir = root / ("tune-" + std::to_string(r.job_id));
+    // A root daemon acts for the request's user: in <root>/<user>/, from a child that dropped to that user.
+    std::optional<Account> account;
+    auto campaigns = root;
+    if (acting_uid == 0) {
+        if (r.uid == 0) return refuse("a campaign never runs as root, and this request is root's (uid 0)");
+        account = lookup_account(r.uid);
+        if (!account) return refuse(fmt::format("uid {} has no passwd entry", r.uid));
+        campaigns = root / account->name;
+        if (auto e = user_directory(campaigns, *account); !e.empty()) return refuse(e);
+    }
+    const auto dir = campaigns / ("tune-" + std::to_string(r.job_id));
     h.campaign = dir;
     std::error_code ec;
     if (std::filesystem::symlink_status(dir, ec).type() != std::filesystem::file_type::not_found) {
@@ -147,14 +188,31 @@ TuneRequestHandled handle(const std::filesystem::path& tune, const std::string& 
         move_request(tune, "done", stem, {}, h);
         return h;
     }
-    if (auto e = check_owned_file("contract", r.contract, r.uid); !e.empty()) return refuse(e);
-    if (!r.script.empty())
-        if (auto e = check_owned_file("script", r.script, r.uid); !e.empty()) return refuse(e);
-    try {
-        start_campaign(r, dir);
-    } catch (const std::exception& e) {
+    // Empty when the campaign started; else why not.
+    auto start = [&]() -> std::string {
+        if (auto e = check_owned_file("contract", r.contract, r.uid); !e.empty()) return e;
+        if (!r.script.empty())
+            if (auto e = check_owned_file("script", r.script, r.uid); !e.empty()) return e;
+        try {
+            start_campaign(r, dir);
+        } catch (const std::exception& e) {
+            return std::string("the campaign could not be initialized: ") + e.what();
+        }
+        return {};
+    };
+    std::string why;
+    if (account) {
+        const auto as_user = run_as(*account, start);
+        why = as_user.status == 0 ? std::string()
+              : !as_user.message.empty()
+                  ? as_user.message
+                  : fmt::format("starting it as {} ended with status {}", account->name, as_user.status);
+    } else {
+        why = start();
+    }
+    if (!why.empty()) {
         h.campaign.clear();
-        return refuse(std::string("the campaign could not be initialized: ") + e.what());
+        return refuse(why);
     }
     h.action = TuneAction::Started;
     move_request(tune, "done", stem, {}, h);
@@ -177,6 +235,11 @@ TuneIntake scan_tune_requests(const std::filesystem::path& spool, const std::fil
         out.problem = fmt::format("{} is not a directory (a symlink is not followed)", tune.string());
         return out;
     }
+    if (acting_uid == 0)
+        if (auto e = check_site_root(root); !e.empty()) {
+            out.problem = e;
+            return out;
+        }
     std::vector<std::string> files;
     std::error_code ec;
     for (fs::directory_iterator it(tune, ec), end; !ec && it != end; it.increment(ec)) {

@@ -6,6 +6,10 @@
 // to tune/refused/ with a <job_id>.reason beside it. Another user's request is left where it is (that user's
 // daemon takes it). <root>/tune-<job_id> marks a request as started, so a restart, or a spool the daemon may
 // not write (the plugin makes tune/ as root), never starts it twice.
+// A root daemon (a site's) acts for every user but never as root: a request's campaign is made in
+// <root>/<user>/tune-<job_id> (<root>/<user> made 0700 and given to the user) by a child process that dropped
+// to the request's uid, gid and groups before it opens the contract or the script; root's own requests are
+// refused. The campaign daemon (campaign/daemon.hpp) then drives <root>/<user> as that user.
 #include <sys/types.h>
 
 #include <cstdint>
@@ -38,10 +42,10 @@ struct TuneIntake {
     std::string problem; // the spool's tune/ could not be scanned (not a directory, a symlink, unreadable)
 };
 
-// One scan of <spool>/tune/*.json. `acting_uid` is the user the campaigns would run as: the daemon's
-// effective uid (a parameter so tests can act as a user while running as root). A root daemon does not start
-// campaigns for users (refused, with the reason): it would have to drop to the request's user first. Never
-// throws for a request's sake; without tune/ it does nothing.
+// One scan of <spool>/tune/*.json. `acting_uid` is the user the campaigns run as: the daemon's effective uid
+// (a parameter so tests can act as a user while running as root); 0 acts for each request's user as above,
+// and then `root` must be owned by root and writable by nobody else (made 0755 when missing). Never throws
+// for a request's sake; without tune/ it does nothing.
 TuneIntake scan_tune_requests(const std::filesystem::path& spool, const std::filesystem::path& root,
                               uid_t acting_uid);
 

@@ -626,6 +626,69 @@ void read_repeats(const Reader& r, const toml::table& root, Contract& c) {
     c.repeats.verify_top = static_cast<int>(r.integer(*t, "verify_top", "repeats", false, 0).value_or(2));
 }
 
+// [memory]: the prior of the memory model: a command that prints an estimate, or a transformer's dimensions.
+void read_memory(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table* m = r.table(root, "memory", "memory", false);
+    if (!m) return;
+    r.known_keys(*m, "memory", {"estimate_command", "transformer"});
+    c.memory_estimate = r.strings(*m, "estimate_command", "memory");
+    const toml::table* t = r.table(*m, "transformer", "memory.transformer", false);
+    if (!t) return;
+    const std::string path = "memory.transformer";
+    if (!c.memory_estimate.empty())
+        throw Error("both [memory] estimate_command and [memory.transformer]", r.at(*t),
+                    "one memory prior: the command, or the model's dimensions");
+    r.known_keys(*t, path,
+                 {"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "activation_bytes",
+                  "parameter_bytes", "optimizer_bytes", "runtime", "zero_stage", "micro_batch",
+                  "ranks_knob"});
+    TransformerMemoryPrior p;
+    auto dim = [&](const char* key, bool required) {
+        const auto v = r.integer(*t, key, path, required, 1);
+        if (v && *v > (1LL << 24))
+            throw Error(fmt::format("'{}.{}' is {}", path, key, *v), r.at_key(*t, key), "at most 2^24");
+        return static_cast<int>(v.value_or(0));
+    };
+    p.layers = dim("layers", true);
+    p.hidden = dim("hidden", true);
+    p.heads = dim("heads", true);
+    p.seq_len = dim("seq_len", true);
+    p.vocab = dim("vocab", true);
+    if (auto v = r.number(*t, "parameters", path)) {
+        if (!(*v > 0 && *v < 1e15))
+            throw Error(fmt::format("'{}.parameters' is {}", path, *v), r.at_key(*t, "parameters"),
+                        "a positive count below 1e15");
+        p.parameters = *v;
+    }
+    auto bytes = [&](const char* key, int fallback, std::initializer_list<int> allowed) {
+        const auto v = r.integer(*t, key, path, false, 0);
+        if (!v) return fallback;
+        if (std::find(allowed.begin(), allowed.end(), *v) == allowed.end())
+            throw Error(fmt::format("'{}.{}' is {}", path, key, *v), r.at_key(*t, key),
+                        "bytes per value: 1, 2, 4 (8, 12 or 16 for optimizer_bytes)");
+        return static_cast<int>(*v);
+    };
+    p.activation_bytes = bytes("activation_bytes", 2, {1, 2, 4});
+    p.parameter_bytes = bytes("parameter_bytes", 2, {1, 2, 4});
+    p.optimizer_bytes = bytes("optimizer_bytes", 12, {0, 4, 8, 12, 16});
+    if (auto rt = r.str(*t, "runtime", path)) p.runtime_bytes = parse_memory(*rt);
+    if (auto z = r.integer(*t, "zero_stage", path, false, 0)) {
+        if (*z > 3)
+            throw Error(fmt::format("'{}.zero_stage' is {}", path, *z), r.at_key(*t, "zero_stage"), "0 to 3");
+        p.zero_stage = static_cast<int>(*z);
+    }
+    p.micro_batch = dim("micro_batch", false);
+    if (p.micro_batch == 0) p.micro_batch = 1;
+    if (auto k = r.str(*t, "ranks_knob", path)) {
+        const auto* knob = c.space.knob(*k);
+        if (!knob || (knob->kind != space::KnobKind::Integer && knob->kind != space::KnobKind::Pow2))
+            throw Error(fmt::format("'{}.ranks_knob' names '{}'", path, *k), r.at_key(*t, "ranks_knob"),
+                        "the name of an integer or pow2 knob");
+        p.ranks_knob = *k;
+    }
+    c.memory_transformer = p;
+}
+
 } // namespace
 
 long long parse_memory(const std::string& text) {
@@ -736,10 +799,7 @@ Contract load(const fs::path& file) {
     read_metrics(r, root, c);
     read_budget(r, root, c);
     read_repeats(r, root, c);
-    if (const toml::table* m = r.table(root, "memory", "memory", false)) {
-        r.known_keys(*m, "memory", {"estimate_command"});
-        c.memory_estimate = r.strings(*m, "estimate_command", "memory");
-    }
+    read_memory(r, root, c);
     return c;
 }
 

@@ -69,6 +69,18 @@ struct Repeats {
     int verify_top = 2; // how many of the best candidates are verified
 };
 
+// [memory.transformer]: a memory prior from the model's dimensions, for a job with no estimate command
+// (model/transformer_memory.hpp; docs/contract.md).
+struct TransformerMemoryPrior {
+    double parameters = 0; // 0: from the dimensions
+    int layers = 0, hidden = 0, heads = 0, seq_len = 0, vocab = 0;
+    int activation_bytes = 2, parameter_bytes = 2, optimizer_bytes = 12;
+    long long runtime_bytes = 0; // per rank
+    int zero_stage = 0;
+    int micro_batch = 1;    // when no knob is the micro-batch
+    std::string ranks_knob; // the knob whose value is the ranks per node; empty: resources.ntasks_per_node
+};
+
 struct Contract {
     fs::path file; // absolute path of the contract
     fs::path dir;  // its directory; relative paths are relative to it
@@ -87,6 +99,7 @@ struct Contract {
     Budget budget;
     Repeats repeats;
     std::vector<std::string> memory_estimate; // argv printing {"estimated_peak_bytes":N}; knob env set
+    std::optional<TransformerMemoryPrior> memory_transformer; // the prior when there is no command
 };
 
 // Parses and validates; throws infrarsi::Error naming file:line and what was expected.

@@ -35,7 +35,9 @@ std::vector<fs::path> tree_files(const fs::path& root) {
             it.disable_recursion_pending();
             continue;
         }
-        if (it->is_regular_file()) files.push_back(fs::relative(it->path(), root));
+        // The path as it lies in the tree: fs::relative would resolve a symlink to its target (which may be
+        // outside the tree), and a copy would then go there.
+        if (it->is_regular_file()) files.push_back(it->path().lexically_relative(root));
     }
     std::sort(files.begin(), files.end());
     return files;

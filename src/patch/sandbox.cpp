@@ -2,6 +2,7 @@
 
 #include "contract/contract.hpp"
 #include "patch/hash.hpp"
+#include "patch/tree_diff.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 
@@ -126,15 +127,15 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
         return sb;
     };
     for (const auto* p : patches) {
-        auto r = run_process({"patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-d",
-                              src.string(), "-i", p->file.string()});
+        // Fuzz 0: the code built is exactly the reviewed diff, or the patch does not apply.
+        auto r = run_process({"patch", "-p1", "--batch", "--forward", "--fuzz=0", "--no-backup-if-mismatch",
+                              "-d", src.string(), "-i", p->file.string()});
         log += "$ patch -p1 < " + p->file.string() + "\n" + r.out + r.err;
         if (!r.ok())
             return finish(Sandbox::State::BuildFailure,
                           "patch " + p->id + " does not apply: " + tail(r.out + r.err, 3));
     }
-    // Defense in depth: the scope check refused such patches already; a protected file must be unchanged
-    // here.
+    // Defense in depth: a protected file must be unchanged here.
     if (!spec_.protected_files.empty()) {
         std::vector<fs::path> files;
         for (const auto& f : spec_.protected_files)
@@ -150,6 +151,11 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
                 return finish(Sandbox::State::ProtectedChanged, "protected file " + f + " changed");
         }
     }
+    // By content, whatever the patch files' headers say: nothing outside the editable scope changed, and no
+    // symlink was made (the catalog's scope check reads the headers; GNU patch may read them differently).
+    if (!patches.empty())
+        if (const auto why = out_of_scope(compare_trees(spec_.source, src), spec_.editable); !why.empty())
+            return finish(Sandbox::State::OutOfScope, "the patch set " + why);
     fs::remove_all(dir);
     fs::rename(work, dir);
     auto finish_in_place = [&](Sandbox::State st, const std::string& detail) {

@@ -17,11 +17,14 @@ struct SandboxSpec {
     std::string tree_hash;                               // its locked hash
     std::vector<std::vector<std::string>> build;         // commands with {source} and {build}
     std::vector<std::string> protected_files;            // relative to source
+    std::vector<std::string> editable;                   // patterns a patch set may change (catalog.hpp)
     std::map<std::string, std::string> protected_hashes; // relative path -> locked hash
 };
 
 struct Sandbox {
-    enum class State { Ready, BuildFailure, ProtectedChanged };
+    // OutOfScope: the patched tree differs from the baseline outside `editable`, or has a symlink
+    // (patch/tree_diff.hpp). Values are stored in state.json: add at the end.
+    enum class State { Ready, BuildFailure, ProtectedChanged, OutOfScope };
     State state = State::Ready;
     std::string hash;
     fs::path source, build; // the patched copy and its build directory

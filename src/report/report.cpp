@@ -1,6 +1,7 @@
 #include "report/report.hpp"
 
 #include "bank/experience_bank.hpp"
+#include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
@@ -106,7 +107,9 @@ json status(campaign::Campaign& c) {
             s.meta("tune_job_id")) { // started from the plugin's tune request (campaign/tune_intake.hpp)
         j["tune"] = {{"job_id", std::stoul(*job)},
                      {"script", s.meta("tune_script").value_or("")},
-                     {"user", s.meta("tune_user").value_or("")}};
+                     {"user", s.meta("tune_user").value_or("")},
+                     // "adopted" (the doctor's first run), "not adopted: <why>", or empty before the doctor
+                     {"submitted_job", s.meta("submitted_job").value_or("")}};
         if (auto r = s.meta("tune_request")) j["tune"]["request"] = json::parse(*r, nullptr, false);
     }
     const auto baseline = s.baseline();
@@ -131,8 +134,10 @@ std::string render_status(const json& j) {
                        j["node_hours"]["used"].get<double>(), j["wall_s"].get<double>());
     if (j.contains("tune")) {
         const auto script = j["tune"]["script"].get<std::string>();
-        out += fmt::format("tune request: job {} ({})\n", j["tune"]["job_id"].get<unsigned long>(),
-                           script.empty() ? "no script file" : script);
+        const auto adopted = j["tune"].value("submitted_job", std::string());
+        out += fmt::format("tune request: job {} ({}){}\n", j["tune"]["job_id"].get<unsigned long>(),
+                           script.empty() ? "no script file" : script,
+                           adopted.empty() ? "" : "; as a baseline run: " + adopted);
     }
     out += fmt::format("running {}, pending {}, failed {}; outcomes:", j["running"].get<int>(),
                        j["pending"].get<int>(), j["failed"].get<int>());
@@ -168,6 +173,12 @@ json build(campaign::Campaign& c) {
                    {"node_hours", k.budget.node_hours},
                    {"wall_s", use.wall_s},
                    {"wall_time_s", k.budget.wall_time_s}};
+    // Where each figure comes from.
+    r["sources"] = {
+        {"steps", "the job's output (stdout and stderr), read as " + measure::describe(k.metrics)},
+        {"memory", "the job cgroup's peak on the trial's node (what Slurm enforces --mem on), else "
+                   "sacct's MaxRSS, else the job's own report; an OOM is censored at the limit"},
+        {"memory_prior", campaign::memory_prior_name(k)}};
     if (auto d = s.baseline()) {
         json b = store::to_json(*d);
         b.erase("reference_losses");
@@ -273,6 +284,12 @@ std::string render(const json& r) {
                      r["campaign"]["dir"].get<std::string>());
     o += fmt::format("contract: {}\nstate: {}\n\n", r["campaign"]["contract"].get<std::string>(),
                      r["campaign"]["state"].get<std::string>());
+    if (r.contains("sources")) {
+        const auto& src = r["sources"];
+        o += fmt::format("Where the figures come from:\n  steps: {}\n  memory: {}\n  memory prior: {}\n\n",
+                         src["steps"].get<std::string>(), src["memory"].get<std::string>(),
+                         src["memory_prior"].get<std::string>());
+    }
     if (r.contains("baseline")) {
         const auto& b = r["baseline"];
         o += fmt::format(

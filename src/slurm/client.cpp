@@ -384,6 +384,20 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
     return out;
 }
 
+std::optional<std::string> parse_scontrol_stdout(const std::string& out) {
+    for (const auto& line : lines(out)) {
+        const auto kv = parse_key_values(line);
+        if (auto it = kv.find("StdOut"); it != kv.end() && !it->second.empty()) return it->second;
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> Client::output_file(const std::string& job_id) const {
+    auto r = run_slurm({"scontrol", "-o", "show", "job", job_id});
+    if (!r.ok()) return std::nullopt;
+    return parse_scontrol_stdout(r.out);
+}
+
 void Client::cancel(const std::string& job_id) const {
     auto r = run_slurm({"scancel", job_id});
     if (!r.ok()) throw Error("scancel failed: " + trim(r.err), "scancel " + job_id);

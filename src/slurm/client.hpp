@@ -58,6 +58,10 @@ class Client {
     std::vector<JobRecord> wait(const std::string& job_id, std::chrono::seconds timeout,
                                 std::chrono::milliseconds poll = std::chrono::milliseconds(500)) const;
 
+    // Where the job's standard output goes (scontrol's StdOut, with Slurm's patterns filled in), while
+    // slurmctld still knows the job (up to MinJobAge after it ends); nullopt when it does not.
+    std::optional<std::string> output_file(const std::string& job_id) const;
+
     // True when Slurm answers (squeue works).
     bool reachable(std::string* why = nullptr) const;
 
@@ -76,6 +80,8 @@ std::vector<JobRecord> parse_squeue(const std::string& out);   // squeue_format(
 std::vector<JobRecord> parse_sacct(const std::string& out);    // sacct_format(), -P -n
 std::vector<JobRecord> parse_jobcomp(const std::string& text); // jobcomp/filetxt lines
 std::map<std::string, std::string> parse_scontrol_config(const std::string& out);
+// StdOut= of `scontrol -o show job` output; nullopt when absent or empty.
+std::optional<std::string> parse_scontrol_stdout(const std::string& out);
 const char* squeue_format();
 const char* sacct_format();
 

@@ -3,6 +3,7 @@
 #include "measure/log_format.hpp"
 #include "trial/manifest.hpp"
 #include "trial/rendezvous.hpp"
+#include "trial/memory_peak.hpp"
 #include "trial/result.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -111,6 +112,7 @@ int execute(const fs::path& manifest_path, int index) {
     out.signal = r.term_signal;
     out.wall_s = wall;
     out.max_rss_children_bytes = static_cast<double>(ru.ru_maxrss) * 1024.0;
+    out.job_cgroup_peak_bytes = job_cgroup_peak_bytes();
     out.log = log.string();
     const auto times = read_line_times(line_times_path(log));
     out.steps = measure::parse_log(text, manifest.metrics, &times);

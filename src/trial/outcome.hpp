@@ -32,6 +32,7 @@ enum class Violation {
     MissingSteps,     // fewer step lines than the contract's steps
     LossInvariant,    // the losses left the contract's tolerance of the baseline's
     ProtectedChanged, // the patch set changed a protected file (found when its sandbox was made)
+    OutOfScope,       // the patched tree differs outside the editable scope, or has a symlink (ditto)
 };
 
 inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
@@ -44,12 +45,13 @@ inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
     {Outcome::BuildFailure, "build_failure"},
     {Outcome::ContractViolation, "contract_violation"},
 }}};
-inline constexpr util::EnumNames<Violation, 5> violation_names{{{
+inline constexpr util::EnumNames<Violation, 6> violation_names{{{
     {Violation::None, ""},
     {Violation::NoResult, "no_result"},
     {Violation::MissingSteps, "missing_steps"},
     {Violation::LossInvariant, "loss_invariant"},
     {Violation::ProtectedChanged, "protected_changed"},
+    {Violation::OutOfScope, "out_of_scope"},
 }}};
 
 inline std::string to_string(Outcome o) {

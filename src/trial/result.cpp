@@ -35,6 +35,7 @@ json to_json(const Result& r) {
     }
     if (!r.error.empty()) j["error"] = r.error;
     if (!r.slurm.empty()) j["slurm"] = r.slurm;
+    if (r.job_cgroup_peak_bytes) j["job_cgroup_peak_bytes"] = *r.job_cgroup_peak_bytes;
     return j;
 }
 
@@ -79,6 +80,8 @@ Result result_from_json(const json& j, const std::string& where) {
     }
     if (j.contains("error")) r.error = json_field<std::string>(j, "error", where);
     if (j.contains("slurm")) r.slurm = json_field<std::map<std::string, std::string>>(j, "slurm", where);
+    if (j.contains("job_cgroup_peak_bytes"))
+        r.job_cgroup_peak_bytes = json_field<double>(j, "job_cgroup_peak_bytes", where);
     return r;
 }
 

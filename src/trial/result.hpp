@@ -24,6 +24,8 @@ struct Result {
     int signal = 0;
     double wall_s = 0;
     double max_rss_children_bytes = 0;
+    // The job cgroup's peak on the wrapper's node (trial/memory_peak.hpp): what Slurm's --mem is enforced on.
+    std::optional<double> job_cgroup_peak_bytes;
     std::string log;
     measure::StepLog steps;                   // the workload's step lines, its malformed count and summary
     std::string error;                        // why the workload could not be started; empty when it ran

@@ -38,6 +38,12 @@ jq -e '[.trials[] | select(.kind == "search" and .state != "finished")] | length
 jq -e '.promoted | length >= 1' "$r" >/dev/null || fail "nothing promoted (toyload has a 2x micro-batch speed-up)"
 jq -e '.promoted[0] | .speedup_ci[0] > 1 + .mde and (.supporting_trials | length) >= 1 and (.pairs | length) >= 2' "$r" >/dev/null \
   || fail "promotion without lower bound above the MDE or without audit"
+# The memory checked against the limit is the job cgroup's, read by the trial wrapper on the node.
+jq -e '[.trials[] | select(.kind == "doctor")][0].result' "$r" >/dev/null || fail "no doctor trial"
+result=$(jq -r '[.trials[] | select(.kind == "doctor")][0].result' "$r")
+jq -e '.job_cgroup_peak_bytes > 1000000' "$result" >/dev/null || fail "no job cgroup peak in $result"
+jq -e '[.trials[] | select(.outcome == "ok")] | all(.peak_memory_bytes > 1000000)' "$r" >/dev/null ||
+  fail "an ok trial without its peak memory"
 
 "$bin" apply --dir "$work/c" --to "$work/apply" >/dev/null
 grep -q '^TOY_MICRO_BATCH=' "$work/apply/infrarsi.env" || fail "apply wrote no env file"

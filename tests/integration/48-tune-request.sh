@@ -3,8 +3,9 @@
 # job.sbatch` with the toyload contract beside the script; the plugin writes the tune request; that user's
 # `infrarsid --once --spool --root` starts campaign tune-<job> from it and runs it to done on the local scheduler;
 # `infrarsi status` shows the request. The user may not move files in the plugin's root-owned tune/, so the
-# request stays there, said once, and a second daemon run does not start it again. A root daemon refuses the
-# request, saying why, and moves it to refused/.
+# request stays there, said once, and a second daemon run does not start it again. A site's root daemon then
+# takes the request: it starts the campaign as the user in <root>/nobody/tune-<job>, runs it to done as the
+# user (every file in it is the user's), and moves the request to done/.
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
 . "$(dirname "$0")/lib.sh" tune-request --own-cluster
@@ -25,7 +26,14 @@ u=$dir/alice
 mkdir -p "$u"
 cp -r "$fx/toyload" "$fx/toyload-patches" "$u/"
 cp "$fx/toyload.contract.toml" "$u/job.contract.toml"
-printf '#!/bin/bash\necho baseline-ran\n' >"$u/job.sbatch"
+# The user's job runs the baseline as the contract describes it (the toyload's baseline knobs, seed, steps).
+cat >"$u/job.sbatch" <<'EOF'
+#!/bin/bash
+set -e
+bin=$(mktemp -d)/toy
+cc -O2 -o "$bin" toyload/main.c toyload/loss.c toyload/kernels/compute.c -lm
+TOY_GLOBAL_BATCH=16 TOY_MICRO_BATCH=1 TOY_GRAD_ACCUM=16 TOY_RECOMPUTE=none TOY_STEPS=8 TOY_SEED=1 exec "$bin"
+EOF
 chown -R 65534:65534 "$u"
 
 job=$(cd "$u" && as_user sbatch --parsable --wait --infrarsi=tune -o "$u/out.txt" job.sbatch) ||
@@ -42,10 +50,17 @@ file_has "tune request $job.json: .*it stays in tune/" "$log" || fail "the daemo
 [ "$(grep -c "it stays in tune/" "$log")" = 1 ] || fail "the daemon repeated itself"
 as_user "$bin" status --dir "$u/campaigns/tune-$job" --json >"$work/status.json"
 jq -e --argjson job "$job" --arg script "$u/job.sbatch" \
-  '.state == "done" and .tune.job_id == $job and .tune.script == $script and .tune.request.uid == 65534' \
+  '.state == "done" and .tune.job_id == $job and .tune.script == $script and .tune.request.uid == 65534
+   and .tune.submitted_job == "adopted"' \
   "$work/status.json" >/dev/null || fail "status: not done, or no tune object: $(cat "$work/status.json")"
 as_user "$bin" status --dir "$u/campaigns/tune-$job" >"$work/status.txt"
-file_has "^tune request: job $job \($u/job.sbatch\)" "$work/status.txt" || fail "status text without the tune request"
+file_has "^tune request: job $job \($u/job.sbatch\); as a baseline run: adopted" "$work/status.txt" ||
+  fail "status text without the tune request: $(cat "$work/status.txt")"
+# The submitted job is the doctor's first run, read like any trial's (its steps from its own output).
+as_user "$bin" report --dir "$u/campaigns/tune-$job" --json >"$work/report.json"
+jq -e --arg job "$job" '[.trials[] | select(.kind == "doctor" and (.reason | startswith("the submitted job " + $job)))]
+  | length == 1 and .[0].outcome == "ok"' "$work/report.json" >/dev/null ||
+  fail "the submitted job is not an ok doctor trial: $(jq -c '[.trials[] | select(.kind == "doctor")]' "$work/report.json")"
 
 # A second run: the campaign exists, nothing starts again.
 log=$work/daemon2.log
@@ -54,12 +69,19 @@ as_user "$daemon" --once --idle 1 --spool "$spool" --root "$u/campaigns" --sched
 file_has "tune request $job.json: campaign .* was started already" "$log" || fail "the second run did not see the campaign"
 [ "$(find "$u/campaigns" -mindepth 1 -maxdepth 1 -name 'tune-*' | wc -l)" = 1 ] || fail "a request started twice"
 
-# A root daemon refuses, saying why, and moves the request to refused/.
+# A site's root daemon takes the request still in tune/, and acts as its user.
 log=$work/daemon-root.log
-"$daemon" --once --idle 1 --spool "$spool" --root "$work/root-campaigns" >"$log" 2>&1 || fail "the root infrarsid failed"
-file_has "refused: a root daemon does not start campaigns for users yet" "$log" || fail "the root daemon did not refuse"
-[ -f "$spool/tune/refused/$job.json" ] && [ ! -e "$request" ] || fail "the refused request was not moved to refused/"
-file_has "root daemon" "$spool/tune/refused/$job.reason" || fail "no reason beside the refused request"
-[ ! -e "$work/root-campaigns/tune-$job" ] || fail "a root daemon started a campaign"
+site=$work/site
+"$daemon" --once --idle 1 --spool "$spool" --root "$site" --scheduler local >"$log" 2>&1 ||
+  fail "the root infrarsid failed: $(tail -5 "$log")"
+file_has "tune request $job.json: campaign $site/nobody/tune-$job started \\(moved to done/\\)" "$log" ||
+  fail "the root daemon started no campaign: $(tail -5 "$log")"
+[ -f "$spool/tune/done/$job.json" ] && [ ! -e "$request" ] || fail "the request was not moved to done/"
+[ "$(stat -c %U:%a "$site/nobody")" = nobody:700 ] || fail "the user's directory is $(stat -c %U:%a "$site/nobody")"
+[ -z "$(find "$site/nobody" ! -user nobody | head -1)" ] ||
+  fail "the campaign has files not owned by the user: $(find "$site/nobody" ! -user nobody | head -3)"
+as_user "$bin" status --dir "$site/nobody/tune-$job" --json >"$work/status-site.json"
+jq -e '.state == "done"' "$work/status-site.json" >/dev/null ||
+  fail "the site daemon's campaign is not done: $(cat "$work/status-site.json")"
 passed=1
-echo "ok: tune request of job $job: campaign run to done by the user's daemon, refused by a root daemon"
+echo "ok: tune request of job $job: campaign run to done by the user's daemon, and as the user by a root daemon"

@@ -4,6 +4,7 @@
 #include "campaign/tune_intake.hpp"
 #include "report/report.hpp"
 #include "trial/tune_request.hpp"
+#include "util/privilege.hpp"
 
 #include <doctest/doctest.h>
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -140,7 +142,7 @@ TEST_CASE(
     CHECK(second.requests[0].action == campaign::TuneAction::AlreadyStarted);
 }
 
-TEST_CASE("another user's tune request is left in place; a root daemon refuses requests, saying why") {
+TEST_CASE("another user's tune request is left in place for that user's daemon") {
     TuneSpool t;
     auto r = t.request(20);
     r.uid = t.user + 1;
@@ -151,16 +153,84 @@ TEST_CASE("another user's tune request is left in place; a root daemon refuses r
     CHECK(!in.requests[0].moved);
     CHECK(fs::exists(t.tune / "20.json"));
     CHECK(!fs::exists(t.root / "tune-20"));
+}
 
-    t.write(t.request(21));
-    auto as_root = t.scan(0);
-    REQUIRE(as_root.requests.size() == 2);
-    for (const auto& h : as_root.requests)
-        CHECK(h.action == campaign::TuneAction::Refused);
-    CHECK(slurp(t.tune / "refused" / "21.reason").find("a root daemon does not start campaigns") !=
-          std::string::npos);
-    CHECK(fs::exists(t.tune / "refused" / "21.json"));
-    CHECK(!fs::exists(t.root / "tune-21"));
+TEST_CASE("a root daemon starts a user's campaign as that user, in <root>/<user>/, never as root") {
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: acting for another user needs root");
+        return;
+    }
+    const auto nobody = lookup_account(65534);
+    if (!nobody) {
+        MESSAGE("skipped: no passwd entry for uid 65534");
+        return;
+    }
+    TuneSpool t;
+    for (const auto& p : {t.contract, t.script})
+        REQUIRE(::chown(p.c_str(), nobody->uid, nobody->gid) == 0);
+    auto r = t.request(21);
+    r.uid = nobody->uid;
+    t.write(r);
+    auto root_request = t.request(22);
+    root_request.uid = 0;
+    t.write(root_request);
+    auto unknown = t.request(23);
+    unknown.uid = 4242424; // no passwd entry
+    t.write(unknown);
+
+    const auto in = t.scan(0);
+    REQUIRE(in.problem.empty());
+    REQUIRE(in.requests.size() == 3);
+    const auto& started = in.requests[0];
+    CHECK(started.action == campaign::TuneAction::Started);
+    const auto user_dir = t.root / nobody->name;
+    CHECK(started.campaign == user_dir / "tune-21");
+    CHECK(fs::exists(t.tune / "done" / "21.json"));
+    struct stat st {};
+    REQUIRE(::stat(user_dir.c_str(), &st) == 0);
+    CHECK(st.st_uid == nobody->uid);
+    CHECK((st.st_mode & 07777) == 0700);
+    // Everything the campaign made is the user's: it was made by a process that ran as the user.
+    for (const auto& e : fs::recursive_directory_iterator(user_dir)) {
+        REQUIRE(::lstat(e.path().c_str(), &st) == 0);
+        INFO(e.path());
+        CHECK(st.st_uid == nobody->uid);
+    }
+    CHECK(in.requests[1].action == campaign::TuneAction::Refused);
+    CHECK(in.requests[1].reason.find("never runs as root") != std::string::npos);
+    CHECK(in.requests[2].action == campaign::TuneAction::Refused);
+    CHECK(in.requests[2].reason.find("no passwd entry") != std::string::npos);
+    CHECK(fs::exists(t.tune / "refused" / "22.reason"));
+
+    // A contract the user cannot read (root's, 0600) is refused: it is opened as the user, not as root.
+    const auto secret = t.user_dir / "secret.contract.toml";
+    fs::copy_file(t.contract, secret);
+    REQUIRE(::chown(secret.c_str(), nobody->uid, nobody->gid) == 0);
+    REQUIRE(::chmod(t.user_dir.c_str(), 0700) == 0); // root's directory: the user cannot reach the file
+    auto hidden = t.request(24);
+    hidden.uid = nobody->uid;
+    hidden.contract = secret.string();
+    t.write(hidden);
+    const auto again = t.scan(0);
+    REQUIRE(again.requests.size() == 1);
+    CHECK(again.requests[0].action == campaign::TuneAction::Refused);
+    CHECK(again.requests[0].reason.find("Permission denied") != std::string::npos);
+    CHECK(!fs::exists(user_dir / "tune-24"));
+}
+
+TEST_CASE("a root daemon's root must be root's and writable by nobody else") {
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: needs root");
+        return;
+    }
+    TuneSpool t;
+    fs::create_directories(t.root);
+    REQUIRE(::chmod(t.root.c_str(), 0777) == 0);
+    t.write(t.request(25));
+    const auto in = t.scan(0);
+    CHECK(in.requests.empty());
+    CHECK(in.problem.find("writable by nobody else") != std::string::npos);
+    CHECK(fs::exists(t.tune / "25.json"));
 }
 
 TEST_CASE("a symlinked contract, or a contract or script the request's user does not own, is refused") {

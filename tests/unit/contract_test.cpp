@@ -1,3 +1,4 @@
+#include "campaign/campaign.hpp"
 #include "contract/contract.hpp"
 #include "util/error.hpp"
 
@@ -319,4 +320,41 @@ TEST_CASE("[metrics] exclude_steps and exclude_pattern") {
         ContractVariant v("[budget]", "[metrics]\nexclude_pattern = '(eval'\n\n[budget]");
         CHECK(error_of(v.path).find("does not compile") != std::string::npos);
     }
+
+TEST_CASE("[memory.transformer]: a memory prior from the model's dimensions, moved by the knobs' roles") {
+    const std::string section =
+        "verify_top = 1\n\n[memory.transformer]\nlayers = 4\nhidden = 128\nheads = 4\n"
+        "seq_len = 128\nvocab = 65\nactivation_bytes = 4\nparameter_bytes = 4\n"
+        "optimizer_bytes = 8\nruntime = \"200M\"\n";
+    ContractVariant v("verify_top = 1", section);
+    const auto c = contract::load(v.path);
+    REQUIRE(c.memory_transformer);
+    CHECK(c.memory_transformer->layers == 4);
+    CHECK(c.memory_transformer->runtime_bytes == 200LL << 20);
+    CHECK(campaign::memory_prior_name(c).find("transformer") != std::string::npos);
+    auto with = [&](long long micro_batch, const std::string& recompute) {
+        auto cand = c.space.baseline();
+        cand.knobs["micro_batch"] = micro_batch;
+        cand.knobs["recompute"] = recompute;
+        return campaign::transformer_memory_estimate(c, cand).value_or(0);
+    };
+    CHECK(with(1, "none") > double(200LL << 20));
+    CHECK(with(8, "none") > with(1, "none"));
+    CHECK(with(8, "full") < with(8, "selective"));
+    CHECK(with(8, "selective") < with(8, "none"));
+
+    ContractVariant both("verify_top = 1", section + "\n[memory]\nestimate_command = [\"x\"]\n");
+    CHECK(error_of(both.path).find("one memory prior") != std::string::npos);
+    ContractVariant twice("verify_top = 1",
+                          "verify_top = 1\n\n[memory]\nestimate_command = [\"x\"]\n\n[memory.transformer]\n"
+                          "layers = 1\nhidden = 8\nheads = 1\nseq_len = 8\nvocab = 8\n");
+    CHECK(error_of(twice.path).find("one memory prior") != std::string::npos);
+    ContractVariant zero("verify_top = 1", section + "zero_stage = 5\n");
+    CHECK(error_of(zero.path).find("0 to 3") != std::string::npos);
+    ContractVariant ranks("verify_top = 1", section + "ranks_knob = \"nope\"\n");
+    CHECK(error_of(ranks.path).find("an integer or pow2 knob") != std::string::npos);
+    std::string no_layers = section;
+    no_layers.erase(no_layers.find("layers = 4\n"), 11);
+    ContractVariant missing("verify_top = 1", no_layers);
+    CHECK(error_of(missing.path).find("missing key 'layers'") != std::string::npos);
 }

@@ -1,6 +1,7 @@
 #include "patch/catalog.hpp"
 #include "patch/hash.hpp"
 #include "patch/sandbox.hpp"
+#include "patch/tree_diff.hpp"
 
 #include <doctest/doctest.h>
 
@@ -65,6 +66,7 @@ TEST_CASE(
                    "{source}/kernels/compute.c", "-lm"}};
     spec.protected_files = {"loss.c"};
     spec.protected_hashes["loss.c"] = patch::hash_file(spec.source / "loss.c");
+    spec.editable = {"kernels/*"};
     patch::SandboxCache cache(root, spec);
     auto cat = patch::load_catalog(fixtures / "toyload-patches/catalog.toml");
     CHECK_FALSE(cache.find({&find(cat, "fast_kernel")})); // find never builds
@@ -84,4 +86,113 @@ TEST_CASE(
     // The user's tree is only read.
     CHECK(patch::hash_tree(spec.source) == spec.tree_hash);
     fs::remove_all(root);
+}
+
+namespace {
+// A small workload tree with a build file outside the editable scope, and patches written beside it.
+struct TrickTree {
+    fs::path dir = fs::temp_directory_path() / ("infrarsi-trick-" + std::to_string(::getpid()));
+    fs::path source = dir / "src", patches = dir / "patches";
+    TrickTree() {
+        fs::remove_all(dir);
+        fs::create_directories(source / "kernels");
+        fs::create_directories(patches);
+        std::ofstream(source / "kernels/compute.c") << "int a;\n";
+        std::ofstream(source / "Makefile") << "all:\n\techo build\n";
+    }
+    ~TrickTree() { fs::remove_all(dir); }
+    patch::PatchInfo write(const std::string& id, const std::string& diff) const {
+        std::ofstream(patches / (id + ".patch")) << diff;
+        patch::PatchInfo p;
+        p.id = id;
+        p.file = patches / (id + ".patch");
+        p.touches = patch::touched_paths(diff);
+        return p;
+    }
+    patch::Sandbox apply(const patch::PatchInfo& p) const {
+        patch::SandboxSpec spec;
+        spec.source = source;
+        spec.tree_hash = patch::hash_tree(source);
+        spec.build = {{"true"}};
+        spec.editable = {"kernels/*"};
+        patch::SandboxCache cache(dir / "sandboxes", spec);
+        return cache.materialize({&p});
+    }
+};
+} // namespace
+
+TEST_CASE("the sandbox is checked by content: a header trick that patches the build file, or a symlink, "
+          "is refused although the headers name only editable files") {
+    TrickTree t;
+    // GNU patch also applies the normal-format hunk below, to the file its Index: line names; the headers
+    // the catalog's scope check reads name only kernels/compute.c.
+    const auto trick = t.write("trick", "--- a/kernels/compute.c\n+++ b/kernels/compute.c\n@@ -1 +1 @@\n"
+                                        "-int a;\n+int b;\nIndex: x/Makefile\n2c2\n< \techo build\n---\n"
+                                        "> \techo pwned\n");
+    CHECK(patch::check_scope(trick, {"kernels/*"}, {}).accepted); // the headers pass
+    const auto tricked = t.apply(trick);
+    CHECK(tricked.state == patch::Sandbox::State::OutOfScope);
+    CHECK(tricked.detail.find("changes Makefile outside the editable scope") != std::string::npos);
+
+    const auto link = t.write("link", "diff --git a/kernels/fast.c b/kernels/fast.c\nnew file mode 120000\n"
+                                      "--- /dev/null\n+++ b/kernels/fast.c\n@@ -0,0 +1 @@\n+../Makefile\n"
+                                      "\\ No newline at end of file\n");
+    CHECK(patch::check_scope(link, {"kernels/*"}, {}).accepted);
+    const auto linked = t.apply(link);
+    CHECK(linked.state == patch::Sandbox::State::OutOfScope);
+    CHECK(linked.detail.find("symlink at kernels/fast.c") != std::string::npos);
+
+    const auto honest = t.write("honest", "--- a/kernels/compute.c\n+++ b/kernels/compute.c\n@@ -1 +1 @@\n"
+                                          "-int a;\n+int b;\n");
+    CHECK(t.apply(honest).state == patch::Sandbox::State::Ready);
+}
+
+TEST_CASE("patches apply with fuzz 0: a hunk whose context does not match exactly does not apply") {
+    TrickTree t;
+    std::ofstream(t.source / "kernels/compute.c")
+        << "int a;\nint b;\nint c;\nint d;\nint e;\nint f;\nint g;\n";
+    // The context's first and last lines differ from the file: GNU patch's default fuzz 2 would apply it.
+    const auto fuzzy = t.write("fuzzy", "--- a/kernels/compute.c\n+++ b/kernels/compute.c\n@@ -1,7 +1,7 @@\n"
+                                        " int X;\n int b;\n int c;\n-int d;\n+int D;\n int e;\n int f;\n"
+                                        " int Y;\n");
+    const auto sb = t.apply(fuzzy);
+    CHECK(sb.state == patch::Sandbox::State::BuildFailure);
+    CHECK(sb.detail.find("does not apply") != std::string::npos);
+}
+
+TEST_CASE("compare_trees names every added, removed and changed file, and symlinks") {
+    TrickTree t;
+    const fs::path copy = t.dir / "copy";
+    fs::create_directories(copy / "kernels");
+    fs::copy_file(t.source / "kernels/compute.c", copy / "kernels/compute.c");
+    std::ofstream(copy / "Makefile") << "all:\n\techo other\n";
+    std::ofstream(copy / "kernels/new.c") << "x\n";
+    fs::create_symlink("compute.c", copy / "kernels/l.c");
+    const auto changes = patch::compare_trees(t.source, copy);
+    REQUIRE(changes.size() == 3);
+    CHECK(changes[0].path == "Makefile");
+    CHECK(changes[0].kind == patch::TreeChange::Kind::Changed);
+    CHECK(changes[1].path == "kernels/l.c");
+    CHECK(changes[1].kind == patch::TreeChange::Kind::Symlink);
+    CHECK(changes[2].path == "kernels/new.c");
+    CHECK(changes[2].kind == patch::TreeChange::Kind::Added);
+    fs::remove(copy / "kernels/compute.c");
+    const auto removed = patch::compare_trees(t.source, copy);
+    CHECK(std::any_of(removed.begin(), removed.end(), [](const auto& c) {
+        return c.path == "kernels/compute.c" && c.kind == patch::TreeChange::Kind::Removed;
+    }));
+    CHECK(patch::out_of_scope({{patch::TreeChange::Kind::Added, "kernels/new.c"}}, {"kernels/*"}).empty());
+    CHECK(patch::out_of_scope({{patch::TreeChange::Kind::Removed, "Makefile"}}, {"kernels/*"}) ==
+          "removes Makefile outside the editable scope");
+}
+
+TEST_CASE("a symlink in the user's tree is listed where it lies, never where it points") {
+    TrickTree t;
+    const fs::path outside = t.dir / "outside.txt";
+    std::ofstream(outside) << "data\n";
+    fs::create_symlink(outside, t.source / "kernels/data.txt");
+    const auto files = patch::tree_files(t.source);
+    CHECK(std::find(files.begin(), files.end(), fs::path("kernels/data.txt")) != files.end());
+    for (const auto& f : files)
+        CHECK(f.string().find("..") == std::string::npos);
 }

@@ -111,6 +111,11 @@ TEST_CASE("scontrol show job -o is read like a completion record") {
     REQUIRE(rs.size() == 1);
     CHECK(rs[0].job_id == "8_0");
     CHECK(rs[0].state == JobState::Running);
+    CHECK(parse_scontrol_stdout(fixture("scontrol-show-job.txt")) == "/dev/null");
+    CHECK(parse_scontrol_stdout("JobId=9 JobName=a b StdErr=/x StdIn=/dev/null StdOut=/home/u/slurm-9.out "
+                                "Power=") == "/home/u/slurm-9.out");
+    CHECK(!parse_scontrol_stdout("JobId=9 StdOut= Power="));
+    CHECK(!parse_scontrol_stdout(""));
 }
 
 TEST_CASE("scontrol show config gives the completion file and accounting type") {
