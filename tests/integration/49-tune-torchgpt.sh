@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Tune an unmodified PyTorch job end to end on the local Slurm cluster. A user (nobody) has torchgpt's train.py
+# and job.sbatch, as written for Slurm and torchrun, and a contract written the way docs/tune-your-job.md says.
+# They submit `sbatch --infrarsi=tune:ci.contract.toml job.sbatch`; the plugin writes the tune request; their
+# `infrarsid --spool --root --scheduler slurm` starts the campaign and runs it to a report. Trials are Slurm jobs
+# of the same script with the knobs appended to its arguments; the steps come from the job's own nanoGPT-style
+# log (it prints no INFRARSI_ line); the micro-batch of 16 goes over the contract's --mem and is killed by the
+# cgroup: an OOM trial. The search space has 4 candidates besides the baseline and the budget 4 trials, so the
+# one batch holds all of them, the OOM one included.
+set -euo pipefail
+export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
+. "$(dirname "$0")/lib.sh" tune-torchgpt
+command -v torchrun >/dev/null || fail "no torchrun (scripts/setup installs python3-torch)"
+spool=$(dirname "$(dirname "$SLURM_CONF")")/spank-spool
+sbatch --help >"$work/sbatch-help.txt" 2>&1 || true
+file_has "infrarsi" "$work/sbatch-help.txt" || fail "the plugin is not loaded in $SLURM_CONF's cluster"
+chmod 0755 "$work"
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+passed=0
+cleanup() { [ $passed = 0 ] || rm -rf "$work"; }
+trap cleanup EXIT
+
+# The user's directory: the job as they run it, and the contract beside it.
+u=$work/alice
+mkdir -p "$u"
+cp "$src/workloads/torchgpt/train.py" "$src/workloads/torchgpt/job.sbatch" "$u/"
+cat >"$u/ci.contract.toml" <<'EOF'
+name = "torchgpt-ci"
+[workload]
+source = "."
+sbatch_script = "job.sbatch"
+args = ["--max_iters=6", "--threads=1"]
+[resources]
+nodes = 1
+ntasks_per_node = 1
+mem = "500M"
+time_limit = "4"
+[knobs.micro_batch]
+kind = "pow2"
+min = 1
+max = 16
+arg = "--batch_size={}"
+baseline = 8
+[knobs.grad_accum]
+kind = "pow2"
+min = 1
+max = 16
+arg = "--gradient_accumulation_steps={}"
+baseline = 2
+[constants]
+global_batch = 16
+[[constraints]]
+product = ["micro_batch", "grad_accum"]
+equals = "global_batch"
+[metrics]
+format = "nanogpt"
+[invariants]
+steps = 6
+warmup_steps = 2
+loss_mode = "last_k_mean"
+loss_tolerance = 0.02
+loss_last_k = 3
+[budget]
+trials = 4
+batch_size = 4
+wall_time = "00:15:00"
+[repeats]
+doctor = 2
+verify = 2
+verify_top = 0
+EOF
+chown -R 65534:65534 "$u"
+
+job=$(cd "$u" && as_user sbatch --parsable --wait --infrarsi=tune:ci.contract.toml -o "$u/out.txt" job.sbatch) ||
+  { log=$u/out.txt; fail "the submitted job failed"; }
+job=${job%%;*}
+file_has "^step 12: train loss [0-9.]+, val loss [0-9.]+$" "$u/out.txt" || fail "the job's own log lacks its evaluation line"
+request=$spool/tune/$job.json
+wait_for 60 "the tune request $request" test -f "$request"
+
+log=$work/daemon.log
+as_user "$daemon" --once --idle 1 --spool "$spool" --root "$u/campaigns" --scheduler slurm >"$log" 2>&1 ||
+  fail "infrarsid failed"
+file_has "tune request $job.json: campaign $u/campaigns/tune-$job started" "$log" || fail "the request started no campaign"
+c=$u/campaigns/tune-$job
+as_user "$bin" report --dir "$c" --json >"$work/report.json" || fail "no report"
+as_user "$bin" report --dir "$c" >"$work/report.txt"
+jq -e '.campaign.state == "done"' "$work/report.json" >/dev/null || fail "the campaign is not done: $(head -c 600 "$work/report.json")"
+# Every trial ran the user's script under Slurm; the ones that fit read their steps from the nanoGPT lines.
+jq -e '[.trials[] | select(.kind == "doctor" and .outcome == "ok" and .step_s > 0)] | length == 2' "$work/report.json" \
+  >/dev/null || fail "the doctor's baseline runs have no step times: $(jq -c '[.trials[] | {kind, outcome, detail}]' "$work/report.json")"
+jq -e '[.trials[] | select(.kind == "search")] | length == 4' "$work/report.json" >/dev/null || fail "not 4 search trials"
+jq -e '[.trials[] | select(.kind == "search" and .outcome == "oom" and (.candidate | test("micro_batch=16")))] | length == 1' \
+  "$work/report.json" >/dev/null ||
+  fail "micro_batch=16 is not an OOM trial: $(jq -c '[.trials[] | {candidate, outcome, detail, peak_memory_bytes}]' "$work/report.json")"
+jq -e '[.trials[] | select(.kind == "search" and .outcome == "ok")] | length >= 2' "$work/report.json" >/dev/null ||
+  fail "fewer than 2 search trials fit: $(jq -c '[.trials[] | {candidate, outcome, detail}]' "$work/report.json")"
+# The knobs reached train.py as arguments, after the script's own.
+oom_log=$(jq -r '[.trials[] | select(.outcome == "oom")][0].result' "$work/report.json")
+oom_log=$(dirname "$oom_log")/log.txt
+file_has "tokens per iteration will be: 2,048 \(1 ranks x 1 micro-steps x 16 x 128\)" "$oom_log" ||
+  fail "the OOM trial did not run micro-batch 16"
+if grep -rl "INFRARSI_" "$c"/batches/*/*/log.txt >"$work/infrarsi-lines.txt" 2>/dev/null; then
+  fail "a trial log has INFRARSI_ lines: $(cat "$work/infrarsi-lines.txt")"
+fi
+passed=1
+echo "ok: torchgpt tuned from sbatch --infrarsi=tune (job $job): $(jq -c '[.trials[] | .outcome] | group_by(.) | map({(.[0]): length}) | add' "$work/report.json")"
