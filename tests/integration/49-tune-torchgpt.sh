@@ -5,8 +5,8 @@
 # `infrarsid --spool --root --scheduler slurm` starts the campaign and runs it to a report. Trials are Slurm jobs
 # of the same script with the knobs appended to its arguments; the steps come from the job's own nanoGPT-style
 # log (it prints no INFRARSI_ line); the micro-batch of 16 goes over the contract's --mem and is killed by the
-# cgroup: an OOM trial. The search space has 4 candidates besides the baseline and the budget 4 trials, so the
-# one batch holds all of them, the OOM one included.
+# cgroup: an OOM trial. The search space has 4 candidates besides the baseline and the budget 4 trials: every
+# one is tried, the OOM one included (the proposer weighs a likely OOM down, never out).
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
 . "$(dirname "$0")/lib.sh" tune-torchgpt
