@@ -9,16 +9,19 @@
 # one is tried, the OOM one included (the proposer weighs a likely OOM down, never out).
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
-. "$(dirname "$0")/lib.sh" tune-torchgpt
+# Its own 1-node cluster: a fresh spool, so no request of an earlier run is taken up.
+. "$(dirname "$0")/lib.sh" tune-torchgpt --own-cluster
 command -v torchrun >/dev/null || fail "no torchrun (scripts/setup installs python3-torch)"
-spool=$(dirname "$(dirname "$SLURM_CONF")")/spank-spool
-sbatch --help >"$work/sbatch-help.txt" 2>&1 || true
-file_has "infrarsi" "$work/sbatch-help.txt" || fail "the plugin is not loaded in $SLURM_CONF's cluster"
+so=$build/spank/infrarsi.so
+[ -f "$so" ] || fail "no plugin at $so (build first)"
 chmod 0755 "$work"
-as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+export INFRARSI_SLURM_DIR=$work/slurm INFRARSI_SLURM_PORT=17800
 passed=0
-cleanup() { [ $passed = 0 ] || rm -rf "$work"; }
+cleanup() { "$src/scripts/slurm-local" stop >/dev/null 2>&1 || true; [ $passed = 0 ] || rm -rf "$work"; }
 trap cleanup EXIT
+eval "$("$src/scripts/slurm-local" start --nodes 1 --plugin "$so")"
+spool=$INFRARSI_SLURM_DIR/spank-spool
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
 
 # The user's directory: the job as they run it, and the contract beside it.
 u=$work/alice
