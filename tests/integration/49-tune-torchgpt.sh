@@ -23,9 +23,10 @@ eval "$("$src/scripts/slurm-local" start --nodes 1 --plugin "$so")"
 spool=$INFRARSI_SLURM_DIR/spank-spool
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
 
-# The user's directory: the job as they run it, and the contract beside it.
+# The user's directory: the job as they run it, and the contract beside it. It is the campaign's source tree,
+# locked at init: the job's output and the campaigns go elsewhere.
 u=$work/alice
-mkdir -p "$u"
+mkdir -p "$u" "$work/logs" "$work/campaigns"
 cp "$src/workloads/torchgpt/train.py" "$src/workloads/torchgpt/job.sbatch" "$u/"
 cat >"$u/ci.contract.toml" <<'EOF'
 name = "torchgpt-ci"
@@ -72,20 +73,21 @@ doctor = 2
 verify = 2
 verify_top = 0
 EOF
-chown -R 65534:65534 "$u"
+chown -R 65534:65534 "$u" "$work/logs" "$work/campaigns"
 
-job=$(cd "$u" && as_user sbatch --parsable --wait --infrarsi=tune:ci.contract.toml -o "$u/out.txt" job.sbatch) ||
-  { log=$u/out.txt; fail "the submitted job failed"; }
+out=$work/logs/job.out
+job=$(cd "$u" && as_user sbatch --parsable --wait --infrarsi=tune:ci.contract.toml -o "$out" job.sbatch) ||
+  { log=$out; fail "the submitted job failed"; }
 job=${job%%;*}
-file_has "^step 12: train loss [0-9.]+, val loss [0-9.]+$" "$u/out.txt" || fail "the job's own log lacks its evaluation line"
+file_has "^step 12: train loss [0-9.]+, val loss [0-9.]+$" "$out" || fail "the job's own log lacks its evaluation line"
 request=$spool/tune/$job.json
 wait_for 60 "the tune request $request" test -f "$request"
 
 log=$work/daemon.log
-as_user "$daemon" --once --idle 1 --spool "$spool" --root "$u/campaigns" --scheduler slurm >"$log" 2>&1 ||
+as_user "$daemon" --once --idle 1 --spool "$spool" --root "$work/campaigns" --scheduler slurm >"$log" 2>&1 ||
   fail "infrarsid failed"
-file_has "tune request $job.json: campaign $u/campaigns/tune-$job started" "$log" || fail "the request started no campaign"
-c=$u/campaigns/tune-$job
+file_has "tune request $job.json: campaign $work/campaigns/tune-$job started" "$log" || fail "the request started no campaign"
+c=$work/campaigns/tune-$job
 as_user "$bin" report --dir "$c" --json >"$work/report.json" || fail "no report"
 as_user "$bin" report --dir "$c" >"$work/report.txt"
 jq -e '.campaign.state == "done"' "$work/report.json" >/dev/null || fail "the campaign is not done: $(head -c 600 "$work/report.json")"
