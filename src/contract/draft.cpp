@@ -258,7 +258,8 @@ Draft draft_contract(const DraftOptions& o) {
     // [workload]
     w.line("[workload]");
     w.check("source", q(relative_to(script_dir, out_dir)),
-            "the tree copied into every trial's sandbox: the code, not data, checkpoints or campaigns");
+            "the tree copied into every trial's sandbox, locked at init: the code only (no job output, "
+            "data, checkpoints or campaigns: a change stops the campaign)");
     w.kv("sbatch_script", q(relative_to(o.script, out_dir)),
          "run with bash inside each trial's allocation; its #SBATCH lines are replaced by [resources]");
     const Found* steps = role(Role::Steps);
