@@ -11,6 +11,7 @@
 #include "verify/verify.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -86,6 +87,33 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         boxes.push_back(cache.materialize(patch_set(t.candidate)));
     }
 
+    // Array indices: the runnable tasks in array order. Trials whose sbatch-option knobs differ cannot share
+    // an array job; the arrays of a batch run one after another. A search batch is grouped by option set (one
+    // array per set); doctor and verification batches keep their order (the A/B pairs are interleaved), so
+    // an array there is a run of consecutive tasks with the same options.
+    std::vector<std::size_t> order;
+    std::vector<std::vector<std::string>> options(tasks.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        options[i] = contract_.space.sbatch_options(tasks[i].candidate);
+        if (boxes[i].state == patch::Sandbox::State::Ready) order.push_back(i);
+    }
+    if (kind == "search")
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::size_t a, std::size_t b) { return options[a] < options[b]; });
+    std::vector<int> index_of(tasks.size(), -1);
+    std::vector<store::ArrayRow> arrays;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+        const std::size_t i = order[k];
+        index_of[i] = static_cast<int>(k);
+        if (arrays.empty() || arrays.back().options != options[i])
+            arrays.push_back({.seq = static_cast<int>(arrays.size()),
+                              .first_index = static_cast<int>(k),
+                              .tasks = 0,
+                              .options = options[i],
+                              .job_id = {}});
+        ++arrays.back().tasks;
+    }
+
     store::Transaction tx(store_->db());
     const auto batch_id = store_->add_batch(kind, "");
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
@@ -95,7 +123,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     manifest.batch = batch_id;
     manifest.kind = kind;
     manifest.metrics = contract_.metrics;
-    int next_index = 0, failed_index = 0;
+    int failed_index = 0;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const auto& t = tasks[i];
         const auto& box = boxes[i];
@@ -123,7 +151,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
             store_->update_trial(row);
             continue;
         }
-        row.array_index = next_index++;
+        row.array_index = index_of[i];
         const fs::path tdir = bdir / std::to_string(row.array_index);
         row.result_path = (tdir / "result.json").string();
         row.id = store_->add_trial(row);
@@ -136,8 +164,9 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
             task.env[k] = v;
         if (!contract_.invariants.steps_env.empty())
             task.env[contract_.invariants.steps_env] = std::to_string(contract_.invariants.steps);
+        const long long seed = t.seed.value_or(contract_.invariants.seed);
         if (!contract_.invariants.seed_env.empty())
-            task.env[contract_.invariants.seed_env] = std::to_string(contract_.invariants.seed);
+            task.env[contract_.invariants.seed_env] = std::to_string(seed);
         if (!contract_.workload.binary_env.empty())
             task.env[contract_.workload.binary_env] =
                 contract::substitute({contract_.workload.binary}, vars)[0];
@@ -150,6 +179,13 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
             if (!rel.empty() && rel.native().rfind("..", 0) != 0) script = box.source / rel;
             task.command = {"bash", script.string()};
         }
+        for (auto& a : contract::substitute(contract_.workload.args, vars))
+            task.command.push_back(std::move(a));
+        task.args = contract_.space.arguments(t.candidate);
+        if (!contract_.invariants.seed_arg.empty())
+            task.args.push_back(
+                contract::substitute({contract_.invariants.seed_arg}, {{"", std::to_string(seed)}})[0]);
+        task.sbatch_options = options[i];
         task.index = static_cast<std::uint32_t>(row.array_index);
         task.trial_id = std::to_string(row.id);
         task.kind = store::to_string(t.kind);
@@ -161,11 +197,15 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         manifest.tasks.push_back(std::move(task));
         fs::create_directories(tdir);
     }
+    std::sort(manifest.tasks.begin(), manifest.tasks.end(),
+              [](const trial::ManifestTask& a, const trial::ManifestTask& b) { return a.index < b.index; });
+    for (const auto& a : arrays)
+        store_->add_array(batch_id, a);
     manifest.knobs = manifest_knobs(contract_.space, manifest.tasks);
     const fs::path mpath = bdir / "manifest.json";
     trial::write_manifest(mpath, manifest);
     store_->set_batch_manifest(batch_id, mpath.string());
-    if (next_index == 0) store_->set_batch_finished(batch_id);
+    if (order.empty()) store_->set_batch_finished(batch_id);
     tx.commit();
     return batch_id;
 }
@@ -191,64 +231,91 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
         std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     const auto& res = contract_.resources;
-    scheduler::ArrayJob job;
-    job.name = name;
-    job.script = trial_script();
-    job.tasks = runnable;
-    job.max_concurrent = b.kind == "search" ? res.max_concurrent : 1;
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
-    job.output = (bdir / "slurm-%A_%a.out").string();
-    job.workdir = bdir;
-    job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
-    job.partition = res.partition;
-    job.nodes = res.nodes;
-    job.ntasks_per_node = res.ntasks_per_node;
-    job.cpus_per_task = res.cpus_per_task;
-    job.mem = res.mem;
-    job.mem_bytes = res.mem_bytes;
-    job.time_limit = res.time_limit;
-    job.time_limit_s = res.time_limit_s;
-    job.sbatch_args = res.sbatch_args;
-    const std::string id = sched.submit_held(job);
-    store_->set_batch_submitted(batch_id, id); // recorded before it can run
-    sched.release(id);
-    say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array {}", batch_id, b.kind, runnable,
-                       sched.name(), id));
+    // Each array is submitted held and its id stored before the next is submitted (a crash in between leaves
+    // recorded held arrays and, at most, one held one that a later submit cancels by name), and all are
+    // released once all are recorded. Each waits for the one before it, so the throttle holds across them.
+    const auto arrays = store_->arrays(batch_id);
+    std::string previous;
+    for (const auto& a : arrays) {
+        if (a.job_id.empty()) {
+            scheduler::ArrayJob job;
+            job.name = a.seq == 0 ? name : fmt::format("{}-a{}", name, a.seq);
+            job.script = trial_script();
+            job.first_index = a.first_index;
+            job.tasks = a.tasks;
+            job.after = previous;
+            job.max_concurrent = b.kind == "search" ? res.max_concurrent : 1;
+            job.output = (bdir / "slurm-%A_%a.out").string();
+            job.workdir = bdir;
+            job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
+            job.partition = res.partition;
+            job.nodes = res.nodes;
+            job.ntasks_per_node = res.ntasks_per_node;
+            job.cpus_per_task = res.cpus_per_task;
+            job.mem = res.mem;
+            job.mem_bytes = res.mem_bytes;
+            job.time_limit = res.time_limit;
+            job.time_limit_s = res.time_limit_s;
+            job.sbatch_args = res.sbatch_args;
+            job.options = a.options;
+            const std::string id = sched.submit_held(job);
+            store_->set_array_submitted(batch_id, a.seq, id); // recorded before it can run
+            previous = id;
+        } else {
+            previous = a.job_id;
+        }
+    }
+    store_->set_batch_submitted(batch_id);
+    std::string ids;
+    for (const auto& a : store_->arrays(batch_id)) {
+        sched.release(a.job_id);
+        ids += (ids.empty() ? "" : ", ") + a.job_id +
+               (a.options.empty() ? "" : " (" + fmt::format("{}", fmt::join(a.options, " ")) + ")");
+    }
+    say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id, b.kind,
+                       runnable, sched.name(), arrays.size() > 1 ? "s" : "", ids));
 }
 
 void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
     if (b.state != "submitted") return;
-    std::size_t runnable = 0;
-    for (const auto& t : store_->trials_of_batch(batch_id))
-        if (t.array_index >= 0) ++runnable;
+    // The arrays in order: the local backend runs a job's tasks only while it is waited on, so this also
+    // keeps its arrays one after another.
+    std::vector<slurm::JobRecord> all;
     std::set<std::string> cancelled;
-    while (!stopping(o)) {
-        auto records = scheduler(o).wait(b.job_id, std::chrono::seconds(5), o.poll);
-        std::size_t finished = 0;
-        for (const auto& r : records) {
-            if (slurm::is_finished(r.state) && r.array_task_id) ++finished;
-            // A task Slurm requeued (a contract with --requeue) whose relaunch failed is held until someone
-            // releases it: cancel it, and the trial is re-queued (not counted) like any cancelled one.
-            const bool requeue_held = (r.state == slurm::JobState::Pending &&
-                                       r.reason.find("requeued held") != std::string::npos) ||
-                                      r.raw_state.rfind("REQUEUE_HOLD", 0) == 0;
-            if (requeue_held && cancelled.insert(r.job_id).second) {
-                say(o, fmt::format("job {}: Slurm requeued it and holds it ({}); cancelling it, its trial is "
-                                   "re-queued",
-                                   r.job_id, r.reason));
-                try {
-                    scheduler(o).cancel(r.job_id);
-                } catch (const Error& e) {
-                    say(o, e.what());
+    for (const auto& a : store_->arrays(batch_id)) {
+        for (;;) {
+            if (stopping(o)) return;
+            auto records = scheduler(o).wait(a.job_id, std::chrono::seconds(5), o.poll);
+            int finished = 0;
+            for (const auto& r : records) {
+                if (slurm::is_finished(r.state) && r.array_task_id) ++finished;
+                // A task Slurm requeued (a contract with --requeue) whose relaunch failed is held until
+                // someone releases it: cancel it, and the trial is re-queued (not counted) like any
+                // cancelled one.
+                const bool requeue_held = (r.state == slurm::JobState::Pending &&
+                                           r.reason.find("requeued held") != std::string::npos) ||
+                                          r.raw_state.rfind("REQUEUE_HOLD", 0) == 0;
+                if (requeue_held && cancelled.insert(r.job_id).second) {
+                    say(o,
+                        fmt::format("job {}: Slurm requeued it and holds it ({}); cancelling it, its trial "
+                                    "is re-queued",
+                                    r.job_id, r.reason));
+                    try {
+                        scheduler(o).cancel(r.job_id);
+                    } catch (const Error& e) {
+                        say(o, e.what());
+                    }
                 }
             }
-        }
-        if (finished >= runnable) {
-            ingest(batch_id, records);
-            return;
+            if (finished >= a.tasks) {
+                all.insert(all.end(), records.begin(), records.end());
+                break;
+            }
         }
     }
+    ingest(batch_id, all);
 }
 
 void Campaign::resume_open_batches(const RunOptions& o) {
@@ -262,12 +329,14 @@ void Campaign::resume_open_batches(const RunOptions& o) {
             say(o, fmt::format("batch {}: {}", b.id, e.what()));
         }
         if (b.state == "submitted") {
-            // Released already, unless the process died right after recording the id. A job Slurm has
+            // Released already, unless the process died right after recording the ids. A job Slurm has
             // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
-            try {
-                scheduler(o).release(b.job_id);
-            } catch (const Error& e) {
-                say(o, fmt::format("batch {}: {}", b.id, e.what()));
+            for (const auto& a : store_->arrays(b.id)) {
+                try {
+                    scheduler(o).release(a.job_id);
+                } catch (const Error& e) {
+                    say(o, fmt::format("batch {}: {}", b.id, e.what()));
+                }
             }
             say(o, fmt::format("re-attaching to batch {} (job {})", b.id, b.job_id));
         }
@@ -312,12 +381,15 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const std::string log_text = read_text(log);
         const std::string job_output =
             log_text + read_text(fs::path(b.manifest).parent_path() /
-                                 fmt::format("slurm-{}_{}.out", b.job_id, t.array_index));
+                                 fmt::format("slurm-{}.out", t.job_id)); // %A_%a: the array's JOB_INDEX
         auto steps = result ? result->steps.steps : std::vector<measure::StepSample>{};
+        auto evals = result ? result->steps.evals : std::vector<measure::EvalLoss>{};
         if (steps.empty()) {
             // The wrapper may not have finished (killed with the job): read the steps the log has.
             const auto times = trial::read_line_times(trial::line_times_path(log));
-            steps = measure::parse_log(log_text, contract_.metrics, &times).steps;
+            auto parsed = measure::parse_log(log_text, contract_.metrics, &times);
+            steps = std::move(parsed.steps);
+            evals = std::move(parsed.evals);
         }
         std::optional<measure::TrialSummary> summary;
         if (static_cast<int>(steps.size()) > inv.warmup_steps) {
@@ -345,7 +417,21 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         e.has_result = result.has_value();
         e.steps = static_cast<int>(steps.size());
         e.summary = summary ? &*summary : nullptr;
-        if (!reference.empty() && e.steps >= inv.steps) {
+        // The final evaluation loss: the last one the job printed.
+        std::optional<double> final_eval;
+        if (!evals.empty()) {
+            final_eval = evals.back().loss;
+            t.measurements["eval_loss"] = *final_eval;
+        }
+        if (summary) t.measurements["excluded_steps"] = summary->excluded_steps;
+        if (inv.loss_mode == contract::LossMode::FinalEval) {
+            // Against the doctor's seeds, once the doctor has them (its own runs are what calibrates).
+            if (const auto d = store_->baseline(); d && !d->eval_losses.empty() && e.steps >= inv.steps)
+                if (auto why =
+                        verify::check_eval_loss(verify::eval_reference(d->eval_losses), final_eval, inv);
+                    !why.empty())
+                    e.loss_violation = why;
+        } else if (!reference.empty() && e.steps >= inv.steps) {
             std::vector<double> losses;
             for (const auto& s : steps)
                 losses.push_back(s.loss);

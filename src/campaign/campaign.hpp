@@ -115,6 +115,7 @@ class Campaign {
         std::string reason;
         int attempt = 0;
         std::optional<std::int64_t> verification_id;
+        std::optional<long long> seed; // another seed than the contract's (the doctor's final_eval repeats)
     };
     // The first half of running a batch: materializes each task's sandbox (a patch that does not apply or a
     // build that fails is recorded as build_failure), records the batch and its trials (state planned) and

@@ -59,6 +59,7 @@ void Campaign::finish_doctor() {
     auto trials = store_->trials({.kinds = {TrialKind::Doctor}, .state = TrialState::Finished});
     std::vector<double> medians, within, colds, tps, mfus, peaks;
     std::vector<std::vector<double>> losses;
+    std::vector<double> eval_losses;
     std::map<std::string, std::vector<double>> phases;
     json runs = json::array();
     std::string failures;
@@ -86,6 +87,8 @@ void Campaign::finish_doctor() {
         if (t.mfu) mfus.push_back(*t.mfu);
         if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
         losses.push_back(t.measurements["losses"].get<std::vector<double>>());
+        if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
+            eval_losses.push_back(t.measurements["eval_loss"].get<double>());
         for (const auto& [k, v] : t.measurements["phases"].items())
             phases[k].push_back(v.get<double>());
     }
@@ -109,6 +112,21 @@ void Campaign::finish_doctor() {
         d.phases[k] = measure::median(v);
     d.tokens_per_s = measure::median(tps);
     d.reference_losses = verify::reference_losses(losses);
+    d.eval_losses = eval_losses;
+    if (inv.loss_mode == contract::LossMode::FinalEval) {
+        if (eval_losses.size() < 2)
+            throw Error(
+                fmt::format("loss_mode final_eval needs the final evaluation loss of at least 2 baseline "
+                            "runs, and {} of {} printed one",
+                            eval_losses.size(), medians.size()),
+                dir_.string(),
+                "a job that evaluates at its end, in the [metrics] format (docs/contract.md, loss modes)");
+        const auto ref = verify::eval_reference(eval_losses);
+        store_->log(
+            fmt::format("doctor: final evaluation loss {:.6g} +- {:.3g} (sd over {} seeds); tolerance "
+                        "{:.3g}",
+                        ref.mean, ref.sd, ref.runs, verify::eval_tolerance(ref, inv)));
+    }
     if (!mfus.empty()) d.mfu = measure::median(mfus);
     if (!peaks.empty()) d.peak_memory_bytes = *std::max_element(peaks.begin(), peaks.end());
     store_->put_baseline(d);
@@ -125,10 +143,16 @@ void Campaign::doctor(const RunOptions& o) {
     if (store_->batches().empty() || std::none_of(store_->batches().begin(), store_->batches().end(),
                                                   [](auto& b) { return b.kind == "doctor"; })) {
         std::vector<Task> tasks(static_cast<std::size_t>(contract_.repeats.doctor));
-        for (auto& t : tasks) {
+        // final_eval: each repeat at its own seed, so their spread calibrates the loss tolerance.
+        const bool seeds = contract_.invariants.loss_mode == contract::LossMode::FinalEval;
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+            auto& t = tasks[i];
             t.candidate = contract_.space.baseline();
             t.kind = TrialKind::Doctor;
-            t.reason = "baseline repeat for noise calibration";
+            t.reason = seeds ? fmt::format("baseline repeat at seed {} for noise and loss calibration",
+                                           contract_.invariants.seed + static_cast<long long>(i))
+                             : "baseline repeat for noise calibration";
+            if (seeds) t.seed = contract_.invariants.seed + static_cast<long long>(i);
         }
         say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
         auto id = plan_batch("doctor", tasks);

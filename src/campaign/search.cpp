@@ -76,6 +76,8 @@ std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
     po.timeout = std::chrono::seconds(60);
     auto argv = contract::substitute(
         contract_.memory_estimate, {{"build", (box / "build").string()}, {"source", (box / "src").string()}});
+    for (auto& a : contract_.space.arguments(c)) // the knobs' arguments, as the trial gets them
+        argv.push_back(std::move(a));
     std::optional<double> est;
     try {
         auto r = run_process(argv, po);
@@ -188,7 +190,7 @@ void Campaign::search(const RunOptions& o) {
         for (const auto& sd : seeds) {
             auto cand = space::Candidate::from_json(sd["candidate"]);
             if (static_cast<int>(tasks.size()) >= q || tried.count(cand.key())) continue;
-            tasks.push_back({cand, TrialKind::Search, sd["reason"].get<std::string>(), 0, {}});
+            tasks.push_back({cand, TrialKind::Search, sd["reason"].get<std::string>(), 0, {}, {}});
             tried.insert(cand.key());
         }
         search::ProposalContext ctx;
@@ -218,7 +220,7 @@ void Campaign::search(const RunOptions& o) {
         ctx.seed = std::hash<std::string>{}(store_->meta("id").value_or("")) + store_->batches().size();
         if (ctx.q > 0)
             for (auto& p : proposer->propose(ctx))
-                tasks.push_back({p.candidate, TrialKind::Search, p.reason, 0, {}});
+                tasks.push_back({p.candidate, TrialKind::Search, p.reason, 0, {}, {}});
         if (tasks.empty()) {
             say(o, "search ends: every candidate of the space has been tried");
             return;

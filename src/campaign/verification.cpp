@@ -82,8 +82,9 @@ void Campaign::verify(const RunOptions& o) {
         v.id = store_->add_verification(v);
         std::vector<Task> tasks;
         for (int i = 0; i < pairs; ++i) {
-            tasks.push_back({contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id});
-            tasks.push_back({cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id});
+            tasks.push_back(
+                {contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id, {}});
+            tasks.push_back({cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id, {}});
         }
         say(o,
             fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): {} interleaved A/B pairs",
@@ -111,6 +112,8 @@ void Campaign::finish_verification(std::int64_t vid) {
         x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
         x.step_s = t.step_time_s.value_or(0);
         if (t.measurements.contains("losses")) x.losses = t.measurements["losses"].get<std::vector<double>>();
+        if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
+            x.eval_loss = t.measurements["eval_loss"].get<double>();
         x.peak_memory_bytes = t.peak_memory_bytes;
         if (static_cast<int>(x.losses.size()) < inv.steps) x.ok = false;
         return x;
@@ -135,11 +138,13 @@ void Campaign::finish_verification(std::int64_t vid) {
     for (const auto& id : cand.patches)
         if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
     verify::NoisePrior noise;
+    verify::EvalReference eval;
     if (auto b = store_->baseline()) {
         noise.cv_between = b->cv_between;
         noise.dof = std::max(0, b->completed - 1);
+        eval = verify::eval_reference(b->eval_losses);
     }
-    auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing, noise);
+    auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing, noise, eval);
     if (v.detail.contains("budget_note")) {
         d.evidence.push_back(v.detail["budget_note"].get<std::string>());
         if (!d.promoted) d.reasons.push_back(v.detail["budget_note"].get<std::string>());

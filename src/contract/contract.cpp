@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <set>
 
 namespace infrarsi::contract {
@@ -155,7 +156,7 @@ fs::path resolve(const fs::path& dir, const std::string& p) {
 void read_workload(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table& w = *r.table(root, "workload", "workload", true);
     r.known_keys(w, "workload",
-                 {"source", "build", "command", "sbatch_script", "binary", "binary_env", "env"});
+                 {"source", "build", "command", "sbatch_script", "args", "binary", "binary_env", "env"});
     auto source = r.str(w, "source", "workload", true);
     c.workload.source = resolve(c.dir, *source);
     if (!fs::is_directory(c.workload.source))
@@ -187,6 +188,11 @@ void read_workload(const Reader& r, const toml::table& root, Contract& c) {
     if (c.workload.command.empty() == c.workload.sbatch_script.empty())
         throw Error("the workload needs exactly one of 'command' and 'sbatch_script'", r.at(w),
                     "command = [\"{build}/prog\", ...] or sbatch_script = \"path\"");
+    c.workload.args = r.strings(w, "args", "workload");
+    for (const auto& a : c.workload.args)
+        if (a.find('\0') != std::string::npos)
+            throw Error("an element of 'workload.args' has a NUL byte", r.at_key(w, "args"),
+                        "text arguments");
     c.workload.binary = r.str(w, "binary", "workload").value_or("");
     c.workload.binary_env = r.str(w, "binary_env", "workload").value_or("");
     if (!c.workload.binary_env.empty() && !valid_env_name(c.workload.binary_env))
@@ -260,10 +266,90 @@ space::Value read_value(const Reader& r, const toml::node& n, const space::Knob&
     return 0LL;
 }
 
+// The sbatch options the orchestrator sets itself (the array, its output, the memory and time limits the
+// campaign measures against, the node count its costs are counted in) or that would change what a trial
+// is; a knob may not tune them.
+bool orchestrator_owned_option(const std::string& option) {
+    static const std::set<std::string> owned{"--array",       "--output",
+                                             "--error",       "--job-name",
+                                             "--mem",         "--mem-per-cpu",
+                                             "--mem-per-gpu", "--time",
+                                             "--time-min",    "--nodes",
+                                             "--partition",   "--hold",
+                                             "--parsable",    "--chdir",
+                                             "--export",      "--export-file",
+                                             "--wrap",        "--dependency",
+                                             "--requeue",     "--no-requeue",
+                                             "--infrarsi",    "--test-only",
+                                             "--wait",        "--input",
+                                             "--open-mode",   "--kill-on-invalid-dep",
+                                             "--begin",       "--deadline",
+                                             "--signal"};
+    return owned.count(option) > 0;
+}
+
+bool valid_long_option(const std::string& s) {
+    if (s.size() < 3 || s.rfind("--", 0) != 0 || !std::islower(static_cast<unsigned char>(s[2])))
+        return false;
+    return std::all_of(s.begin() + 2, s.end(), [](char ch) {
+        return std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) ||
+               ch == '-';
+    });
+}
+
+// Exactly one of env, arg and sbatch_option says how the value reaches the job.
+void read_delivery(const Reader& r, const toml::table& t, const std::string& path, space::Knob& k,
+                   std::set<std::string>& deliveries) {
+    const auto env = r.str(t, "env", path);
+    const auto arg = r.str(t, "arg", path);
+    const auto option = r.str(t, "sbatch_option", path);
+    if (int(env.has_value()) + int(arg.has_value()) + int(option.has_value()) != 1)
+        throw Error("knob '" + k.name + "' needs exactly one of 'env', 'arg' and 'sbatch_option'", r.at(t),
+                    "env = \"NAME\", arg = \"--flag={}\" or sbatch_option = \"--cpus-per-task\"");
+    if (env) {
+        k.delivery = space::Delivery::Env;
+        k.env = *env;
+        if (!valid_env_name(k.env))
+            throw Error("'" + k.env + "' is not an environment variable name", r.at_key(t, "env"),
+                        "letters, digits and _");
+        if (!deliveries.insert("env " + k.env).second)
+            throw Error("environment variable " + k.env + " is set by two knobs", r.at_key(t, "env"),
+                        "one knob per variable");
+    } else if (arg) {
+        k.delivery = space::Delivery::Arg;
+        k.arg = *arg;
+        const bool hole = k.arg.find("{}") != std::string::npos;
+        if (k.arg.empty() || k.arg.find('\0') != std::string::npos)
+            throw Error("knob '" + k.name + "' has an empty argument template", r.at_key(t, "arg"),
+                        "one argument, with {} where the value goes: \"--batch_size={}\"");
+        if (!hole && k.kind != space::KnobKind::Bool)
+            throw Error("the argument template '" + k.arg + "' of knob '" + k.name + "' has no {}",
+                        r.at_key(t, "arg"),
+                        "{} where the value goes (\"--batch_size={}\"); only a bool knob may be a bare flag");
+    } else {
+        k.delivery = space::Delivery::SbatchOption;
+        k.sbatch_option = *option;
+        if (!valid_long_option(k.sbatch_option))
+            throw Error("'" + k.sbatch_option + "' is not a long sbatch option", r.at_key(t, "sbatch_option"),
+                        "the option's long name without a value, such as \"--ntasks-per-node\"");
+        if (orchestrator_owned_option(k.sbatch_option))
+            throw Error("sbatch option " + k.sbatch_option + " cannot be a knob: the campaign sets it",
+                        r.at_key(t, "sbatch_option"),
+                        "an option of the trial's resources or placement, such as --ntasks-per-node, "
+                        "--cpus-per-task or --gpus-per-node (the memory and time limits are [resources])");
+        if (!deliveries.insert("option " + k.sbatch_option).second)
+            throw Error("sbatch option " + k.sbatch_option + " is set by two knobs",
+                        r.at_key(t, "sbatch_option"), "one knob per option");
+    }
+}
+
 void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table* knobs = r.table(root, "knobs", "knobs", false);
     if (!knobs) return;
-    std::set<std::string> envs;
+    std::set<std::string> deliveries; // each variable and each sbatch option carries one knob
+    // TOML++ iterates a table by key; the knobs keep the order they are written in (their arguments and
+    // options are given in that order).
+    std::vector<std::pair<std::uint32_t, space::Knob>> declared;
     for (auto&& [key, node] : *knobs) {
         space::Knob k;
         k.name = std::string(key.str());
@@ -271,7 +357,9 @@ void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
         if (!node.is_table())
             r.fail(node, "'" + path + "' is a " + Reader::type(node), "a table with kind = ...");
         const toml::table& t = *node.as_table();
-        r.known_keys(t, path, {"kind", "min", "max", "step", "values", "env", "baseline", "description"});
+        r.known_keys(t, path,
+                     {"kind", "min", "max", "step", "values", "env", "arg", "sbatch_option", "baseline",
+                      "description"});
         std::string kind = *r.str(t, "kind", path, true);
         if (kind == "integer")
             k.kind = space::KnobKind::Integer;
@@ -301,15 +389,7 @@ void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
                 throw Error("choice knob '" + k.name + "' has no values", r.at(t),
                             "values = [\"a\", \"b\", ...]");
         }
-        k.env = r.str(t, "env", path).value_or("");
-        if (!k.env.empty()) {
-            if (!valid_env_name(k.env))
-                throw Error("'" + k.env + "' is not an environment variable name", r.at_key(t, "env"),
-                            "letters, digits and _");
-            if (!envs.insert(k.env).second)
-                throw Error("environment variable " + k.env + " is set by two knobs", r.at_key(t, "env"),
-                            "one knob per variable");
-        }
+        read_delivery(r, t, path, k, deliveries);
         const toml::node* b = t.get("baseline");
         if (!b)
             throw Error("knob '" + k.name + "' has no baseline", r.at(t),
@@ -320,7 +400,20 @@ void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
                    "baseline " + space::to_string(k.baseline) + " of knob '" + k.name +
                        "' is outside its domain",
                    "a value in the knob's range (powers of two for pow2, one of values for choice)");
+        declared.emplace_back(key.source().begin.line, std::move(k));
+    }
+    std::stable_sort(declared.begin(), declared.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [line, k] : declared)
         c.space.knobs.push_back(std::move(k));
+    // A knob's option given again in [resources].sbatch_args would leave sbatch to pick one of the two.
+    for (const auto& k : c.space.knobs) {
+        if (k.delivery != space::Delivery::SbatchOption) continue;
+        for (const auto& a : c.resources.sbatch_args)
+            if (a == k.sbatch_option || a.rfind(k.sbatch_option + "=", 0) == 0)
+                throw Error("sbatch option " + k.sbatch_option + " is both the knob '" + k.name +
+                                "' and in resources.sbatch_args",
+                            r.at(*knobs), "the option in one place: the knob");
     }
 }
 
@@ -417,7 +510,9 @@ void read_metrics(const Reader& r, const toml::table& root, Contract& c) {
     m.summary_prefix = c.invariants.summary_prefix;
     const toml::table* t = r.table(root, "metrics", "metrics", false);
     if (!t) return;
-    r.known_keys(*t, "metrics", {"format", "pattern", "step_time_unit", "memory_unit", "rank"});
+    r.known_keys(
+        *t, "metrics",
+        {"format", "pattern", "step_time_unit", "memory_unit", "rank", "exclude_steps", "exclude_pattern"});
     const std::string name = r.str(*t, "format", "metrics").value_or("infrarsi");
     const auto kind = measure::log_format_names.parse(name);
     if (!kind)
@@ -441,14 +536,24 @@ void read_metrics(const Reader& r, const toml::table& root, Contract& c) {
         m.memory_unit_bytes = *b;
     }
     if (auto rank = r.integer(*t, "rank", "metrics", false, 0)) m.rank = static_cast<int>(*rank);
+    if (const toml::node* ex = t->get("exclude_steps")) {
+        if (!ex->is_array())
+            r.fail(*ex, "'metrics.exclude_steps' is a " + Reader::type(*ex), "an array of step numbers");
+        for (const auto& e : *ex->as_array()) {
+            if (!e.is_integer() || e.as_integer()->get() < 0 || e.as_integer()->get() > INT_MAX)
+                r.fail(e, "an element of 'metrics.exclude_steps' is not a step number", "integers >= 0");
+            m.exclude_steps.push_back(static_cast<int>(e.as_integer()->get()));
+        }
+    }
+    m.exclude_pattern = r.str(*t, "exclude_pattern", "metrics").value_or("");
     measure::check(m, r.at(*t));
 }
 
 void read_invariants(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table& t = *r.table(root, "invariants", "invariants", true);
     r.known_keys(t, "invariants",
-                 {"steps", "steps_env", "seed", "seed_env", "warmup_steps", "step_prefix", "summary_prefix",
-                  "loss_tolerance", "loss_mode", "loss_last_k"});
+                 {"steps", "steps_env", "seed", "seed_env", "seed_arg", "warmup_steps", "step_prefix",
+                  "summary_prefix", "loss_tolerance", "loss_mode", "loss_last_k"});
     auto& inv = c.invariants;
     inv.steps = static_cast<int>(*r.integer(t, "steps", "invariants", true, 1));
     inv.steps_env = r.str(t, "steps_env", "invariants").value_or("");
@@ -461,17 +566,31 @@ void read_invariants(const Reader& r, const toml::table& root, Contract& c) {
             r.at_key(t, "warmup_steps"), "warmup_steps < steps (at least 3 measured steps are advisable)");
     inv.step_prefix = r.str(t, "step_prefix", "invariants").value_or(inv.step_prefix);
     inv.summary_prefix = r.str(t, "summary_prefix", "invariants").value_or(inv.summary_prefix);
-    inv.loss_tolerance = r.number(t, "loss_tolerance", "invariants").value_or(inv.loss_tolerance);
-    if (!(inv.loss_tolerance > 0 && inv.loss_tolerance < 1))
-        throw Error(fmt::format("loss_tolerance {} is out of range", inv.loss_tolerance),
-                    r.at_key(t, "loss_tolerance"), "a relative tolerance in (0, 1), such as 0.02");
     std::string mode = r.str(t, "loss_mode", "invariants").value_or("last_k_mean");
     if (mode == "per_step")
         inv.loss_mode = LossMode::PerStep;
     else if (mode == "last_k_mean")
         inv.loss_mode = LossMode::LastKMean;
+    else if (mode == "final_eval")
+        inv.loss_mode = LossMode::FinalEval;
     else
-        throw Error("unknown loss_mode '" + mode + "'", r.at_key(t, "loss_mode"), "per_step or last_k_mean");
+        throw Error("unknown loss_mode '" + mode + "'", r.at_key(t, "loss_mode"),
+                    "per_step, last_k_mean or final_eval");
+    // final_eval calibrates its tolerance from the seeds; loss_tolerance is only its floor there.
+    inv.loss_tolerance = r.number(t, "loss_tolerance", "invariants")
+                             .value_or(inv.loss_mode == LossMode::FinalEval ? 0.001 : inv.loss_tolerance);
+    if (!(inv.loss_tolerance > 0 && inv.loss_tolerance < 1))
+        throw Error(fmt::format("loss_tolerance {} is out of range", inv.loss_tolerance),
+                    r.at_key(t, "loss_tolerance"), "a relative tolerance in (0, 1), such as 0.02");
+    inv.seed_arg = r.str(t, "seed_arg", "invariants").value_or("");
+    if (!inv.seed_arg.empty() && inv.seed_arg.find("{}") == std::string::npos)
+        throw Error("seed_arg '" + inv.seed_arg + "' has no {}", r.at_key(t, "seed_arg"),
+                    "an argument with {} where the seed goes: \"--seed={}\"");
+    if (inv.loss_mode == LossMode::FinalEval && inv.seed_env.empty() && inv.seed_arg.empty())
+        throw Error(
+            "loss_mode final_eval calibrates its tolerance from baseline runs at different seeds, and "
+            "the job is told no seed",
+            r.at_key(t, "loss_mode"), "seed_env = \"NAME\" or seed_arg = \"--seed={}\"");
     inv.loss_last_k = static_cast<int>(r.integer(t, "loss_last_k", "invariants", false, 1).value_or(5));
     if (inv.loss_last_k > inv.steps)
         throw Error("loss_last_k exceeds steps", r.at_key(t, "loss_last_k"), "loss_last_k <= steps");

@@ -14,16 +14,19 @@ namespace infrarsi::contract {
 
 namespace fs = std::filesystem;
 
-enum class LossMode { PerStep, LastKMean };
+// per_step: each step's loss against the baseline's; last_k_mean: the mean of the last k steps; final_eval:
+// the final evaluation loss within a tolerance calibrated from the doctor's repeats at different seeds.
+enum class LossMode { PerStep, LastKMean, FinalEval };
 
 struct Workload {
     fs::path source;                             // the baseline tree, copied into sandboxes
     std::vector<std::vector<std::string>> build; // commands run in a sandbox; {source} {build} substituted
     std::vector<std::string> command;            // the command a trial runs (or empty with sbatch_script)
     fs::path sbatch_script;                      // a user batch script the trial wrapper runs with bash
-    std::string binary_env;                      // env var through which the script finds the built binary
-    std::string binary;                          // path of the built binary ({build}/...)
-    std::map<std::string, std::string> env;      // fixed environment of every trial
+    std::vector<std::string> args; // fixed arguments after the command or script, before the knobs' arguments
+    std::string binary_env;        // env var through which the script finds the built binary
+    std::string binary;            // path of the built binary ({build}/...)
+    std::map<std::string, std::string> env; // fixed environment of every trial
 };
 
 struct Resources {
@@ -44,6 +47,7 @@ struct Invariants {
     std::string steps_env; // the workload's step-count variable, forced to `steps`
     long long seed = 0;
     std::string seed_env;
+    std::string seed_arg; // an argument template carrying the seed ("--seed={}"), after the knobs' arguments
     int warmup_steps = 0; // dropped from timing statistics (cold start)
     std::string step_prefix = "INFRARSI_STEP";
     std::string summary_prefix = "INFRARSI_SUMMARY";

@@ -21,6 +21,7 @@ struct Builtin {
     const char* pattern;
     double step_time_unit_s;
     double memory_unit_bytes;
+    const char* eval_pattern = nullptr; // a line with the evaluation loss: groups eval_loss and maybe step
 };
 
 // The built-in formats, each as its framework prints a training step:
@@ -30,19 +31,27 @@ struct Builtin {
 //   Hugging Face Trainer: {'loss': 2.3456, 'grad_norm': 1.2, 'learning_rate': 4.9e-05, 'epoch': 0.01}
 //   torchtitan:           step:  1  loss: 12.2240  memory: 42.61GiB(44.86%)  tps: 1,165  tflops: 67.46
 //   mfu: 21.62%
+// and their evaluation lines:
+//   nanoGPT:              step 50: train loss 2.4989, val loss 2.5071
+//   Megatron-LM:          validation loss at iteration 3 | lm loss value: 1.090000E+01 | lm loss PPL: ...
+//   Hugging Face Trainer: {'eval_loss': 2.7, 'eval_runtime': 1.2, ..., 'epoch': 0.16}
 std::optional<Builtin> builtin(LogFormatKind kind) {
     switch (kind) {
     case LogFormatKind::NanoGpt:
         return Builtin{R"(^iter (?<step>\d+): loss (?<loss>)" NUM R"(), time (?<step_time>)" NUM
                        R"()ms(?:, mfu (?<mfu_pct>)" NUM R"()%)?)",
-                       1e-3, 1.0};
+                       1e-3, 1.0,
+                       R"(^step (?<step>\d+): train loss )" NUM R"(, val loss (?<eval_loss>)" NUM ")"};
     case LogFormatKind::Megatron:
         return Builtin{
             R"(\biteration\s+(?<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?<step_time>)" NUM
             R"().*?\|\s*lm loss:\s*(?<loss>)" NUM R"())",
-            1e-3, 1.0};
+            1e-3, 1.0,
+            R"(\bvalidation loss at (?:iteration (?<step>\d+)|.*?)\s*\|\s*lm loss value:\s*(?<eval_loss>)" NUM
+            ")"};
     case LogFormatKind::HfTrainer:
-        return Builtin{R"(^\{'loss': (?<loss>)" NUM R"(),.*'epoch': )" NUM R"(\}\s*$)", 1.0, 1.0};
+        return Builtin{R"(^\{'loss': (?<loss>)" NUM R"(),.*'epoch': )" NUM R"(\}\s*$)", 1.0, 1.0,
+                       R"(^\{'eval_loss': (?<eval_loss>)" NUM R"(),.*'epoch': )" NUM R"(\}\s*$)"};
     case LogFormatKind::Torchtitan:
         return Builtin{R"(\bstep:\s*(?<step>\d+)\s+loss:\s*(?<loss>)" NUM
                        R"()(?:.*?\bmemory:\s*(?<memory>)" NUM R"()GiB)?(?:.*?\btps:\s*(?<tokens_per_s>)" NUM
@@ -126,7 +135,7 @@ std::pair<std::optional<double>, std::string> split_unit(std::string_view v) {
 }
 
 struct Fields {
-    std::optional<double> step, loss, step_time_s, tokens_per_s, memory_bytes, mfu;
+    std::optional<double> step, loss, step_time_s, tokens_per_s, memory_bytes, mfu, eval_loss;
 };
 
 // key=value prints (Lightning's self.print, a plain print(f"step={i} loss={loss:.4f} ...")).
@@ -168,9 +177,12 @@ std::optional<Fields> key_value_fields(std::string_view line) {
             if (auto u = bytes_per_unit(unit)) f.memory_bytes = *v * *u;
         } else if (key == "mfu") {
             f.mfu = (unit == "%" || *v > 1.0) ? *v / 100.0 : *v;
+        } else if (key == "eval_loss" || key == "val_loss" || key == "val/loss" || key == "eval/loss" ||
+                   key == "validation_loss") {
+            f.eval_loss = v;
         }
     }
-    if (!f.loss) return std::nullopt;
+    if (!f.loss && !f.eval_loss) return std::nullopt;
     return f;
 }
 
@@ -187,6 +199,7 @@ Fields pattern_fields(const std::map<std::string, std::string>& g, double time_u
     if (auto m = get("memory")) out.memory_bytes = *m * memory_unit;
     if (auto m = get("mfu")) out.mfu = *m;
     if (auto m = get("mfu_pct")) out.mfu = *m / 100.0;
+    out.eval_loss = get("eval_loss");
     return out;
 }
 
@@ -221,12 +234,17 @@ void check(const LogFormat& f, const std::string& where) {
             throw Error("the pattern has no (?<loss>...) group", where,
                         "named groups loss (required), step, step_time, tokens_per_s, memory, mfu, mfu_pct");
         static const std::set<std::string> known{"step",   "loss", "step_time", "tokens_per_s",
-                                                 "memory", "mfu",  "mfu_pct"};
+                                                 "memory", "mfu",  "mfu_pct",   "eval_loss"};
         for (const auto& g : p.group_names())
             if (!known.count(g))
                 throw Error("unknown group (?<" + g + ">...) in the pattern", where,
-                            "step, loss, step_time, tokens_per_s, memory, mfu, mfu_pct");
+                            "step, loss, step_time, tokens_per_s, memory, mfu, mfu_pct, eval_loss");
     }
+    if (!f.exclude_pattern.empty())
+        LinePattern exclude(f.exclude_pattern); // throws where it does not compile
+    for (int s : f.exclude_steps)
+        if (s < 0)
+            throw Error("an excluded step number is negative", where, "step numbers as the job prints them");
     if (!(f.step_time_unit_s > 0) || !(f.memory_unit_bytes > 0)) throw Error("units must be positive", where);
     if (f.rank && *f.rank < 0) throw Error("rank must be >= 0", where);
 }
@@ -243,6 +261,8 @@ nlohmann::json to_json(const LogFormat& f) {
         j["memory_unit_bytes"] = f.memory_unit_bytes;
     }
     if (f.rank) j["rank"] = *f.rank;
+    if (!f.exclude_steps.empty()) j["exclude_steps"] = f.exclude_steps;
+    if (!f.exclude_pattern.empty()) j["exclude_pattern"] = f.exclude_pattern;
     return j;
 }
 
@@ -259,6 +279,10 @@ LogFormat log_format_from_json(const nlohmann::json& j, const std::string& where
     if (j.contains("memory_unit_bytes"))
         f.memory_unit_bytes = json_field<double>(j, "memory_unit_bytes", where);
     if (j.contains("rank")) f.rank = static_cast<int>(json_field<std::uint32_t>(j, "rank", where));
+    if (j.contains("exclude_steps"))
+        f.exclude_steps = json_field<std::vector<int>>(j, "exclude_steps", where);
+    if (j.contains("exclude_pattern"))
+        f.exclude_pattern = json_field<std::string>(j, "exclude_pattern", where);
     check(f, where);
     return f;
 }
@@ -272,12 +296,21 @@ std::string describe(const LogFormat& f) {
 }
 
 StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<double>* line_times) {
-    if (f.kind == LogFormatKind::Infrarsi)
-        return parse_step_log(std::string(text), f.step_prefix, f.summary_prefix);
-    std::optional<LinePattern> pattern;
+    std::optional<LinePattern> exclude;
+    if (!f.exclude_pattern.empty()) exclude.emplace(f.exclude_pattern);
+    const std::set<int> excluded(f.exclude_steps.begin(), f.exclude_steps.end());
+    if (f.kind == LogFormatKind::Infrarsi) {
+        auto log = parse_step_log(std::string(text), f.step_prefix, f.summary_prefix,
+                                  [&](const std::string& line) { return exclude && exclude->match(line); });
+        for (auto& s : log.steps)
+            if (excluded.count(s.step)) s.timed = false;
+        return log;
+    }
+    std::optional<LinePattern> pattern, eval_pattern;
     double time_unit = f.step_time_unit_s, memory_unit = f.memory_unit_bytes;
     if (auto b = builtin(f.kind)) {
         pattern.emplace(b->pattern);
+        if (b->eval_pattern) eval_pattern.emplace(b->eval_pattern);
         time_unit = b->step_time_unit_s;
         memory_unit = b->memory_unit_bytes;
     } else if (f.kind == LogFormatKind::Regex) {
@@ -288,6 +321,7 @@ StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<d
     std::set<int> seen;
     std::optional<double> previous_time;
     int previous_step = 0, ordinal = 0;
+    bool exclude_next = false; // an evaluation or an excluded line since the previous step line
     std::size_t line_no = 0;
     for (std::size_t pos = 0; pos < text.size(); ++line_no) {
         auto nl = text.find('\n', pos);
@@ -299,14 +333,38 @@ StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<d
         if (const auto cr = line.rfind('\r'); cr != std::string::npos) line.erase(0, cr + 1);
         const auto rank = take_rank_tag(line);
         if (f.rank && rank && *rank != *f.rank) continue;
+        if (exclude && exclude->match(line)) exclude_next = true;
 
         std::optional<Fields> fields;
-        if (pattern) {
-            if (auto g = pattern->match(line)) fields = pattern_fields(*g, time_unit, memory_unit);
-        } else {
-            fields = key_value_fields(line);
+        bool eval_line = false; // the format's evaluation line
+        if (eval_pattern)
+            if (auto g = eval_pattern->match(line)) {
+                fields = pattern_fields(*g, time_unit, memory_unit);
+                eval_line = true;
+            }
+        if (!fields) {
+            if (pattern) {
+                if (auto g = pattern->match(line)) fields = pattern_fields(*g, time_unit, memory_unit);
+            } else {
+                fields = key_value_fields(line);
+            }
         }
-        if (!fields || !fields->loss) continue;
+        if (!fields) continue;
+        bool eval_after = false; // a step line that also reports an evaluation after it
+        if (fields->eval_loss) {
+            const int at = fields->step ? static_cast<int>(*fields->step) : previous_step;
+            const EvalLoss e{at, *fields->eval_loss};
+            const bool repeated = !log.evals.empty() && log.evals.back().step == e.step &&
+                                  (log.evals.back().loss == e.loss ||
+                                   (std::isnan(e.loss) && std::isnan(log.evals.back().loss)));
+            if (!repeated) log.evals.push_back(e); // every rank printed it: once
+            if (eval_line || !fields->loss) {
+                exclude_next = true; // it ran between two steps: the next step's time includes it
+                continue;
+            }
+            eval_after = true;
+        }
+        if (!fields->loss) continue;
         const int step = fields->step ? static_cast<int>(*fields->step) : ++ordinal;
         if (!seen.insert(step).second) continue; // every rank printed it: the first one counts
         const std::optional<double> now =
@@ -314,6 +372,8 @@ StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<d
         StepSample s;
         s.step = step;
         s.loss = *fields->loss;
+        s.timed = !exclude_next && !excluded.count(step);
+        exclude_next = eval_after;
         if (fields->step_time_s) {
             s.step_time_s = *fields->step_time_s;
         } else if (now) {

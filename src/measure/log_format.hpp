@@ -33,13 +33,19 @@ struct LogFormat {
     std::string summary_prefix = "INFRARSI_SUMMARY";
     // regex: a PCRE2 pattern with named groups: loss (required), step (else lines are numbered in order),
     // step_time (in step_time_unit), tokens_per_s, memory (the device memory peak the job reports, in
-    // memory_unit; the host's comes from the scheduler), mfu (a fraction) or mfu_pct (a percentage).
+    // memory_unit; the host's comes from the scheduler), mfu (a fraction) or mfu_pct (a percentage), and
+    // eval_loss (a line where it takes part is an evaluation, not a step; `(?<loss>...)|(?<eval_loss>...)`).
     std::string pattern;
     double step_time_unit_s = 1.0;
     double memory_unit_bytes = 1.0;
     // Only the lines of this rank, as torchrun ("[rank1]:", "[default1]:") or `srun --label` ("1: ") tag
     // them; untagged lines always count. nullopt: every line.
     std::optional<int> rank;
+    // Left out of timing (their losses still count): these step numbers, and a step whose line, or a line
+    // printed since the previous step line, matches exclude_pattern (a checkpoint's "saving checkpoint").
+    // A step after an evaluation line of the format is left out without being named.
+    std::vector<int> exclude_steps;
+    std::string exclude_pattern;
     bool operator==(const LogFormat&) const = default;
 };
 
@@ -55,7 +61,8 @@ LogFormat log_format_from_json(const nlohmann::json& j, const std::string& where
 // For people: "nanogpt", "regex /iter (?<step>.../", "infrarsi (INFRARSI_STEP)".
 std::string describe(const LogFormat& f);
 
-// The steps in `text`. A step number seen twice keeps its first line (every rank printing the same line).
+// The steps in `text`, and the evaluation losses. A step number seen twice keeps its first line (every rank
+// printing the same line).
 // `line_times` (seconds since the job started, one per line of `text`, as the trial wrapper records them)
 // gives a step time to formats that print none: the time since the previous step line, per step.
 StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<double>* line_times = nullptr);

@@ -102,6 +102,10 @@ TrialSummary summarize(const StepLog& log, int warmup_steps) {
             cold.push_back(s.step_time_s);
             continue;
         }
+        if (!s.timed) { // an excluded step (an evaluation or checkpoint inside it): its loss only
+            ++t.excluded_steps;
+            continue;
+        }
         t.steady_samples.push_back(s.step_time_s);
         tps.push_back(s.tokens_per_s);
         if (s.mfu) mfus.push_back(*s.mfu);
@@ -110,8 +114,9 @@ TrialSummary summarize(const StepLog& log, int warmup_steps) {
     }
     if (t.steady_samples.empty())
         throw Error("no steady-state steps in the log (" + std::to_string(t.steps) + " steps, " +
-                        std::to_string(warmup_steps) + " warm-up)",
-                    "step log", "more steps than warm-up steps");
+                        std::to_string(warmup_steps) + " warm-up, " + std::to_string(t.excluded_steps) +
+                        " excluded)",
+                    "step log", "more steps than warm-up and excluded steps");
     t.cold_step_s = mean(cold);
     t.steady_step_s = median_ci(t.steady_samples);
     t.tokens_per_s = median(tps);

@@ -33,6 +33,7 @@ struct TrialSummary {
     double cold_step_s = 0; // mean of the warm-up steps (compile, page faults, caches)
     Interval steady_step_s; // median of the steps after warm-up, with a bootstrap interval
     std::vector<double> steady_samples;
+    int excluded_steps = 0;               // steady-state steps left out of timing (StepSample::timed)
     double tokens_per_s = 0;              // median after warm-up
     std::optional<double> mfu;            // median after warm-up, when reported
     std::optional<double> peak_rss_bytes; // max over steps

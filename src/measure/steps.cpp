@@ -27,6 +27,7 @@ StepSample step_from_json(const nlohmann::json& j) {
         }
     if (j.contains("peak_device_bytes") && j["peak_device_bytes"].is_number())
         s.peak_device_bytes = j["peak_device_bytes"].get<double>();
+    if (j.contains("timed") && j["timed"].is_boolean()) s.timed = j["timed"].get<bool>();
     return s;
 }
 
@@ -41,11 +42,13 @@ nlohmann::json to_json(const StepSample& s) {
     if (s.mfu) j["mfu"] = *s.mfu;
     if (s.peak_rss_bytes) j["peak_rss_bytes"] = *s.peak_rss_bytes;
     if (s.peak_device_bytes) j["peak_device_bytes"] = *s.peak_device_bytes;
+    if (!s.timed) j["timed"] = false;
     return j;
 }
 
 StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
-                       const std::string& summary_prefix) {
+                       const std::string& summary_prefix,
+                       const std::function<bool(const std::string& line)>& excluder) {
     StepLog log;
     std::istringstream in(text);
     std::string line;
@@ -54,10 +57,20 @@ StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
         if (pos == std::string::npos) return std::nullopt;
         return line.substr(pos + prefix.size() + 1);
     };
+    bool exclude_next = false;
     while (std::getline(in, line)) {
+        if (excluder && excluder(line)) exclude_next = true;
         if (auto p = payload(step_prefix)) {
             try {
-                log.steps.push_back(step_from_json(nlohmann::json::parse(*p)));
+                const auto j = nlohmann::json::parse(*p);
+                auto s = step_from_json(j);
+                s.timed = !exclude_next; // what times a step is the contract's to say, not the job's
+                exclude_next = false;
+                if (j.contains("eval_loss") && (j["eval_loss"].is_number() || j["eval_loss"].is_null()))
+                    log.evals.push_back({s.step, j["eval_loss"].is_null()
+                                                     ? std::numeric_limits<double>::quiet_NaN()
+                                                     : j["eval_loss"].get<double>()});
+                log.steps.push_back(std::move(s));
             } catch (const nlohmann::json::exception&) {
                 ++log.malformed;
             }

@@ -3,6 +3,7 @@
 // tokens, tokens_per_s, model_flops, mfu, peak_rss_bytes) and `SUMMARY_PREFIX {json}` at the end.
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,17 +21,32 @@ struct StepSample {
     std::optional<double> peak_rss_bytes;
     std::optional<double> peak_device_bytes; // the accelerator memory peak the job reports (a framework log's
                                              // "memory"); the host's peak comes from the scheduler's record
+    // false: left out of the timing statistics (its loss still counts): a step the contract excludes by
+    // number, or one whose time includes an evaluation or checkpoint (log_format.hpp, parse_log).
+    bool timed = true;
+};
+
+// An evaluation loss the job printed (nanoGPT's "val loss", HF's 'eval_loss', Megatron's validation line),
+// at the step it followed. The last one is the final evaluation loss (loss_mode = "final_eval").
+struct EvalLoss {
+    int step = 0;
+    double loss = 0;
+    bool operator==(const EvalLoss&) const = default;
 };
 
 struct StepLog {
     std::vector<StepSample> steps;
     int malformed = 0; // prefixed lines that were not valid step JSON
     std::optional<nlohmann::json> summary;
+    std::vector<EvalLoss> evals; // in the order printed
 };
 
-// Lines may carry text before the prefix (an MPI rank tag); lines without the prefix are ignored.
+// Lines may carry text before the prefix (an MPI rank tag); lines without the prefix are ignored. A step's
+// JSON may carry "eval_loss" (an evaluation after it). `excluder`, when given, is asked about every line: a
+// step line it holds, or the first step line after one it holds, is left out of timing.
 StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
-                       const std::string& summary_prefix);
+                       const std::string& summary_prefix,
+                       const std::function<bool(const std::string& line)>& excluder = {});
 
 nlohmann::json to_json(const StepSample& s);
 StepSample step_from_json(const nlohmann::json& j); // throws nlohmann::json errors on missing keys

@@ -4,6 +4,7 @@
 #include "measure/statistics.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
+#include "util/shell_quote.hpp"
 
 #include <fmt/core.h>
 
@@ -51,6 +52,20 @@ double median_of(const std::vector<store::TrialRow>& ts, std::optional<double> s
     for (const auto& t : ts)
         if (t.outcome == trial::Outcome::Ok && (t.*field)) xs.push_back(*(t.*field));
     return measure::median(xs);
+}
+// How to apply a promoted candidate's settings, one line each, as a user pastes them: the #SBATCH lines,
+// `export K=V` and the arguments, shell-quoted.
+std::string apply_lines(const json& promoted, const std::string& indent) {
+    std::string o;
+    const json options = promoted.value("sbatch_options", json::array());
+    const json env = promoted.value("environment", json::object());
+    for (const auto& opt : options)
+        o += indent + "#SBATCH " + opt.get<std::string>() + "\n";
+    for (const auto& [k, v] : env.items())
+        o += indent + "export " + k + "=" + shell_quote(v.get<std::string>()) + "\n";
+    const auto args = promoted.value("arguments", std::vector<std::string>{});
+    if (!args.empty()) o += indent + "arguments: " + shell_join(args) + "\n";
+    return o;
 }
 } // namespace
 
@@ -219,7 +234,10 @@ json build(campaign::Campaign& c) {
         // The audit path: the change itself, the search trials behind it, the measurements, the verification.
         json audit = entry;
         audit["knobs"] = v.candidate["knobs"];
+        // The settings in the three forms a job takes them (docs/contract.md, [knobs.NAME]).
         audit["environment"] = c.contract().space.environment(cand);
+        audit["arguments"] = c.contract().space.arguments(cand);
+        audit["sbatch_options"] = c.contract().space.sbatch_options(cand);
         json ps = json::array();
         for (const auto& id : cand.patches) {
             const auto* p = c.patch_info(id);
@@ -281,10 +299,7 @@ std::string render(const json& r) {
                         p["speedup_ci"][0].get<double>(), p["speedup_ci"][1].get<double>(), p["pairs"].size(),
                         p["baseline_step_s"].get<double>(), p["candidate_step_s"].get<double>(),
                         p["baseline_mfu"].get<double>(), p["candidate_mfu"].get<double>());
-        o += "    environment:";
-        for (const auto& [k, v] : p["environment"].items())
-            o += " " + k + "=" + v.get<std::string>();
-        o += "\n";
+        o += apply_lines(p, "    ");
         for (const auto& patch : p["patches"])
             o += fmt::format("    patch {}: {} (diff {})\n", patch["id"].get<std::string>(),
                              patch["description"].get<std::string>(), patch["diff"].get<std::string>());
@@ -363,24 +378,40 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     auto cand = space::Candidate::from_json(v.candidate);
     std::vector<fs::path> written;
     fs::create_directories(o.target);
-    auto env = c.contract().space.environment(cand);
+    const auto& space = c.contract().space;
+    const auto env = space.environment(cand);
+    const auto args = space.arguments(cand);
+    const auto options = space.sbatch_options(cand);
+    const std::string title = "promoted settings of campaign " + s.meta("name").value_or("") +
+                              fmt::format(" ({:.3f}x, 95% CI {:.3f}-{:.3f})", v.speedup.value_or(0),
+                                          v.lo.value_or(0), v.hi.value_or(0));
     {
+        // K=V lines, values shell-quoted: `set -a; . infrarsi.env` and systemd's EnvironmentFile read them.
         fs::path p = o.target / "infrarsi.env";
         std::ofstream out(p);
-        out << "# InfraRSI: promoted settings of campaign " << s.meta("name").value_or("") << " ("
-            << fmt::format("{:.3f}x, 95% CI {:.3f}-{:.3f}", v.speedup.value_or(0), v.lo.value_or(0),
-                           v.hi.value_or(0))
-            << ")\n";
+        out << "# InfraRSI: " << title << "\n";
         for (const auto& [k, val] : env)
-            out << k << "=" << val << "\n";
+            out << k << "=" << shell_quote(val) << "\n";
         written.push_back(p);
     }
     {
         fs::path p = o.target / "infrarsi-sbatch-snippet.sh";
         std::ofstream out(p);
-        out << "# Paste into your batch script before the launch line (InfraRSI promoted settings).\n";
+        out << "# InfraRSI: " << title << ".\n";
+        if (!options.empty()) {
+            out << "# sbatch options: with your script's other #SBATCH lines, before its first command "
+                   "(they\n"
+                   "# replace the same options there).\n";
+            for (const auto& opt : options)
+                out << "#SBATCH " << opt << "\n";
+        }
+        if (!env.empty()) out << "# Before the launch line:\n";
         for (const auto& [k, val] : env)
-            out << "export " << k << "=" << val << "\n";
+            out << "export " << k << "=" << shell_quote(val) << "\n";
+        if (!args.empty())
+            out << "# Arguments of your job's command (after its own; they replace the same options there):\n"
+                << "infrarsi_args=(" << shell_join(args) << ")\n"
+                << "# e.g.  srun python train.py ... \"${infrarsi_args[@]}\"\n";
         if (!cand.patches.empty())
             out << "# Build the workload with the patch series in infrarsi-patches/ applied (see series).\n";
         written.push_back(p);

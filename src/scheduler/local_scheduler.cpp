@@ -214,7 +214,11 @@ class LocalScheduler final : public Scheduler {
                                     "asks for {} nodes",
                                     job.nodes),
                         "--scheduler local", "resources.nodes = 1, or --scheduler slurm");
-        if (job.tasks <= 0) throw Error("an array of no tasks", "local scheduler");
+        if (job.tasks <= 0 || job.first_index < 0) throw Error("an array of no tasks", "local scheduler");
+        // Not a Slurm job, but the job sees its resources and sbatch-option knobs as Slurm would show them.
+        auto env = slurm_environment(job);
+        for (const auto& [k, v] : job.env)
+            env[k] = v;
         for (const auto& id : job_ids())
             if (auto j = read_json(dir_ / id / "job.json");
                 j && j->value("name", "") == job.name && fs::exists(dir_ / id / "held"))
@@ -223,9 +227,10 @@ class LocalScheduler final : public Scheduler {
                         {"script", job.script.string()},
                         {"workdir", job.workdir.string()},
                         {"output", job.output},
+                        {"first_index", job.first_index},
                         {"tasks", job.tasks},
                         {"max_concurrent", std::max(1, job.max_concurrent)},
-                        {"env", job.env},
+                        {"env", env},
                         {"mem", job.mem},
                         {"mem_bytes", job.mem_bytes},
                         {"time_limit", job.time_limit},
@@ -353,6 +358,9 @@ class LocalScheduler final : public Scheduler {
         if (!spec) throw Error("unreadable job description", (d / "job.json").string());
         const std::string where = (d / "job.json").string();
         const int tasks = static_cast<int>(json_field<unsigned>(*spec, "tasks", where));
+        const int first = spec->contains("first_index")
+                              ? static_cast<int>(json_field<unsigned>(*spec, "first_index", where))
+                              : 0; // a job an earlier release recorded
         const int max_concurrent =
             std::max(1, static_cast<int>(json_field<unsigned>(*spec, "max_concurrent", where)));
         const long long mem_bytes = json_field<long long>(*spec, "mem_bytes", where);
@@ -394,7 +402,7 @@ class LocalScheduler final : public Scheduler {
         const bool cancelled = fs::exists(d / "cancelled");
         std::vector<slurm::JobRecord> records;
         int active = static_cast<int>(running.size());
-        for (int index = 0; index < tasks; ++index) {
+        for (int index = first; index < first + tasks; ++index) {
             const fs::path end = d / fmt::format("{}.json", index);
             auto rec = read_json(end);
             // An end record that is not ours (torn, or foreign content) is no end: the task runs again.

@@ -21,15 +21,21 @@ namespace infrarsi::scheduler {
 
 namespace fs = std::filesystem;
 
-// One batch: `tasks` array tasks of `script`, each told its index (SLURM_ARRAY_TASK_ID under Slurm,
-// INFRARSI_TRIAL_INDEX locally).
+// One array job of a batch: `tasks` array tasks of `script` with indices first_index .. first_index + tasks
+// - 1, each told its index (SLURM_ARRAY_TASK_ID under Slurm, INFRARSI_TRIAL_INDEX locally). A batch whose
+// trials differ in sbatch options is several array jobs, one per option set (campaign/batch.cpp).
 struct ArrayJob {
-    std::string name; // unique per batch: a held job of this name is a predecessor that never ran
+    std::string name; // unique per array: a held job of this name is a predecessor that never ran
     fs::path script;
     fs::path workdir;
     std::string output; // per-task output file; %A: the job id, %a: the task index
+    int first_index = 0;
     int tasks = 0;
     int max_concurrent = 1;
+    // Runs after this job has ended (the batch's previous array, so the throttle holds across its arrays);
+    // empty: at once. The local backend runs tasks only while the campaign waits on their job, so it needs no
+    // dependency: the campaign waits on a batch's arrays in order.
+    std::string after;
     std::map<std::string, std::string> env; // added to the submitter's environment
     // Resources, as the contract states them.
     std::string partition;
@@ -41,7 +47,16 @@ struct ArrayJob {
     std::string time_limit; // as written
     long long time_limit_s = 0;
     std::vector<std::string> sbatch_args; // Slurm only: further sbatch options
+    // The knobs' sbatch options of this array's trials ("--cpus-per-task=2", "--exclusive"): Slurm gets them
+    // as options (over the resources above); the local backend gives the job the environment Slurm would
+    // set for them (slurm_environment) and refuses one it cannot honour.
+    std::vector<std::string> options;
 };
+
+// The environment Slurm gives a batch job for the job's resources and knob options (SLURM_NTASKS_PER_NODE,
+// SLURM_CPUS_PER_TASK, SLURM_GPUS_PER_NODE, ...), for a backend that runs it without Slurm. Throws an Error
+// naming an option that has no such meaning there (what to do: --scheduler slurm).
+std::map<std::string, std::string> slurm_environment(const ArrayJob& job);
 
 class Scheduler {
   public:

@@ -27,11 +27,19 @@ class SlurmScheduler final : public Scheduler {
         r.cpus_per_task = job.cpus_per_task;
         r.mem = job.mem;
         r.time_limit = job.time_limit;
-        r.array = fmt::format("0-{}%{}", job.tasks - 1, job.max_concurrent);
+        r.array =
+            fmt::format("{}-{}%{}", job.first_index, job.first_index + job.tasks - 1, job.max_concurrent);
         r.output = job.output;
         r.workdir = job.workdir.string();
         r.env = job.env;
         r.extra_args = job.sbatch_args;
+        if (!job.after.empty()) r.extra_args.push_back("--dependency=afterany:" + job.after);
+        // A knob's option replaces the contract's resource of the same name (one value on sbatch's line).
+        for (const auto& o : job.options) {
+            if (o.rfind("--ntasks-per-node=", 0) == 0) r.ntasks_per_node.reset();
+            if (o.rfind("--cpus-per-task=", 0) == 0) r.cpus_per_task.reset();
+            r.extra_args.push_back(o);
+        }
         r.hold = true;
         // The orchestrator owns re-queueing: a trial whose node fails ends NODE_FAIL, is recorded
         // node_failure (not counted) and goes into the next batch at once. Slurm's own requeue would re-run

@@ -336,14 +336,51 @@ Eigen::VectorXd Space::encode(const Candidate& c) const {
     return Eigen::Map<Eigen::VectorXd>(f.data(), static_cast<Eigen::Index>(f.size()));
 }
 
+namespace {
+const Value& value_of(const Knob& k, const Candidate& c) {
+    auto it = c.knobs.find(k.name);
+    return it == c.knobs.end() ? k.baseline : it->second;
+}
+} // namespace
+
 std::map<std::string, std::string> Space::environment(const Candidate& c) const {
     std::map<std::string, std::string> env;
-    for (const auto& k : knobs) {
-        if (k.env.empty()) continue;
-        auto it = c.knobs.find(k.name);
-        env[k.env] = env_value(it == c.knobs.end() ? k.baseline : it->second);
-    }
+    for (const auto& k : knobs)
+        if (k.delivery == Delivery::Env && !k.env.empty()) env[k.env] = env_value(value_of(k, c));
     return env;
+}
+
+std::vector<std::string> Space::arguments(const Candidate& c) const {
+    std::vector<std::string> args;
+    for (const auto& k : knobs) {
+        if (k.delivery != Delivery::Arg) continue;
+        const Value& v = value_of(k, c);
+        const auto hole = k.arg.find("{}");
+        if (hole == std::string::npos) {
+            if (std::get<bool>(v)) args.push_back(k.arg); // a flag (the contract allows this for bool only)
+            continue;
+        }
+        std::string a = k.arg;
+        const std::string text = env_value(v);
+        for (auto pos = a.find("{}"); pos != std::string::npos; pos = a.find("{}", pos + text.size()))
+            a.replace(pos, 2, text);
+        args.push_back(std::move(a));
+    }
+    return args;
+}
+
+std::vector<std::string> Space::sbatch_options(const Candidate& c) const {
+    std::vector<std::string> options;
+    for (const auto& k : knobs) {
+        if (k.delivery != Delivery::SbatchOption) continue;
+        const Value& v = value_of(k, c);
+        if (const bool* flag = std::get_if<bool>(&v)) {
+            if (*flag) options.push_back(k.sbatch_option);
+            continue;
+        }
+        options.push_back(k.sbatch_option + "=" + to_string(v));
+    }
+    return options;
 }
 
 void Space::check(const Candidate& c) const {

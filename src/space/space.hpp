@@ -23,14 +23,20 @@ std::string to_string(const Value& v); // "4", "selective", "true"
 std::string env_value(const Value& v); // "4", "selective", "1"/"0"
 nlohmann::json to_json(const Value& v);
 
+// How a knob's value reaches the job; exactly one per knob (docs/contract.md, [knobs.NAME]).
+enum class Delivery { Env, Arg, SbatchOption };
+
 struct Knob {
     std::string name;
     KnobKind kind = KnobKind::Integer;
     long long min = 0, max = 0, step = 1; // Integer: min..max by step; Pow2: powers of two in [min, max]
     std::vector<std::string> choices;     // Choice
-    std::string env;                      // environment variable that carries the value to the workload
-    Value baseline;                       // the user's current setting
-    std::vector<Value> domain() const;    // every allowed value, in order
+    Delivery delivery = Delivery::Env;
+    std::string env;           // Env: the environment variable that carries the value
+    std::string arg;           // Arg: one argv element, "{}" replaced by the value ("--batch_size={}")
+    std::string sbatch_option; // SbatchOption: a long sbatch option of the trial ("--cpus-per-task")
+    Value baseline;            // the user's current setting
+    std::vector<Value> domain() const; // every allowed value, in order
     bool allows(const Value& v) const;
 };
 
@@ -76,8 +82,14 @@ class Space {
     std::vector<Candidate> neighbours(const Candidate& c) const;
     Eigen::VectorXd encode(const Candidate& c) const;
     std::vector<std::string> feature_names() const;
-    // The knobs' environment (KNOB_ENV=value) for a candidate.
+    // The environment knobs' variables (KNOB_ENV=value) for a candidate.
     std::map<std::string, std::string> environment(const Candidate& c) const;
+    // The argument knobs' argv elements for a candidate, in knob declaration order. A bool knob whose
+    // template has no "{}" is a flag: present when true, absent when false.
+    std::vector<std::string> arguments(const Candidate& c) const;
+    // The sbatch-option knobs' options for a candidate, in knob declaration order, as sbatch takes them:
+    // "--cpus-per-task=2"; a bool knob is a flag ("--exclusive" when true, nothing when false).
+    std::vector<std::string> sbatch_options(const Candidate& c) const;
     // Throws infrarsi::Error when a candidate names unknown knobs or patches or values out of range.
     void check(const Candidate& c) const;
     std::size_t cardinality() const; // size of the unconstrained product, saturating

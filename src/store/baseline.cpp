@@ -20,6 +20,7 @@ nlohmann::json to_json(const Baseline& b) {
                         {"reference_losses", b.reference_losses}};
     if (b.mfu) j["mfu"] = *b.mfu;
     if (b.peak_memory_bytes) j["peak_memory_bytes"] = *b.peak_memory_bytes;
+    if (!b.eval_losses.empty()) j["eval_losses"] = b.eval_losses;
     return j;
 }
 
@@ -48,6 +49,7 @@ Baseline baseline_from_json(const nlohmann::json& j) {
     get("reference_losses", b.reference_losses);
     if (j.contains("mfu")) get("mfu", b.mfu.emplace());
     if (j.contains("peak_memory_bytes")) get("peak_memory_bytes", b.peak_memory_bytes.emplace());
+    if (j.contains("eval_losses")) get("eval_losses", b.eval_losses);
     return b;
 }
 

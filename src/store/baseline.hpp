@@ -27,6 +27,7 @@ struct Baseline {
     std::optional<double> mfu;
     std::optional<double> peak_memory_bytes;
     std::vector<double> reference_losses; // per step: what the loss invariant compares with
+    std::vector<double> eval_losses; // final evaluation loss per completed run (final_eval: one seed each)
 };
 
 nlohmann::json to_json(const Baseline& b);

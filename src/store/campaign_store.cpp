@@ -105,6 +105,17 @@ INSERT OR REPLACE INTO meta (key, value) SELECT 'stage', CASE
   ELSE 'initialized' END;
 DELETE FROM meta WHERE key IN ('state', 'search_done', 'verify_done');
 )sql",
+    // 4: a batch is one or more array jobs (one per set of sbatch-option knob values); every batch so far
+    // was one array of all its runnable trials, under the batch's job id.
+    R"sql(
+CREATE TABLE arrays (
+  batch_id INTEGER NOT NULL REFERENCES batches(id), seq INTEGER NOT NULL, first_index INTEGER NOT NULL,
+  tasks INTEGER NOT NULL, options TEXT NOT NULL DEFAULT '[]', job_id TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (batch_id, seq));
+INSERT INTO arrays (batch_id, seq, first_index, tasks, job_id)
+  SELECT b.id, 0, 0, (SELECT COUNT(*) FROM trials t WHERE t.batch_id = b.id AND t.array_index >= 0), b.job_id
+  FROM batches b WHERE EXISTS (SELECT 1 FROM trials t WHERE t.batch_id = b.id AND t.array_index >= 0);
+)sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 static_assert(migration_count == CampaignStore::schema_version);
@@ -238,17 +249,62 @@ std::int64_t CampaignStore::add_batch(const std::string& kind, const std::string
     return db_.last_insert_rowid();
 }
 
-void CampaignStore::set_batch_submitted(std::int64_t id, const std::string& job_id) {
+void CampaignStore::add_array(std::int64_t batch_id, const ArrayRow& a) {
+    Statement(db_, "INSERT INTO arrays(batch_id, seq, first_index, tasks, options, job_id) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+        .bind(1, batch_id)
+        .bind(2, a.seq)
+        .bind(3, a.first_index)
+        .bind(4, a.tasks)
+        .bind(5, nlohmann::json(a.options).dump())
+        .bind(6, a.job_id)
+        .run();
+}
+
+std::vector<ArrayRow> CampaignStore::arrays(std::int64_t batch_id) {
+    std::vector<ArrayRow> out;
+    Statement s(db_, "SELECT seq, first_index, tasks, options, job_id FROM arrays WHERE batch_id = ?1 "
+                     "ORDER BY seq");
+    s.bind(1, batch_id);
+    while (s.step()) {
+        ArrayRow a;
+        a.seq = static_cast<int>(s.integer(0));
+        a.first_index = static_cast<int>(s.integer(1));
+        a.tasks = static_cast<int>(s.integer(2));
+        a.options = nlohmann::json::parse(s.text(3)).get<std::vector<std::string>>();
+        a.job_id = s.text(4);
+        out.push_back(std::move(a));
+    }
+    return out;
+}
+
+void CampaignStore::set_array_submitted(std::int64_t batch_id, int seq, const std::string& job_id) {
     Transaction tx(db_);
+    Statement(db_, "UPDATE arrays SET job_id = ?3 WHERE batch_id = ?1 AND seq = ?2")
+        .bind(1, batch_id)
+        .bind(2, seq)
+        .bind(3, job_id)
+        .run();
+    Statement(db_, "UPDATE trials SET state = 'submitted', job_id = ?3 || '_' || array_index "
+                   "WHERE batch_id = ?1 AND state = 'planned' AND EXISTS (SELECT 1 FROM arrays a WHERE "
+                   "a.batch_id = ?1 AND a.seq = ?2 AND array_index >= a.first_index AND "
+                   "array_index < a.first_index + a.tasks)")
+        .bind(1, batch_id)
+        .bind(2, seq)
+        .bind(3, job_id)
+        .run();
+    tx.commit();
+}
+
+void CampaignStore::set_batch_submitted(std::int64_t id) {
+    Transaction tx(db_);
+    std::string ids;
+    for (const auto& a : arrays(id))
+        ids += (ids.empty() ? "" : ",") + a.job_id;
     Statement(db_, "UPDATE batches SET state = 'submitted', job_id = ?2, submitted = ?3 WHERE id = ?1")
         .bind(1, id)
-        .bind(2, job_id)
+        .bind(2, ids)
         .bind(3, now_seconds())
-        .run();
-    Statement(db_, "UPDATE trials SET state = 'submitted', job_id = ?2 || '_' || array_index "
-                   "WHERE batch_id = ?1 AND state = 'planned'")
-        .bind(1, id)
-        .bind(2, job_id)
         .run();
     tx.commit();
 }

@@ -55,9 +55,20 @@ struct BatchRow {
     std::int64_t id = 0;
     std::string kind;     // doctor, search, verify
     std::string state;    // planned, submitted, finished
-    std::string job_id;   // Slurm array job id once submitted
+    std::string job_id;   // once submitted: its arrays' job ids, comma-separated (for people; see arrays())
     std::string manifest; // path
     double created = 0, submitted = 0, finished = 0;
+};
+
+// One array job of a batch: the trials with array indices first_index .. first_index + tasks - 1, which share
+// their sbatch options (a batch is one array unless its trials' sbatch-option knobs differ). Recorded when
+// the batch is planned; job_id once submitted.
+struct ArrayRow {
+    int seq = 0; // 0, 1, ...: the order they run in
+    int first_index = 0;
+    int tasks = 0;
+    std::vector<std::string> options; // the knobs' sbatch options ("--cpus-per-task=2")
+    std::string job_id;               // empty until submitted
 };
 
 struct TrialRow {
@@ -117,7 +128,7 @@ struct VerificationRow {
 
 class CampaignStore {
   public:
-    static constexpr int schema_version = 3;
+    static constexpr int schema_version = 4;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
@@ -136,7 +147,12 @@ class CampaignStore {
     std::vector<PatchRow> patches();
 
     std::int64_t add_batch(const std::string& kind, const std::string& manifest);
-    void set_batch_submitted(std::int64_t id, const std::string& job_id);
+    void add_array(std::int64_t batch_id, const ArrayRow& a);
+    std::vector<ArrayRow> arrays(std::int64_t batch_id); // in seq order
+    // The array's job id, and its trials': submitted, job id JOB_INDEX.
+    void set_array_submitted(std::int64_t batch_id, int seq, const std::string& job_id);
+    // Once every array of the batch has its job id.
+    void set_batch_submitted(std::int64_t id);
     void set_batch_manifest(std::int64_t id, const std::string& manifest);
     void set_batch_finished(std::int64_t id);
     std::vector<BatchRow> batches(const std::string& state = "");

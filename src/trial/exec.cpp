@@ -2,6 +2,7 @@
 
 #include "measure/log_format.hpp"
 #include "trial/manifest.hpp"
+#include "trial/rendezvous.hpp"
 #include "trial/result.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -75,6 +76,8 @@ int execute(const fs::path& manifest_path, int index) {
     o.env["INFRARSI_CAMPAIGN"] = manifest.campaign;
     o.env["INFRARSI_TRIAL_ID"] = task.trial_id;
     o.env.emplace("PYTHONUNBUFFERED", "1"); // a Python job killed at its limit keeps the lines it printed
+    // Trials that run at once on one host must not share a launcher's rendezvous port (trial/rendezvous.hpp).
+    add_rendezvous_port(o.env);
     if (!task.workdir.empty()) o.cwd = task.workdir;
     // The output goes to the log file as it arrives (a job killed at its time limit still leaves its steps),
     // with the time each line ended, for formats that print no step time.
@@ -85,10 +88,13 @@ int execute(const fs::path& manifest_path, int index) {
     std::signal(SIGTERM, SIG_IGN);
     std::signal(SIGINT, SIG_IGN);
 
+    // The knobs' arguments follow the command and its fixed arguments: argv elements, never a shell line.
+    std::vector<std::string> argv = task.command;
+    argv.insert(argv.end(), task.args.begin(), task.args.end());
     ProcessResult r;
     std::string start_error;
     try {
-        r = run_process(task.command, o);
+        r = run_process(argv, o);
     } catch (const Error& e) {
         start_error = e.what();
     }

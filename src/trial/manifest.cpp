@@ -34,7 +34,26 @@ std::string optional_path(const json& t, const char* name, const std::string& wh
     return p;
 }
 
-ManifestTask task_from_json(const json& t, const Manifest& m, const std::string& at) {
+// An argv element list: strings without NUL bytes.
+std::vector<std::string> argv_field(const json& t, const char* name, const std::string& at) {
+    auto v = json_field<std::vector<std::string>>(t, name, at);
+    for (const auto& a : v)
+        if (a.find('\0') != std::string::npos) throw Error(std::string("'") + name + "' has a NUL byte", at);
+    return v;
+}
+
+// "--name" or "--name=value": a long option, printable, as the batch runner writes them.
+bool valid_sbatch_option(const std::string& o) {
+    const auto eq = o.find('=');
+    const std::string name = o.substr(0, eq);
+    if (name.size() < 3 || name.rfind("--", 0) != 0) return false;
+    if (!std::all_of(name.begin() + 2, name.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }))
+        return false;
+    return valid_env_value(o);
+}
+
+ManifestTask task_from_json(const json& t, const Manifest& m, bool v2, const std::string& at) {
     if (!t.is_object()) throw Error("a task must be a JSON object", at);
     ManifestTask e;
     e.index = json_field<std::uint32_t>(t, "index", at);
@@ -67,10 +86,20 @@ ManifestTask task_from_json(const json& t, const Manifest& m, const std::string&
             throw Error("'candidate' must be an object", at);
     }
     if (t.contains("command")) {
-        e.command = json_field<std::vector<std::string>>(t, "command", at);
+        e.command = argv_field(t, "command", at);
         if (e.command.empty()) throw Error("'command' must be a non-empty argv", at);
-        for (const auto& a : e.command)
-            if (a.find('\0') != std::string::npos) throw Error("'command' has a NUL byte", at);
+    }
+    if (v2 && (t.contains("args") || t.contains("sbatch_options")))
+        throw Error("'args' and 'sbatch_options' are fields of " + std::string(kManifestFormat) +
+                        ", not of " + kManifestFormatV2,
+                    at, std::string("\"format\": \"") + kManifestFormat + "\"");
+    if (t.contains("args")) e.args = argv_field(t, "args", at);
+    if (t.contains("sbatch_options")) {
+        e.sbatch_options = json_field<std::vector<std::string>>(t, "sbatch_options", at);
+        for (const auto& o : e.sbatch_options)
+            if (!valid_sbatch_option(o))
+                throw Error("sbatch option '" + o + "' is not --name or --name=value", at,
+                            "long sbatch options as the orchestrator writes them");
     }
     e.build = optional_path(t, "build", at);
     e.workdir = optional_path(t, "workdir", at);
@@ -114,6 +143,8 @@ json to_json(const Manifest& m) {
         if (!t.kind.empty()) e["kind"] = t.kind;
         if (!t.candidate.is_null()) e["candidate"] = t.candidate;
         if (!t.command.empty()) e["command"] = t.command;
+        if (!t.args.empty()) e["args"] = t.args;
+        if (!t.sbatch_options.empty()) e["sbatch_options"] = t.sbatch_options;
         for (const auto& [name, value] :
              {std::pair{"build", &t.build}, {"workdir", &t.workdir}, {"log", &t.log}})
             if (!value->empty()) e[name] = *value;
@@ -134,8 +165,10 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
         throw Error("format infrarsi-manifest/1 is no longer read", where,
                     std::string("\"format\": \"") + kManifestFormat +
                         "\", with the entries under \"tasks\" instead of \"trials\" (docs/plugin.md)");
-    if (format != kManifestFormat)
-        throw Error("unknown manifest format '" + format + "'", where, kManifestFormat);
+    const bool v2 = format == kManifestFormatV2;
+    if (format != kManifestFormat && !v2)
+        throw Error("unknown manifest format '" + format + "'", where,
+                    std::string(kManifestFormat) + " (or " + kManifestFormatV2 + ")");
 
     Manifest m;
     m.campaign = json_field<std::string>(j, "campaign", where);
@@ -173,7 +206,7 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
     std::set<std::uint32_t> seen;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const std::string at = where + ": tasks[" + std::to_string(i) + "]";
-        auto t = task_from_json(tasks[i], m, at);
+        auto t = task_from_json(tasks[i], m, v2, at);
         if (!seen.insert(t.index).second)
             throw Error("index " + std::to_string(t.index) + " appears twice", at);
         m.tasks.push_back(std::move(t));

@@ -17,7 +17,9 @@
 
 namespace infrarsi::trial {
 
-inline constexpr const char* kManifestFormat = "infrarsi-manifest/2";
+// Written: /3 (tasks carry the knobs' arguments and sbatch options). Read: /3 and /2 (which has neither).
+inline constexpr const char* kManifestFormat = "infrarsi-manifest/3";
+inline constexpr const char* kManifestFormatV2 = "infrarsi-manifest/2";
 inline constexpr std::size_t kMaxManifestBytes = 4u << 20;
 inline constexpr std::size_t kMaxEnvValueBytes = 4096;
 inline constexpr std::size_t kMaxEnvNameBytes = 128;
@@ -33,8 +35,12 @@ struct ManifestTask {
     // What the trial wrapper runs; a manifest written by hand for the plugin alone may leave them out.
     std::string kind;                 // doctor, search, verify (the store's trial kind)
     nlohmann::json candidate;         // the candidate's JSON (search::Candidate::to_json), or null
-    std::vector<std::string> command; // argv, never a shell string
-    std::string build, workdir, log;  // absolute paths
+    std::vector<std::string> command; // argv, never a shell string: the program and the contract's fixed args
+    std::vector<std::string> args;    // the knobs' arguments, run after `command` (argv elements)
+    // The knobs' sbatch options this task's array job was submitted with ("--cpus-per-task=2"): a record;
+    // the wrapper cannot change them, the batch runner groups tasks into arrays by them.
+    std::vector<std::string> sbatch_options;
+    std::string build, workdir, log; // absolute paths
     bool operator==(const ManifestTask&) const = default;
 };
 
@@ -52,8 +58,8 @@ struct Manifest {
 };
 
 nlohmann::json to_json(const Manifest& m);
-// Strict: format infrarsi-manifest/2, every rule of docs/plugin.md. An older shape is refused with what to
-// do about it. `where` names the source in errors. Throws infrarsi::Error.
+// Strict: format infrarsi-manifest/3 or /2, every rule of docs/plugin.md. An older shape is refused with what
+// to do about it. `where` names the source in errors. Throws infrarsi::Error.
 Manifest manifest_from_json(const nlohmann::json& j, const std::string& where);
 Manifest parse_manifest(const std::string& text, const std::string& where);
 // A regular file of at most kMaxManifestBytes (a FIFO does not block), then parse_manifest.

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <sys/stat.h>
 
 namespace infrarsi::trial {
@@ -27,6 +28,11 @@ json to_json(const Result& r) {
     for (const auto& s : r.steps.steps)
         j["steps"].push_back(measure::to_json(s));
     if (r.steps.summary) j["summary"] = *r.steps.summary;
+    if (!r.steps.evals.empty()) {
+        j["eval_losses"] = json::array();
+        for (const auto& e : r.steps.evals) // a loss of nan is written as null
+            j["eval_losses"].push_back({{"step", e.step}, {"loss", e.loss}});
+    }
     if (!r.error.empty()) j["error"] = r.error;
     if (!r.slurm.empty()) j["slurm"] = r.slurm;
     return j;
@@ -59,6 +65,18 @@ Result result_from_json(const json& j, const std::string& where) {
     if (j.contains("malformed_step_lines"))
         r.steps.malformed = json_field<int>(j, "malformed_step_lines", where);
     if (j.contains("summary")) r.steps.summary = j.at("summary");
+    if (j.contains("eval_losses")) {
+        const json& evals = j.at("eval_losses");
+        if (!evals.is_array()) throw Error("'eval_losses' must be an array", where);
+        for (const auto& e : evals) {
+            if (!e.is_object() || !e.contains("loss") ||
+                !(e.at("loss").is_number() || e.at("loss").is_null()))
+                throw Error("an entry of 'eval_losses' is not {\"step\": N, \"loss\": X}", where);
+            r.steps.evals.push_back({json_field<int>(e, "step", where),
+                                     e.at("loss").is_null() ? std::numeric_limits<double>::quiet_NaN()
+                                                            : e.at("loss").get<double>()});
+        }
+    }
     if (j.contains("error")) r.error = json_field<std::string>(j, "error", where);
     if (j.contains("slurm")) r.slurm = json_field<std::map<std::string, std::string>>(j, "slurm", where);
     return r;

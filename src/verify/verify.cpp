@@ -7,6 +7,36 @@
 
 namespace infrarsi::verify {
 
+EvalReference eval_reference(const std::vector<double>& losses) {
+    EvalReference r;
+    r.runs = static_cast<int>(losses.size());
+    if (losses.empty()) return r;
+    r.mean = measure::mean(losses);
+    r.sd = losses.size() >= 2 ? measure::stddev(losses) : 0.0;
+    return r;
+}
+
+double eval_tolerance(const EvalReference& ref, const contract::Invariants& inv, bool pair) {
+    const double floor = inv.loss_tolerance * std::fabs(ref.mean);
+    if (ref.runs < 2) return floor;
+    const double spread = pair ? std::sqrt(2.0) : std::sqrt(1.0 + 1.0 / ref.runs);
+    return std::max(floor, measure::t_quantile(ref.runs - 1, 0.95) * ref.sd * spread);
+}
+
+std::string check_eval_loss(const EvalReference& ref, std::optional<double> got,
+                            const contract::Invariants& inv, std::optional<double> against) {
+    if (!got) return "no evaluation loss in the job's output";
+    if (!std::isfinite(*got)) return "the final evaluation loss is not finite";
+    if (ref.runs < 1) return "no baseline evaluation loss to compare with";
+    const double target = against.value_or(ref.mean);
+    const double tol = eval_tolerance(ref, inv, against.has_value());
+    if (std::fabs(*got - target) > tol)
+        return fmt::format("final evaluation loss {:.6g}, {} {:.6g} (tolerance {:.3g}, calibrated from {} "
+                           "baseline runs at different seeds)",
+                           *got, against ? "the paired baseline's" : "baseline", target, tol, ref.runs);
+    return {};
+}
+
 std::vector<double> reference_losses(const std::vector<std::vector<double>>& runs) {
     std::vector<double> ref;
     if (runs.empty()) return ref;
@@ -69,7 +99,9 @@ measure::Interval speedup_interval(const std::vector<double>& log_ratios, const 
 }
 
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
-                const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise) {
+                const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise,
+                const EvalReference& eval) {
+    const bool final_eval = c.invariants.loss_mode == contract::LossMode::FinalEval;
     Decision d;
     std::vector<double> log_ratios;
     double peak = 0;
@@ -80,11 +112,17 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
                 fmt::format("pair {}: {} run did not complete", i + 1, !b.ok ? "candidate" : "baseline"));
             continue;
         }
-        if (auto why = check_loss(reference_loss, b.losses, c.invariants); !why.empty())
-            d.reasons.push_back(fmt::format("pair {}: loss invariant broken: {}", i + 1, why));
-        if (auto why = check_loss(a.losses, b.losses, c.invariants); !why.empty())
+        const auto broken = final_eval ? check_eval_loss(eval, b.eval_loss, c.invariants)
+                                       : check_loss(reference_loss, b.losses, c.invariants);
+        if (!broken.empty())
+            d.reasons.push_back(fmt::format("pair {}: loss invariant broken: {}", i + 1, broken));
+        const auto differs =
+            final_eval ? (a.eval_loss ? check_eval_loss(eval, b.eval_loss, c.invariants, a.eval_loss)
+                                      : std::string())
+                       : check_loss(a.losses, b.losses, c.invariants);
+        if (!differs.empty())
             d.reasons.push_back(
-                fmt::format("pair {}: loss differs from the interleaved baseline: {}", i + 1, why));
+                fmt::format("pair {}: loss differs from the interleaved baseline: {}", i + 1, differs));
         if (b.peak_memory_bytes) peak = std::max(peak, *b.peak_memory_bytes);
         log_ratios.push_back(std::log(a.step_s / b.step_s));
     }

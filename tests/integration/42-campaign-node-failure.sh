@@ -107,7 +107,7 @@ check_budget() { # NAME: exactly the contract's trials counted, every trial fini
   jq -e '.budget.trials_used == .budget.trials' "$r" >/dev/null || fail "$1: budget use does not match the contract"
   jq -e '[.trials[] | select(.state != "finished")] | length == 0' "$r" >/dev/null || fail "$1: a trial was left unfinished"
   for m in "$work/$1"/batches/*/manifest.json; do
-    jq -e '.format == "infrarsi-manifest/2" and (.knobs | type == "object")' "$m" >/dev/null || fail "$m has no knobs"
+    jq -e '.format == "infrarsi-manifest/3" and (.knobs | type == "object")' "$m" >/dev/null || fail "$m has no knobs"
     jq -e '. as $m | all($m.tasks[]; .env | to_entries | all(. as $e | ($m.knobs | has($e.key)) and
            ($m.knobs[$e.key] == null or ($m.knobs[$e.key] | index($e.value)) != null)))' "$m" >/dev/null \
       || fail "$m: a task sets an env name or value that knobs does not declare"

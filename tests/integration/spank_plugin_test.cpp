@@ -166,14 +166,18 @@ TEST_CASE("--infrarsi=off writes no record") {
 TEST_CASE("trial mode gives each array index exactly its declared knobs plus INFRARSI_*") {
     require_cluster();
     auto dir = scratch_dir("spank-trial");
+    // The orchestrator's current format: the tasks' knob arguments and sbatch options are the wrapper's and
+    // sbatch's; the plugin sets the environment alone.
     nlohmann::json manifest = {
-        {"format", "infrarsi-manifest/2"},
+        {"format", "infrarsi-manifest/3"},
         {"campaign", "it-trial"},
         {"knobs", {{"OMP_NUM_THREADS", {"1", "2"}}, {"MICRO_BATCH", nullptr}, {"NEVER_SET", nullptr}}},
         {"tasks",
          {{{"index", 0},
            {"trial_id", "t0"},
            {"env", {{"OMP_NUM_THREADS", "1"}, {"MICRO_BATCH", "8"}}},
+           {"args", {"--batch_size=8"}},
+           {"sbatch_options", {"--cpus-per-task=1"}},
            {"result", (dir / "t0.json").string()}},
           {{"index", 1},
            {"trial_id", "t1"},

@@ -4,16 +4,21 @@
 #include "contract/contract.hpp"
 #include "trial/exec.hpp"
 #include "trial/manifest.hpp"
+#include "trial/rendezvous.hpp"
 #include "trial/result.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <filesystem>
 #include <fstream>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -104,6 +109,161 @@ TEST_CASE("the trial wrapper resolves its index in the manifest and writes resul
     REQUIRE(r->steps.steps.size() == 2);
     CHECK(r->steps.steps[1].step_time_s > 0);
     CHECK(trial::read_line_times(trial::line_times_path(tmp.path / "1/log.txt")).size() == 3);
+}
+
+TEST_CASE(
+    "the trial wrapper runs the script with its fixed arguments, then the knobs' arguments, each one argv "
+    "element that no shell reads") {
+    TempDir tmp;
+    std::ofstream(tmp.path / "job.sbatch") << "#!/bin/bash\nfor a in \"$@\"; do echo \"arg[$a]\"; done\n";
+    trial::Manifest m;
+    m.campaign = "c1";
+    trial::ManifestTask t;
+    t.trial_id = "1";
+    t.command = {"bash", (tmp.path / "job.sbatch").string(), "--fixed", "x"};
+    t.args = {"--batch_size=8", "--name=a b", "--x=$(touch " + (tmp.path / "pwned").string() + ")", ""};
+    t.result = (tmp.path / "0/result.json").string();
+    t.log = (tmp.path / "0/log.txt").string();
+    m.tasks = {t};
+    trial::write_manifest(tmp.path / "manifest.json", m);
+    CHECK(trial::execute(tmp.path / "manifest.json", 0) == 0);
+    std::ifstream log(tmp.path / "0/log.txt");
+    CHECK(std::string(std::istreambuf_iterator<char>(log), {}) ==
+          "arg[--fixed]\narg[x]\narg[--batch_size=8]\narg[--name=a b]\narg[--x=$(touch " +
+              (tmp.path / "pwned").string() + ")]\narg[]\n");
+    CHECK_FALSE(fs::exists(tmp.path / "pwned"));
+}
+
+TEST_CASE(
+    "each trial gets a free rendezvous port (MASTER_PORT, and torchrun's PET_MASTER_PORT), never one in "
+    "use; a port the contract sets is kept") {
+    // A port in use, as another trial's launcher holds its store's.
+    const int held = trial::free_tcp_port();
+    UniqueFd listener(::socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(held));
+    REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listener.get(), 1) == 0);
+    for (int i = 0; i < 50; ++i)
+        CHECK(trial::free_tcp_port() != held);
+
+    TempDir tmp;
+    trial::Manifest m;
+    m.campaign = "c1";
+    m.knobs = {{"MASTER_PORT", std::vector<std::string>{"23456"}}};
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        trial::ManifestTask t;
+        t.index = i;
+        t.trial_id = std::to_string(i + 1);
+        t.command = {"bash", "-c", "echo \"$MASTER_PORT ${PET_MASTER_PORT:-unset}\""};
+        if (i == 1) t.env = {{"MASTER_PORT", "23456"}};
+        t.result = (tmp.path / std::to_string(i) / "result.json").string();
+        t.log = (tmp.path / std::to_string(i) / "log.txt").string();
+        m.tasks.push_back(t);
+    }
+    trial::write_manifest(tmp.path / "manifest.json", m);
+    ::setenv("MASTER_PORT", "29500", 1); // the submitting shell's: every trial would share it
+    for (int i : {0, 1})
+        CHECK(trial::execute(tmp.path / "manifest.json", i) == 0);
+    ::unsetenv("MASTER_PORT");
+    auto read_log = [&](int i) {
+        std::ifstream log(tmp.path / std::to_string(i) / "log.txt");
+        std::string first, second;
+        log >> first >> second;
+        return std::pair{first, second};
+    };
+    const auto [port, pet] = read_log(0);
+    CHECK(port != "29500");
+    CHECK(pet == port);
+    CHECK(std::stoi(port) > 0);
+    CHECK(read_log(1) == std::pair<std::string, std::string>{"23456", "unset"});
+}
+
+TEST_CASE("a batch's trials with different sbatch-option knobs are planned as one array per option set, in "
+          "the manifest and the store") {
+    TempDir tmp;
+    auto contract = copy_fixture(tmp.path);
+    {
+        std::ifstream in(contract);
+        std::string text{std::istreambuf_iterator<char>(in), {}};
+        const std::string knob = "env = \"TOY_RECOMPUTE\"";
+        text.replace(text.find(knob), knob.size(), "arg = \"--recompute={}\"");
+        text.replace(text.find("[constants]"), 11,
+                     "[knobs.cpus]\nkind = \"integer\"\nmin = 1\nmax = 2\nsbatch_option = "
+                     "\"--cpus-per-task\"\nbaseline = 1\n\n[constants]");
+        std::ofstream(contract) << text;
+    }
+    campaign::Campaign::init(contract, tmp.path / "c");
+    campaign::Campaign c(tmp.path / "c");
+    std::vector<campaign::Campaign::Task> tasks;
+    for (long long cpus : {2LL, 1LL, 2LL}) {
+        campaign::Campaign::Task t;
+        t.candidate = c.contract().space.baseline();
+        t.candidate.knobs["cpus"] = cpus;
+        t.candidate.knobs["recompute"] = std::string(cpus == 1 ? "full" : "none");
+        tasks.push_back(t);
+    }
+    const auto batch = c.plan_batch("search", tasks);
+    const auto arrays = c.store().arrays(batch);
+    REQUIRE(arrays.size() == 2);
+    CHECK(arrays[0].options == std::vector<std::string>{"--cpus-per-task=1"});
+    CHECK((arrays[0].first_index == 0 && arrays[0].tasks == 1));
+    CHECK(arrays[1].options == std::vector<std::string>{"--cpus-per-task=2"});
+    CHECK((arrays[1].first_index == 1 && arrays[1].tasks == 2));
+    const auto m = trial::read_manifest(c.store().batch(batch).manifest);
+    REQUIRE(m.tasks.size() == 3);
+    for (const auto& t : m.tasks) {
+        CAPTURE(t.index);
+        const bool one = t.index == 0;
+        CHECK(t.sbatch_options == std::vector<std::string>{one ? "--cpus-per-task=1" : "--cpus-per-task=2"});
+        CHECK(t.args == std::vector<std::string>{one ? "--recompute=full" : "--recompute=none"});
+        CHECK(t.env.count("TOY_RECOMPUTE") == 0);
+    }
+    // A verification batch keeps its order (the A/B pairs are interleaved): one array per run of equal sets.
+    const auto verify = c.plan_batch("verify", tasks);
+    CHECK(c.store().arrays(verify).size() == 3);
+}
+
+TEST_CASE(
+    "a workload with no build step runs its tree as is, with a candidate's patches applied in a sandbox "
+    "copy") {
+    TempDir tmp;
+    auto contract = copy_fixture(tmp.path);
+    {
+        std::ifstream in(contract);
+        std::string text{std::istreambuf_iterator<char>(in), {}};
+        const auto b = text.find("build = [[");
+        text.erase(b, text.find('\n', b) - b + 1);
+        const std::string cmd = "command = [\"{build}/toy\"]";
+        text.replace(text.find(cmd), cmd.size(), "command = [\"cat\", \"{source}/kernels/compute.c\"]");
+        std::ofstream(contract) << text;
+    }
+    campaign::Campaign::init(contract, tmp.path / "c");
+    campaign::Campaign c(tmp.path / "c");
+    CHECK(c.contract().workload.build.empty());
+    campaign::Campaign::Task base, patched;
+    base.candidate = c.contract().space.baseline();
+    patched.candidate = base.candidate;
+    patched.candidate.patches = {"fast_kernel"};
+    const auto batch = c.plan_batch("search", {base, patched});
+    for (const auto& t : c.store().trials_of_batch(batch))
+        CHECK(t.array_index >= 0); // nothing to build, nothing failed
+    const auto m = trial::read_manifest(c.store().batch(batch).manifest);
+    REQUIRE(m.tasks.size() == 2);
+    auto text_of = [](const std::string& path) {
+        std::ifstream in(path);
+        return std::string{std::istreambuf_iterator<char>(in), {}};
+    };
+    int with_patch = 0;
+    for (const auto& t : m.tasks) {
+        REQUIRE(t.command.size() == 2);
+        CHECK(t.command[1].rfind((tmp.path / "c").string(), 0) == 0); // a sandbox copy, not the tree
+        with_patch += text_of(t.command[1]).find("iterations / 2") != std::string::npos;
+    }
+    CHECK(with_patch == 1);
+    CHECK(text_of((tmp.path / "toyload" / "kernels" / "compute.c").string()).find("iterations / 2") ==
+          std::string::npos);
 }
 
 TEST_CASE("the batch manifest declares every env name a task sets: knobs with their domain, fixed names with "

@@ -44,6 +44,15 @@ std::string error_of(const fs::path& p) {
     return "";
 }
 
+// A second edit of a variant.
+void edit(const fs::path& p, const std::string& from, const std::string& to) {
+    std::string text = read(p);
+    const auto pos = text.find(from);
+    REQUIRE_MESSAGE(pos != std::string::npos, from);
+    text.replace(pos, from.size(), to);
+    std::ofstream(p) << text;
+}
+
 int line_of(const fs::path& p, const std::string& needle) {
     std::ifstream in(p);
     std::string line;
@@ -172,5 +181,142 @@ TEST_CASE("[metrics]: a framework's log format, or a regex with its units; mista
     {
         ContractVariant v("[budget]", "[metrics]\nformat = \"nanogpt\"\npattern = 'x'\n\n[budget]");
         CHECK(error_of(v.path).find("only read with format = \"regex\"") != std::string::npos);
+    }
+}
+
+TEST_CASE("a knob reaches the job as an environment variable, an argument or an sbatch option, and "
+          "[workload] args are fixed arguments") {
+    ContractVariant v("env = \"TOY_RECOMPUTE\"", "arg = \"--recompute={}\"");
+    edit(v.path, "[knobs.recompute]",
+         "[knobs.checkpoint]\nkind = \"bool\"\narg = \"--activation-checkpointing\"\nbaseline = false\n\n"
+         "[knobs.cpus]\nkind = \"integer\"\nmin = 1\nmax = 2\nsbatch_option = \"--cpus-per-task\"\n"
+         "baseline = 1\n\n[knobs.recompute]");
+    edit(v.path, "command = [\"{build}/toy\"]",
+         "command = [\"{build}/toy\"]\nargs = [\"--data\", \"{source}/d\"]");
+    auto c = contract::load(v.path);
+    CHECK(c.workload.args == std::vector<std::string>{"--data", "{source}/d"});
+    const auto* r = c.space.knob("recompute");
+    CHECK(r->delivery == space::Delivery::Arg);
+    CHECK(c.space.knob("cpus")->delivery == space::Delivery::SbatchOption);
+    auto cand = c.space.baseline();
+    cand.knobs["recompute"] = std::string("full");
+    cand.knobs["checkpoint"] = true;
+    cand.knobs["cpus"] = 2LL;
+    // Arguments in the order the knobs are written (not by name); a bool without {} is a flag; only env
+    // knobs are environment.
+    std::vector<std::string> names;
+    for (const auto& k : c.space.knobs)
+        names.push_back(k.name);
+    CHECK(names == std::vector<std::string>{"micro_batch", "grad_accum", "checkpoint", "cpus", "recompute"});
+    CHECK(c.space.arguments(cand) ==
+          std::vector<std::string>{"--activation-checkpointing", "--recompute=full"});
+    CHECK(c.space.sbatch_options(cand) == std::vector<std::string>{"--cpus-per-task=2"});
+    CHECK(c.space.environment(cand).count("TOY_RECOMPUTE") == 0);
+    CHECK(c.space.environment(cand).at("TOY_MICRO_BATCH") == "1");
+    cand.knobs["checkpoint"] = false;
+    CHECK(c.space.arguments(cand) == std::vector<std::string>{"--recompute=full"});
+}
+
+TEST_CASE("a knob has exactly one delivery; a mistake names its line") {
+    const std::string knob = "env = \"TOY_MICRO_BATCH\"";
+    {
+        ContractVariant v(knob, knob + "\narg = \"--mb={}\"");
+        auto msg = error_of(v.path);
+        CHECK(msg.find("exactly one of 'env', 'arg' and 'sbatch_option'") != std::string::npos);
+        CHECK(msg.find(":" + std::to_string(line_of(v.path, "[knobs.micro_batch]"))) != std::string::npos);
+    }
+    {
+        ContractVariant v(knob, "");
+        CHECK(error_of(v.path).find("exactly one of 'env', 'arg' and 'sbatch_option'") != std::string::npos);
+    }
+    {
+        ContractVariant v(knob, "arg = \"--micro-batch\"");
+        auto msg = error_of(v.path);
+        CHECK(msg.find("has no {}") != std::string::npos);
+        CHECK(msg.find(":" + std::to_string(line_of(v.path, "arg = \"--micro-batch\""))) !=
+              std::string::npos);
+    }
+    for (const char* owned : {"--mem", "--time", "--array", "--nodes"}) {
+        CAPTURE(owned);
+        ContractVariant v(knob, std::string("sbatch_option = \"") + owned + "\"");
+        auto msg = error_of(v.path);
+        CHECK(msg.find("cannot be a knob: the campaign sets it") != std::string::npos);
+        CHECK(msg.find(":" + std::to_string(line_of(v.path, "sbatch_option ="))) != std::string::npos);
+    }
+    for (const char* bad : {"-c", "--cpus-per-task=2", "cpus-per-task", "--Cpus"}) {
+        CAPTURE(bad);
+        ContractVariant v(knob, std::string("sbatch_option = \"") + bad + "\"");
+        CHECK(error_of(v.path).find("is not a long sbatch option") != std::string::npos);
+    }
+    {
+        ContractVariant v("ntasks_per_node = 1",
+                          "ntasks_per_node = 1\nsbatch_args = [\"--cpus-per-task=1\"]");
+        edit(v.path, knob, "sbatch_option = \"--cpus-per-task\"");
+        CHECK(error_of(v.path).find("both the knob 'micro_batch' and in resources.sbatch_args") !=
+              std::string::npos);
+    }
+}
+
+TEST_CASE("constraints hold across the three deliveries") {
+    ContractVariant v("env = \"TOY_GRAD_ACCUM\"", "sbatch_option = \"--ntasks-per-node\"");
+    edit(v.path, "env = \"TOY_MICRO_BATCH\"", "arg = \"--micro-batch={}\"");
+    auto c = contract::load(v.path);
+    // micro_batch (an argument) x grad_accum (an sbatch option) == global_batch, as with environment knobs.
+    auto cand = c.space.baseline();
+    cand.knobs["micro_batch"] = 4LL;
+    cand.knobs["grad_accum"] = 4LL;
+    CHECK(c.space.feasible(cand));
+    CHECK(c.space.arguments(cand) == std::vector<std::string>{"--micro-batch=4"});
+    CHECK(c.space.sbatch_options(cand) == std::vector<std::string>{"--ntasks-per-node=4"});
+    cand.knobs["grad_accum"] = 8LL;
+    CHECK_FALSE(c.space.feasible(cand));
+    for (const auto& e : c.space.enumerate())
+        CHECK(std::get<long long>(e.knobs.at("micro_batch")) *
+                  std::get<long long>(e.knobs.at("grad_accum")) ==
+              16);
+}
+
+TEST_CASE(
+    "loss_mode final_eval needs a seed the job is told, and its loss_tolerance defaults to a small floor") {
+    {
+        ContractVariant v("loss_mode = \"last_k_mean\"",
+                          "loss_mode = \"final_eval\"\nseed_arg = \"--seed={}\"");
+        edit(v.path, "loss_tolerance = 0.02\n", "");
+        auto c = contract::load(v.path);
+        CHECK(c.invariants.loss_mode == contract::LossMode::FinalEval);
+        CHECK(c.invariants.seed_arg == "--seed={}");
+        CHECK(c.invariants.loss_tolerance == 0.001);
+    }
+    {
+        ContractVariant v("loss_mode = \"last_k_mean\"", "loss_mode = \"final_eval\"");
+        edit(v.path, "seed_env = \"TOY_SEED\"\n", "");
+        auto msg = error_of(v.path);
+        CHECK(msg.find("different seeds") != std::string::npos);
+        CHECK(msg.find(":" + std::to_string(line_of(v.path, "loss_mode = \"final_eval\""))) !=
+              std::string::npos);
+    }
+    {
+        ContractVariant v("seed_env = \"TOY_SEED\"", "seed_arg = \"--seed\"");
+        CHECK(error_of(v.path).find("seed_arg '--seed' has no {}") != std::string::npos);
+    }
+}
+
+TEST_CASE("[metrics] exclude_steps and exclude_pattern") {
+    {
+        ContractVariant v("[budget]",
+                          "[metrics]\nexclude_steps = [1, 8]\nexclude_pattern = 'checkpoint'\n\n[budget]");
+        auto c = contract::load(v.path);
+        CHECK(c.metrics.exclude_steps == std::vector<int>{1, 8});
+        CHECK(c.metrics.exclude_pattern == "checkpoint");
+    }
+    {
+        ContractVariant v("[budget]", "[metrics]\nexclude_steps = [\"last\"]\n\n[budget]");
+        auto msg = error_of(v.path);
+        CHECK(msg.find("not a step number") != std::string::npos);
+        CHECK(msg.find(":" + std::to_string(line_of(v.path, "exclude_steps"))) != std::string::npos);
+    }
+    {
+        ContractVariant v("[budget]", "[metrics]\nexclude_pattern = '(eval'\n\n[budget]");
+        CHECK(error_of(v.path).find("does not compile") != std::string::npos);
     }
 }

@@ -4,6 +4,7 @@
 #include "measure/log_format.hpp"
 
 #include "measure/line_pattern.hpp"
+#include "measure/statistics.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
@@ -140,4 +141,104 @@ TEST_CASE("units") {
     CHECK(*bytes_per_unit("GiB") == double(1ull << 30));
     CHECK(*bytes_per_unit("MB") == 1024.0 * 1024);
     CHECK_FALSE(seconds_per_unit("fortnight"));
+}
+
+TEST_CASE(
+    "evaluation losses: each format's own evaluation line, once across ranks; the step after it is left "
+    "out of timing") {
+    {
+        auto log = parse_log(fixture("nanogpt.log"), format(LogFormatKind::NanoGpt));
+        REQUIRE(log.evals.size() == 2);
+        CHECK(log.evals[0] == EvalLoss{0, 4.2823});
+        CHECK(log.evals[1] == EvalLoss{50, 2.5071});
+        REQUIRE(log.steps.size() == 6);
+        CHECK_FALSE(log.steps[0].timed); // after step 0's evaluation
+        CHECK(log.steps[1].timed);
+        CHECK_FALSE(log.steps[5].timed); // iter 50: the evaluation and the checkpoint, 2051 ms
+    }
+    {
+        auto log = parse_log(fixture("megatron.log"), format(LogFormatKind::Megatron));
+        REQUIRE(log.evals.size() == 1);
+        CHECK(log.evals[0] == EvalLoss{3, 10.9});
+        CHECK(log.steps.size() == 3);
+    }
+    {
+        const auto text = fixture("hf-trainer.log");
+        const auto times = times_for(text, 0.0, 2.0);
+        auto log = parse_log(text, format(LogFormatKind::HfTrainer), &times);
+        REQUIRE(log.evals.size() == 1);
+        CHECK(log.evals[0] == EvalLoss{2, 2.7}); // after the second loss dict
+        REQUIRE(log.steps.size() == 3);
+        CHECK(log.steps[1].timed);
+        CHECK_FALSE(log.steps[2].timed);
+    }
+    {
+        auto log = parse_log(fixture("key-value.log"), format(LogFormatKind::KeyValue));
+        REQUIRE(log.evals.size() == 1);
+        CHECK(log.evals[0] == EvalLoss{2, 2.1});
+        REQUIRE(log.steps.size() == 3);
+        CHECK_FALSE(log.steps[2].timed);
+    }
+    {
+        LogFormat f = format(LogFormatKind::Regex);
+        f.pattern = R"(^\[train\] it (?<step>\d+) \| loss (?<loss>[0-9.]+) \| (?<step_time>[0-9.]+) ms/it|)"
+                    R"(^\[eval\] it (?<estep>\d+) \| val loss (?<eval_loss>[0-9.]+))";
+        CHECK_THROWS_WITH_AS(check(f, "metrics"), doctest::Contains("unknown group (?<estep>"), Error);
+        f.pattern = R"(^\[train\] it (?<step>\d+) \| loss (?<loss>[0-9.]+) \| (?<step_time>[0-9.]+) ms/it|)"
+                    R"(^\[eval\] it \d+ \| val loss (?<eval_loss>[0-9.]+))";
+        check(f, "metrics");
+        auto log = parse_log(fixture("regex.log"), f);
+        REQUIRE(log.evals.size() == 1);
+        CHECK(log.evals[0] == EvalLoss{2, 2.45});
+        REQUIRE(log.steps.size() == 3);
+        CHECK_FALSE(log.steps[2].timed);
+    }
+    // Every rank printing the same evaluation line: one evaluation.
+    auto both = parse_log("[rank0]:step 50: train loss 2.4989, val loss 2.5071\n"
+                          "[rank1]:step 50: train loss 2.4989, val loss 2.5071\n",
+                          format(LogFormatKind::NanoGpt));
+    CHECK(both.evals.size() == 1);
+}
+
+TEST_CASE("steps excluded from timing by number or by a pattern on the lines since the previous step; the "
+          "summary leaves them out and keeps their losses") {
+    auto f = format(LogFormatKind::NanoGpt);
+    f.exclude_steps = {20};
+    f.exclude_pattern = "^saving checkpoint";
+    check(f, "metrics");
+    CHECK(log_format_from_json(to_json(f), "again") == f);
+    const auto log = parse_log(fixture("nanogpt.log"), f);
+    REQUIRE(log.steps.size() == 6);
+    std::vector<bool> timed;
+    for (const auto& s : log.steps)
+        timed.push_back(s.timed);
+    CHECK(timed == std::vector<bool>{false, true, false, true, true, false});
+    const auto summary = summarize(log, 1);
+    CHECK(summary.excluded_steps == 2);
+    CHECK(summary.steady_samples.size() == 3);
+    CHECK(summary.losses.size() == 6);
+    CHECK(summary.steady_step_s.estimate == doctest::Approx(0.05215)); // the 2 s checkpoint step is out
+
+    // The project's own lines: by number and by pattern; a job cannot mark its own steps untimed.
+    auto own = format(LogFormatKind::Infrarsi);
+    own.exclude_steps = {1};
+    own.exclude_pattern = "checkpoint saved";
+    const auto l2 =
+        parse_log("INFRARSI_STEP {\"step\": 1, \"loss\": 2, \"step_time_s\": 1}\n"
+                  "INFRARSI_STEP {\"step\": 2, \"loss\": 2, \"step_time_s\": 1, \"timed\": false}\n"
+                  "checkpoint saved\n"
+                  "INFRARSI_STEP {\"step\": 3, \"loss\": 2, \"step_time_s\": 9, \"eval_loss\": 1.5}\n",
+                  own);
+    REQUIRE(l2.steps.size() == 3);
+    CHECK_FALSE(l2.steps[0].timed);
+    CHECK(l2.steps[1].timed);
+    CHECK_FALSE(l2.steps[2].timed);
+    REQUIRE(l2.evals.size() == 1);
+    CHECK(l2.evals[0] == EvalLoss{3, 1.5});
+
+    f.exclude_pattern = "(unclosed";
+    CHECK_THROWS_WITH_AS(check(f, "metrics"), doctest::Contains("does not compile"), Error);
+    f.exclude_pattern.clear();
+    f.exclude_steps = {-1};
+    CHECK_THROWS_WITH_AS(check(f, "metrics"), doctest::Contains("negative"), Error);
 }

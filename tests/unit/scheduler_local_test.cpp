@@ -219,3 +219,34 @@ TEST_CASE("local: hostile state on disk: a foreign end record runs the task agai
     CHECK_THROWS_AS(s->cancel(id + "_x"), Error);
     CHECK_THROWS_AS(s->cancel("../1"), Error);
 }
+
+TEST_CASE("local: an array of a batch runs its own index range, and its sbatch-option knobs reach the job as "
+          "the environment Slurm would set; an option with no meaning here is refused by name") {
+    TempDir d;
+    auto s = scheduler::local_scheduler(d.path / "jobs");
+    auto j = job(d,
+                 "echo \"$INFRARSI_TRIAL_INDEX $SLURM_NTASKS_PER_NODE $SLURM_NTASKS $SLURM_CPUS_PER_TASK "
+                 "${SLURM_GPUS_PER_NODE:-none}\"",
+                 2);
+    j.first_index = 3;
+    j.ntasks_per_node = 1;
+    j.cpus_per_task = 1;
+    j.options = {"--ntasks-per-node=2", "--gpus-per-node=4"};
+    std::string id;
+    const auto records = run(*s, j, &id);
+    REQUIRE(records.size() == 2);
+    for (int i : {3, 4}) {
+        const auto& r = records[static_cast<std::size_t>(i - 3)];
+        CHECK(r.state == JobState::Completed);
+        CHECK(r.array_task_id == i);
+        CHECK(read(d.path / ("out-" + id + "_" + std::to_string(i) + ".txt")) ==
+              std::to_string(i) + " 2 2 1 4\n");
+    }
+    for (const char* bad : {"--exclusive", "--constraint=gpu80", "--hint=nomultithread"}) {
+        CAPTURE(bad);
+        auto k = job(d, "true");
+        k.options = {bad};
+        CHECK_THROWS_WITH_AS(s->submit_held(k), doctest::Contains("has no meaning outside Slurm"), Error);
+        CHECK_THROWS_WITH_AS(s->submit_held(k), doctest::Contains("--scheduler slurm"), Error);
+    }
+}

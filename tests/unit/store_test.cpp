@@ -37,7 +37,9 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
             t.reason = "space-filling";
             s.add_trial(t);
         }
-        s.set_batch_submitted(batch, "42");
+        s.add_array(batch, {.seq = 0, .first_index = 0, .tasks = 3, .options = {}, .job_id = {}});
+        s.set_array_submitted(batch, 0, "42");
+        s.set_batch_submitted(batch);
     }
     store::CampaignStore s(tmp.path());
     CHECK(s.meta("name") == "toy");
@@ -55,6 +57,41 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
     auto oom = s.trials({.outcome = trial::Outcome::OutOfMemory});
     REQUIRE(oom.size() == 1);
     CHECK(*oom[0].peak_memory_bytes == doctest::Approx(3e8));
+}
+
+TEST_CASE("a batch of several arrays: each array's job id is recorded with its trials' as it is submitted") {
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    const auto batch = s.add_batch("search", "/x/manifest.json");
+    for (int i = 0; i < 3; ++i) {
+        store::TrialRow t;
+        t.batch_id = batch;
+        t.array_index = i;
+        t.candidate_key = "k" + std::to_string(i);
+        t.candidate = {{"knobs", {{"cpus", i == 0 ? 1 : 2}}}, {"patches", nlohmann::json::array()}};
+        s.add_trial(t);
+    }
+    s.add_array(batch,
+                {.seq = 0, .first_index = 0, .tasks = 1, .options = {"--cpus-per-task=1"}, .job_id = {}});
+    s.add_array(batch,
+                {.seq = 1, .first_index = 1, .tasks = 2, .options = {"--cpus-per-task=2"}, .job_id = {}});
+    s.set_array_submitted(batch, 0, "50");
+    // A crash here: the batch is still planned, the first array and its trial recorded, the second not.
+    CHECK(s.batch(batch).state == "planned");
+    auto trials = s.trials_of_batch(batch);
+    CHECK(trials[0].state == store::TrialState::Submitted);
+    CHECK(trials[0].job_id == "50_0");
+    CHECK(trials[1].state == store::TrialState::Planned);
+    s.set_array_submitted(batch, 1, "51");
+    s.set_batch_submitted(batch);
+    const auto arrays = s.arrays(batch);
+    REQUIRE(arrays.size() == 2);
+    CHECK(arrays[1].options == std::vector<std::string>{"--cpus-per-task=2"});
+    CHECK(arrays[1].job_id == "51");
+    CHECK(s.batch(batch).job_id == "50,51");
+    trials = s.trials_of_batch(batch);
+    CHECK(trials[1].job_id == "51_1");
+    CHECK(trials[2].job_id == "51_2");
 }
 
 TEST_CASE("a trial index is unique within its batch") {
@@ -152,6 +189,21 @@ TEST_CASE("a version-2 campaign database gets its stage from the flags it kept, 
         for (const char* gone : {"state", "search_done", "verify_done"})
             CHECK_FALSE(s.meta(gone));
         CHECK(s.trials().size() > 0); // nothing else touched
+        // Version 4: each batch so far is one array of its runnable trials, under its job id.
+        for (const auto& b : s.batches()) {
+            int runnable = 0;
+            for (const auto& t : s.trials_of_batch(b.id))
+                runnable += t.array_index >= 0;
+            const auto arrays = s.arrays(b.id);
+            if (runnable == 0) {
+                CHECK(arrays.empty());
+                continue;
+            }
+            REQUIRE(arrays.size() == 1);
+            CHECK(arrays[0].tasks == runnable);
+            CHECK(arrays[0].job_id == b.job_id);
+            CHECK(arrays[0].options.empty());
+        }
     }
 }
 

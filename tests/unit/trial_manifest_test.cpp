@@ -108,6 +108,41 @@ TEST_CASE("the orchestrator's fields round-trip, and the writer is held to the r
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("format /3 carries each task's knob arguments and sbatch options; /2 is still read, without them") {
+    auto j = good(); // an infrarsi-manifest/2, as the previous release wrote it
+    auto m2 = parse_manifest(j.dump(), "m.json");
+    CHECK(m2.tasks[0].args.empty());
+    j["tasks"][0]["args"] = {"--x=1"};
+    refused(j, "'args' and 'sbatch_options' are fields of infrarsi-manifest/3");
+
+    j = good();
+    j["format"] = "infrarsi-manifest/3";
+    j["tasks"][0]["command"] = {"bash", "/w/train.sbatch", "--fixed"};
+    j["tasks"][0]["args"] = {"--batch_size=8", "--name=a b $(touch /tmp/pwned)", ""};
+    j["tasks"][0]["sbatch_options"] = {"--cpus-per-task=2", "--exclusive"};
+    auto m = parse_manifest(j.dump(), "m.json");
+    CHECK(m.tasks[0].args ==
+          std::vector<std::string>{"--batch_size=8", "--name=a b $(touch /tmp/pwned)", ""});
+    CHECK(m.tasks[0].sbatch_options == std::vector<std::string>{"--cpus-per-task=2", "--exclusive"});
+    CHECK(to_json(m)["format"] == "infrarsi-manifest/3");
+    CHECK(manifest_from_json(to_json(m), "again") == m);
+    // What the plugin sets is the environment alone, whatever the arguments.
+    CHECK(trial_environment(m, 0).size() == 5);
+
+    for (const char* bad : {"-c2", "cpus=2", "--Cpus=2", "--x=a\nb"}) {
+        CAPTURE(bad);
+        auto k = j;
+        k["tasks"][0]["sbatch_options"] = {bad};
+        refused(k, "is not --name or --name=value");
+    }
+    auto k = j;
+    k["tasks"][0]["args"] = {std::string("a\0b", 3)};
+    refused(k, "'args' has a NUL byte");
+    k = j;
+    k["tasks"][0]["args"] = "--x=1";
+    refused(k, "'args'");
+}
+
 TEST_CASE(
     "older shapes: a version-1 batch manifest is rewritten once; the plugin refuses both with what to do") {
     const auto v1 = json::parse(R"({
@@ -151,7 +186,7 @@ TEST_CASE(
 }
 
 TEST_CASE("structural errors name the field") {
-    refused(json::parse(R"({"format":"infrarsi-manifest/3"})"), "unknown manifest format");
+    refused(json::parse(R"({"format":"infrarsi-manifest/4"})"), "unknown manifest format");
     refused(json::parse(R"({"tasks":[]})"), "'format'");
     auto j = good();
     j.erase("knobs");

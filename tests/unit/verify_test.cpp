@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 using namespace infrarsi;
 
 namespace {
@@ -102,4 +104,48 @@ TEST_CASE(
     CHECK(pooled.hi - pooled.lo < plain.hi - plain.lo);
     CHECK((pooled.hi - pooled.lo) / (plain.hi - plain.lo) ==
           doctest::Approx(measure::t_quantile(8) / measure::t_quantile(3)));
+}
+
+TEST_CASE("final_eval: the final evaluation loss within a tolerance calibrated from the doctor's seeds") {
+    auto c = toy();
+    c.invariants.loss_mode = contract::LossMode::FinalEval;
+    c.invariants.loss_tolerance = 0.001;
+    // Five seeds: mean 2.0, sample sd 0.0158.
+    const auto ref = verify::eval_reference({1.98, 2.0, 2.02, 1.99, 2.01});
+    CHECK(ref.runs == 5);
+    CHECK(ref.mean == doctest::Approx(2.0));
+    CHECK(ref.sd == doctest::Approx(0.015811).epsilon(1e-3));
+    // t(4, 95%) = 2.776: one run within 2.776 * 0.0158 * sqrt(1.2) = 0.0481 of the mean; a pair within
+    // 2.776 * 0.0158 * sqrt(2) = 0.0621 of each other.
+    CHECK(verify::eval_tolerance(ref, c.invariants) == doctest::Approx(0.04808).epsilon(1e-3));
+    CHECK(verify::eval_tolerance(ref, c.invariants, true) == doctest::Approx(0.06207).epsilon(1e-3));
+    CHECK(verify::check_eval_loss(ref, 2.04, c.invariants).empty());
+    CHECK(verify::check_eval_loss(ref, 2.06, c.invariants).find("final evaluation loss 2.06, baseline 2") !=
+          std::string::npos);
+    CHECK(verify::check_eval_loss(ref, std::nullopt, c.invariants).find("no evaluation loss") !=
+          std::string::npos);
+    CHECK(verify::check_eval_loss(ref, std::nan(""), c.invariants).find("not finite") != std::string::npos);
+    CHECK(verify::check_eval_loss(ref, 2.06, c.invariants, 2.01).empty()); // as a pair
+    // Seeds that agree exactly (a deterministic job): the floor, loss_tolerance relative.
+    const auto same = verify::eval_reference({2.0, 2.0, 2.0});
+    CHECK(verify::eval_tolerance(same, c.invariants) == doctest::Approx(0.002));
+
+    // decide() uses it instead of the per-step curve: a candidate whose curve differs (another split of the
+    // micro-batches) but whose final evaluation agrees is promoted; one whose evaluation is off is not.
+    auto with_eval = [](double step, double scale, double eval) {
+        verify::Arm a = arm(step, scale);
+        a.eval_loss = eval;
+        return a;
+    };
+    auto d = verify::decide({{with_eval(1.0, 1, 2.0), with_eval(0.5, 1.05, 2.01)},
+                             {with_eval(1.0, 1, 1.99), with_eval(0.5, 1.05, 2.02)},
+                             {with_eval(1.0, 1, 2.0), with_eval(0.5, 1.05, 1.99)}},
+                            curve(1), c, 0.05, false, {}, ref);
+    CHECK(d.promoted);
+    d = verify::decide(
+        {{with_eval(1.0, 1, 2.0), with_eval(0.5, 1, 2.2)}, {with_eval(1.0, 1, 2.0), with_eval(0.5, 1, 2.2)}},
+        curve(1), c, 0.05, false, {}, ref);
+    CHECK_FALSE(d.promoted);
+    REQUIRE_FALSE(d.reasons.empty());
+    CHECK(d.reasons[0].find("final evaluation loss 2.2") != std::string::npos);
 }
