@@ -155,8 +155,9 @@ TEST_CASE("torchgpt's job script drafts a contract init accepts as written, the 
     CHECK(c.space.knobs.size() == 3);
     CHECK(c.metrics.kind == measure::LogFormatKind::NanoGpt);
     CHECK(c.resources.mem_bytes == 3000ll << 20);
-    campaign::Campaign::init(o.output, d.path / "campaign");
-    CHECK(fs::exists(d.path / "campaign" / "campaign.db"));
+    TempDir campaigns; // outside the source tree, which init locks
+    campaign::Campaign::init(o.output, campaigns.path / "c");
+    CHECK(campaign::Campaign(campaigns.path / "c").contract().name == "job");
 }
 
 TEST_CASE("the Megatron draft marks what the script does not say, and init accepts it once filled in") {
@@ -191,8 +192,9 @@ TEST_CASE("the Megatron draft marks what the script does not say, and init accep
     CHECK(c.metrics.kind == measure::LogFormatKind::Megatron);
     CHECK(c.resources.nodes == 2);
     CHECK(c.invariants.steps == 20);
-    campaign::Campaign::init(o.output, d.path / "campaign");
-    CHECK(fs::exists(d.path / "campaign" / "campaign.db"));
+    TempDir campaigns;
+    campaign::Campaign::init(o.output, campaigns.path / "c");
+    CHECK(campaign::Campaign(campaigns.path / "c").contract().name == "megatron-gpt");
 }
 
 TEST_CASE("a script that does not pass its arguments on gets a note: knobs as arguments cannot reach it") {
