@@ -2,12 +2,14 @@
 #include "bank/experience_bank.hpp"
 #include "campaign/campaign.hpp"
 #include "campaign/experience.hpp"
+#include "contract/draft.hpp"
 #include "node/topology.hpp"
 #include "report/bank_report.hpp"
 #include "report/report.hpp"
 #include "trial/classify_job.hpp"
 #include "trial/exec.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 #include "infrarsi/build_info.hpp"
 
@@ -38,8 +40,19 @@ int main(int argc, char** argv) {
     std::string contract_file;
     auto* init =
         app.add_subcommand("init", "create a campaign from a contract: directory, store, locked hashes");
-    init->add_option("contract", contract_file, "the contract (TOML)")->required();
+    init->add_option("contract", contract_file, "the contract (TOML)");
     add_dir(init);
+    std::string from_script, draft_format, sample_log, draft_output;
+    init->add_option("--from", from_script,
+                     "draft a contract from this batch script instead (written to --output; nothing is "
+                     "initialized)");
+    init->add_option("--format", draft_format, "with --from: the job's log format")
+        ->check(CLI::IsMember(std::vector<std::string>{"infrarsi", "nanogpt", "megatron", "hf-trainer",
+                                                       "torchtitan", "key-value", "regex"}));
+    init->add_option("--sample-log", sample_log,
+                     "with --from: a sample of the job's output, to guess the format");
+    init->add_option("--output,-o", draft_output,
+                     "with --from: the draft's file (default: the script's name with .contract.toml)");
 
     campaign::RunOptions ro;
     bool quiet = false, no_verify = false;
@@ -153,7 +166,30 @@ int main(int argc, char** argv) {
             fmt::print("{}", app.help());
             return 0;
         }
+        if (*init && !from_script.empty()) {
+            contract::DraftOptions d;
+            d.script = from_script;
+            d.output = draft_output.empty()
+                           ? std::filesystem::path(from_script).replace_extension(".contract.toml")
+                           : std::filesystem::path(draft_output);
+            if (!draft_format.empty()) d.format = measure::log_format_names.parse(draft_format);
+            if (!sample_log.empty()) {
+                d.sample_log = read_regular_file(sample_log, {16u << 20});
+                d.sample_log_name = std::filesystem::path(sample_log).filename().string();
+            }
+            const auto draft = contract::draft_contract(d);
+            contract::write_draft(d.output, draft);
+            fmt::print("drafted {}: {} lines to check, {} values to fill in\n", d.output.string(),
+                       draft.checks, draft.placeholders);
+            for (const auto& n : draft.notes)
+                fmt::print("  note: {}\n", n);
+            fmt::print("then: infrarsi init {} --dir CAMPAIGN_DIR\n", d.output.string());
+            return 0;
+        }
         if (*init) {
+            if (contract_file.empty())
+                throw Error("init needs a contract, or --from SCRIPT to draft one", "infrarsi init",
+                            "infrarsi init CONTRACT --dir DIR, or infrarsi init --from job.sbatch");
             campaign::Campaign::init(contract_file, dir);
             campaign::Campaign c(dir);
             fmt::print("campaign {} initialized in {}\n", c.contract().name, c.dir().string());

@@ -1,0 +1,46 @@
+#pragma once
+// What a user's Slurm batch script says about the job, as far as a reader that does not run it can tell: the
+// #SBATCH options sbatch would read, and the command that launches the training (torchrun, python, srun,
+// deepspeed, accelerate) with its arguments. Variables the script assigns a plain value (GPT_ARGS="...",
+// arrays included) are expanded where the launch line uses them, as bash would split them; anything else
+// ($SLURM_NTASKS_PER_NODE, $(...)) is kept as written. `infrarsi init --from` drafts a contract from this
+// (contract/draft.hpp).
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace infrarsi::contract {
+
+// One argument of the training program: `--name=value`, `--name value` or a bare `--flag`.
+struct ProgramArg {
+    std::string name;  // with its dashes: "--batch_size"
+    std::string value; // empty for a flag
+    bool flag = false;
+};
+
+struct BatchScript {
+    // #SBATCH options by their long name without dashes ("nodes", "ntasks-per-node", "mem", "time", ...);
+    // short forms (-N, -n, -c, -t, -p, -J, -G) are stored under their long name. Only the lines sbatch reads:
+    // those before the first command.
+    std::map<std::string, std::string> sbatch;
+    std::map<std::string, int> sbatch_line; // the line each option was read from
+    // The launch: the first command whose program is a known launcher.
+    int launch_line = 0;                    // 0: none found
+    std::vector<std::string> srun;          // srun/mpirun and their options, when the launch goes through one
+    std::string launcher;                   // "torchrun", "python", "deepspeed", "accelerate", "srun"
+    std::vector<std::string> launcher_args; // the launcher's own options (torchrun's --nproc_per_node ...)
+    std::string program;                    // the training script or module ("train.py", "pretrain_gpt.py")
+    std::vector<std::string> program_words; // its arguments, as words
+    std::vector<ProgramArg> program_args;   // the same, read as options
+    bool forwards_arguments = false;        // "$@" is among them: arguments given to the script reach it
+    // The value of one of the launcher's options ("--nproc_per_node" and "--nproc-per-node" alike).
+    std::optional<std::string> launcher_option(std::string_view name) const;
+};
+
+// Reads a script's text; `where` names it in errors. Throws infrarsi::Error only for text that is no script
+// at all (binary data); a script without a recognised launch has launch_line 0.
+BatchScript read_batch_script(std::string_view text, const std::string& where);
+
+} // namespace infrarsi::contract

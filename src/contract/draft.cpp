@@ -1,0 +1,528 @@
+#include "contract/draft.hpp"
+
+#include "util/error.hpp"
+#include "util/fd.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <set>
+
+namespace infrarsi::contract {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What an argument a launcher's program takes means for tuning.
+enum class Role {
+    MicroBatch,
+    Accumulation,
+    GlobalBatch,
+    Steps,
+    Seed,
+    Recompute,
+    Dtype,
+    Threads,
+    Workers,
+    Bucket,
+    TensorParallel,
+    PipelineParallel
+};
+
+struct Known {
+    Role role;
+    const char* knob; // the knob's name in the draft
+    std::vector<const char*> names;
+    const char* what; // for the comment
+};
+
+// The arguments of the launchers people use (nanoGPT-style argparse, Megatron-LM, the Hugging Face Trainer,
+// torchtitan, DeepSpeed examples) that a tuner may change, or that fix the run.
+const std::vector<Known>& known_arguments() {
+    static const std::vector<Known> k{
+        {Role::MicroBatch,
+         "micro_batch",
+         {"--batch_size", "--batch-size", "--micro-batch-size", "--micro_batch_size",
+          "--per_device_train_batch_size", "--per-device-train-batch-size",
+          "--train_micro_batch_size_per_gpu", "--training.local_batch_size", "--local_batch_size"},
+         "the micro-batch per rank"},
+        {Role::Accumulation,
+         "grad_accum",
+         {"--gradient_accumulation_steps", "--gradient-accumulation-steps", "--grad_accum",
+          "--grad-accum-steps", "--accumulate_grad_batches"},
+         "gradient accumulation steps"},
+        {Role::GlobalBatch,
+         "global_batch",
+         {"--global-batch-size", "--global_batch_size"},
+         "the global batch"},
+        {Role::Steps,
+         "",
+         {"--max_iters", "--max-iters", "--train-iters", "--train_iters", "--max_steps", "--max-steps",
+          "--training.steps", "--num_train_steps", "--iters"},
+         "the step count"},
+        {Role::Seed, "", {"--seed"}, "the seed"},
+        {Role::Recompute,
+         "recompute",
+         {"--recompute-granularity", "--activation_checkpointing", "--activation-checkpointing",
+          "--activation_checkpoint.mode", "--recompute"},
+         "activation recomputation"},
+        {Role::Dtype, "dtype", {"--dtype", "--precision", "--mixed_precision"}, "the compute dtype"},
+        {Role::Threads,
+         "threads",
+         {"--threads", "--num_threads", "--num-threads", "--intra_op_threads"},
+         "threads per rank"},
+        {Role::Workers,
+         "data_workers",
+         {"--num_workers", "--num-workers", "--dataloader_num_workers", "--dataloader-num-workers"},
+         "data loader workers"},
+        {Role::Bucket,
+         "ddp_bucket_mb",
+         {"--ddp_bucket_cap_mb", "--bucket_cap_mb", "--ddp-bucket-cap-mb"},
+         "the DDP gradient bucket size (MB)"},
+        {Role::TensorParallel,
+         "tensor_parallel",
+         {"--tensor-model-parallel-size", "--tensor_model_parallel_size", "--tp"},
+         "tensor parallel size"},
+        {Role::PipelineParallel,
+         "pipeline_parallel",
+         {"--pipeline-model-parallel-size", "--pipeline_model_parallel_size", "--pp"},
+         "pipeline parallel size"},
+    };
+    return k;
+}
+
+std::optional<long long> integer(const std::string& s) {
+    if (s.empty() || s.size() > 12 ||
+        !std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+        return std::nullopt;
+    return std::stoll(s);
+}
+
+bool pow2(long long v) {
+    return v >= 1 && (v & (v - 1)) == 0;
+}
+
+// A TOML basic string.
+std::string q(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (static_cast<unsigned char>(c) < 0x20) {
+            out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+            continue;
+        }
+        out += c;
+    }
+    return out + "\"";
+}
+
+// The draft, line by line; "check" lines carry the comment the user must read.
+class Writer {
+  public:
+    // A line, or a value's comment, holds words of the script: one of its control characters (a newline in a
+    // quoted argument) would end the comment and put the rest into the TOML.
+    void line(const std::string& s = {}) { text_ += one_line(s) + "\n"; }
+    void kv(const std::string& key, const std::string& value, const std::string& comment = {}) {
+        text_ += key + " = " + value + (comment.empty() ? "" : "   # " + one_line(comment)) + "\n";
+    }
+    void check(const std::string& key, const std::string& value, const std::string& why) {
+        kv(key, value, "CHECK: " + why);
+        ++checks_;
+    }
+    void fill(const std::string& key, const std::string& why) {
+        kv(key, q(draft_placeholder), "CHECK: fill in: " + why);
+        ++checks_;
+        ++placeholders_;
+    }
+    Draft done(std::vector<std::string> notes) {
+        return Draft{text_, checks_, placeholders_, std::move(notes)};
+    }
+
+  private:
+    static std::string one_line(std::string s) {
+        for (auto& c : s)
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+        return s;
+    }
+    std::string text_;
+    int checks_ = 0, placeholders_ = 0;
+};
+
+// A launcher option whose value comes from Slurm ($SLURM_NTASKS_PER_NODE, ${SLURM_GPUS_ON_NODE:-8}): the
+// sbatch option that sets it.
+std::optional<std::string> slurm_source(const std::string& value) {
+    static const std::vector<std::pair<const char*, const char*>> from{
+        {"SLURM_NTASKS_PER_NODE", "--ntasks-per-node"},
+        {"SLURM_GPUS_ON_NODE", "--gpus-per-node"},
+        {"SLURM_GPUS_PER_NODE", "--gpus-per-node"},
+        {"SLURM_CPUS_PER_TASK", "--cpus-per-task"}};
+    for (const auto& [var, opt] : from)
+        if (value.find(std::string("$") + var) != std::string::npos ||
+            value.find(std::string("${") + var) != std::string::npos)
+            return std::string(opt);
+    return std::nullopt;
+}
+
+// The number of GPUs per node the #SBATCH lines ask for (--gpus-per-node, --gres=gpu[:type]:N, --gpus).
+std::optional<std::string> gpus_per_node(const BatchScript& s) {
+    if (auto it = s.sbatch.find("gpus-per-node"); it != s.sbatch.end()) return it->second;
+    if (auto it = s.sbatch.find("gres"); it != s.sbatch.end() && it->second.rfind("gpu", 0) == 0) {
+        const auto colon = it->second.rfind(':');
+        return colon == std::string::npos ? "1" : it->second.substr(colon + 1);
+    }
+    if (auto it = s.sbatch.find("gpus"); it != s.sbatch.end()) return it->second;
+    return std::nullopt;
+}
+
+// Tries every built-in format on a sample of the job's output: the one that reads the most steps.
+std::optional<std::pair<measure::LogFormatKind, std::size_t>> guess_format(const std::string& sample) {
+    std::optional<std::pair<measure::LogFormatKind, std::size_t>> best;
+    for (const auto& [kind, name] : measure::log_format_names.entries) {
+        (void)name;
+        if (kind == measure::LogFormatKind::Regex) continue;
+        measure::LogFormat f;
+        f.kind = kind;
+        std::vector<double> no_times;
+        const auto steps = measure::parse_log(sample, f, &no_times).steps.size();
+        if (steps >= 2 && (!best || steps > best->second)) best = std::pair{kind, steps};
+    }
+    return best;
+}
+
+// `p` relative to `dir` when they are close (the contract beside the script, or a folder or two away), else
+// absolute.
+std::string relative_to(const fs::path& p, const fs::path& dir) {
+    std::error_code ec;
+    auto rel = fs::relative(fs::weakly_canonical(p, ec), fs::weakly_canonical(dir, ec), ec);
+    int up = 0;
+    for (const auto& part : rel)
+        if (part == "..") ++up;
+    if (ec || rel.empty() || up > 2) return fs::absolute(p).lexically_normal().string();
+    return rel.string();
+}
+
+} // namespace
+
+Draft draft_contract(const DraftOptions& o) {
+    const std::string where = o.script.string();
+    const std::string text = read_regular_file(o.script.string());
+    const BatchScript s = read_batch_script(text, where);
+    if (s.launch_line == 0)
+        throw Error("found no launch of a training program in the script", where,
+                    "a line that runs torchrun, python, deepspeed, accelerate launch or srun");
+    std::vector<std::string> notes;
+    const fs::path out_dir = fs::absolute(o.output).parent_path();
+    const fs::path script_dir = fs::absolute(o.script).parent_path();
+    auto sbatch = [&](const char* name) -> std::optional<std::string> {
+        auto it = s.sbatch.find(name);
+        if (it == s.sbatch.end()) return std::nullopt;
+        return it->second;
+    };
+    auto sbatch_where = [&](const char* name) {
+        return fmt::format("#SBATCH --{}, line {}", name, s.sbatch_line.at(name));
+    };
+
+    // What the program's arguments say.
+    struct Found {
+        const Known* known;
+        ProgramArg arg;
+    };
+    std::vector<Found> found;
+    for (const auto& a : s.program_args)
+        for (const auto& k : known_arguments())
+            if (std::find_if(k.names.begin(), k.names.end(), [&](const char* n) { return a.name == n; }) !=
+                k.names.end())
+                found.push_back({&k, a});
+    auto role = [&](Role r) -> const Found* {
+        for (const auto& f : found)
+            if (f.known->role == r) return &f;
+        return nullptr;
+    };
+
+    Writer w;
+    w.line(
+        fmt::format("# Drafted by `infrarsi init --from {}` from the script's #SBATCH lines and its launch",
+                    o.script.filename().string()));
+    w.line(fmt::format("# (line {}: {} {}). Read every line marked CHECK; fill in every \"{}\"; then run",
+                       s.launch_line, s.launcher, fs::path(s.program).filename().string(),
+                       draft_placeholder));
+    w.line("#   infrarsi init THIS_FILE --dir CAMPAIGN_DIR");
+    w.line("# Keys: docs/contract.md.");
+    w.kv("name", q(o.script.stem().string()));
+    w.line();
+
+    // [workload]
+    w.line("[workload]");
+    w.check("source", q(relative_to(script_dir, out_dir)),
+            "the tree copied into every trial's sandbox, locked at init: the code only (no job output, "
+            "data, checkpoints or campaigns: a change stops the campaign)");
+    w.kv("sbatch_script", q(relative_to(o.script, out_dir)),
+         "run with bash inside each trial's allocation; its #SBATCH lines are replaced by [resources]");
+    const Found* steps = role(Role::Steps);
+    if (steps && !steps->arg.flag) {
+        w.check(
+            "args", fmt::format("[{}]", q(steps->arg.name + "=" + "20")),
+            fmt::format("appended to the script's arguments: a short run of each trial (the script runs {} "
+                        "steps)",
+                        steps->arg.value));
+    }
+    if (!s.forwards_arguments) {
+        notes.push_back(fmt::format("the launch on line {} does not pass the script's arguments on (\"$@\"): "
+                                    "knobs and args given as arguments cannot reach {}; add \"$@\" after its "
+                                    "arguments",
+                                    s.launch_line, s.program));
+        w.line(
+            fmt::format("# CHECK: the launch (line {}) does not pass \"$@\" to {}: add it, or the knobs and "
+                        "args below never reach the program",
+                        s.launch_line, s.program));
+    }
+    w.line();
+
+    // [resources]
+    w.line("[resources]");
+    int nodes = 1, ntasks = 1;
+    std::optional<int> cpus;
+    if (auto v = sbatch("nodes"); v && integer(*v)) {
+        nodes = static_cast<int>(*integer(*v));
+        w.kv("nodes", *v, "from " + sbatch_where("nodes"));
+    }
+    if (auto v = sbatch("ntasks-per-node"); v && integer(*v)) {
+        ntasks = static_cast<int>(*integer(*v));
+        w.kv("ntasks_per_node", *v, "from " + sbatch_where("ntasks-per-node"));
+    }
+    if (auto v = sbatch("cpus-per-task"); v && integer(*v)) {
+        cpus = static_cast<int>(*integer(*v));
+        w.kv("cpus_per_task", *v, "from " + sbatch_where("cpus-per-task"));
+    }
+    if (auto v = sbatch("partition")) w.kv("partition", q(*v), "from " + sbatch_where("partition"));
+    if (auto v = sbatch("mem"); v && *v != "0")
+        w.check("mem", q(*v),
+                "the memory limit per node every candidate must fit under (from " + sbatch_where("mem") +
+                    ")");
+    else
+        w.fill("mem", "the memory limit per node, e.g. \"64G\" (the script sets no --mem, or --mem=0: the "
+                      "whole node)");
+    w.check("time_limit", q("10"),
+            fmt::format("per trial, which runs only the short run above{}",
+                        sbatch("time") ? " (the script asks " + *sbatch("time") + " for its full run)" : ""));
+    std::vector<std::string> sbatch_args;
+    const auto gpus = gpus_per_node(s);
+    bool gpus_knob = false;
+    const auto nproc = s.launcher_option("--nproc_per_node");
+    if (nproc && slurm_source(*nproc) == "--gpus-per-node") gpus_knob = true;
+    if (gpus && !gpus_knob) sbatch_args.push_back("--gpus-per-node=" + *gpus);
+    if (!sbatch_args.empty()) {
+        std::string list;
+        for (const auto& a : sbatch_args)
+            list += (list.empty() ? "" : ", ") + q(a);
+        w.check("sbatch_args", "[" + list + "]", "further sbatch options of every trial");
+    }
+    w.line();
+
+    // [knobs.*]
+    struct Product {
+        std::vector<std::string> factors;
+        long long value = 1;
+    } batch;
+    std::set<std::string> knob_names;
+    auto knob_header = [&](const std::string& name, const std::string& from) {
+        w.line(fmt::format("[knobs.{}]   # {}", name, from));
+        knob_names.insert(name);
+    };
+    auto numeric_knob = [&](const Found& f, long long base, long long lo, long long hi) {
+        knob_header(f.known->knob, fmt::format("{}: {} {}", f.known->what, f.arg.name, f.arg.value));
+        if (pow2(base) && pow2(lo) && lo <= base && base <= hi) {
+            w.kv("kind", q("pow2"));
+        } else {
+            w.kv("kind", q("integer"));
+        }
+        w.check("min", std::to_string(lo), "the smallest value worth trying");
+        w.check("max", std::to_string(hi), "the largest value worth trying");
+        w.kv("arg", q(f.arg.name + "={}"));
+        w.kv("baseline", std::to_string(base), "what the script passes today");
+        w.line();
+    };
+    auto choice_knob = [&](const Found& f, std::vector<std::string> values, const std::string& why) {
+        knob_header(f.known->knob, fmt::format("{}: {} {}", f.known->what, f.arg.name, f.arg.value));
+        w.kv("kind", q("choice"));
+        values.erase(std::remove(values.begin(), values.end(), f.arg.value), values.end());
+        values.insert(values.begin(), f.arg.value); // today's setting first
+        std::string list;
+        for (const auto& v : values)
+            list += (list.empty() ? "" : ", ") + q(v);
+        w.check("values", "[" + list + "]", why);
+        w.kv("arg", q(f.arg.name + "={}"));
+        w.kv("baseline", q(f.arg.value), "what the script passes today");
+        w.line();
+    };
+    const Found* mb = role(Role::MicroBatch);
+    const Found* acc = role(Role::Accumulation);
+    const long long mb_v = mb ? integer(mb->arg.value).value_or(0) : 0;
+    const long long acc_v = acc ? integer(acc->arg.value).value_or(0) : 0;
+    const long long local_batch = std::max<long long>(1, mb_v) * std::max<long long>(1, acc_v);
+    for (const auto& f : found) {
+        const auto v = integer(f.arg.value);
+        switch (f.known->role) {
+        case Role::MicroBatch:
+            if (!v || *v < 1) break;
+            numeric_knob(f, *v, 1, acc_v >= 1 ? local_batch : std::max<long long>(2 * *v, 2));
+            batch.factors.push_back(f.known->knob);
+            batch.value *= *v;
+            break;
+        case Role::Accumulation:
+            if (!v || *v < 1 || mb_v < 1) break; // alone it changes the global batch: no knob
+            numeric_knob(f, *v, 1, local_batch);
+            batch.factors.push_back(f.known->knob);
+            batch.value *= *v;
+            break;
+        case Role::Threads:
+            if (!v || *v < 1) break;
+            numeric_knob(f, *v, 1, std::max<long long>(*v, cpus.value_or(static_cast<int>(*v))));
+            break;
+        case Role::Workers:
+            if (!v) break;
+            numeric_knob(f, *v, 0, std::max<long long>(2 * *v, 4));
+            break;
+        case Role::Bucket:
+            if (!v || *v < 1) break;
+            numeric_knob(f, *v, 1, 4 * *v);
+            break;
+        case Role::TensorParallel:
+        case Role::PipelineParallel:
+            if (!v || *v < 1) break;
+            numeric_knob(f, *v, 1, std::max<long long>(2 * *v, 2));
+            break;
+        case Role::Recompute:
+            if (f.arg.flag) break;
+            choice_knob(f,
+                        f.arg.name == "--recompute-granularity"
+                            ? std::vector<std::string>{"full", "selective"}
+                            : std::vector<std::string>{"none", "full"},
+                        "the values the program accepts");
+            break;
+        case Role::Dtype:
+            if (f.arg.flag) break;
+            choice_knob(f, {"float32", "bfloat16", "float16"},
+                        "the values the program accepts on this hardware");
+            break;
+        default:
+            break;
+        }
+    }
+    // Ranks (or GPUs) per node: a knob when the launcher takes them from Slurm's allocation.
+    if (nproc) {
+        if (auto opt = slurm_source(*nproc)) {
+            const bool gpu = *opt == "--gpus-per-node";
+            const std::string name = gpu ? "gpus_per_node" : "ranks_per_node";
+            const int base = gpu ? static_cast<int>(integer(gpus.value_or("1")).value_or(1)) : ntasks;
+            knob_header(name, fmt::format("{} --nproc_per_node={}", s.launcher, *nproc));
+            w.kv("kind", q("integer"));
+            w.check("min", "1", "the fewest ranks per node worth trying");
+            w.check("max", std::to_string(std::max(base, gpu ? base : cpus.value_or(1) * ntasks)),
+                    gpu ? "the GPUs of a node" : "the most ranks per node worth trying");
+            w.kv("sbatch_option", q(*opt), "each trial is submitted with this option set to the value");
+            w.kv("baseline", std::to_string(base));
+            w.line();
+            batch.factors.push_back(name);
+            batch.value *= base;
+        } else {
+            w.line(fmt::format(
+                "# {} --nproc_per_node={} is fixed in the script: to tune the ranks per node, write "
+                "--nproc_per_node=$SLURM_NTASKS_PER_NODE",
+                s.launcher, *nproc));
+            w.line("# (or $SLURM_GPUS_ON_NODE) there and add a knob with sbatch_option = "
+                   "\"--ntasks-per-node\".");
+            w.line();
+        }
+    }
+
+    // [constants] and [[constraints]]: the global batch stays what the script trains with.
+    const bool fixed_batch = batch.factors.size() >= 2 && knob_names.count("micro_batch");
+    if (fixed_batch) {
+        w.line("[constants]");
+        long long global = batch.value;
+        if (nodes > 1) {
+            w.kv("nodes", std::to_string(nodes));
+            batch.factors.push_back("nodes");
+            global *= nodes;
+        }
+        w.check("global_batch", std::to_string(global),
+                "micro-batch x accumulation x ranks as the script runs: kept by every candidate");
+        w.line();
+        w.line("[[constraints]]");
+        std::string list;
+        for (const auto& f : batch.factors)
+            list += (list.empty() ? "" : ", ") + q(f);
+        w.kv("product", "[" + list + "]");
+        w.kv("equals", q("global_batch"));
+        w.line();
+    } else if (knob_names.count("micro_batch") && role(Role::GlobalBatch)) {
+        w.line(fmt::format("# {} {} fixes the global batch: the program derives the accumulation steps.",
+                           role(Role::GlobalBatch)->arg.name, role(Role::GlobalBatch)->arg.value));
+        w.line();
+    }
+
+    // [metrics]
+    w.line("[metrics]");
+    if (o.format) {
+        w.check("format", q(std::string(measure::log_format_names.name(*o.format))), "given with --format");
+    } else if (!o.sample_log.empty()) {
+        if (auto g = guess_format(o.sample_log))
+            w.check("format", q(std::string(measure::log_format_names.name(g->first))),
+                    fmt::format("read {} step lines of {} this way", g->second, o.sample_log_name));
+        else
+            w.fill("format", fmt::format("no built-in format reads step lines in {}: {}, or \"regex\" with a "
+                                         "pattern",
+                                         o.sample_log_name, measure::log_format_names.list()));
+    } else {
+        w.fill("format", "how the job prints a step: " + measure::log_format_names.list() +
+                             " (or give --sample-log FILE)");
+    }
+    w.line();
+
+    // [invariants]
+    w.line("[invariants]");
+    if (steps && !steps->arg.flag)
+        w.check("steps", "20", "the step lines a trial prints with the args above");
+    else
+        w.fill("steps", "the step lines a trial prints (the script sets no step count draft knows)");
+    w.kv("warmup_steps", "3", "left out of the timing: start-up, first allocations");
+    if (const Found* seed = role(Role::Seed); seed && integer(seed->arg.value))
+        w.kv("seed", seed->arg.value, "the script's " + seed->arg.name);
+    w.kv("loss_mode", q("last_k_mean"));
+    w.check("loss_tolerance", "0.02", "how far a candidate's loss may stray from the baseline's");
+    w.kv("loss_last_k", "5");
+    w.line();
+
+    // [budget], [repeats]
+    w.line("[budget]");
+    w.check("trials", "12", "search trials");
+    w.kv("batch_size", "4");
+    w.check("wall_time", q("04:00:00"), "the whole campaign");
+    w.line();
+    w.line("[repeats]");
+    w.kv("doctor", "3");
+    w.kv("verify", "2");
+    w.kv("verify_top", "1");
+    if (found.empty())
+        notes.push_back(fmt::format("no argument of {} is one the draft knows: add knobs by hand "
+                                    "(docs/contract.md)",
+                                    s.program));
+    return w.done(std::move(notes));
+}
+
+void write_draft(const fs::path& file, const Draft& d) {
+    UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (!fd) {
+        if (errno == EEXIST)
+            throw Error("the file exists", file.string(), "a new file for the draft (--output FILE)");
+        throw Error(std::string("cannot create the draft: ") + std::strerror(errno), file.string());
+    }
+    write_all(fd.get(), d.text, file.string());
+}
+
+} // namespace infrarsi::contract
