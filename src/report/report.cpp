@@ -2,8 +2,10 @@
 
 #include "bank/experience_bank.hpp"
 #include "measure/statistics.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
+#include "util/shell_quote.hpp"
 
 #include <fmt/core.h>
 
@@ -351,6 +353,15 @@ std::string render(const json& r) {
     return o;
 }
 
+std::string sbatch_snippet(const std::map<std::string, std::string>& env, bool with_patches) {
+    std::string out = "# Paste into your batch script before the launch line (InfraRSI promoted settings).\n";
+    for (const auto& [k, val] : env)
+        out += "export " + k + "=" + shell_quote(val) + "\n";
+    if (with_patches)
+        out += "# Build the workload with the patch series in infrarsi-patches/ applied (see series).\n";
+    return out;
+}
+
 std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     auto& s = c.store();
     auto promos = s.promotions();
@@ -364,30 +375,32 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     std::vector<fs::path> written;
     fs::create_directories(o.target);
     auto env = c.contract().space.environment(cand);
+    for (const auto& [k, val] : env)
+        if (val.find_first_of("\n\r") != std::string::npos)
+            throw Error("the value of " + k + " holds a line break",
+                        "campaign " + s.meta("name").value_or(""),
+                        "single-line values (an env file has one variable per line)");
     {
+        // NAME=value lines, taken literally (sbatch --export-file, env files): no quoting.
         fs::path p = o.target / "infrarsi.env";
-        std::ofstream out(p);
-        out << "# InfraRSI: promoted settings of campaign " << s.meta("name").value_or("") << " ("
-            << fmt::format("{:.3f}x, 95% CI {:.3f}-{:.3f}", v.speedup.value_or(0), v.lo.value_or(0),
-                           v.hi.value_or(0))
-            << ")\n";
+        std::string out = "# InfraRSI: promoted settings of campaign " + s.meta("name").value_or("") + " (" +
+                          fmt::format("{:.3f}x, 95% CI {:.3f}-{:.3f}", v.speedup.value_or(0),
+                                      v.lo.value_or(0), v.hi.value_or(0)) +
+                          ")\n";
         for (const auto& [k, val] : env)
-            out << k << "=" << val << "\n";
+            out += k + "=" + val + "\n";
+        write_file_atomically(p, out);
         written.push_back(p);
     }
     {
+        // Sourced by a shell: every value single-quoted, so a space or $(...) in a choice stays a value.
         fs::path p = o.target / "infrarsi-sbatch-snippet.sh";
-        std::ofstream out(p);
-        out << "# Paste into your batch script before the launch line (InfraRSI promoted settings).\n";
-        for (const auto& [k, val] : env)
-            out << "export " << k << "=" << val << "\n";
-        if (!cand.patches.empty())
-            out << "# Build the workload with the patch series in infrarsi-patches/ applied (see series).\n";
+        write_file_atomically(p, sbatch_snippet(env, !cand.patches.empty()));
         written.push_back(p);
     }
     fs::path pdir = o.target / "infrarsi-patches";
     fs::create_directories(pdir);
-    std::ofstream series(pdir / "series");
+    std::string series;
     int n = 0;
     for (const auto& id : cand.patches) {
         const auto* p = c.patch_info(id);
@@ -396,10 +409,10 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
                         c.contract().patch_catalog.string(), "the catalog as at init");
         auto name = fmt::format("{:04d}-{}.patch", ++n, id);
         fs::copy_file(p->file, pdir / name, fs::copy_options::overwrite_existing);
-        series << name << "\n";
+        series += name + "\n";
         written.push_back(pdir / name);
     }
-    series.close();
+    write_file_atomically(pdir / "series", series);
     written.push_back(pdir / "series");
     if (!o.git_branch.empty()) {
         // A branch of the user's repository with the series applied, made in a separate worktree so the
@@ -416,8 +429,8 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
         auto rel = fs::relative(c.contract().workload.source, o.git_repo);
         for (const auto& id : cand.patches) {
             const auto* p = c.patch_info(id);
-            auto r =
-                run_process({"patch", "-p1", "--batch", "-d", (wt / rel).string(), "-i", p->file.string()});
+            auto r = run_process(
+                {"patch", "-p1", "--batch", "--fuzz=0", "-d", (wt / rel).string(), "-i", p->file.string()});
             if (!r.ok())
                 throw Error("patch " + id + " does not apply: " + r.out, (wt / rel).string(),
                             "the baseline tree");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 namespace infrarsi::report {
@@ -24,5 +25,8 @@ struct ApplyOptions {
 };
 // Writes the best promoted candidate; returns the files written. Throws when nothing was promoted.
 std::vector<std::filesystem::path> apply(campaign::Campaign& c, const ApplyOptions& o);
+// The sbatch snippet apply writes: one `export NAME='value'` per variable, each value single-quoted so that
+// sourcing it neither splits a value with a space nor runs a $(...) in it.
+std::string sbatch_snippet(const std::map<std::string, std::string>& env, bool with_patches);
 
 } // namespace infrarsi::report
