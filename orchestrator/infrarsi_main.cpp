@@ -8,6 +8,7 @@
 #include "report/report.hpp"
 #include "trial/exec.hpp"
 #include "util/error.hpp"
+#include "util/exit_codes.hpp"
 
 #include "infrarsi/build_info.hpp"
 

@@ -1,6 +1,7 @@
 // The `infrarsid` daemon: runs campaigns in the background until their budgets end. Thin over src/.
 #include "campaign/daemon.hpp"
 #include "util/error.hpp"
+#include "util/exit_codes.hpp"
 
 #include "infrarsi/build_info.hpp"
 

@@ -26,8 +26,4 @@ class Error : public std::runtime_error {
     std::string what_, where_, expected_;
 };
 
-// The exit status of a main that caught something other than an Error: a bug, not a user's mistake
-// (sysexits.h EX_SOFTWARE). An Error exits 1 with its message, a command-line mistake 2.
-inline constexpr int kInternalErrorExit = 70;
-
 } // namespace infrarsi
