@@ -44,7 +44,7 @@ done
 mkdir -m 0755 "$dir/fifo-spool" && mkfifo "$dir/fifo-spool/allocations.jsonl"
 echo "required $so spool=$dir/fifo-spool" >"$plugstack"
 timeout 120 srun -N1 true || fail "a FIFO in the spool held or failed the job"
-wait_for 60 "a log line about the FIFO" logs_have "fifo-spool/allocations.jsonl.*not a regular file"
+wait_for 60 "a log line about the FIFO" logs_have "fifo-spool/allocations.jsonl: (cannot open: No such device or address|is not a regular file)"
 
 # 2c. A user's lock on the records file (readable by all) does not hold a job's start: root never locks a
 # file others can open. It used to wait for the user's lock (44 s here while `nobody` held it).
