@@ -1,6 +1,7 @@
 // The `infrarsi` command: parses arguments and calls the core library. No logic lives here.
 #include "bank/experience_bank.hpp"
 #include "campaign/campaign.hpp"
+#include "campaign/campaign_lock.hpp"
 #include "campaign/experience.hpp"
 #include "contract/draft.hpp"
 #include "node/topology.hpp"
@@ -10,6 +11,7 @@
 #include "trial/exec.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/exit_codes.hpp"
 
 #include "infrarsi/build_info.hpp"
 
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 
 namespace {
 std::atomic<bool> stop_requested{false};
@@ -27,7 +30,7 @@ void on_signal(int) {
 }
 } // namespace
 
-int main(int argc, char** argv) {
+static int run_main(int argc, char** argv) {
     using namespace infrarsi;
     CLI::App app{"infrarsi: turn a Slurm training job into a verified faster one"};
     app.set_version_flag("--version", std::string("infrarsi ") + infrarsi::build::version);
@@ -232,6 +235,9 @@ int main(int argc, char** argv) {
             return 0;
         }
         campaign::Campaign c(dir);
+        // One process drives a campaign: held until this command ends.
+        std::optional<campaign::CampaignLock> lock;
+        if (*doctor || *run || *verify) lock.emplace(c.dir());
         if (*doctor) {
             c.doctor(ro);
             fmt::print("{}", report::render_status(report::status(c)));
@@ -258,4 +264,17 @@ int main(int argc, char** argv) {
         return 1;
     }
     return 0;
+}
+
+// Everything reaches here: an infrarsi::Error is a user's problem, already said in run_main; anything else
+// is a bug, said as one, with its own exit code, never an abort with a core dump.
+int main(int argc, char** argv) {
+    try {
+        return run_main(argc, argv);
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "infrarsi: internal error (please report it): {}\n", e.what());
+    } catch (...) {
+        fmt::print(stderr, "infrarsi: internal error (please report it): an unknown exception\n");
+    }
+    return infrarsi::kInternalErrorExit;
 }

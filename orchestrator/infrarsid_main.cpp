@@ -1,6 +1,7 @@
 // The `infrarsid` daemon: runs campaigns in the background until their budgets end. Thin over src/.
 #include "campaign/daemon.hpp"
 #include "util/error.hpp"
+#include "util/exit_codes.hpp"
 
 #include "infrarsi/build_info.hpp"
 
@@ -17,7 +18,7 @@ void on_signal(int) {
 }
 } // namespace
 
-int main(int argc, char** argv) {
+static int run_main(int argc, char** argv) {
     CLI::App app{"infrarsid: the InfraRSI campaign daemon"};
     app.set_version_flag("--version", std::string("infrarsid ") + infrarsi::build::version);
     infrarsi::campaign::DaemonOptions o;
@@ -64,4 +65,17 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "infrarsid: {}\n", e.what());
         return 1;
     }
+}
+
+// Everything reaches here: an infrarsi::Error is a user's problem, already said in run_main; anything else
+// is a bug, said as one, with its own exit code, never an abort with a core dump.
+int main(int argc, char** argv) {
+    try {
+        return run_main(argc, argv);
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "infrarsid: internal error (please report it): {}\n", e.what());
+    } catch (...) {
+        fmt::print(stderr, "infrarsid: internal error (please report it): an unknown exception\n");
+    }
+    return infrarsi::kInternalErrorExit;
 }

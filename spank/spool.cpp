@@ -4,6 +4,7 @@
 #include "util/fd.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,6 +15,12 @@ namespace {
 
 std::string sys_error(const char* what) {
     return std::string(what) + ": " + std::strerror(errno);
+}
+
+std::string octal(unsigned mode) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04o", mode);
+    return buf;
 }
 
 } // namespace
@@ -35,8 +42,16 @@ void ensure_safe_dir(const std::string& dir) {
     if (!S_ISDIR(st.st_mode)) throw Error("spool is not a directory", dir);
     if (st.st_uid != 0 && st.st_uid != ::geteuid())
         throw Error("spool is owned by uid " + std::to_string(st.st_uid), dir, "owned by root");
-    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-        throw Error("spool is world-writable without the sticky bit", dir, "mode 0755");
+    // Root opens names in here: anyone who can create one can plant a FIFO, a symlink or a hard link under
+    // it. The sticky bit does not help (it only protects others' files from deletion).
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        throw Error("spool is writable by others (mode " + octal(st.st_mode & 07777) +
+                        "); refusing to write in it",
+                    dir, "mode 0755, owned by root");
+    if (st.st_mode & S_ISVTX)
+        throw Error("spool has the sticky bit (mode " + octal(st.st_mode & 07777) +
+                        "), the mark of a directory others write; refusing to write in it",
+                    dir, "mode 0755, owned by root");
 }
 
 bool claim_marker(const std::string& path) {

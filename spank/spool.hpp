@@ -8,7 +8,7 @@ namespace infrarsi::spank {
 
 // Makes sure `dir` is a safe directory to write in as root: creates it 0755 when absent (its parent must
 // exist), refuses a symlink, a non-directory, one not owned by root (or by the caller, for tests and
-// unprivileged runs) and one writable by others without the sticky bit. Throws infrarsi::Error.
+// unprivileged runs), one writable by group or others, and a sticky one. Throws infrarsi::Error.
 void ensure_safe_dir(const std::string& dir);
 
 // Claims `path` by creating it exclusively (O_EXCL, no symlink): true when this call created it, false when

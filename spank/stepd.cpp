@@ -26,6 +26,8 @@ namespace {
 
 constexpr uint32_t kBatchStep = 0xfffffffb; // SLURM_BATCH_SCRIPT (slurm.h)
 constexpr uint32_t kNoVal = 0xfffffffe;     // NO_VAL: Slurm's "not an array task"
+// hwloc's load of the live machine takes well under a second on a node without OpenCL/GL components.
+constexpr std::chrono::milliseconds kTopologyBudget{5000};
 
 uint32_t item_u32(spank_t sp, spank_item_t item) {
     uint32_t v = 0;
@@ -70,7 +72,8 @@ void write_record(spank_t sp, const Context& ctx, const Mode& mode) {
     r.time = node::utc_now_iso8601();
     r.mode = mode.kind == ModeKind::tune ? "tune" : mode.kind == ModeKind::trial ? "trial" : "record";
     r.plugin_version = build::version;
-    r.topology = node::topology_from_live();
+    // In a child process, killed past its budget: a hung driver must not hold the job's start.
+    r.topology = node::topology_from_live(kTopologyBudget);
     node::CalibrationOptions opts;
     opts.budget = ctx.config.calibration;
     opts.repeats = 5;

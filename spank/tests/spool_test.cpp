@@ -38,7 +38,7 @@ TEST_CASE("an absent spool is created 0755 whatever the umask") {
     fs::remove_all(d);
 }
 
-TEST_CASE("a spool that is a symlink, a file or world-writable without sticky bit is refused") {
+TEST_CASE("a spool that is a symlink, a file, or writable by others (even sticky) is refused") {
     auto d = temp_dir("refuse");
     fs::create_directories(d / "real");
     fs::create_directory_symlink(d / "real", d / "link");
@@ -47,8 +47,18 @@ TEST_CASE("a spool that is a symlink, a file or world-writable without sticky bi
     CHECK_THROWS_WITH_AS(ensure_safe_dir((d / "file").string()), doctest::Contains("not a directory"), Error);
     fs::create_directories(d / "open");
     ::chmod((d / "open").c_str(), 0777);
-    CHECK_THROWS_WITH_AS(ensure_safe_dir((d / "open").string()), doctest::Contains("world-writable"), Error);
+    CHECK_THROWS_WITH_AS(ensure_safe_dir((d / "open").string()), doctest::Contains("writable by others"),
+                         Error);
+    // Sticky does not make it safe: anyone can still plant a FIFO or a symlink under a name root will open.
     ::chmod((d / "open").c_str(), 01777);
+    CHECK_THROWS_WITH_AS(ensure_safe_dir((d / "open").string()), doctest::Contains("writable by others"),
+                         Error);
+    ::chmod((d / "open").c_str(), 0775);
+    CHECK_THROWS_WITH_AS(ensure_safe_dir((d / "open").string()), doctest::Contains("writable by others"),
+                         Error);
+    ::chmod((d / "open").c_str(), 01755);
+    CHECK_THROWS_WITH_AS(ensure_safe_dir((d / "open").string()), doctest::Contains("sticky"), Error);
+    ::chmod((d / "open").c_str(), 0755);
     CHECK_NOTHROW(ensure_safe_dir((d / "open").string()));
     CHECK_THROWS_AS(ensure_safe_dir("relative"), Error);
     CHECK_THROWS_AS(ensure_safe_dir((d / "no/such/parent").string()), Error);

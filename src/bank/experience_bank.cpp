@@ -1,6 +1,7 @@
 #include "bank/experience_bank.hpp"
 
 #include "patch/hash.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 
@@ -341,15 +342,8 @@ void ExperienceBank::export_to(const std::string& path) {
     doc["hardware"] = hw;
     doc["findings"] = finds;
     doc["noise"] = noise;
-    // Written beside the target and renamed, so a crash never leaves half an export.
-    auto tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp);
-        if (!out) throw Error("cannot write", tmp, "a writable directory");
-        out << doc.dump(1) << "\n";
-        if (!out) throw Error("write failed", tmp);
-    }
-    fs::rename(tmp, path);
+    // Checked, fsync'd and renamed into place: a crash or a full disk never leaves half an export.
+    write_file_atomically(path, doc.dump(1) + "\n");
 }
 
 ImportSummary ExperienceBank::import_from(const std::string& path) {
@@ -362,7 +356,8 @@ ImportSummary ExperienceBank::import_from(const std::string& path) {
         throw Error(std::string("not valid JSON: ") + e.what(), path,
                     "an export written by `infrarsi bank export`");
     }
-    if (!doc.is_object() || doc.value("format", "") != kBankExportFormat)
+    // Compared as JSON values: doc.value("format", "") throws a type error when "format" is not a string.
+    if (!doc.is_object() || !doc.contains("format") || doc.at("format") != kBankExportFormat)
         throw Error("not an InfraRSI bank export", path, std::string("format \"") + kBankExportFormat + "\"");
     if (!doc.contains("version") || !doc["version"].is_number_integer() ||
         doc["version"].get<int>() != kBankExportVersion)
@@ -416,7 +411,8 @@ ImportSummary ExperienceBank::import_from(const std::string& path) {
     }
 
     ImportSummary sum;
-    sum.origin = doc.value("origin", "");
+    sum.origin =
+        doc.contains("origin") && doc.at("origin").is_string() ? doc.at("origin").get<std::string>() : "";
     store::Transaction tx(db_);
     std::map<std::string, std::int64_t> ids;
     for (const auto& h : hws) {

@@ -64,10 +64,7 @@ trial::KnobDeclarations manifest_knobs(const space::Space& space,
     for (const auto& k : space.knobs) {
         if (k.env.empty()) continue;
         knob_envs.insert(k.env);
-        const long long span = k.kind == space::KnobKind::Integer
-                                   ? (k.max - k.min) / std::max(1LL, k.step) + 1
-                                   : static_cast<long long>(kMaxManifestKnobValues);
-        if (span > static_cast<long long>(kMaxManifestKnobValues)) {
+        if (k.size() > kMaxManifestKnobValues) {
             knobs[k.env] = std::nullopt; // too many to list: any value (the orchestrator checked it)
             continue;
         }

@@ -1,5 +1,6 @@
 #include "campaign/daemon.hpp"
 
+#include "campaign/campaign_lock.hpp"
 #include "campaign/tune_intake.hpp"
 #include "util/error.hpp"
 #include "util/privilege.hpp"
@@ -118,6 +119,9 @@ class UserWorkers {
 int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
     std::set<fs::path> failed;
     std::set<std::string> said;
+    // Each campaign's lock, taken at first sight and held for the daemon's life: no `infrarsi run` drives
+    // one of them beside us. One held by another process is skipped (and said once) until it is free.
+    std::map<std::filesystem::path, CampaignLock> locks;
     RunOptions ro = o.run;
     ro.stop = &stop;
     const bool site = ::geteuid() == 0 && o.take_requests && !o.run.spool.empty() && !o.root.empty();
@@ -134,6 +138,18 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
             if (stop) break;
             if (failed.count(d)) continue;
             try {
+                if (!locks.count(d)) {
+                    std::string holder;
+                    auto lock = CampaignLock::try_take(d, &holder);
+                    if (!lock) {
+                        if (said.insert("locked " + d.string()).second)
+                            fmt::print(stderr,
+                                       "infrarsid: campaign {} is in use by {}; skipped while it is\n",
+                                       d.string(), holder);
+                        continue;
+                    }
+                    locks.emplace(d, std::move(*lock));
+                }
                 Campaign c(d);
                 if (c.finished()) continue;
                 ++open;
@@ -143,6 +159,16 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
             } catch (const Error& e) {
                 fmt::print(stderr, "infrarsid: campaign {} stopped with an error: {}\n", d.string(),
                            e.what());
+                failed.insert(d);
+            } catch (const std::exception& e) {
+                // A bug met by one campaign stops that campaign only; the daemon keeps the others going.
+                fmt::print(stderr,
+                           "infrarsid: campaign {} stopped with an internal error (please report it): {}\n",
+                           d.string(), e.what());
+                failed.insert(d);
+            } catch (...) {
+                fmt::print(stderr, "infrarsid: campaign {} stopped with an unknown internal error\n",
+                           d.string());
                 failed.insert(d);
             }
         }

@@ -1,6 +1,7 @@
 #include "contract/contract.hpp"
 
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 #include <fmt/core.h>
 #include <toml++/toml.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cmath>
 #include <set>
 
 namespace infrarsi::contract {
@@ -72,7 +74,8 @@ class Reader {
     }
 
     std::optional<long long> integer(const toml::table& t, const std::string& key, const std::string& path,
-                                     bool required = false, long long min = LLONG_MIN) const {
+                                     bool required = false, long long min = LLONG_MIN,
+                                     long long max = LLONG_MAX) const {
         const toml::node* n = t.get(key);
         if (!n) {
             if (required)
@@ -81,9 +84,19 @@ class Reader {
         }
         if (!n->is_integer()) fail(*n, "'" + path + "." + key + "' is a " + type(*n), "an integer");
         long long v = n->as_integer()->get();
-        if (v < min)
-            fail(*n, fmt::format("'{}.{}' is {}", path, key, v), fmt::format("an integer >= {}", min));
+        if (v < min || v > max)
+            fail(*n, fmt::format("'{}.{}' is {}", path, key, v),
+                 max == LLONG_MAX ? fmt::format("an integer >= {}", min)
+                                  : fmt::format("an integer in [{}, {}]", min, max));
         return v;
+    }
+
+    // A count held in an int (trials, nodes, repeats...): in [min, INT_MAX], never cast down silently.
+    std::optional<int> count(const toml::table& t, const std::string& key, const std::string& path,
+                             bool required, long long min) const {
+        auto v = integer(t, key, path, required, min, INT_MAX);
+        if (!v) return std::nullopt;
+        return static_cast<int>(*v);
     }
 
     std::optional<double> number(const toml::table& t, const std::string& key, const std::string& path,
@@ -95,7 +108,9 @@ class Reader {
         }
         if (n->is_integer()) return static_cast<double>(n->as_integer()->get());
         if (!n->is_floating_point()) fail(*n, "'" + path + "." + key + "' is a " + type(*n), "a number");
-        return n->as_floating_point()->get();
+        const double v = n->as_floating_point()->get();
+        if (!std::isfinite(v)) fail(*n, "'" + path + "." + key + "' is not finite", "a finite number");
+        return v;
     }
 
     std::optional<bool> boolean(const toml::table& t, const std::string& key, const std::string& path) const {
@@ -227,11 +242,9 @@ void read_resources(const Reader& r, const toml::table& root, Contract& c) {
                   "max_concurrent", "sbatch_args"});
     auto& res = c.resources;
     res.partition = r.str(t, "partition", "resources").value_or("");
-    res.nodes = static_cast<int>(r.integer(t, "nodes", "resources", false, 1).value_or(1));
-    res.ntasks_per_node =
-        static_cast<int>(r.integer(t, "ntasks_per_node", "resources", false, 1).value_or(1));
-    if (auto v = r.integer(t, "cpus_per_task", "resources", false, 1))
-        res.cpus_per_task = static_cast<int>(*v);
+    res.nodes = r.count(t, "nodes", "resources", false, 1).value_or(1);
+    res.ntasks_per_node = r.count(t, "ntasks_per_node", "resources", false, 1).value_or(1);
+    if (auto v = r.count(t, "cpus_per_task", "resources", false, 1)) res.cpus_per_task = *v;
     res.mem = *r.str(t, "mem", "resources", true);
     try {
         res.mem_bytes = parse_memory(res.mem);
@@ -246,7 +259,7 @@ void read_resources(const Reader& r, const toml::table& root, Contract& c) {
         throw Error(e.problem(), r.at_key(t, "time_limit"),
                     "a Slurm time such as \"10\" (minutes) or \"00:05:00\"");
     }
-    res.max_concurrent = static_cast<int>(r.integer(t, "max_concurrent", "resources", false, 1).value_or(1));
+    res.max_concurrent = r.count(t, "max_concurrent", "resources", false, 1).value_or(1);
     res.sbatch_args = r.strings(t, "sbatch_args", "resources");
 }
 
@@ -379,7 +392,7 @@ void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
             if (k.max < k.min)
                 throw Error(fmt::format("max {} is below min {}", k.max, k.min), r.at_key(t, "max"),
                             "max >= min");
-            if (k.kind == space::KnobKind::Pow2 && k.domain().empty())
+            if (k.kind == space::KnobKind::Pow2 && k.size() == 0)
                 throw Error(fmt::format("no power of two lies in [{}, {}]", k.min, k.max), r.at(t),
                             "a range holding a power of two");
         }
@@ -535,7 +548,7 @@ void read_metrics(const Reader& r, const toml::table& root, Contract& c) {
                         "B, KiB, MiB, GiB, TiB");
         m.memory_unit_bytes = *b;
     }
-    if (auto rank = r.integer(*t, "rank", "metrics", false, 0)) m.rank = static_cast<int>(*rank);
+    if (auto rank = r.count(*t, "rank", "metrics", false, 0)) m.rank = *rank;
     if (const toml::node* ex = t->get("exclude_steps")) {
         if (!ex->is_array())
             r.fail(*ex, "'metrics.exclude_steps' is a " + Reader::type(*ex), "an array of step numbers");
@@ -555,11 +568,11 @@ void read_invariants(const Reader& r, const toml::table& root, Contract& c) {
                  {"steps", "steps_env", "seed", "seed_env", "seed_arg", "warmup_steps", "step_prefix",
                   "summary_prefix", "loss_tolerance", "loss_mode", "loss_last_k"});
     auto& inv = c.invariants;
-    inv.steps = static_cast<int>(*r.integer(t, "steps", "invariants", true, 1));
+    inv.steps = *r.count(t, "steps", "invariants", true, 1);
     inv.steps_env = r.str(t, "steps_env", "invariants").value_or("");
     inv.seed = r.integer(t, "seed", "invariants").value_or(0);
     inv.seed_env = r.str(t, "seed_env", "invariants").value_or("");
-    inv.warmup_steps = static_cast<int>(r.integer(t, "warmup_steps", "invariants", false, 0).value_or(0));
+    inv.warmup_steps = r.count(t, "warmup_steps", "invariants", false, 0).value_or(0);
     if (inv.warmup_steps >= inv.steps)
         throw Error(
             fmt::format("warmup_steps {} leaves no steady-state step of {}", inv.warmup_steps, inv.steps),
@@ -591,7 +604,7 @@ void read_invariants(const Reader& r, const toml::table& root, Contract& c) {
             "loss_mode final_eval calibrates its tolerance from baseline runs at different seeds, and "
             "the job is told no seed",
             r.at_key(t, "loss_mode"), "seed_env = \"NAME\" or seed_arg = \"--seed={}\"");
-    inv.loss_last_k = static_cast<int>(r.integer(t, "loss_last_k", "invariants", false, 1).value_or(5));
+    inv.loss_last_k = r.count(t, "loss_last_k", "invariants", false, 1).value_or(5);
     if (inv.loss_last_k > inv.steps)
         throw Error("loss_last_k exceeds steps", r.at_key(t, "loss_last_k"), "loss_last_k <= steps");
     for (const auto& [name, v] : {std::pair{inv.steps_env, 0}, std::pair{inv.seed_env, 0}}) {
@@ -605,7 +618,7 @@ void read_invariants(const Reader& r, const toml::table& root, Contract& c) {
 void read_budget(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table& t = *r.table(root, "budget", "budget", true);
     r.known_keys(t, "budget", {"trials", "node_hours", "wall_time", "batch_size"});
-    c.budget.trials = static_cast<int>(*r.integer(t, "trials", "budget", true, 1));
+    c.budget.trials = *r.count(t, "trials", "budget", true, 1);
     c.budget.node_hours = r.number(t, "node_hours", "budget").value_or(0);
     if (auto w = r.str(t, "wall_time", "budget")) {
         try {
@@ -614,16 +627,16 @@ void read_budget(const Reader& r, const toml::table& root, Contract& c) {
             throw Error(e.problem(), r.at_key(t, "wall_time"), "a time such as \"00:15:00\"");
         }
     }
-    c.budget.batch_size = static_cast<int>(r.integer(t, "batch_size", "budget", false, 1).value_or(4));
+    c.budget.batch_size = r.count(t, "batch_size", "budget", false, 1).value_or(4);
 }
 
 void read_repeats(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table* t = r.table(root, "repeats", "repeats", false);
     if (!t) return;
     r.known_keys(*t, "repeats", {"doctor", "verify", "verify_top"});
-    c.repeats.doctor = static_cast<int>(r.integer(*t, "doctor", "repeats", false, 2).value_or(5));
-    c.repeats.verify = static_cast<int>(r.integer(*t, "verify", "repeats", false, 2).value_or(3));
-    c.repeats.verify_top = static_cast<int>(r.integer(*t, "verify_top", "repeats", false, 0).value_or(2));
+    c.repeats.doctor = r.count(*t, "doctor", "repeats", false, 2).value_or(5);
+    c.repeats.verify = r.count(*t, "verify", "repeats", false, 2).value_or(3);
+    c.repeats.verify_top = r.count(*t, "verify_top", "repeats", false, 0).value_or(2);
 }
 
 // [memory]: the prior of the memory model: a command that prints an estimate, or a transformer's dimensions.
@@ -697,7 +710,6 @@ long long parse_memory(const std::string& text) {
         ++i;
     if (i == 0)
         throw Error("memory size '" + text + "' has no number", "", "digits with an optional K, M, G or T");
-    long long n = std::stoll(text.substr(0, i));
     std::string unit = text.substr(i);
     long long mult = 1LL << 20;
     if (unit == "K" || unit == "k")
@@ -710,24 +722,27 @@ long long parse_memory(const std::string& text) {
         mult = 1LL << 40;
     else
         throw Error("memory size '" + text + "' has an unknown unit", "", "K, M, G or T");
-    if (n <= 0) throw Error("memory size '" + text + "' is not positive", "", "a positive size");
-    return n * mult;
+    // In range before multiplying: "10000000000T" must not wrap into a small size.
+    auto n = parse_integer<long long>(std::string_view(text).substr(0, i), 0, LLONG_MAX / mult);
+    if (!n) throw Error("memory size '" + text + "' is too large", "", "at most 8 EiB");
+    if (*n <= 0) throw Error("memory size '" + text + "' is not positive", "", "a positive size");
+    return *n * mult;
 }
 
 long long parse_time(const std::string& text) {
+    const char* forms = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS";
+    // Each field at most 10^8 (190 years in minutes): the sum cannot overflow.
     auto num = [&](const std::string& s) {
         if (s.empty() || !std::all_of(s.begin(), s.end(),
                                       [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
-            throw Error("time '" + text + "' is malformed", "", "MM, MM:SS, HH:MM:SS, D-HH or D-HH:MM:SS");
-        return std::stoll(s);
+            throw Error("time '" + text + "' is malformed", "", forms);
+        auto v = parse_integer<long long>(s, 0, 100'000'000);
+        if (!v) throw Error("time '" + text + "' has a field out of range", "", "fields of at most 10^8");
+        return *v;
     };
-    long long days = 0;
-    std::string rest = text;
-    if (auto dash = text.find('-'); dash != std::string::npos) {
-        days = num(text.substr(0, dash));
-        rest = text.substr(dash + 1);
-    }
     std::vector<std::string> parts;
+    const auto dash = text.find('-');
+    const std::string rest = dash == std::string::npos ? text : text.substr(dash + 1);
     std::size_t start = 0;
     while (true) {
         auto colon = rest.find(':', start);
@@ -735,23 +750,21 @@ long long parse_time(const std::string& text) {
         if (colon == std::string::npos) break;
         start = colon + 1;
     }
+    if (parts.size() > 3) throw Error("time '" + text + "' is malformed", "", forms);
     long long s = 0;
-    if (days) {
-        // D-HH, D-HH:MM, D-HH:MM:SS
-        s = num(parts[0]) * 3600;
+    if (dash != std::string::npos) {
+        // As Slurm reads it: a day count makes the next field hours, even when the count is 0 ("0-12" is
+        // twelve hours). D-HH, D-HH:MM, D-HH:MM:SS.
+        s = num(text.substr(0, dash)) * 86400 + num(parts[0]) * 3600;
         if (parts.size() > 1) s += num(parts[1]) * 60;
         if (parts.size() > 2) s += num(parts[2]);
-        if (parts.size() > 3) num("x");
-        return days * 86400 + s;
-    }
-    if (parts.size() == 1)
+    } else if (parts.size() == 1) {
         s = num(parts[0]) * 60;
-    else if (parts.size() == 2)
+    } else if (parts.size() == 2) {
         s = num(parts[0]) * 60 + num(parts[1]);
-    else if (parts.size() == 3)
+    } else {
         s = num(parts[0]) * 3600 + num(parts[1]) * 60 + num(parts[2]);
-    else
-        num("x");
+    }
     if (s <= 0) throw Error("time '" + text + "' is zero", "", "a positive time");
     return s;
 }

@@ -105,9 +105,11 @@ struct Contract {
 // Parses and validates; throws infrarsi::Error naming file:line and what was expected.
 Contract load(const fs::path& file);
 
-// "2000M", "4G", "512K", "1000" (MiB, as Slurm) -> bytes. Throws on anything else.
+// "2000M", "4G", "512K", "1000" (MiB, as Slurm) -> bytes. Throws on anything else, and on a size that does
+// not fit in a long long (never wraps).
 long long parse_memory(const std::string& text);
-// Slurm time formats: "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM:SS" -> seconds.
+// Slurm time formats, as Slurm reads them: "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS" ->
+// seconds ("0-12" is twelve hours). Every field in range; throws Error otherwise.
 long long parse_time(const std::string& text);
 
 // {source}, {build}, {contract_dir} replaced in each argument.

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace infrarsi::node {
@@ -79,17 +80,52 @@ AllocationRecord parse_record_line(const std::string& line) {
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
         throw Error(std::string("not JSON: ") + e.what(), "allocation record");
     }
     return record_from_json(j);
 }
 
-void append_record(const std::string& path, const AllocationRecord& r, unsigned mode) {
+namespace {
+
+// Opens a file root may write in the spool: never a FIFO or device (O_NONBLOCK: a FIFO with no reader fails
+// with ENXIO instead of blocking), never through a symlink, only a regular file with one link owned by root
+// (or by this process, for unprivileged runs and tests).
+UniqueFd open_own_regular(const std::string& path, int flags, unsigned mode) {
+    UniqueFd f(::open(path.c_str(), flags | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode));
+    if (!f) throw Error(std::string("cannot open: ") + std::strerror(errno), path, "a regular file");
+    struct stat st {};
+    if (::fstat(f.get(), &st) != 0) throw Error(std::string("fstat: ") + std::strerror(errno), path);
+    if (!S_ISREG(st.st_mode))
+        throw Error("is not a regular file; refusing to write it", path, "a regular file");
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+        throw Error("is owned by uid " + std::to_string(st.st_uid) + "; refusing to write it", path,
+                    "owned by root");
+    if (st.st_nlink != 1) throw Error("has several hard links; refusing to write it", path, "a single link");
+    return f;
+}
+
+} // namespace
+
+void append_record(const std::string& path, const AllocationRecord& r, unsigned mode,
+                   std::chrono::milliseconds lock_wait) {
     const std::string line = to_json_line(r);
-    UniqueFd f(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode));
-    if (!f) throw Error(std::string("cannot open for appending: ") + std::strerror(errno), path);
-    if (::flock(f.get(), LOCK_EX) != 0) throw Error(std::string("flock: ") + std::strerror(errno), path);
+    // Writers serialise on a lock file only its owner can open (0600 in a directory only root writes), never
+    // on the records file everyone may read: a user's flock on that file must not stall a job's start. And
+    // never an unbounded wait: a busy lock past `lock_wait` skips this record.
+    const std::string lock_path = path + ".lock";
+    UniqueFd lock = open_own_regular(lock_path, O_RDONLY, 0600);
+    ::fchmod(lock.get(), 0600);
+    const auto deadline = std::chrono::steady_clock::now() + lock_wait;
+    while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            throw Error(std::string("flock: ") + std::strerror(errno), lock_path);
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw Error("the lock is busy; record not written", lock_path,
+                        "released within " + std::to_string(lock_wait.count()) + " ms");
+        ::usleep(5000);
+    }
+    UniqueFd f = open_own_regular(path, O_WRONLY | O_APPEND, mode);
     write_all(f.get(), line, path);
 }
 

@@ -5,6 +5,7 @@
 #include "node/calibration.hpp"
 #include "node/topology.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -37,9 +38,13 @@ std::string to_json_line(const AllocationRecord& r);
 AllocationRecord record_from_json(const nlohmann::json& j);
 AllocationRecord parse_record_line(const std::string& line);
 
-// Appends one record with a single write(2) on an O_APPEND descriptor under an exclusive flock, so records
-// from many nodes' slurmstepd never interleave. Creates the file with `mode` when absent. Throws Error.
-void append_record(const std::string& path, const AllocationRecord& r, unsigned mode = 0644);
+// Appends one record with a single write(2) on an O_APPEND descriptor, so records from many nodes' slurmstepd
+// never interleave. Writers serialise on `path`.lock (0600: only root, who writes the spool, can open it, so
+// no user can stall a writer), taken without blocking and retried for at most `lock_wait`. The records file
+// is opened non-blocking without following a symlink and must be a regular file with one link owned by root
+// (or this process); it is created with `mode` when absent. Throws Error on any refusal or a busy lock.
+void append_record(const std::string& path, const AllocationRecord& r, unsigned mode = 0644,
+                   std::chrono::milliseconds lock_wait = std::chrono::milliseconds(2000));
 
 struct RecordReadResult {
     std::vector<AllocationRecord> records;

@@ -1,15 +1,23 @@
 #include "node/topology.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/json_field.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <hwloc.h>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <poll.h>
+#include <sys/wait.h>
 #include <type_traits>
+#include <unistd.h>
 
 namespace infrarsi::node {
 namespace {
@@ -147,13 +155,96 @@ double log2p(double x) {
 
 } // namespace
 
-TopologyFeatures topology_from_live() {
+namespace {
+
+Topology load_live() {
     auto t = make_topology();
     keep_io(t.get());
     // The live machine, not whatever HWLOC_XMLFILE/HWLOC_SYNTHETIC a user's environment points at.
     hwloc_topology_set_flags(t.get(), HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
+    // Not the OpenCL and OpenGL components: they load GPU vendors' ICDs and connect to X servers, which can
+    // take seconds or hang, and tell nothing the PCI and CUDA/NVML components do not.
+    for (const char* c : kExcludedHwlocComponents)
+        hwloc_topology_set_components(t.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, c);
+    load(t.get(), "hwloc (live machine)");
+    return t;
+}
+
+// The topology from XML text (what a bounded load's child wrote).
+TopologyFeatures from_xml_buffer(const std::string& xml) {
+    auto t = make_topology();
+    keep_io(t.get());
+    if (hwloc_topology_set_xmlbuffer(t.get(), xml.data(), static_cast<int>(xml.size()) + 1) != 0)
+        throw Error("hwloc cannot read the topology its child process exported", "hwloc (live machine)");
     load(t.get(), "hwloc (live machine)");
     return extract(t.get(), "live");
+}
+
+} // namespace
+
+TopologyFeatures topology_from_live() {
+    auto t = load_live();
+    return extract(t.get(), "live");
+}
+
+TopologyFeatures topology_from_live(std::chrono::milliseconds budget) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + budget;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno), "hwloc");
+    UniqueFd rd(fds[0]), wr(fds[1]);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno), "hwloc");
+    if (pid == 0) {
+        // The child loads and exports; whatever it meets (a hung driver), the parent's deadline ends it, and
+        // alarm() ends it should the parent be gone.
+        rd.reset();
+        ::alarm(static_cast<unsigned>(budget.count() / 1000 + 2));
+        try {
+            auto t = load_live();
+            char* xml = nullptr;
+            int len = 0;
+            if (hwloc_topology_export_xmlbuffer(t.get(), &xml, &len, 0) != 0) ::_exit(2);
+            write_all(wr.get(), std::string_view(xml, len > 0 ? static_cast<size_t>(len - 1) : 0), "pipe");
+            ::_exit(0);
+        } catch (...) {
+            ::_exit(1);
+        }
+    }
+    wr.reset();
+    std::string xml;
+    bool eof = false, late = false;
+    char buf[1 << 16];
+    while (!eof) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) {
+            late = true;
+            break;
+        }
+        pollfd p{rd.get(), POLLIN, 0};
+        const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+        if (r < 0 && errno != EINTR) break;
+        if (r <= 0) continue;
+        const ssize_t n = ::read(rd.get(), buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) {
+            eof = true;
+            break;
+        }
+        xml.append(buf, static_cast<size_t>(n));
+        if (xml.size() > (64u << 20)) break; // no real topology is this large
+    }
+    if (!eof) ::kill(pid, SIGKILL);
+    int status = 0;
+    // Reaped here unless the host process reaps its children itself (then ECHILD: nothing to wait for).
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (late)
+        throw Error("hwloc did not load the topology within " + std::to_string(budget.count()) + " ms",
+                    "hwloc (live machine)", "a topology load within its budget");
+    if (!eof || xml.empty())
+        throw Error("hwloc could not load the topology (its child process failed)", "hwloc (live machine)");
+    return from_xml_buffer(xml);
 }
 
 TopologyFeatures topology_from_xml(const std::string& path) {

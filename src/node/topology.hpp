@@ -2,6 +2,7 @@
 // Hardware topology features of one node, read with hwloc: the key the experience bank files findings under
 // and what the orchestrator uses to tell nodes apart. The same features come from the live machine, from a
 // saved hwloc XML file or from a synthetic description, so tests and other clusters need no hardware.
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -39,8 +40,14 @@ struct TopologyFeatures {
     bool operator==(const TopologyFeatures&) const = default;
 };
 
+// hwloc components never loaded for the live machine (slow or hanging: GPU vendors' ICDs, X servers).
+inline constexpr const char* kExcludedHwlocComponents[] = {"opencl", "gl"};
+
 // Reads the machine this runs on, including PCI and OS devices (GPUs, NICs). Throws infrarsi::Error.
 TopologyFeatures topology_from_live();
+// The same, bounded in time: the load runs in a child process, killed when `budget` passes (then Error). For
+// callers that must not stall, such as the plugin in a job's slurmstepd.
+TopologyFeatures topology_from_live(std::chrono::milliseconds budget);
 // Reads a topology exported with `lstopo --of xml` or hwloc-gather-topology. Throws infrarsi::Error.
 TopologyFeatures topology_from_xml(const std::string& path);
 // Builds a synthetic topology such as "pack:2 numa:1 l3:1 core:8 pu:2" (sizes only where the description

@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fnmatch.h>
 #include <fstream>
 #include <set>
@@ -32,10 +33,20 @@ std::vector<std::string> touched_paths(const std::string& diff) {
     while (std::getline(in, line)) {
         if (line.rfind("--- ", 0) == 0 || line.rfind("+++ ", 0) == 0)
             take(line.substr(4));
-        else if (line.rfind("rename from ", 0) == 0 || line.rfind("rename to ", 0) == 0)
-            paths.insert(line.substr(line.find(' ', 7) + 1));
+        else if (line.rfind("rename from ", 0) == 0 || line.rfind("rename to ", 0) == 0 ||
+                 line.rfind("copy from ", 0) == 0 || line.rfind("copy to ", 0) == 0)
+            paths.insert(line.substr(line.find(' ', line.find(' ') + 1) + 1)); // after "rename from " etc.
     }
     return {paths.begin(), paths.end()};
+}
+
+bool changes_symlink(const std::string& diff) {
+    std::istringstream in(diff);
+    std::string line;
+    while (std::getline(in, line))
+        for (const char* h : {"new file mode ", "deleted file mode ", "new mode ", "old mode "})
+            if (line.rfind(h, 0) == 0 && line.compare(std::strlen(h), 6, "120000") == 0) return true;
+    return false;
 }
 
 bool path_matches(const std::string& pattern, const std::string& path) {
@@ -49,6 +60,7 @@ bool path_matches(const std::string& pattern, const std::string& path) {
 ScopeDecision check_scope(const PatchInfo& p, const std::vector<std::string>& editable,
                           const std::vector<std::string>& protected_files) {
     if (p.touches.empty()) return {false, "the patch file changes no path (not a unified diff?)"};
+    if (p.symlink) return {false, "creates or changes a symbolic link (git mode 120000)"};
     for (const auto& path : p.touches) {
         if (path.find("..") != std::string::npos || (!path.empty() && path[0] == '/'))
             return {false, "touches '" + path + "', which leaves the workload tree"};
@@ -107,6 +119,7 @@ std::vector<PatchInfo> load_catalog(const fs::path& catalog) {
         std::ifstream in(p.file);
         std::string diff{std::istreambuf_iterator<char>(in), {}};
         p.touches = touched_paths(diff);
+        p.symlink = changes_symlink(diff);
         out.push_back(std::move(p));
     }
     return out;

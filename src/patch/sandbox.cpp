@@ -3,7 +3,9 @@
 #include "contract/contract.hpp"
 #include "patch/hash.hpp"
 #include "patch/tree_diff.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/process.hpp"
 
 #include <nlohmann/json.hpp>
@@ -90,12 +92,24 @@ Sandbox locate(const fs::path& root, std::string hash) {
     return sb;
 }
 
+// A state.json that is not a whole, valid state (a disk filled while writing it, before writes were atomic;
+// an edit) is treated as absent: the sandbox is built again, instead of every later run failing on it.
 bool load_state(Sandbox& sb) {
-    std::ifstream in(sb.source.parent_path() / "state.json");
-    if (!in) return false;
-    auto j = nlohmann::json::parse(in);
-    sb.state = static_cast<Sandbox::State>(j.at("state").get<int>());
-    sb.detail = j.value("detail", "");
+    const fs::path path = sb.source.parent_path() / "state.json";
+    std::string text;
+    try {
+        text = read_regular_file(path.string(), {.max_bytes = 1u << 20, .follow_symlink = false});
+    } catch (const Error&) {
+        return false;
+    }
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object() || !j.contains("state") || !j.at("state").is_number_integer()) return false;
+    const auto st = j.at("state").get<std::int64_t>();
+    if (st < static_cast<int>(Sandbox::State::Ready) ||
+        st > static_cast<int>(Sandbox::State::ProtectedChanged))
+        return false;
+    sb.state = static_cast<Sandbox::State>(st);
+    sb.detail = j.contains("detail") && j.at("detail").is_string() ? j.at("detail").get<std::string>() : "";
     return true;
 }
 } // namespace
@@ -118,17 +132,18 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
     copy_tree(spec_.source, src);
     std::string log;
     auto finish = [&](Sandbox::State st, const std::string& detail) {
-        { std::ofstream(work / "build.log") << log; }
+        write_file_atomically(work / "build.log", log);
         nlohmann::json j = {{"state", static_cast<int>(st)}, {"detail", detail}};
-        { std::ofstream(work / "state.json") << j.dump(2) << "\n"; }
+        write_file_atomically(work / "state.json", j.dump(2) + "\n");
         fs::remove_all(dir);
         fs::rename(work, dir);
         load_state(sb);
         return sb;
     };
+    // --fuzz=0: a hunk applies where its whole context matches, or not at all; GNU patch's default fuzz of 2
+    // would let the code measured differ from the diff reviewed.
     for (const auto* p : patches) {
-        // Fuzz 0: the code built is exactly the reviewed diff, or the patch does not apply.
-        auto r = run_process({"patch", "-p1", "--batch", "--forward", "--fuzz=0", "--no-backup-if-mismatch",
+        auto r = run_process({"patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "--fuzz=0",
                               "-d", src.string(), "-i", p->file.string()});
         log += "$ patch -p1 < " + p->file.string() + "\n" + r.out + r.err;
         if (!r.ok())
@@ -159,11 +174,9 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
     fs::remove_all(dir);
     fs::rename(work, dir);
     auto finish_in_place = [&](Sandbox::State st, const std::string& detail) {
-        { std::ofstream(sb.log) << log; }
+        write_file_atomically(sb.log, log);
         nlohmann::json j = {{"state", static_cast<int>(st)}, {"detail", detail}};
-        const fs::path tmp = dir / "state.json.tmp";
-        { std::ofstream(tmp) << j.dump(2) << "\n"; }
-        fs::rename(tmp, dir / "state.json");
+        write_file_atomically(dir / "state.json", j.dump(2) + "\n");
         load_state(sb);
         return sb;
     };

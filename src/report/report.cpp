@@ -3,6 +3,7 @@
 #include "bank/experience_bank.hpp"
 #include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 #include "util/shell_quote.hpp"
@@ -383,6 +384,28 @@ std::string render(const json& r) {
     return o;
 }
 
+std::string sbatch_snippet(const std::map<std::string, std::string>& env, bool with_patches,
+                           const std::vector<std::string>& sbatch_options, const std::vector<std::string>& args,
+                           const std::string& title) {
+    std::string out = "# InfraRSI: " + (title.empty() ? std::string("promoted settings") : title) + ".\n";
+    if (!sbatch_options.empty()) {
+        out += "# sbatch options: with your script's other #SBATCH lines, before its first command (they\n"
+               "# replace the same options there).\n";
+        for (const auto& opt : sbatch_options)
+            out += "#SBATCH " + opt + "\n";
+    }
+    if (!env.empty()) out += "# Before the launch line:\n";
+    for (const auto& [k, val] : env)
+        out += "export " + k + "=" + shell_quote(val) + "\n";
+    if (!args.empty())
+        out += "# Arguments of your job's command (after its own; they replace the same options there):\n"
+               "infrarsi_args=(" +
+               shell_join(args) + ")\n# e.g.  srun python train.py ... \"${infrarsi_args[@]}\"\n";
+    if (with_patches)
+        out += "# Build the workload with the patch series in infrarsi-patches/ applied (see series).\n";
+    return out;
+}
+
 std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     auto& s = c.store();
     auto promos = s.promotions();
@@ -399,43 +422,31 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     const auto env = space.environment(cand);
     const auto args = space.arguments(cand);
     const auto options = space.sbatch_options(cand);
+    for (const auto& [k, val] : env)
+        if (val.find_first_of("\n\r") != std::string::npos)
+            throw Error("the value of " + k + " holds a line break", "campaign " + s.meta("name").value_or(""),
+                        "single-line values (an env file has one variable per line)");
     const std::string title = "promoted settings of campaign " + s.meta("name").value_or("") +
                               fmt::format(" ({:.3f}x, 95% CI {:.3f}-{:.3f})", v.speedup.value_or(0),
                                           v.lo.value_or(0), v.hi.value_or(0));
     {
         // K=V lines, values shell-quoted: `set -a; . infrarsi.env` and systemd's EnvironmentFile read them.
         fs::path p = o.target / "infrarsi.env";
-        std::ofstream out(p);
-        out << "# InfraRSI: " << title << "\n";
+        std::string out = "# InfraRSI: " + title + "\n";
         for (const auto& [k, val] : env)
-            out << k << "=" << shell_quote(val) << "\n";
+            out += k + "=" + shell_quote(val) + "\n";
+        write_file_atomically(p, out);
         written.push_back(p);
     }
     {
+        // Sourced by a shell: every value single-quoted, so a space or $(...) in a choice stays a value.
         fs::path p = o.target / "infrarsi-sbatch-snippet.sh";
-        std::ofstream out(p);
-        out << "# InfraRSI: " << title << ".\n";
-        if (!options.empty()) {
-            out << "# sbatch options: with your script's other #SBATCH lines, before its first command "
-                   "(they\n"
-                   "# replace the same options there).\n";
-            for (const auto& opt : options)
-                out << "#SBATCH " << opt << "\n";
-        }
-        if (!env.empty()) out << "# Before the launch line:\n";
-        for (const auto& [k, val] : env)
-            out << "export " << k << "=" << shell_quote(val) << "\n";
-        if (!args.empty())
-            out << "# Arguments of your job's command (after its own; they replace the same options there):\n"
-                << "infrarsi_args=(" << shell_join(args) << ")\n"
-                << "# e.g.  srun python train.py ... \"${infrarsi_args[@]}\"\n";
-        if (!cand.patches.empty())
-            out << "# Build the workload with the patch series in infrarsi-patches/ applied (see series).\n";
+        write_file_atomically(p, sbatch_snippet(env, !cand.patches.empty(), options, args, title));
         written.push_back(p);
     }
     fs::path pdir = o.target / "infrarsi-patches";
     fs::create_directories(pdir);
-    std::ofstream series(pdir / "series");
+    std::string series;
     int n = 0;
     for (const auto& id : cand.patches) {
         const auto* p = c.patch_info(id);
@@ -444,10 +455,10 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
                         c.contract().patch_catalog.string(), "the catalog as at init");
         auto name = fmt::format("{:04d}-{}.patch", ++n, id);
         fs::copy_file(p->file, pdir / name, fs::copy_options::overwrite_existing);
-        series << name << "\n";
+        series += name + "\n";
         written.push_back(pdir / name);
     }
-    series.close();
+    write_file_atomically(pdir / "series", series);
     written.push_back(pdir / "series");
     if (!o.git_branch.empty()) {
         // A branch of the user's repository with the series applied, made in a separate worktree so the
@@ -464,8 +475,8 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
         auto rel = fs::relative(c.contract().workload.source, o.git_repo);
         for (const auto& id : cand.patches) {
             const auto* p = c.patch_info(id);
-            auto r =
-                run_process({"patch", "-p1", "--batch", "-d", (wt / rel).string(), "-i", p->file.string()});
+            auto r = run_process(
+                {"patch", "-p1", "--batch", "--fuzz=0", "-d", (wt / rel).string(), "-i", p->file.string()});
             if (!r.ok())
                 throw Error("patch " + id + " does not apply: " + r.out, (wt / rel).string(),
                             "the baseline tree");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 namespace infrarsi::report {
@@ -24,5 +25,11 @@ struct ApplyOptions {
 };
 // Writes the best promoted candidate; returns the files written. Throws when nothing was promoted.
 std::vector<std::filesystem::path> apply(campaign::Campaign& c, const ApplyOptions& o);
+// The sbatch snippet apply writes: the sbatch-option knobs as #SBATCH lines, one `export NAME=value` per
+// variable and the argument knobs as a bash array, every value shell-quoted (util/shell_quote) so that
+// sourcing it neither splits a value with a space nor runs a $(...) in it.
+std::string sbatch_snippet(const std::map<std::string, std::string>& env, bool with_patches,
+                           const std::vector<std::string>& sbatch_options = {},
+                           const std::vector<std::string>& args = {}, const std::string& title = "");
 
 } // namespace infrarsi::report

@@ -3,13 +3,20 @@
 #include "util/error.hpp"
 #include "util/process.hpp"
 
+#include "util/fd.hpp"
+#include "util/number.hpp"
+
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <fcntl.h>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 namespace infrarsi::slurm {
 namespace {
@@ -42,109 +49,189 @@ std::string trim(const std::string& s) {
     return s.substr(b, e - b + 1);
 }
 
+// Every number in Slurm's output is parsed whole and in range; a line with one that is not is skipped and
+// counted by its parser (BadLine), never fatal: one odd job must not stop every campaign reading the queue.
+struct BadLine {
+    std::string why;
+};
+
+bool all_digits(std::string_view s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// Slurm's job, array job and task ids: uint32 (slurm.h), as decimal text.
+bool valid_job_id(std::string_view s) {
+    return parse_integer<uint32_t>(s).has_value();
+}
+
+int int_field(const std::string& text, const char* what) {
+    auto v = parse_integer<int>(text);
+    if (!v) throw BadLine{std::string("bad ") + what + " '" + text + "'"};
+    return *v;
+}
+
 // "E:S" -> exit code and signal.
 void parse_exit(const std::string& text, JobRecord& r) {
     auto colon = text.find(':');
-    try {
-        r.exit_code = std::stoi(text.substr(0, colon));
-        if (colon != std::string::npos) r.exit_signal = std::stoi(text.substr(colon + 1));
-    } catch (const std::exception&) {
-        throw Error("bad exit code '" + text + "'", "Slurm output", "E:S, e.g. 0:125");
-    }
+    r.exit_code = int_field(text.substr(0, colon), "exit code");
+    if (colon != std::string::npos) r.exit_signal = int_field(text.substr(colon + 1), "exit signal");
 }
 
 // squeue's %M / sacct's Elapsed: [D-][HH:]MM:SS
 double parse_duration(const std::string& text) {
     if (text.empty() || text == "INVALID" || text == "N/A") return 0;
-    int days = 0;
+    double days = 0;
     std::string rest = text;
     if (auto dash = text.find('-'); dash != std::string::npos) {
-        days = std::stoi(text.substr(0, dash));
+        days = int_field(text.substr(0, dash), "duration");
         rest = text.substr(dash + 1);
     }
     double total = 0;
-    for (const auto& part : split(rest, ':'))
-        total = total * 60 + std::stod(part);
+    auto parts = split(rest, ':');
+    if (parts.size() > 3) throw BadLine{"bad duration '" + text + "'"};
+    for (const auto& part : parts) {
+        auto v = parse_finite(part, 0, 1e9);
+        if (!v) throw BadLine{"bad duration '" + text + "'"};
+        total = total * 60 + *v;
+    }
     return total + days * 86400.0;
 }
 
-// "1234K", "12.5M", "3G", "1024" (bytes when unsuffixed is not used by Slurm: plain numbers are KiB).
+// "1234K", "12.5M", "3G", "1024" (plain numbers are KiB: sacct prints KiB without a suffix).
 std::optional<long long> parse_rss(const std::string& text) {
     if (text.empty()) return std::nullopt;
-    double v = std::stod(text);
-    char unit = text.back();
-    double mult = 1024; // sacct prints KiB without a suffix
-    if (unit == 'K') mult = 1024;
-    if (unit == 'M') mult = 1024.0 * 1024;
-    if (unit == 'G') mult = 1024.0 * 1024 * 1024;
-    if (unit == 'T') mult = 1024.0 * 1024 * 1024 * 1024;
-    return static_cast<long long>(v * mult);
+    double mult = 1024;
+    std::string number = text;
+    switch (text.back()) {
+    case 'K':
+        mult = 1024;
+        break;
+    case 'M':
+        mult = 1024.0 * 1024;
+        break;
+    case 'G':
+        mult = 1024.0 * 1024 * 1024;
+        break;
+    case 'T':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        break;
+    default:
+        break;
+    }
+    if (!std::isdigit(static_cast<unsigned char>(text.back()))) number.pop_back();
+    // At most 1 EiB: anything larger is not a process's memory, and would not fit a long long.
+    auto v = parse_finite(number, 0, 1024.0 * 1024 * 1024 * 1024 * 1024 * 1024 / mult);
+    if (!v) throw BadLine{"bad memory size '" + text + "'"};
+    return static_cast<long long>(*v * mult);
 }
 
-// "123_4" -> array job 123, task 4; "123" -> plain job.
+// "123_4" -> array job 123, task 4; "123" -> plain job; "123_[4-7]" (pending tasks) -> as is.
 void set_ids(JobRecord& r, const std::string& id) {
-    r.job_id = id;
     auto us = id.find('_');
-    if (us != std::string::npos && id.find('[') == std::string::npos) {
-        r.array_job_id = id.substr(0, us);
-        r.array_task_id = std::stoi(id.substr(us + 1));
+    if (us == std::string::npos) {
+        if (!valid_job_id(id)) throw BadLine{"bad job id '" + id + "'"};
+        r.job_id = id;
+        return;
     }
+    const std::string array = id.substr(0, us), task = id.substr(us + 1);
+    if (!valid_job_id(array)) throw BadLine{"bad job id '" + id + "'"};
+    r.job_id = id;
+    if (task.starts_with('[')) return;
+    auto t = parse_integer<int>(task, 0);
+    if (!t) throw BadLine{"bad array task id '" + id + "'"};
+    r.array_job_id = array;
+    r.array_task_id = *t;
 }
 
 // Slurm's "Key=Value Key=Value ..." lines (jobcomp/filetxt, scontrol show -o). Values may be empty and may
-// contain spaces (job names), so a value runs until the next " Key=".
-std::map<std::string, std::string> parse_key_values(const std::string& line) {
-    static const std::regex key(R"((?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=)");
-    std::map<std::string, std::string> kv;
-    std::vector<std::pair<std::string, std::pair<size_t, size_t>>> keys; // name, (match start, value start)
-    for (auto it = std::sregex_iterator(line.begin(), line.end(), key); it != std::sregex_iterator(); ++it)
-        keys.push_back(
-            {(*it)[1].str(),
-             {static_cast<size_t>(it->position(0)), static_cast<size_t>(it->position(0) + it->length(0))}});
-    for (size_t i = 0; i < keys.size(); ++i) {
-        size_t vstart = keys[i].second.second;
-        size_t vend = i + 1 < keys.size() ? keys[i + 1].second.first : line.size();
-        kv[keys[i].first] = trim(line.substr(vstart, vend - vstart));
+// contain spaces, and Slurm writes a job's name (and work dir, command, output paths) unescaped: a name can
+// contain " JobId=1_x". So no "last key wins" and no key trusted from inside free text:
+// - JobId is the line's first token, nothing else;
+// - the array identity (ArrayJobId, ArrayTaskId) only from where Slurm alone writes it: jobcomp's tail,
+//   after the last EligibleTime= (after every free-text field), or scontrol's head, before the name;
+// - ExitCode and DerivedExitCode from jobcomp's tail when there, else their first occurrence;
+// - every other key its first occurrence (a name can only garble its own job's record, never another's).
+struct KeyValues {
+    std::map<std::string, std::string> first; // first occurrence of each key
+    std::map<std::string, std::string> head;  // keys before the first Name=/JobName= (scontrol's identity)
+    std::map<std::string, std::string> tail;  // keys after the last EligibleTime= (jobcomp's fixed tail)
+    std::string get(const char* k) const {
+        if (auto it = tail.find(k); it != tail.end()) return it->second;
+        if (auto it = first.find(k); it != first.end()) return it->second;
+        return {};
     }
+    std::string identity(const char* k) const {
+        if (auto it = tail.find(k); it != tail.end()) return it->second;
+        if (auto it = head.find(k); it != head.end()) return it->second;
+        return {};
+    }
+};
+
+KeyValues parse_key_values(const std::string& line) {
+    struct Key {
+        std::string name;
+        size_t start, value; // where " Key=" starts, where its value starts
+    };
+    std::vector<Key> keys;
+    // A key: start of line or after a blank, [A-Za-z][A-Za-z0-9_:/]*, then '='. A hand scan: std::regex
+    // recurses per character and a long hostile line could exhaust the stack.
+    for (size_t i = 0; i < line.size(); ++i) {
+        if (i > 0 && line[i - 1] != ' ' && line[i - 1] != '\t') continue;
+        if (!std::isalpha(static_cast<unsigned char>(line[i]))) continue;
+        size_t j = i + 1;
+        while (j < line.size() && (std::isalnum(static_cast<unsigned char>(line[j])) || line[j] == '_' ||
+                                   line[j] == ':' || line[j] == '/'))
+            ++j;
+        if (j < line.size() && line[j] == '=') {
+            keys.push_back({line.substr(i, j - i), i == 0 ? 0 : i - 1, j + 1});
+            i = j;
+        }
+    }
+    size_t tail_from = keys.size(), head_to = keys.size();
+    for (size_t i = 0; i < keys.size(); ++i) {
+        if (keys[i].name == "EligibleTime") tail_from = i + 1;
+        if ((keys[i].name == "Name" || keys[i].name == "JobName") && head_to == keys.size()) head_to = i;
+    }
+    KeyValues kv;
+    for (size_t i = 0; i < keys.size(); ++i) {
+        size_t vend = i + 1 < keys.size() ? keys[i + 1].start : line.size();
+        std::string value = trim(line.substr(keys[i].value, vend - keys[i].value));
+        if (i == 0 || keys[i].name != "JobId") kv.first.emplace(keys[i].name, value);
+        if (i < head_to) kv.head.emplace(keys[i].name, value);
+        if (i >= tail_from) kv.tail[keys[i].name] = value;
+    }
+    if (keys.empty() || keys[0].name != "JobId" || keys[0].start != 0) kv.first.erase("JobId");
     return kv;
 }
 
-JobRecord record_from_key_values(const std::map<std::string, std::string>& kv, const std::string& where) {
-    auto get = [&](const char* k) -> std::string {
-        auto it = kv.find(k);
-        return it == kv.end() ? std::string() : it->second;
-    };
+JobRecord record_from_key_values(const KeyValues& kv) {
     JobRecord r;
-    std::string id = get("JobId");
-    if (id.empty()) throw Error("record without JobId", where, "JobId=N ...");
-    std::string array_job = get("ArrayJobId");
-    std::string array_task = get("ArrayTaskId");
-    if (!array_job.empty() && !array_task.empty() && array_task != "N/A" &&
-        array_task.find_first_not_of("0123456789") == std::string::npos)
+    std::string id = kv.first.count("JobId") ? kv.first.at("JobId") : std::string();
+    if (!valid_job_id(id)) throw BadLine{"no JobId=N at the start of the line"};
+    std::string array_job = kv.identity("ArrayJobId");
+    std::string array_task = kv.identity("ArrayTaskId");
+    if (valid_job_id(array_job) && all_digits(array_task))
         set_ids(r, array_job + "_" + array_task);
     else
         set_ids(r, id);
-    r.raw_state = get("JobState");
+    r.raw_state = kv.get("JobState");
     r.state = parse_job_state(r.raw_state);
-    if (auto e = get("ExitCode"); !e.empty()) parse_exit(e, r);
+    if (auto e = kv.get("ExitCode"); !e.empty()) parse_exit(e, r);
     // The highest exit of the job's steps (job completion file): 0:125 is a step's cgroup OOM kill.
-    if (get("DerivedExitCode") == "0:125") r.step_oom_killed = true;
-    r.node_list = get("NodeList");
-    r.start_time = get("StartTime");
-    r.end_time = get("EndTime");
-    r.reason = get("Reason");
-    if (auto rt = get("RunTime"); !rt.empty()) r.elapsed_s = parse_duration(rt);
-    if (auto rs = get("Restarts"); !rs.empty() && rs.find_first_not_of("0123456789") == std::string::npos)
-        r.restarts = std::stoi(rs);
+    if (kv.get("DerivedExitCode") == "0:125") r.step_oom_killed = true;
+    r.node_list = kv.get("NodeList");
+    r.start_time = kv.get("StartTime");
+    r.end_time = kv.get("EndTime");
+    r.reason = kv.get("Reason");
+    if (auto rt = kv.get("RunTime"); !rt.empty()) r.elapsed_s = parse_duration(rt);
+    if (auto rs = parse_integer<int>(kv.get("Restarts"), 0)) r.restarts = *rs;
     return r;
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return {};
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+// Counts a skipped line in `stats` (when given), keeping the first reason.
+void skip(ParseStats* stats, const std::string& where, const BadLine& bad) {
+    if (!stats) return;
+    if (stats->skipped++ == 0) stats->first_problem = where + ": " + bad.why;
 }
 
 // Seconds between two Slurm timestamps (YYYY-MM-DDTHH:MM:SS), local time.
@@ -188,87 +275,161 @@ std::string parse_sbatch_parsable(const std::string& out) {
     return id;
 }
 
-std::vector<JobRecord> parse_squeue(const std::string& out) {
+std::vector<JobRecord> parse_squeue(const std::string& out, ParseStats* stats) {
     std::vector<JobRecord> records;
+    size_t n = 0;
     for (const auto& line : lines(out)) {
-        auto f = split(line, '|');
-        if (f.size() < 7)
-            throw Error("squeue line '" + line + "'", "squeue", std::string("fields ") + squeue_format());
-        JobRecord r;
-        set_ids(r, f[0]);
-        if (f[2] != "N/A" && r.array_job_id.empty() && f[0].find('[') == std::string::npos) {
-            r.array_job_id = f[1];
-            r.array_task_id = std::stoi(f[2]);
-            r.job_id = f[1] + "_" + f[2];
+        ++n;
+        try {
+            auto f = split(line, '|');
+            if (f.size() < 7) throw BadLine{std::string("fewer fields than ") + squeue_format()};
+            JobRecord r;
+            set_ids(r, f[0]);
+            if (f[2] != "N/A" && r.array_job_id.empty() && f[0].find('[') == std::string::npos) {
+                if (!valid_job_id(f[1])) throw BadLine{"bad array job id '" + f[1] + "'"};
+                r.array_job_id = f[1];
+                r.array_task_id = int_field(f[2], "array task id");
+                r.job_id = f[1] + "_" + f[2];
+            }
+            r.raw_state = f[3];
+            r.state = parse_job_state(f[3]);
+            r.reason = f[4];
+            r.node_list = f[5];
+            r.elapsed_s = parse_duration(f[6]);
+            records.push_back(std::move(r));
+        } catch (const BadLine& bad) {
+            skip(stats, "squeue line " + std::to_string(n), bad);
         }
-        r.raw_state = f[3];
-        r.state = parse_job_state(f[3]);
-        r.reason = f[4];
-        r.node_list = f[5];
-        r.elapsed_s = parse_duration(f[6]);
-        records.push_back(std::move(r));
     }
     return records;
 }
 
-std::vector<JobRecord> parse_sacct(const std::string& out) {
+std::vector<JobRecord> parse_sacct(const std::string& out, ParseStats* stats) {
     std::vector<JobRecord> records;
     std::map<std::string, size_t> index;
+    size_t n = 0;
     for (const auto& line : lines(out)) {
-        auto f = split(line, '|');
-        if (f.size() < 9)
-            throw Error("sacct line '" + line + "'", "sacct -P", std::string("fields ") + sacct_format());
-        const std::string& id = f[0];
-        if (auto dot = id.find('.'); dot != std::string::npos) {
-            // A step ("123_4.batch"): its MaxRSS belongs to the job; the job's peak is the largest step's.
-            // A step OOM-killed (an srun step of a multi-node job, which ends the job FAILED) marks the job.
-            auto it = index.find(id.substr(0, dot));
-            if (it != index.end()) {
-                auto rss = parse_rss(f[6]);
-                auto& job = records[it->second];
-                if (rss && (!job.max_rss_bytes || *rss > *job.max_rss_bytes)) job.max_rss_bytes = rss;
-                if (parse_job_state(f[2]) == JobState::OutOfMemory || f[3] == "0:125")
-                    job.step_oom_killed = true;
+        ++n;
+        try {
+            auto f = split(line, '|');
+            if (f.size() < 9) throw BadLine{std::string("fewer fields than ") + sacct_format()};
+            const std::string& id = f[0];
+            if (auto dot = id.find('.'); dot != std::string::npos) {
+                // A step ("123_4.batch"): its MaxRSS belongs to the job; the job's peak is the largest
+                // step's. A step OOM-killed (an srun step of a multi-node job, which ends the job FAILED)
+                // marks the job.
+                auto it = index.find(id.substr(0, dot));
+                if (it != index.end()) {
+                    auto rss = parse_rss(f[6]);
+                    auto& job = records[it->second];
+                    if (rss && (!job.max_rss_bytes || *rss > *job.max_rss_bytes)) job.max_rss_bytes = rss;
+                    if (parse_job_state(f[2]) == JobState::OutOfMemory || f[3] == "0:125")
+                        job.step_oom_killed = true;
+                }
+                continue;
             }
-            continue;
+            JobRecord r;
+            set_ids(r, id);
+            r.raw_state = f[2];
+            r.state = parse_job_state(f[2]);
+            parse_exit(f[3], r);
+            r.node_list = f[4];
+            if (!f[5].empty()) {
+                auto elapsed = parse_integer<long long>(f[5], 0);
+                if (!elapsed) throw BadLine{"bad ElapsedRaw '" + f[5] + "'"};
+                r.elapsed_s = static_cast<double>(*elapsed);
+            }
+            r.max_rss_bytes = parse_rss(f[6]);
+            r.start_time = f[7];
+            r.end_time = f[8];
+            index[r.job_id] = records.size();
+            records.push_back(std::move(r));
+        } catch (const BadLine& bad) {
+            skip(stats, "sacct line " + std::to_string(n), bad);
         }
-        JobRecord r;
-        set_ids(r, id);
-        r.raw_state = f[2];
-        r.state = parse_job_state(f[2]);
-        parse_exit(f[3], r);
-        r.node_list = f[4];
-        r.elapsed_s = f[5].empty() ? 0 : std::stod(f[5]);
-        r.max_rss_bytes = parse_rss(f[6]);
-        r.start_time = f[7];
-        r.end_time = f[8];
+    }
+    return records;
+}
+
+namespace {
+// Folds one completion line into `records`/`index` (the file is appended in completion order; a requeued job
+// appears again, and its last line wins). False when the line is unreadable.
+bool fold_jobcomp_line(const std::string& line, std::vector<JobRecord>& records,
+                       std::map<std::string, size_t>& index,
+                       const std::function<bool(const JobRecord&)>& keep, ParseStats* stats, size_t n) {
+    JobRecord r;
+    try {
+        r = record_from_key_values(parse_key_values(line));
+    } catch (const BadLine& bad) {
+        skip(stats, "jobcomp line " + std::to_string(n), bad);
+        return false;
+    }
+    if (keep && !keep(r)) return true;
+    r.elapsed_s = seconds_between(r.start_time, r.end_time);
+    if (auto it = index.find(r.job_id); it != index.end()) {
+        // Each run Slurm requeued left a record of how it ended (NODE_FAIL, FAILED on a failed launch);
+        // a requeue hold leaves a PENDING one, which is not a run.
+        const auto& before = records[it->second];
+        r.restarts = before.restarts + (is_finished(before.state) ? 1 : 0);
+        records[it->second] = std::move(r);
+    } else {
         index[r.job_id] = records.size();
         records.push_back(std::move(r));
     }
+    return true;
+}
+} // namespace
+
+std::vector<JobRecord> parse_jobcomp(const std::string& text, ParseStats* stats) {
+    std::vector<JobRecord> records;
+    std::map<std::string, size_t> index;
+    size_t n = 0;
+    for (const auto& line : lines(text))
+        fold_jobcomp_line(line, records, index, {}, stats, ++n);
     return records;
 }
 
-std::vector<JobRecord> parse_jobcomp(const std::string& text) {
-    // The file is appended in completion order; a requeued job appears again, and its last line wins.
-    std::vector<JobRecord> records;
-    std::map<std::string, size_t> index;
-    int n = 0;
-    for (const auto& line : lines(text)) {
-        ++n;
-        auto r = record_from_key_values(parse_key_values(line), "jobcomp line " + std::to_string(n));
-        r.elapsed_s = seconds_between(r.start_time, r.end_time);
-        if (auto it = index.find(r.job_id); it != index.end()) {
-            // Each run Slurm requeued left a record of how it ended (NODE_FAIL, FAILED on a failed launch);
-            // a requeue hold leaves a PENDING one, which is not a run.
-            const auto& before = records[it->second];
-            r.restarts = before.restarts + (is_finished(before.state) ? 1 : 0);
-            records[it->second] = std::move(r);
-        } else {
-            index[r.job_id] = records.size();
-            records.push_back(std::move(r));
-        }
+std::uint64_t job_number(const JobRecord& r) {
+    const std::string& id = r.array_job_id.empty() ? r.job_id : r.array_job_id;
+    return parse_integer<std::uint64_t>(id.substr(0, id.find('_'))).value_or(0);
+}
+
+void JobCompletionFile::read_new(std::uint64_t from_job, ParseStats* stats) {
+    UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!fd) return; // not there yet: no job has completed
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    // Rotated or truncated (a new file, or a shorter one), or asked for older jobs than kept: from the start.
+    const bool restart =
+        st.st_ino != inode_ || static_cast<std::uint64_t>(st.st_size) < offset_ || from_job < from_job_;
+    if (restart) {
+        offset_ = 0;
+        lines_ = 0;
+        partial_.clear();
+        records_.clear();
+        index_.clear();
+        inode_ = st.st_ino;
+        from_job_ = from_job;
     }
-    return records;
+    std::string chunk;
+    char buf[1 << 16];
+    while (true) {
+        const ssize_t n = ::pread(fd.get(), buf, sizeof buf, static_cast<off_t>(offset_ + chunk.size()));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        chunk.append(buf, static_cast<size_t>(n));
+    }
+    offset_ += chunk.size();
+    chunk.insert(0, partial_);
+    // Only whole lines: Slurm may be writing the last one now.
+    const auto last_newline = chunk.rfind('\n');
+    partial_ = last_newline == std::string::npos ? chunk : chunk.substr(last_newline + 1);
+    if (last_newline == std::string::npos) return;
+    const std::string whole = chunk.substr(0, last_newline + 1);
+    const std::uint64_t keep_from = from_job_;
+    auto keep = [keep_from](const JobRecord& r) { return job_number(r) >= keep_from; };
+    for (const auto& line : lines(whole))
+        fold_jobcomp_line(line, records_, index_, keep, stats, ++lines_);
 }
 
 std::map<std::string, std::string> parse_scontrol_config(const std::string& out) {
@@ -336,11 +497,13 @@ const std::map<std::string, std::string>& Client::config() const {
 
 std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) const {
     std::set<std::string> ids(job_ids.begin(), job_ids.end());
-    // Active jobs: all of squeue, filtered here, because squeue -j fails outright on a purged id.
-    auto sq = run_slurm({"squeue", "-h", "-r", "-o", squeue_format()});
+    // Active jobs: this user's (--me), filtered here, because squeue -j fails outright on a purged id. Not
+    // every user's: an operator does not want each campaign listing the whole queue at every poll.
+    auto sq = run_slurm({"squeue", "--me", "-h", "-r", "-o", squeue_format()});
     if (!sq.ok()) throw Error("squeue failed: " + trim(sq.err), "squeue", "a reachable slurmctld");
     std::map<std::string, JobRecord> by_id;
-    for (auto& r : parse_squeue(sq.out))
+    ParseStats stats;
+    for (auto& r : parse_squeue(sq.out, &stats))
         if (matches(r, ids)) by_id[r.job_id] = std::move(r);
 
     std::vector<JobRecord> finished;
@@ -350,10 +513,17 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
             list += (list.empty() ? "" : ",") + id;
         auto sa = run_slurm({"sacct", "-P", "-n", "-j", list, "-o", sacct_format()});
         if (!sa.ok()) throw Error("sacct failed: " + trim(sa.err), "sacct");
-        finished = parse_sacct(sa.out);
+        finished = parse_sacct(sa.out, &stats);
     } else if (auto it = config().find("JobCompLoc");
                it != config().end() && config().at("JobCompType") == "jobcomp/filetxt") {
-        finished = parse_jobcomp(read_file(it->second));
+        // Read incrementally: only what was appended since the last query, keeping the records of jobs
+        // from the oldest one asked about (the file holds every job ever run on the cluster).
+        if (!jobcomp_ || jobcomp_->path() != it->second) jobcomp_.emplace(it->second);
+        std::uint64_t oldest = UINT64_MAX;
+        for (const auto& id : ids)
+            oldest = std::min(oldest, parse_integer<std::uint64_t>(id.substr(0, id.find('_'))).value_or(0));
+        jobcomp_->read_new(oldest, &stats);
+        finished = jobcomp_->records();
     }
     for (auto& r : finished) {
         if (!matches(r, ids) || !is_finished(r.state)) continue;
@@ -369,10 +539,14 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
         if (known) continue;
         auto sc = run_slurm({"scontrol", "-o", "show", "job", id});
         if (!sc.ok()) continue;
-        for (const auto& line : lines(sc.out)) {
-            auto r = record_from_key_values(parse_key_values(line), "scontrol show job " + id);
+        for (auto& r : parse_jobcomp(sc.out, &stats))
             by_id[r.job_id] = std::move(r);
-        }
+    }
+    // Said once per new problem, not at every poll.
+    if (stats.skipped && stats.first_problem != last_skip_report_) {
+        std::fprintf(stderr, "infrarsi: skipped %zu unreadable line(s) of Slurm output (first: %s)\n",
+                     stats.skipped, stats.first_problem.c_str());
+        last_skip_report_ = stats.first_problem;
     }
     std::vector<JobRecord> out;
     for (auto& [_, r] : by_id)
@@ -413,17 +587,41 @@ void Client::release(const std::string& job_id) const {
                 "scontrol release " + job_id, "a job submitted held (sbatch --hold) that Slurm still knows");
 }
 
+std::chrono::milliseconds next_poll_interval(std::chrono::milliseconds current,
+                                             std::chrono::milliseconds poll, bool changed) {
+    if (changed) return poll;
+    return std::min(std::max(current * 2, poll), std::max(poll, kMaxPollInterval));
+}
+
 std::vector<JobRecord> Client::wait(const std::string& job_id, std::chrono::seconds timeout,
                                     std::chrono::milliseconds poll) const {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    auto last_complaint = std::chrono::steady_clock::time_point{};
-    std::vector<JobRecord> records;
+    using Clock = std::chrono::steady_clock;
+    auto deadline = Clock::now() + timeout;
+    auto last_complaint = Clock::time_point{};
+    // The back-off outlives this call: a caller that waits in short slices does not reset it.
+    auto& ps = polls_[job_id];
+    if (ps.interval.count() == 0) ps.interval = poll;
+    std::vector<JobRecord>& records = ps.records;
     while (true) {
+        if (const auto next = ps.last + ps.interval; Clock::now() < next) {
+            std::this_thread::sleep_until(std::min(next, deadline));
+            if (Clock::now() < next) return records; // the last answer stands until the next poll is due
+        }
         try {
+            ps.last = Clock::now();
             records = query({job_id});
+            std::string states;
+            for (const auto& r : records)
+                states += r.job_id + "=" + r.raw_state + ";";
+            ps.interval = next_poll_interval(ps.interval, poll, states != ps.states);
+            ps.states = std::move(states);
             bool done = !records.empty() && std::all_of(records.begin(), records.end(),
                                                         [](auto& r) { return is_finished(r.state); });
-            if (done) return records;
+            if (done) {
+                auto out = std::move(records);
+                polls_.erase(job_id);
+                return out;
+            }
         } catch (const Error& e) {
             // Slurm unreachable for a while is waited out, with a message now and then.
             auto now = std::chrono::steady_clock::now();
@@ -432,8 +630,7 @@ std::vector<JobRecord> Client::wait(const std::string& job_id, std::chrono::seco
                 last_complaint = now;
             }
         }
-        if (std::chrono::steady_clock::now() > deadline) return records;
-        std::this_thread::sleep_for(poll);
+        if (Clock::now() > deadline) return records;
     }
 }
 

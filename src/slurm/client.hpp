@@ -5,6 +5,7 @@
 #include "slurm/job.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -35,6 +36,39 @@ struct SubmitRequest {
     std::optional<bool> requeue;
 };
 
+// What a parser skipped: lines it could not read (a field missing, a number out of range, no JobId first).
+struct ParseStats {
+    size_t skipped = 0;
+    std::string first_problem; // "jobcomp line 7: bad exit code 'x'"
+};
+
+// The job completion file (jobcomp/filetxt), read incrementally: each read_new() parses only the lines
+// appended since the last one (a partly written last line waits for its end), and starts over when the file
+// was rotated or truncated. It keeps the records of jobs numbered from `from_job` on (older ones asked for
+// later: read again from the start).
+class JobCompletionFile {
+  public:
+    explicit JobCompletionFile(std::string path) : path_(std::move(path)) {}
+    const std::string& path() const { return path_; }
+    void read_new(std::uint64_t from_job, ParseStats* stats = nullptr);
+    const std::vector<JobRecord>& records() const { return records_; }
+    std::uint64_t offset() const { return offset_; } // bytes consumed so far
+
+  private:
+    std::string path_;
+    std::uint64_t offset_ = 0, inode_ = 0, from_job_ = 0;
+    std::size_t lines_ = 0;
+    std::string partial_;
+    std::vector<JobRecord> records_;
+    std::map<std::string, std::size_t> index_;
+};
+
+// Polling back-off: an unchanged answer doubles the interval (from `poll`, up to kMaxPollInterval), any
+// change returns it to `poll`.
+inline constexpr std::chrono::milliseconds kMaxPollInterval{20000};
+std::chrono::milliseconds next_poll_interval(std::chrono::milliseconds current,
+                                             std::chrono::milliseconds poll, bool changed);
+
 class Client {
   public:
     // Commands are looked up in PATH; SLURM_CONF from the environment selects the cluster.
@@ -54,7 +88,9 @@ class Client {
     // answering) throws infrarsi::Error naming the job and scontrol's message.
     void release(const std::string& job_id) const;
 
-    // Polls until every task of job_id has finished or the timeout passes; returns the last records.
+    // Polls until every task of job_id has finished or the timeout passes; returns the last records. Polls
+    // every `poll` while the job's states change, backing off (next_poll_interval) while they do not; the
+    // back-off is kept across calls for the same job, so waiting in short slices does not poll faster.
     std::vector<JobRecord> wait(const std::string& job_id, std::chrono::seconds timeout,
                                 std::chrono::milliseconds poll = std::chrono::milliseconds(500)) const;
 
@@ -72,13 +108,25 @@ class Client {
     bool accounting_works() const;
     mutable std::optional<bool> accounting_;
     mutable std::map<std::string, std::string> config_;
+    mutable std::string last_skip_report_;
+    mutable std::optional<JobCompletionFile> jobcomp_;
+    struct PollState {
+        std::chrono::steady_clock::time_point last{};
+        std::chrono::milliseconds interval{0};
+        std::string states; // the last answer's job states, to tell a change
+        std::vector<JobRecord> records;
+    };
+    mutable std::map<std::string, PollState> polls_; // per job waited on
 };
 
-// Parsers for the commands' outputs (pure; unit-tested against captured real outputs).
-std::string parse_sbatch_parsable(const std::string& out);     // "123" or "123;cluster"
-std::vector<JobRecord> parse_squeue(const std::string& out);   // squeue_format()
-std::vector<JobRecord> parse_sacct(const std::string& out);    // sacct_format(), -P -n
-std::vector<JobRecord> parse_jobcomp(const std::string& text); // jobcomp/filetxt lines
+// Parsers for the commands' outputs (pure; unit-tested against captured real outputs). A line they cannot
+// read is skipped and counted in `stats`, never thrown: other users' jobs share this output.
+std::string parse_sbatch_parsable(const std::string& out); // "123" or "123;cluster"
+std::vector<JobRecord> parse_squeue(const std::string& out, ParseStats* stats = nullptr); // squeue_format()
+std::vector<JobRecord> parse_sacct(const std::string& out, ParseStats* stats = nullptr);  // sacct_format()
+// jobcomp/filetxt lines, and scontrol show job -o lines. Job names are written unescaped there: a record's
+// identity comes only from where Slurm alone writes (see client.cpp).
+std::vector<JobRecord> parse_jobcomp(const std::string& text, ParseStats* stats = nullptr);
 std::map<std::string, std::string> parse_scontrol_config(const std::string& out);
 // StdOut= of `scontrol -o show job` output; nullopt when absent or empty.
 std::optional<std::string> parse_scontrol_stdout(const std::string& out);

@@ -15,18 +15,18 @@ namespace {
 // the constraints; false when none does.
 bool satisfy_with_accumulation(const Space& space, Candidate& c) {
     if (space.feasible(c)) return true;
-    std::vector<std::pair<std::string, std::vector<Value>>> free;
+    std::vector<const Knob*> free;
     for (const auto& k : space.knobs)
-        if (memory_role(k) == MemoryRole::Accumulation && c.knobs.count(k.name))
-            free.emplace_back(k.name, k.domain());
+        if (memory_role(k) == MemoryRole::Accumulation && c.knobs.count(k.name) && k.size() > 0)
+            free.push_back(&k);
     if (free.empty()) return false;
-    std::vector<std::size_t> at(free.size(), 0);
+    std::vector<std::uint64_t> at(free.size(), 0);
     for (int combos = 0; combos < 100000; ++combos) {
         for (std::size_t i = 0; i < free.size(); ++i)
-            c.knobs[free[i].first] = free[i].second[at[i]];
+            c.knobs[free[i]->name] = free[i]->at(at[i]);
         if (space.feasible(c)) return true;
         std::size_t i = 0;
-        while (i < free.size() && ++at[i] == free[i].second.size())
+        while (i < free.size() && ++at[i] == free[i]->size())
             at[i++] = 0;
         if (i == free.size()) break;
     }
@@ -44,25 +44,29 @@ std::optional<CapacityRule> scale_capacity(const Space& space, const Candidate& 
         auto it = to.knobs.find(k.name);
         if (memory_role(k) != MemoryRole::MicroBatch || it == to.knobs.end()) continue;
         const double want = static_cast<double>(std::get<long long>(it->second)) * scale;
-        const auto domain = k.domain(); // ascending
-        std::optional<long long> pick;
-        for (const auto& v : domain)
-            if (static_cast<double>(std::get<long long>(v)) <= want * (1 + 1e-9))
-                pick = std::get<long long>(v);
-        if (!pick) {
-            pick = std::get<long long>(domain.front());
-            short_of_memory = true;
+        // The largest value at most `want`, by bisection over the (ascending) domain.
+        auto value = [&](std::uint64_t i) { return static_cast<double>(std::get<long long>(k.at(i))); };
+        const std::uint64_t n = k.size();
+        if (n == 0) continue;
+        std::uint64_t lo = 0, hi = n; // values below lo fit; values from hi on do not
+        while (lo < hi) {
+            const std::uint64_t mid = lo + (hi - lo) / 2;
+            if (value(mid) <= want * (1 + 1e-9))
+                lo = mid + 1;
+            else
+                hi = mid;
         }
-        it->second = *pick;
+        if (lo == 0) short_of_memory = true;
+        it->second = k.at(lo == 0 ? 0 : lo - 1);
     }
     if (short_of_memory)
         for (const auto& k : space.knobs) {
             auto it = to.knobs.find(k.name);
             if (memory_role(k) != MemoryRole::Recompute || it == to.knobs.end()) continue;
             std::optional<Value> next; // the weakest setting stronger than the current one
-            for (const auto& v : k.domain())
-                if (recompute_strength(v) > recompute_strength(it->second) &&
-                    (!next || recompute_strength(v) < recompute_strength(*next)))
+            for (std::uint64_t i = 0; i < std::min<std::uint64_t>(k.size(), Knob::kMaxListedValues); ++i)
+                if (const Value v = k.at(i); recompute_strength(v) > recompute_strength(it->second) &&
+                                             (!next || recompute_strength(v) < recompute_strength(*next)))
                     next = v;
             if (next) it->second = *next;
         }

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -43,33 +44,96 @@ nlohmann::json to_json(const Value& v) {
     return std::get<bool>(v);
 }
 
-std::vector<Value> Knob::domain() const {
-    std::vector<Value> d;
-    switch (kind) {
-    case KnobKind::Integer:
-        for (long long x = min; x <= max; x += std::max(1LL, step))
-            d.emplace_back(x);
-        break;
-    case KnobKind::Pow2:
-        for (long long x = 1; x <= max && x > 0; x *= 2)
-            if (x >= min) d.emplace_back(x);
-        break;
-    case KnobKind::Choice:
-        for (const auto& c : choices)
-            d.emplace_back(c);
-        break;
-    case KnobKind::Bool:
-        d.emplace_back(false);
-        d.emplace_back(true);
-        break;
+namespace {
+// The powers of two in [min, max] (min at least 1): 2^first .. 2^(first + count - 1).
+std::pair<int, int> pow2_range(long long min, long long max) {
+    int first = -1, count = 0;
+    for (int b = 0; b < 63; ++b) {
+        const long long x = 1LL << b;
+        if (x < min || x > max) continue;
+        if (first < 0) first = b;
+        ++count;
     }
-    return d;
+    return {first, count};
+}
+} // namespace
+
+std::uint64_t Knob::size() const {
+    switch (kind) {
+    case KnobKind::Integer: {
+        if (max < min) return 0;
+        // In unsigned arithmetic, where max - min cannot overflow.
+        const std::uint64_t span = static_cast<std::uint64_t>(max) - static_cast<std::uint64_t>(min);
+        const std::uint64_t n = span / static_cast<std::uint64_t>(std::max(1LL, step));
+        return n == std::numeric_limits<std::uint64_t>::max() ? n : n + 1;
+    }
+    case KnobKind::Pow2:
+        return static_cast<std::uint64_t>(pow2_range(min, max).second);
+    case KnobKind::Choice:
+        return choices.size();
+    case KnobKind::Bool:
+        return 2;
+    }
+    return 0;
 }
 
-bool Knob::allows(const Value& v) const {
-    for (const auto& x : domain())
-        if (x == v) return true;
-    return false;
+Value Knob::at(std::uint64_t i) const {
+    switch (kind) {
+    case KnobKind::Integer:
+        return static_cast<long long>(static_cast<std::uint64_t>(min) +
+                                      i * static_cast<std::uint64_t>(std::max(1LL, step)));
+    case KnobKind::Pow2:
+        return 1LL << (pow2_range(min, max).first + static_cast<int>(i));
+    case KnobKind::Choice:
+        return choices.at(i);
+    case KnobKind::Bool:
+        return i != 0;
+    }
+    return 0LL;
+}
+
+std::optional<std::uint64_t> Knob::index_of(const Value& v) const {
+    switch (kind) {
+    case KnobKind::Integer: {
+        const auto* x = std::get_if<long long>(&v);
+        if (!x || *x < min || *x > max) return std::nullopt;
+        const std::uint64_t off = static_cast<std::uint64_t>(*x) - static_cast<std::uint64_t>(min);
+        const auto st = static_cast<std::uint64_t>(std::max(1LL, step));
+        if (off % st) return std::nullopt;
+        return off / st;
+    }
+    case KnobKind::Pow2: {
+        const auto* x = std::get_if<long long>(&v);
+        if (!x || *x < 1 || *x < min || *x > max || (*x & (*x - 1))) return std::nullopt;
+        return static_cast<std::uint64_t>(std::countr_zero(static_cast<std::uint64_t>(*x)) -
+                                          pow2_range(min, max).first);
+    }
+    case KnobKind::Choice: {
+        const auto* x = std::get_if<std::string>(&v);
+        if (!x) return std::nullopt;
+        auto it = std::find(choices.begin(), choices.end(), *x);
+        if (it == choices.end()) return std::nullopt;
+        return static_cast<std::uint64_t>(it - choices.begin());
+    }
+    case KnobKind::Bool: {
+        const auto* x = std::get_if<bool>(&v);
+        if (!x) return std::nullopt;
+        return *x ? 1 : 0;
+    }
+    }
+    return std::nullopt;
+}
+
+std::vector<Value> Knob::domain() const {
+    const std::uint64_t n = size();
+    if (n > kMaxListedValues)
+        throw Error(fmt::format("knob '{}' has {} values, too many to list", name, n), "search space",
+                    "size() and at() for a large domain");
+    std::vector<Value> d;
+    d.reserve(n);
+    for (std::uint64_t i = 0; i < n; ++i)
+        d.push_back(at(i));
+    return d;
 }
 
 std::string Candidate::key() const {
@@ -171,8 +235,9 @@ std::size_t Space::cardinality() const {
     std::size_t n = 1;
     const std::size_t cap = std::numeric_limits<std::size_t>::max() / 1024;
     for (const auto& k : knobs) {
-        n *= std::max<std::size_t>(1, k.domain().size());
-        if (n > cap) return cap;
+        const std::uint64_t m = std::max<std::uint64_t>(1, k.size());
+        if (m > cap / n) return cap;
+        n *= m;
     }
     for (std::size_t i = 0; i < patches.size(); ++i) {
         n *= 2;
@@ -182,16 +247,13 @@ std::size_t Space::cardinality() const {
 }
 
 std::vector<Candidate> Space::enumerate(std::size_t limit, std::uint64_t seed) const {
-    std::vector<std::vector<Value>> domains;
-    for (const auto& k : knobs)
-        domains.push_back(k.domain());
     const std::size_t total = cardinality();
     auto decode = [&](std::size_t index) {
         Candidate c;
-        for (std::size_t i = 0; i < knobs.size(); ++i) {
-            const auto& d = domains[i];
-            c.knobs[knobs[i].name] = d[index % d.size()];
-            index /= d.size();
+        for (const auto& k : knobs) {
+            const std::uint64_t n = std::max<std::uint64_t>(1, k.size());
+            c.knobs[k.name] = k.at(index % n);
+            index /= n;
         }
         for (std::size_t p = 0; p < patches.size(); ++p) {
             if (index % 2) c.patches.push_back(patches[p]);
@@ -230,19 +292,23 @@ std::vector<Candidate> Space::neighbours(const Candidate& c) const {
         std::sort(n.patches.begin(), n.patches.end());
         if (feasible(n) && seen.insert(n.key()).second) out.push_back(std::move(n));
     };
+    // The values next to v: every other choice, or the neighbours in order.
     auto adjacent = [&](const Knob& k, const Value& v) {
         std::vector<Value> adj;
-        auto d = k.domain();
-        auto it = std::find(d.begin(), d.end(), v);
-        if (it == d.end()) return adj;
+        const auto i = k.index_of(v);
+        if (!i) return adj;
         if (k.kind == KnobKind::Choice || k.kind == KnobKind::Bool) {
-            for (const auto& x : d)
-                if (x != v) adj.push_back(x);
+            for (std::uint64_t j = 0; j < k.size(); ++j)
+                if (j != *i) adj.push_back(k.at(j));
         } else {
-            if (it != d.begin()) adj.push_back(*(it - 1));
-            if (it + 1 != d.end()) adj.push_back(*(it + 1));
+            if (*i > 0) adj.push_back(k.at(*i - 1));
+            if (*i + 1 < k.size()) adj.push_back(k.at(*i + 1));
         }
         return adj;
+    };
+    // A compensating knob tries its whole domain when small, else its neighbours.
+    auto compensations = [&](const Knob& k, const Value& v) {
+        return k.size() <= 64 ? k.domain() : adjacent(k, v);
     };
     for (const auto& k : knobs) {
         auto cur = c.knobs.find(k.name);
@@ -259,7 +325,7 @@ std::vector<Candidate> Space::neighbours(const Candidate& c) const {
                 if (k2.name == k.name) continue;
                 auto cur2 = n.knobs.find(k2.name);
                 if (cur2 == n.knobs.end()) continue;
-                for (const auto& v2 : k2.domain()) {
+                for (const auto& v2 : compensations(k2, cur2->second)) {
                     if (v2 == cur2->second) continue;
                     Candidate m = n;
                     m.knobs[k2.name] = v2;
@@ -312,7 +378,7 @@ Eigen::VectorXd Space::encode(const Candidate& c) const {
         switch (k.kind) {
         case KnobKind::Integer: {
             // Scaled to [0, 1] so that distances weigh knobs alike.
-            double span = std::max<double>(1, static_cast<double>(k.max - k.min));
+            double span = std::max(1.0, static_cast<double>(k.max) - static_cast<double>(k.min));
             f.push_back((static_cast<double>(std::get<long long>(v)) - static_cast<double>(k.min)) / span);
             break;
         }

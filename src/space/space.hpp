@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -36,8 +37,15 @@ struct Knob {
     std::string arg;           // Arg: one argv element, "{}" replaced by the value ("--batch_size={}")
     std::string sbatch_option; // SbatchOption: a long sbatch option of the trial ("--cpus-per-task")
     Value baseline;            // the user's current setting
-    std::vector<Value> domain() const; // every allowed value, in order
-    bool allows(const Value& v) const;
+    // The domain is computed, never stored: an integer knob 1 MiB..64 MiB by 1 has 64M values. size() and
+    // at() in O(1) (Pow2: O(63)), saturating at UINT64_MAX; values ascend for Integer and Pow2.
+    std::uint64_t size() const;
+    Value at(std::uint64_t i) const;                             // i < size()
+    std::optional<std::uint64_t> index_of(const Value& v) const; // nullopt: not in the domain
+    bool allows(const Value& v) const { return index_of(v).has_value(); }
+    // Every value, listed: for domains of at most kMaxListedValues (throws Error beyond).
+    static constexpr std::uint64_t kMaxListedValues = 1u << 16;
+    std::vector<Value> domain() const;
 };
 
 // product(factors) == rhs, or product(factors) <= rhs; rhs is a number or the name of a knob or constant.

@@ -4,6 +4,9 @@
 
 #include <sqlite3.h>
 
+#include <filesystem>
+#include <sys/vfs.h>
+
 namespace infrarsi::store {
 
 Database::Database(const std::string& path) : path_(path) {
@@ -16,9 +19,47 @@ Database::Database(const std::string& path) : path_(path) {
         throw Error("cannot open database: " + msg, path, "a writable SQLite file");
     }
     sqlite3_busy_timeout(db_, 10000);
-    exec("PRAGMA journal_mode=WAL");
-    exec("PRAGMA synchronous=NORMAL");
+    // WAL needs shared memory between every process that opens the file, which a network filesystem does
+    // not give (SQLite's docs: "WAL does not work over a network filesystem"): the daemon on a compute node
+    // and `status` on the login node would then each see their own database. There, a rollback journal.
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (dir.empty()) dir = ".";
+    struct statfs fs {};
+    const bool network =
+        ::statfs(dir.c_str(), &fs) == 0 &&
+        journal_mode_for_filesystem(static_cast<unsigned long>(fs.f_type)) == JournalMode::Delete;
+    journal_ = network ? JournalMode::Delete : JournalMode::Wal;
+    if (journal_ == JournalMode::Wal) {
+        exec("PRAGMA journal_mode=WAL");
+        exec("PRAGMA synchronous=NORMAL");
+    } else {
+        exec("PRAGMA journal_mode=DELETE");
+        exec("PRAGMA synchronous=FULL");
+    }
     exec("PRAGMA foreign_keys=ON");
+}
+
+JournalMode journal_mode_for_filesystem(unsigned long f_type) {
+    // statfs(2) f_type magics (linux/magic.h and the filesystems' own headers).
+    switch (f_type) {
+    case 0x6969:     // NFS
+    case 0x517B:     // SMB
+    case 0xFF534D42: // CIFS
+    case 0xFE534D42: // SMB2
+    case 0x5346414F: // AFS
+    case 0x6B414653: // kAFS
+    case 0x00C36400: // Ceph
+    case 0x0BD00BD0: // Lustre
+    case 0x47504653: // GPFS (IBM Storage Scale)
+    case 0x19830326: // BeeGFS
+    case 0x01021997: // 9P (v9fs)
+    case 0x65735546: // FUSE (sshfs, s3fs, ...: may span machines)
+    case 0x013111A8: // IBRIX
+    case 0xAAD7AAEA: // PanFS
+        return JournalMode::Delete;
+    default:
+        return JournalMode::Wal;
+    }
 }
 
 Database::~Database() {

@@ -1,5 +1,6 @@
 #pragma once
-// A small RAII wrapper over SQLite's C API: one Database (WAL, busy timeout, foreign keys), prepared
+// A small RAII wrapper over SQLite's C API: one Database (WAL on a local filesystem, a rollback journal on a
+// network one; busy timeout, foreign keys), prepared
 // Statements with typed binds and columns, and a Transaction that rolls back unless committed.
 #include <cstdint>
 #include <optional>
@@ -11,6 +12,12 @@ struct sqlite3_stmt;
 namespace infrarsi::store {
 
 class Database;
+
+// The journal a database gets where it lives: WAL (readers beside the writer) on a local filesystem, DELETE
+// (a rollback journal, with POSIX locks) on a network filesystem, where WAL's shared memory does not span
+// machines. `f_type` is statfs(2)'s filesystem magic.
+enum class JournalMode { Wal, Delete };
+JournalMode journal_mode_for_filesystem(unsigned long f_type);
 
 class Statement {
   public:
@@ -59,10 +66,12 @@ class Database {
     sqlite3* handle() { return db_; }
     const std::string& path() const { return path_; }
     std::string message() const;
+    JournalMode journal() const { return journal_; } // chosen from where the file lives
 
   private:
     sqlite3* db_ = nullptr;
     std::string path_;
+    JournalMode journal_ = JournalMode::Wal;
 };
 
 class Transaction {

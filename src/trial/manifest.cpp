@@ -218,7 +218,7 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
     json j;
     try {
         j = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
         throw Error(std::string("not valid JSON: ") + e.what(), where,
                     "a manifest written by the orchestrator");
     }
@@ -240,7 +240,7 @@ bool upgrade_manifest(const std::filesystem::path& path) {
     json j;
     try {
         j = json::parse(read_regular_file(path.string(), {.max_bytes = kMaxManifestBytes}));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
         throw Error(std::string("not valid JSON: ") + e.what(), path.string());
     }
     if (!j.is_object() || !j.contains("version")) return false;

@@ -96,7 +96,7 @@ std::optional<Result> read_result(const std::filesystem::path& path) {
     json j;
     try {
         j = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
         throw Error(std::string("not valid JSON: ") + e.what(), path.string(),
                     "a result written by the trial wrapper");
     }

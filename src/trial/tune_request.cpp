@@ -71,7 +71,7 @@ TuneRequest read_tune_request(const std::filesystem::path& path) {
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
         throw Error(std::string("not valid JSON: ") + e.what(), path.string(), "a tune request");
     }
     try {

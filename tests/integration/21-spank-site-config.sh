@@ -29,12 +29,37 @@ out=$(srun -N2 -n2 --infrarsi echo ran) || fail "a job failed because of the plu
 wait_for 60 "a log line about the bad spool" logs_have "infrarsi: record skipped: .*spool-file.*not a directory"
 [ "$(cat "$dir/spool-file")" = "not a directory" ] || fail "the plugin wrote into a file that is not its spool"
 
-# 2. A world-writable spool without the sticky bit is refused, the job still runs.
-mkdir -p "$dir/open-spool" && chmod 0777 "$dir/open-spool"
-echo "required $so spool=$dir/open-spool" >"$plugstack"
-srun -N1 true || fail "a world-writable spool failed the job"
-wait_for 60 "a log line about the world-writable spool" logs_have "world-writable"
-[ ! -e "$dir/open-spool/allocations.jsonl" ] || fail "records written into a world-writable spool"
+# 2. A spool others can write is refused, sticky or not (anyone could plant a FIFO or a link there); the job
+# still runs.
+for mode in 0777 1777; do
+    mkdir -p "$dir/open-spool-$mode" && chmod "$mode" "$dir/open-spool-$mode"
+    echo "required $so spool=$dir/open-spool-$mode" >"$plugstack"
+    srun -N1 true || fail "a spool of mode $mode failed the job"
+    wait_for 60 "a log line about the spool of mode $mode" logs_have "open-spool-$mode: spool is writable by others"
+    [ ! -e "$dir/open-spool-$mode/allocations.jsonl" ] || fail "records written into a spool of mode $mode"
+done
+
+# 2b. A FIFO where the records file goes: the step starts at once (the open does not wait for a reader), the
+# record is skipped and logged. It used to hang the step until someone opened the FIFO.
+mkdir -m 0755 "$dir/fifo-spool" && mkfifo "$dir/fifo-spool/allocations.jsonl"
+echo "required $so spool=$dir/fifo-spool" >"$plugstack"
+timeout 120 srun -N1 true || fail "a FIFO in the spool held or failed the job"
+wait_for 60 "a log line about the FIFO" logs_have "fifo-spool/allocations.jsonl: (cannot open: No such device or address|is not a regular file)"
+
+# 2c. A user's lock on the records file (readable by all) does not hold a job's start: root never locks a
+# file others can open. It used to wait for the user's lock (44 s here while `nobody` held it).
+mkdir -m 0755 "$dir/lock-spool" && install -m 0644 /dev/null "$dir/lock-spool/allocations.jsonl"
+echo "required $so spool=$dir/lock-spool" >"$plugstack"
+runuser -u nobody -- flock -s "$dir/lock-spool/allocations.jsonl" sleep 120 &
+holder=$!
+wait_for 30 "nobody's shared lock" bash -c "! flock -n -x '$dir/lock-spool/allocations.jsonl' true"
+start=$(date +%s.%N)
+timeout 120 srun -N1 true || fail "a user's shared lock on the records file held or failed the job"
+echo "srun -N1 true with nobody holding a shared lock on the records file: $(echo "$(date +%s.%N) - $start" | bc) s"
+spool_records=$dir/lock-spool
+wait_for 60 "the record written beside the user's lock" bash -c "[ \"\$(wc -l <'$spool_records/allocations.jsonl')\" -ge 1 ]"
+kill "$holder" 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
 
 # 3. required + trial mode: an index the manifest lacks fails that array task, with the reason.
 spool=$dir/spool

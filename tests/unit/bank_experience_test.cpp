@@ -155,6 +155,11 @@ TEST_CASE("a corrupted or foreign-version export is refused and the bank is unto
     // Something else entirely.
     CHECK_THROWS_WITH_AS(b.import_from(write("other.json", R"({"format":"something-else"})")),
                          doctest::Contains("not an InfraRSI bank export"), Error);
+    // A format that is not a string, a number out of double's range: reported, not a type error that aborts.
+    CHECK_THROWS_WITH_AS(b.import_from(write("number.json", R"({"format": 1})")),
+                         doctest::Contains("not an InfraRSI bank export"), Error);
+    CHECK_THROWS_WITH_AS(b.import_from(write("huge.json", R"({"format": 1e999})")), doctest::Contains("JSON"),
+                         Error);
     // A finding added by hand to a valid file, pointing at a machine the file does not describe.
     auto tampered = nlohmann::json::parse(text);
     auto extra = tampered["findings"][0];

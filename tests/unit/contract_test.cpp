@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <climits>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -357,4 +359,68 @@ TEST_CASE("[memory.transformer]: a memory prior from the model's dimensions, mov
     no_layers.erase(no_layers.find("layers = 4\n"), 11);
     ContractVariant missing("verify_top = 1", no_layers);
     CHECK(error_of(missing.path).find("missing key 'layers'") != std::string::npos);
+
+TEST_CASE("numbers out of range are errors naming file:line, never wrapped or cast down") {
+    auto refused = [](const std::string& from, const std::string& to, const std::string& needle) {
+        ContractVariant v(from, to);
+        const std::string msg = error_of(v.path);
+        CHECK_MESSAGE(msg.find(needle) != std::string::npos, to, " -> ", msg);
+        const int line = line_of(v.path, to.substr(0, to.find('\n')));
+        CHECK_MESSAGE(msg.find(":" + std::to_string(line)) != std::string::npos, to, " -> ", msg);
+    };
+    refused("trials = 8", "trials = 4294967296", "an integer in [1, 2147483647]");
+    refused("nodes = 1", "nodes = 4294967297", "an integer in [1, 2147483647]");
+    refused("mem = \"300M\"", "mem = \"99999999999999999999M\"", "too large");
+    refused("mem = \"300M\"", "mem = \"10000000000T\"", "too large");
+    refused("time_limit = \"3\"", "time_limit = \"99999999999999999999\"", "out of range");
+    CHECK(contract::parse_memory("8388607T") == 8388607LL << 40);
+    CHECK_THROWS_AS(contract::parse_memory("8388608T"), Error);
+}
+
+TEST_CASE("Slurm time strings read as Slurm reads them: a day count makes the next field hours") {
+    CHECK(contract::parse_time("0-12") == 12 * 3600);
+    CHECK(contract::parse_time("0-12:30") == 12 * 3600 + 30 * 60);
+    CHECK(contract::parse_time("2-00:00:10") == 2 * 86400 + 10);
+    CHECK(contract::parse_time("90") == 90 * 60);
+    CHECK(contract::parse_time("90:30") == 90 * 60 + 30);
+    CHECK_THROWS_AS(contract::parse_time("1:2:3:4"), Error);
+    CHECK_THROWS_AS(contract::parse_time("1-2:3:4:5"), Error);
+    CHECK_THROWS_AS(contract::parse_time("-5"), Error);
+    CHECK_THROWS_AS(contract::parse_time("0"), Error);
+}
+
+TEST_CASE("an integer knob near LLONG_MAX and a 64M-value knob load at once, their domains never listed") {
+    {
+        ContractVariant v("[knobs.recompute]", "[knobs.huge]\nkind = \"integer\"\nmin = 9223372036854775800\n"
+                                               "max = 9223372036854775807\nbaseline = 9223372036854775807\n\n"
+                                               "[knobs.recompute]");
+        auto c = contract::load(v.path);
+        const auto* k = c.space.knob("huge");
+        REQUIRE(k);
+        CHECK(k->size() == 8);
+        CHECK(k->allows(9223372036854775807LL));
+        CHECK(std::get<long long>(k->at(7)) == 9223372036854775807LL);
+    }
+    {
+        ContractVariant v("[knobs.recompute]",
+                          "[knobs.buff]\nkind = \"integer\"\nmin = 1048576\n"
+                          "max = 67108864\nenv = \"NCCL_BUFFSIZE\"\nbaseline = 4194304\n\n"
+                          "[knobs.recompute]");
+        auto c = contract::load(v.path);
+        const auto* k = c.space.knob("buff");
+        REQUIRE(k);
+        CHECK(k->size() == 67108864 - 1048576 + 1);
+        CHECK_THROWS_AS(k->domain(), Error); // never materialised
+        CHECK(c.space.cardinality() > 1000000);
+        CHECK(c.space.enumerate(10, 1).size() <= 10);
+        CHECK_FALSE(c.space.neighbours(c.space.baseline()).empty());
+    }
+    space::Knob all{.name = "all", .kind = space::KnobKind::Integer, .min = LLONG_MIN, .max = LLONG_MAX};
+    CHECK(all.size() == UINT64_MAX);
+    CHECK(all.allows(0LL));
+    space::Knob p2{.name = "p", .kind = space::KnobKind::Pow2, .min = 3, .max = LLONG_MAX};
+    CHECK(p2.size() == 61); // 4 .. 2^62
+    CHECK(std::get<long long>(p2.at(0)) == 4);
+    CHECK(p2.index_of(1LL << 62) == 60);
+    CHECK_FALSE(p2.allows(6LL));
 }

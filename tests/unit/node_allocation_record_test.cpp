@@ -3,10 +3,14 @@
 #include "node/allocation_record.hpp"
 #include "util/error.hpp"
 
+#include <csignal>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +75,8 @@ TEST_CASE("record validation names what is wrong") {
     check_bad("cores", [](auto& b) { b["topology"].erase("cores"); });
     check_bad("calibration", [](auto& b) { b.erase("calibration"); });
     CHECK_THROWS_WITH_AS(parse_record_line("{\"format\": "), doctest::Contains("not JSON"), Error);
+    // A number beyond double's range (nlohmann's out_of_range): a bad line, reported like any other.
+    CHECK_THROWS_WITH_AS(parse_record_line("{\"format\": 1e999}"), doctest::Contains("not JSON"), Error);
 }
 
 TEST_CASE("appended records read back; a corrupt line is reported with its line number and skipped") {
@@ -125,6 +131,103 @@ TEST_CASE("appending refuses to follow a symlink") {
     std::filesystem::create_symlink(dir / "elsewhere", dir / "allocations.jsonl");
     CHECK_THROWS_AS(append_record((dir / "allocations.jsonl").string(), sample()), Error);
     CHECK_FALSE(std::filesystem::exists(dir / "elsewhere"));
+    std::filesystem::remove_all(dir);
+}
+
+namespace {
+// Runs `fn` in a child that SIGALRM kills after 60 s: 0 when fn returned, 1 when it threw Error, -1 when it
+// hung (a writer that blocks must fail the test, not hang the suite).
+int in_child_with_deadline(const std::function<void()>& fn) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::alarm(60);
+        try {
+            fn();
+        } catch (const Error&) {
+            ::_exit(1);
+        }
+        ::_exit(0);
+    }
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// A process that holds flock(kind) on `path` until killed: another user's process, as far as flock cares.
+pid_t hold_lock(const std::string& path, int kind) {
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int fd = ::open(path.c_str(), O_RDONLY | O_CREAT, 0644);
+        if (fd < 0 || ::flock(fd, kind) != 0) ::_exit(1);
+        (void)!::write(ready[1], "x", 1);
+        for (;;)
+            ::pause();
+    }
+    ::close(ready[1]);
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    ::close(ready[0]);
+    return pid;
+}
+
+void stop(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+}
+} // namespace
+
+TEST_CASE("a reader's shared lock on the records file does not stall a writer") {
+    auto dir = temp_dir("shared-lock");
+    auto path = (dir / "allocations.jsonl").string();
+    pid_t holder = hold_lock(path, LOCK_SH);
+    CHECK(in_child_with_deadline([&] { append_record(path, sample()); }) == 0);
+    stop(holder);
+    CHECK(read_records(path).records.size() == 1);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a busy writers' lock makes the writer give up after its wait, not block") {
+    auto dir = temp_dir("busy-lock");
+    auto path = (dir / "allocations.jsonl").string();
+    pid_t holder = hold_lock(path + ".lock", LOCK_EX);
+    CHECK(in_child_with_deadline(
+              [&] { append_record(path, sample(), 0644, std::chrono::milliseconds(50)); }) == 1);
+    stop(holder);
+    struct stat st {};
+    REQUIRE(::stat((path + ".lock").c_str(), &st) == 0);
+    append_record(path, sample());
+    REQUIRE(::stat((path + ".lock").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600); // only its owner can open it, hence lock it
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a FIFO planted as the records file is refused without blocking, with or without a reader") {
+    auto dir = temp_dir("fifo");
+    auto path = (dir / "allocations.jsonl").string();
+    REQUIRE(::mkfifo(path.c_str(), 0666) == 0);
+    CHECK(in_child_with_deadline([&] { append_record(path, sample()); }) == 1);
+    int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+    REQUIRE(reader >= 0);
+    CHECK(in_child_with_deadline([&] { append_record(path, sample()); }) == 1);
+    ::close(reader);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a records file owned by another user or hard-linked elsewhere is refused") {
+    auto dir = temp_dir("owner");
+    auto path = (dir / "allocations.jsonl").string();
+    std::ofstream(path) << "";
+    REQUIRE(::link(path.c_str(), (dir / "elsewhere").c_str()) == 0);
+    CHECK_THROWS_WITH_AS(append_record(path, sample()), doctest::Contains("hard links"), Error);
+    std::filesystem::remove(dir / "elsewhere");
+    if (::geteuid() == 0) {
+        REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+        CHECK_THROWS_WITH_AS(append_record(path, sample()), doctest::Contains("owned by uid 65534"), Error);
+    }
     std::filesystem::remove_all(dir);
 }
 

@@ -120,3 +120,10 @@ TEST_CASE("the feature vector separates node size from node shape") {
     CHECK(vb[1] == doctest::Approx(vs[1])); // same PUs per core
     CHECK(vb[4] == doctest::Approx(vs[4])); // same L3 per core
 }
+
+TEST_CASE("a bounded live load gives the same topology, and one past its budget is an error, not a stall") {
+    auto bounded = topology_from_live(std::chrono::seconds(60));
+    CHECK(bounded == topology_from_live());
+    CHECK_THROWS_WITH_AS(topology_from_live(std::chrono::milliseconds(0)), doctest::Contains("within 0 ms"),
+                         Error);
+}

@@ -3,9 +3,12 @@
 #include "trial/log_signals.hpp"
 #include "util/error.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <doctest/doctest.h>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 using namespace infrarsi;
 using namespace infrarsi::slurm;
@@ -191,4 +194,112 @@ TEST_CASE("a multi-node OOM ends the job FAILED; the completion record and the o
     REQUIRE(sa.size() == 1);
     CHECK(sa[0].step_oom_killed);
     CHECK(classify(sa[0]) == Outcome::OutOfMemory);
+}
+
+// Slurm writes job names unescaped into the completion file; any user's job shares it with ours.
+TEST_CASE("a job name cannot crash the completion-file parser or forge another job's record") {
+    const std::string tail = " JobState=COMPLETED Partition=debug TimeLimit=5 StartTime=2026-12-02T09:32:43 "
+                             "EndTime=2026-12-02T09:32:45 NodeList=n2 NodeCnt=1 ProcCnt=1 WorkDir=/tmp "
+                             "ReservationName= Tres=cpu=1 Account= QOS= WcKey= Cluster=unknown "
+                             "SubmitTime=2026-12-02T09:32:42 EligibleTime=2026-12-02T09:32:42";
+    // The reproducer: a name that ends in an array id that is not a number (stoi threw, the daemon aborted).
+    auto rs = parse_jobcomp("JobId=99 UserId=u(1) GroupId=g(1) Name=x JobId=1_x" + tail +
+                            " DerivedExitCode=0:0 ExitCode=0:0 \n");
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].job_id == "99");
+    CHECK(rs[0].state == JobState::Completed);
+    // A name imitating another job's id, or an array task of ours, for a job that is not an array task.
+    rs = parse_jobcomp("JobId=98 UserId=u(1) GroupId=g(1) Name=x JobId=7 ArrayJobId=1 ArrayTaskId=2" + tail +
+                       " DerivedExitCode=0:0 ExitCode=0:0 \n");
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].job_id == "98");
+    CHECK(rs[0].array_job_id.empty());
+    // The real array identity in jobcomp's tail is still read, whatever the name says.
+    rs = parse_jobcomp("JobId=97 UserId=u(1) GroupId=g(1) Name=y ArrayJobId=5 ArrayTaskId=6 ExitCode=9:0" +
+                       tail + " ArrayJobId=1 ArrayTaskId=3 DerivedExitCode=0:0 ExitCode=0:0 \n");
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].job_id == "1_3");
+    CHECK(rs[0].exit_code == 0);
+}
+
+TEST_CASE("a Slurm output line with a bad number is skipped and counted, never thrown") {
+    ParseStats stats;
+    auto rs = parse_jobcomp("JobId=1 JobState=FAILED ExitCode=99999999999999:0\n"
+                            "JobId=2 JobState=FAILED ExitCode=1:0\n"
+                            "Name=no id first JobId=3 JobState=FAILED\n"
+                            "JobId=4294967296 JobState=FAILED\n"
+                            "JobId=5 JobState=FAILED RunTime=1-xx:00:00\n",
+                            &stats);
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].job_id == "2");
+    CHECK(stats.skipped == 4);
+    CHECK(stats.first_problem.find("jobcomp line 1") != std::string::npos);
+
+    ParseStats sq;
+    auto q = parse_squeue("12_x|12|x|RUNNING|None|n1|0:01\n"
+                          "13|13|N/A|RUNNING|None|n1|99999999999-00:00:00\n"
+                          "too|few\n"
+                          "14|14|N/A|RUNNING|None|n1|1:02\n",
+                          &sq);
+    REQUIRE(q.size() == 1);
+    CHECK(q[0].job_id == "14");
+    CHECK(q[0].elapsed_s == doctest::Approx(62));
+    CHECK(sq.skipped == 3);
+
+    ParseStats sa;
+    auto a = parse_sacct("20|20|FAILED|1:0|n1|1e999||2026-01-01T00:00:00|2026-01-01T00:00:04\n"
+                         "21|21|FAILED|1:0|n1|4|99999999999999999999T|2026-01-01T00:00:00|x\n"
+                         "22|22|FAILED|x:0|n1|4||2026-01-01T00:00:00|x\n"
+                         "23|23|FAILED|1:0|n1|4|12M|2026-01-01T00:00:00|x\n",
+                         &sa);
+    REQUIRE(a.size() == 1);
+    CHECK(a[0].job_id == "23");
+    CHECK(sa.skipped == 3);
+    CHECK_NOTHROW(parse_sacct("short\n"));
+}
+
+TEST_CASE("the completion file is read incrementally: only appended whole lines, from the oldest job asked") {
+    const std::string path = "/tmp/infrarsi-jobcomp-" + std::to_string(::getpid()) + ".txt";
+    std::remove(path.c_str());
+    JobCompletionFile f(path);
+    f.read_new(0); // absent: nothing, no error
+    CHECK(f.records().empty());
+    { std::ofstream(path) << "JobId=5 JobState=COMPLETED ExitCode=0:0\nJobId=7 JobState=FAI"; }
+    f.read_new(6); // job 5 is older than the oldest asked about: not kept
+    CHECK(f.records().empty());
+    const auto consumed = f.offset();
+    { std::ofstream(path, std::ios::app) << "LED ExitCode=1:0\nJobId=8 JobState=COMPLETED ExitCode=0:0\n"; }
+    f.read_new(6);
+    REQUIRE(f.records().size() == 2); // the line cut mid-write is read once whole
+    CHECK(f.records()[0].job_id == "7");
+    CHECK(f.records()[0].state == JobState::Failed);
+    CHECK(f.offset() > consumed);
+    f.read_new(6); // nothing new
+    CHECK(f.records().size() == 2);
+    { std::ofstream(path, std::ios::app) << "JobId=7 JobState=COMPLETED ExitCode=0:0\n"; }
+    f.read_new(6); // a requeued job's last line wins, its earlier run counted
+    REQUIRE(f.records().size() == 2);
+    CHECK(f.records()[0].state == JobState::Completed);
+    CHECK(f.records()[0].restarts == 1);
+    f.read_new(5); // an older job asked about: read again from the start
+    CHECK(f.records().size() == 3);
+    // Rotated: a new, shorter file.
+    std::remove(path.c_str());
+    { std::ofstream(path) << "JobId=9 JobState=COMPLETED ExitCode=0:0\n"; }
+    f.read_new(5);
+    REQUIRE(f.records().size() == 1);
+    CHECK(f.records()[0].job_id == "9");
+    std::remove(path.c_str());
+}
+
+TEST_CASE("polling backs off while nothing changes and returns to the base interval on a change") {
+    using std::chrono::milliseconds;
+    auto i = next_poll_interval(milliseconds(1000), milliseconds(1000), false);
+    CHECK(i == milliseconds(2000));
+    for (int k = 0; k < 20; ++k)
+        i = next_poll_interval(i, milliseconds(1000), false);
+    CHECK(i == kMaxPollInterval);
+    CHECK(next_poll_interval(i, milliseconds(1000), true) == milliseconds(1000));
+    // A base interval above the cap stays the interval.
+    CHECK(next_poll_interval(milliseconds(60000), milliseconds(60000), false) == milliseconds(60000));
 }

@@ -180,7 +180,10 @@ TEST_CASE("a version-2 campaign database gets its stage from the flags it kept, 
          "('verify_done', 'search_done'); DELETE FROM doctor",
          store::Stage::Initialized},
     };
-    for (const auto& [edit, stage] : cases) {
+    // Not a structured binding: CAPTURE is a lambda, and clang before 16 cannot capture one.
+    for (const auto& c : cases) {
+        const auto& edit = c.first;
+        const auto& stage = c.second;
         CAPTURE(edit);
         TempDb tmp;
         load_fixture(tmp.path(), "campaign-v2.sql", edit);
@@ -278,4 +281,27 @@ TEST_CASE("the doctor's baseline is stored typed and read back whole; a damaged 
     auto j = store::to_json(b);
     j.erase("minimum_detectable_effect");
     CHECK_THROWS_WITH_AS(store::baseline_from_json(j), doctest::Contains("minimum_detectable_effect"), Error);
+}
+
+TEST_CASE("the journal mode follows the filesystem: WAL where local, a rollback journal on network ones") {
+    using store::JournalMode;
+    CHECK(store::journal_mode_for_filesystem(0xEF53) == JournalMode::Wal);        // ext2/3/4
+    CHECK(store::journal_mode_for_filesystem(0x58465342) == JournalMode::Wal);    // XFS
+    CHECK(store::journal_mode_for_filesystem(0x01021994) == JournalMode::Wal);    // tmpfs
+    CHECK(store::journal_mode_for_filesystem(0x6969) == JournalMode::Delete);     // NFS
+    CHECK(store::journal_mode_for_filesystem(0xFF534D42) == JournalMode::Delete); // CIFS
+    CHECK(store::journal_mode_for_filesystem(0x0BD00BD0) == JournalMode::Delete); // Lustre
+    CHECK(store::journal_mode_for_filesystem(0x47504653) == JournalMode::Delete); // GPFS
+    CHECK(store::journal_mode_for_filesystem(0x00C36400) == JournalMode::Delete); // CephFS
+    // And what a database opened here (a local temporary directory) got, as SQLite reports it.
+    const std::string path = "/tmp/infrarsi-journal-" + std::to_string(::getpid()) + ".db";
+    {
+        store::Database db(path);
+        CHECK(db.journal() == JournalMode::Wal);
+        store::Statement q(db, "PRAGMA journal_mode");
+        REQUIRE(q.step());
+        CHECK(q.text(0) == "wal");
+    }
+    for (const char* suffix : {"", "-wal", "-shm"})
+        std::filesystem::remove(path + suffix);
 }

@@ -89,6 +89,17 @@ TEST_CASE("a result with foreign content is refused with the field, and the firs
     CHECK(trial::result_from_json(first, "r.json").trial_id == "17");
 }
 
+TEST_CASE("a result.json the job wrote with a number out of range is an Error, not an abort") {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("infrarsi-result-huge-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    for (const char* text : {R"({"exit_code": 1e999})", R"({"index": 99999999999999999999999})", "[1e999]"}) {
+        std::ofstream(dir / "result.json") << text;
+        CHECK_THROWS_AS(trial::read_result(dir / "result.json"), Error);
+    }
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("line times: what reads as times, up to the first line that does not; a FIFO or no file is none") {
     const fs::path dir = fs::temp_directory_path() / ("infrarsi-times-" + std::to_string(::getpid()));
     fs::create_directories(dir);

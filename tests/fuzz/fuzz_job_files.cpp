@@ -1,0 +1,39 @@
+// libFuzzer: the readers of files a job or a user can write: the batch manifest, result.json, a tune
+// request, an allocation record line. The first byte picks the reader. Only infrarsi::Error may come out.
+#include "node/allocation_record.hpp"
+#include "trial/manifest.hpp"
+#include "trial/result.hpp"
+#include "trial/tune_request.hpp"
+#include "util/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    if (size == 0) return 0;
+    const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
+    try {
+        switch (data[0] % 4) {
+        case 0:
+            infrarsi::trial::parse_manifest(text, "fuzz");
+            break;
+        case 1: {
+            auto j = nlohmann::json::parse(text, nullptr, false);
+            if (!j.is_discarded()) infrarsi::trial::result_from_json(j, "fuzz");
+            break;
+        }
+        case 2: {
+            auto j = nlohmann::json::parse(text, nullptr, false);
+            if (!j.is_discarded()) infrarsi::trial::tune_request_from_json(j);
+            break;
+        }
+        default:
+            infrarsi::node::parse_record_line(text);
+        }
+    } catch (const infrarsi::Error&) {
+    }
+    return 0;
+}
