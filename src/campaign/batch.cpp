@@ -397,9 +397,10 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
         const std::string log_text = read_text(log);
         const std::string job_output =
-            b.manifest.empty() ? log_text
-                               : log_text + read_text(fs::path(b.manifest).parent_path() /
-                                                      fmt::format("slurm-{}.out", t.job_id)); // %A_%a: JOB_INDEX
+            b.manifest.empty()
+                ? log_text
+                : log_text + read_text(fs::path(b.manifest).parent_path() /
+                                       fmt::format("slurm-{}.out", t.job_id)); // %A_%a: JOB_INDEX
         auto steps = result ? result->steps.steps : std::vector<measure::StepSample>{};
         auto evals = result ? result->steps.evals : std::vector<measure::EvalLoss>{};
         if (steps.empty()) {

@@ -159,8 +159,8 @@ void Campaign::doctor(const RunOptions& o) {
     // final_eval: each repeat at its own seed, so their spread calibrates the loss tolerance (the submitted
     // job's evaluation loss does not count there: it ran at its own seed).
     const bool seeds = contract_.invariants.loss_mode == contract::LossMode::FinalEval;
-    std::vector<Task> tasks(
-        static_cast<std::size_t>(seeds ? contract_.repeats.doctor : std::max(1, contract_.repeats.doctor - adopted)));
+    std::vector<Task> tasks(static_cast<std::size_t>(
+        seeds ? contract_.repeats.doctor : std::max(1, contract_.repeats.doctor - adopted)));
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         auto& t = tasks[i];
         t.candidate = contract_.space.baseline();

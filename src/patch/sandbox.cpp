@@ -75,6 +75,8 @@ std::string SandboxCache::key(const std::vector<const PatchInfo*>& patches) cons
             text += a + '\0';
         text += '\n';
     }
+    for (const auto& e : spec_.editable) // the content check's verdict depends on the scope
+        text += "editable " + e + "\n";
     for (const auto* p : patches)
         text += "patch " + p->id + " " + hash_file(p->file) + "\n";
     return hash_text(text).substr(0, 16);
@@ -105,8 +107,7 @@ bool load_state(Sandbox& sb) {
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object() || !j.contains("state") || !j.at("state").is_number_integer()) return false;
     const auto st = j.at("state").get<std::int64_t>();
-    if (st < static_cast<int>(Sandbox::State::Ready) ||
-        st > static_cast<int>(Sandbox::State::ProtectedChanged))
+    if (st < static_cast<int>(Sandbox::State::Ready) || st > static_cast<int>(Sandbox::State::OutOfScope))
         return false;
     sb.state = static_cast<Sandbox::State>(st);
     sb.detail = j.contains("detail") && j.at("detail").is_string() ? j.at("detail").get<std::string>() : "";

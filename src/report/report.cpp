@@ -385,8 +385,8 @@ std::string render(const json& r) {
 }
 
 std::string sbatch_snippet(const std::map<std::string, std::string>& env, bool with_patches,
-                           const std::vector<std::string>& sbatch_options, const std::vector<std::string>& args,
-                           const std::string& title) {
+                           const std::vector<std::string>& sbatch_options,
+                           const std::vector<std::string>& args, const std::string& title) {
     std::string out = "# InfraRSI: " + (title.empty() ? std::string("promoted settings") : title) + ".\n";
     if (!sbatch_options.empty()) {
         out += "# sbatch options: with your script's other #SBATCH lines, before its first command (they\n"
@@ -424,7 +424,8 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     const auto options = space.sbatch_options(cand);
     for (const auto& [k, val] : env)
         if (val.find_first_of("\n\r") != std::string::npos)
-            throw Error("the value of " + k + " holds a line break", "campaign " + s.meta("name").value_or(""),
+            throw Error("the value of " + k + " holds a line break",
+                        "campaign " + s.meta("name").value_or(""),
                         "single-line values (an env file has one variable per line)");
     const std::string title = "promoted settings of campaign " + s.meta("name").value_or("") +
                               fmt::format(" ({:.3f}x, 95% CI {:.3f}-{:.3f})", v.speedup.value_or(0),

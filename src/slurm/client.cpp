@@ -559,9 +559,26 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
 }
 
 std::optional<std::string> parse_scontrol_stdout(const std::string& out) {
+    // The last StdOut= of the line: scontrol prints it near the end, after the job's name, command and
+    // working directory, which a user may fill with text that looks like keys.
     for (const auto& line : lines(out)) {
-        const auto kv = parse_key_values(line);
-        if (auto it = kv.find("StdOut"); it != kv.end() && !it->second.empty()) return it->second;
+        const auto at = line.rfind(" StdOut=");
+        if (at == std::string::npos) continue;
+        std::string value = line.substr(at + 8);
+        // Up to the next " Key=".
+        for (std::size_t i = value.find(' '); i != std::string::npos; i = value.find(' ', i + 1)) {
+            std::size_t j = i + 1;
+            if (j >= value.size() || !std::isalpha(static_cast<unsigned char>(value[j]))) continue;
+            while (j < value.size() && (std::isalnum(static_cast<unsigned char>(value[j])) ||
+                                        value[j] == '_' || value[j] == ':' || value[j] == '/'))
+                ++j;
+            if (j < value.size() && value[j] == '=') {
+                value.resize(i);
+                break;
+            }
+        }
+        value = trim(value);
+        if (!value.empty()) return value;
     }
     return std::nullopt;
 }

@@ -65,7 +65,9 @@ class JobCompletionFile {
 
 // Polling back-off: an unchanged answer doubles the interval (from `poll`, up to kMaxPollInterval), any
 // change returns it to `poll`.
-inline constexpr std::chrono::milliseconds kMaxPollInterval{20000};
+// 8 s: one `squeue --me` per campaign every few seconds is what a site tolerates, and an ended trial is seen
+// within 8 s.
+inline constexpr std::chrono::milliseconds kMaxPollInterval{8000};
 std::chrono::milliseconds next_poll_interval(std::chrono::milliseconds current,
                                              std::chrono::milliseconds poll, bool changed);
 

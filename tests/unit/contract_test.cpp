@@ -322,6 +322,7 @@ TEST_CASE("[metrics] exclude_steps and exclude_pattern") {
         ContractVariant v("[budget]", "[metrics]\nexclude_pattern = '(eval'\n\n[budget]");
         CHECK(error_of(v.path).find("does not compile") != std::string::npos);
     }
+}
 
 TEST_CASE("[memory.transformer]: a memory prior from the model's dimensions, moved by the knobs' roles") {
     const std::string section =
@@ -359,6 +360,7 @@ TEST_CASE("[memory.transformer]: a memory prior from the model's dimensions, mov
     no_layers.erase(no_layers.find("layers = 4\n"), 11);
     ContractVariant missing("verify_top = 1", no_layers);
     CHECK(error_of(missing.path).find("missing key 'layers'") != std::string::npos);
+}
 
 TEST_CASE("numbers out of range are errors naming file:line, never wrapped or cast down") {
     auto refused = [](const std::string& from, const std::string& to, const std::string& needle) {
@@ -391,9 +393,10 @@ TEST_CASE("Slurm time strings read as Slurm reads them: a day count makes the ne
 
 TEST_CASE("an integer knob near LLONG_MAX and a 64M-value knob load at once, their domains never listed") {
     {
-        ContractVariant v("[knobs.recompute]", "[knobs.huge]\nkind = \"integer\"\nmin = 9223372036854775800\n"
-                                               "max = 9223372036854775807\nbaseline = 9223372036854775807\n\n"
-                                               "[knobs.recompute]");
+        ContractVariant v("[knobs.recompute]",
+                          "[knobs.huge]\nkind = \"integer\"\nmin = 9223372036854775800\n"
+                          "max = 9223372036854775807\nenv = \"HUGE\"\nbaseline = 9223372036854775807\n\n"
+                          "[knobs.recompute]");
         auto c = contract::load(v.path);
         const auto* k = c.space.knob("huge");
         REQUIRE(k);
@@ -415,10 +418,18 @@ TEST_CASE("an integer knob near LLONG_MAX and a 64M-value knob load at once, the
         CHECK(c.space.enumerate(10, 1).size() <= 10);
         CHECK_FALSE(c.space.neighbours(c.space.baseline()).empty());
     }
-    space::Knob all{.name = "all", .kind = space::KnobKind::Integer, .min = LLONG_MIN, .max = LLONG_MAX};
+    space::Knob all;
+    all.name = "all";
+    all.kind = space::KnobKind::Integer;
+    all.min = LLONG_MIN;
+    all.max = LLONG_MAX;
     CHECK(all.size() == UINT64_MAX);
     CHECK(all.allows(0LL));
-    space::Knob p2{.name = "p", .kind = space::KnobKind::Pow2, .min = 3, .max = LLONG_MAX};
+    space::Knob p2;
+    p2.name = "p";
+    p2.kind = space::KnobKind::Pow2;
+    p2.min = 3;
+    p2.max = LLONG_MAX;
     CHECK(p2.size() == 61); // 4 .. 2^62
     CHECK(std::get<long long>(p2.at(0)) == 4);
     CHECK(p2.index_of(1LL << 62) == 60);

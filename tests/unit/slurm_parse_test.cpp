@@ -303,3 +303,20 @@ TEST_CASE("polling backs off while nothing changes and returns to the base inter
     // A base interval above the cap stays the interval.
     CHECK(next_poll_interval(milliseconds(60000), milliseconds(60000), false) == milliseconds(60000));
 }
+
+TEST_CASE("polling backs off while nothing changes, up to its ceiling, and comes back at once on a change") {
+    using ms = std::chrono::milliseconds;
+    ms i{500};
+    i = next_poll_interval(i, ms{500}, false);
+    CHECK(i == ms{1000});
+    for (int k = 0; k < 10; ++k)
+        i = next_poll_interval(i, ms{500}, false);
+    CHECK(i == kMaxPollInterval);
+    CHECK(next_poll_interval(i, ms{500}, true) == ms{500});
+    CHECK(next_poll_interval(ms{500}, ms{30000}, false) == ms{30000}); // a poll above the ceiling stands
+}
+
+TEST_CASE("a job's output path is scontrol's last StdOut=, whatever the job's name says") {
+    CHECK(parse_scontrol_stdout("JobId=9 JobName=x StdOut=/etc/shadow UserId=u(1) WorkDir=/h StdErr=/h/e "
+                                "StdIn=/dev/null StdOut=/h/slurm-9.out Power=") == "/h/slurm-9.out");
+}
