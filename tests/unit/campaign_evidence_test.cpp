@@ -1,0 +1,101 @@
+// Patches that forge their measurements, on the local scheduler in seconds: the stepload fixture in its
+// wall-clock mode (each step sleeps, and the job times it with a clock its editable file may redefine).
+// The doctor measures the startup (elapsed time the local scheduler saw as the trial's parent, less the
+// step times the job reported); a patch that slows the job's clock, and one that prints extra fast step
+// lines at exit, are contract violations of their own types and never promoted, while a real speed-up still
+// is. Also: a batch manifest rewritten after it was written proves no trial's settings.
+#include "campaign/campaign.hpp"
+#include "trial/outcome.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+
+namespace fs = std::filesystem;
+using namespace infrarsi;
+using namespace std::chrono_literals;
+using store::TrialKind;
+using test::TempDir;
+
+namespace {
+
+fs::path wall_clock_campaign(const TempDir& d, const std::map<std::string, std::string>& edits) {
+    const fs::path fx = INFRARSI_FIXTURES;
+    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
+    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
+    std::string contract = test::read_file(fx / "stepload.contract.toml");
+    for (const auto& [from, to] : edits) {
+        const auto at = contract.find(from);
+        REQUIRE_MESSAGE(at != std::string::npos, "the stepload contract has no '" << from << "'");
+        contract.replace(at, from.size(), to);
+    }
+    std::ofstream(d.path / "stepload.contract.toml") << contract;
+    campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
+    return d.path / "c";
+}
+
+campaign::RunOptions options() {
+    campaign::RunOptions o;
+    o.verbose = false;
+    o.scheduler = "local";
+    o.poll = 20ms;
+    o.verify = true;
+    return o;
+}
+
+bool has_patch(const store::TrialRow& t, const std::string& id) {
+    return t.candidate.dump().find("\"" + id + "\"") != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("a patch that slows the job's clock is a timing violation and one that prints extra step lines a "
+          "step_lines violation, on the local scheduler; a real speed-up is still promoted") {
+    TempDir d("infrarsi-evidence");
+    const auto dir = wall_clock_campaign(
+        d, {{"STEPLOAD_STEP_S = \"0.2\"", "STEPLOAD_STEP_S = \"0.3\"\nSTEPLOAD_WALL = \"1\""},
+            {"candidates = [\"fast\"]", "candidates = [\"fast\", \"slowclock\", \"burst\"]"},
+            {"max = 2", "max = 1"},
+            {"trials = 3", "trials = 3"},
+            {"batch_size = 2", "batch_size = 3"}});
+    campaign::Campaign c(dir);
+    c.run(options());
+    CHECK(c.finished());
+    const auto startup = c.store().meta("startup");
+    REQUIRE_MESSAGE(startup, "the doctor recorded no startup");
+    INFO("startup: " << *startup);
+    CHECK(nlohmann::json::parse(*startup).value("wall_clock", false));
+
+    int slowclock = 0, burst = 0, fast = 0;
+    for (const auto& t : c.store().trials({.kinds = {TrialKind::Search}})) {
+        INFO("trial " << t.id << " " << t.candidate.dump() << ": " << t.detail);
+        CHECK(t.measurements.contains("evidence"));
+        if (has_patch(t, "slowclock")) {
+            ++slowclock;
+            CHECK(t.outcome == trial::Outcome::ContractViolation);
+            CHECK(t.violation == trial::Violation::Timing);
+            CHECK(t.detail.find("local scheduler (the trial's parent)") != std::string::npos);
+        } else if (has_patch(t, "burst")) {
+            ++burst;
+            CHECK(t.outcome == trial::Outcome::ContractViolation);
+            CHECK(t.violation == trial::Violation::StepLines);
+        } else if (has_patch(t, "fast")) {
+            ++fast;
+            CHECK(t.outcome == trial::Outcome::Ok);
+        }
+    }
+    CHECK(slowclock == 1);
+    CHECK(burst == 1);
+    CHECK(fast == 1);
+    // Only the real speed-up is promoted.
+    for (const auto& p : c.store().verifications()) {
+        INFO(p.candidate.dump());
+        if (p.promoted) CHECK(p.candidate.dump().find("fast") != std::string::npos);
+        CHECK(p.candidate.dump().find("slowclock") == std::string::npos);
+        CHECK(p.candidate.dump().find("burst") == std::string::npos);
+    }
+    CHECK(c.store().promotions().size() == 1);
+}
