@@ -464,10 +464,6 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             }
         }
         const double reported_s = trial::reported_step_time_s(steps);
-        t.measurements["reported_step_s"] = reported_s;
-        if (!evidence.is_null()) t.measurements["evidence"] = evidence;
-        if (result && !result->isolation.empty())
-            t.measurements["isolation"] = {{"in_place", result->isolated}, {"detail", result->isolation}};
         std::optional<measure::TrialSummary> summary;
         if (static_cast<int>(steps.size()) > inv.warmup_steps) {
             measure::StepLog log;
@@ -488,6 +484,11 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         }
         // The peak checked against the limit: the job cgroup's (what Slurm enforces --mem on), else the
         // accounting's MaxRSS, else what the workload reported; the largest of those known.
+        // Kept with the trial (after the summary's measurements, which replace the object).
+        t.measurements["reported_step_s"] = reported_s;
+        if (!evidence.is_null()) t.measurements["evidence"] = evidence;
+        if (result && !result->isolation.empty())
+            t.measurements["isolation"] = {{"in_place", result->isolated}, {"detail", result->isolation}};
         // Where there is evidence, its peak decides (the job can write result.json); the job's own claims can
         // only raise it.
         if (evidence_peak)

@@ -53,14 +53,14 @@ bool has_patch(const store::TrialRow& t, const std::string& id) {
 } // namespace
 
 TEST_CASE("a patch that slows the job's clock is a timing violation and one that prints extra step lines a "
-          "step_lines violation, on the local scheduler; a real speed-up is still promoted") {
+          "step_lines violation on the local scheduler, and a real speed-up is still promoted") {
     TempDir d("infrarsi-evidence");
     const auto dir = wall_clock_campaign(
         d, {{"STEPLOAD_STEP_S = \"0.2\"", "STEPLOAD_STEP_S = \"0.3\"\nSTEPLOAD_WALL = \"1\""},
             {"candidates = [\"fast\"]", "candidates = [\"fast\", \"slowclock\", \"burst\"]"},
             {"max = 2", "max = 1"},
-            {"trials = 3", "trials = 3"},
-            {"batch_size = 2", "batch_size = 3"}});
+            {"trials = 3", "trials = 7"},
+            {"batch_size = 2", "batch_size = 4"}});
     campaign::Campaign c(dir);
     c.run(options());
     CHECK(c.finished());
@@ -69,33 +69,44 @@ TEST_CASE("a patch that slows the job's clock is a timing violation and one that
     INFO("startup: " << *startup);
     CHECK(nlohmann::json::parse(*startup).value("wall_clock", false));
 
+    // The search may bundle patches: a bundle with the burst prints extra lines (checked first), one with the
+    // slow clock but no burst claims short steps, the real speed-up alone keeps the contract.
     int slowclock = 0, burst = 0, fast = 0;
     for (const auto& t : c.store().trials({.kinds = {TrialKind::Search}})) {
         INFO("trial " << t.id << " " << t.candidate.dump() << ": " << t.detail);
+        if (t.outcome == trial::Outcome::BuildFailure) continue; // a bundle whose patches conflict
         CHECK(t.measurements.contains("evidence"));
-        if (has_patch(t, "slowclock")) {
+        CHECK(t.measurements.value("isolation", nlohmann::json()).value("in_place", false));
+        if (has_patch(t, "burst")) {
+            ++burst;
+            CHECK(t.outcome == trial::Outcome::ContractViolation);
+            CHECK(t.violation == trial::Violation::StepLines);
+        } else if (has_patch(t, "slowclock")) {
             ++slowclock;
             CHECK(t.outcome == trial::Outcome::ContractViolation);
             CHECK(t.violation == trial::Violation::Timing);
             CHECK(t.detail.find("local scheduler (the trial's parent)") != std::string::npos);
-        } else if (has_patch(t, "burst")) {
-            ++burst;
-            CHECK(t.outcome == trial::Outcome::ContractViolation);
-            CHECK(t.violation == trial::Violation::StepLines);
         } else if (has_patch(t, "fast")) {
             ++fast;
             CHECK(t.outcome == trial::Outcome::Ok);
         }
     }
-    CHECK(slowclock == 1);
-    CHECK(burst == 1);
-    CHECK(fast == 1);
-    // Only the real speed-up is promoted.
+    MESSAGE("search trials: " << slowclock << " slow-clock, " << burst << " burst, " << fast
+                              << " real speed-up alone; " << c.store().promotions().size() << " promoted");
+    CHECK(slowclock >= 1);
+    CHECK(burst >= 1);
+    // No cheat is promoted, alone or bundled.
     for (const auto& p : c.store().verifications()) {
         INFO(p.candidate.dump());
-        if (p.promoted) CHECK(p.candidate.dump().find("fast") != std::string::npos);
         CHECK(p.candidate.dump().find("slowclock") == std::string::npos);
         CHECK(p.candidate.dump().find("burst") == std::string::npos);
     }
+    for (const auto& [verification, key] : c.store().promotions()) {
+        INFO(key);
+        CHECK(key.find("slowclock") == std::string::npos);
+        CHECK(key.find("burst") == std::string::npos);
+    }
+    // The real speed-up, run alone, keeps the contract under the timing check and is promoted.
+    CHECK(fast >= 1);
     CHECK(c.store().promotions().size() == 1);
 }
