@@ -5,12 +5,14 @@
 // lines at exit, are contract violations of their own types and never promoted, while a real speed-up still
 // is. Also: a batch manifest rewritten after it was written proves no trial's settings.
 #include "campaign/campaign.hpp"
+#include "scheduler/scheduler.hpp"
 #include "trial/outcome.hpp"
 
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -50,7 +52,70 @@ bool has_patch(const store::TrialRow& t, const std::string& id) {
     return t.candidate.dump().find("\"" + id + "\"") != std::string::npos;
 }
 
+// The real local scheduler; once the `nth` array job it was given has ended, its batch manifest is rewritten
+// (as a trial that could reach it would), before the campaign ingests the batch.
+class ManifestRewriter final : public scheduler::Scheduler {
+  public:
+    ManifestRewriter(const fs::path& dir, int nth)
+        : inner_(scheduler::local_scheduler(dir / "local-jobs")), nth_(nth) {}
+    std::string name() const override { return inner_->name(); }
+    bool reachable(std::string* why) const override { return inner_->reachable(why); }
+    std::string submit_held(const scheduler::ArrayJob& job) override {
+        const auto id = inner_->submit_held(job);
+        if (++submitted_ == nth_) {
+            target_ = id;
+            manifest_ = job.env.at("INFRARSI_MANIFEST");
+        }
+        return id;
+    }
+    void release(const std::string& id) override { inner_->release(id); }
+    std::vector<slurm::JobRecord> wait(const std::string& id, std::chrono::seconds timeout,
+                                       std::chrono::milliseconds poll) override {
+        auto records = inner_->wait(id, timeout, poll);
+        const bool done = std::all_of(records.begin(), records.end(),
+                                      [](const slurm::JobRecord& r) { return slurm::is_finished(r.state); });
+        if (id == target_ && done && !rewritten_) {
+            std::ofstream(manifest_, std::ios::app) << " ";
+            rewritten_ = true;
+        }
+        return records;
+    }
+    void cancel(const std::string& id) override { inner_->cancel(id); }
+    bool rewritten() const { return rewritten_; }
+
+  private:
+    std::unique_ptr<scheduler::Scheduler> inner_;
+    int nth_, submitted_ = 0;
+    std::string target_, manifest_;
+    bool rewritten_ = false;
+};
+
 } // namespace
+
+TEST_CASE("a batch manifest rewritten after the orchestrator wrote it proves no trial's settings") {
+    TempDir d("infrarsi-evidence");
+    const auto dir = wall_clock_campaign(d, {{"trials = 3", "trials = 2"}});
+    campaign::Campaign c(dir);
+    auto sched = std::make_unique<ManifestRewriter>(dir, 2); // the doctor's is the first, the search's next
+    auto* rewriter = sched.get();
+    c.use_scheduler(std::move(sched));
+    auto o = options();
+    o.verify = false;
+    c.run(o);
+    REQUIRE(rewriter->rewritten());
+    const auto search = c.store().trials({.kinds = {TrialKind::Search}});
+    REQUIRE_FALSE(search.empty());
+    for (const auto& t : search) {
+        INFO("trial " << t.id << ": " << t.detail);
+        if (t.outcome == trial::Outcome::BuildFailure) continue;
+        CHECK(t.outcome == trial::Outcome::ContractViolation);
+        CHECK(t.violation == trial::Violation::Settings);
+        CHECK(t.detail.find("changed after the orchestrator wrote it") != std::string::npos);
+    }
+    // The doctor's trials, ingested before, kept the contract.
+    for (const auto& t : c.store().trials({.kinds = {TrialKind::Doctor}}))
+        CHECK(t.outcome == trial::Outcome::Ok);
+}
 
 TEST_CASE("a patch that slows the job's clock is a timing violation and one that prints extra step lines a "
           "step_lines violation on the local scheduler, and a real speed-up is still promoted") {
