@@ -521,6 +521,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         // The job's step times against the evidence's elapsed time, less the doctor's startup (the doctor's
         // own runs are what measures it).
         if (t.kind != TrialKind::Doctor && startup && timing.elapsed_s > 0 &&
+            (startup->source.empty() || startup->source == evidence.value("source", "")) &&
             static_cast<int>(steps.size()) >= inv.steps)
             if (auto why = trial::check_timing(reported_s, timing, *startup); !why.empty())
                 e.timing_violation = why;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace infrarsi::campaign {
 
@@ -62,6 +63,7 @@ void Campaign::finish_doctor() {
     std::vector<std::vector<double>> losses;
     std::vector<double> eval_losses;
     std::vector<double> startups; // elapsed (evidence) - reported step times, per run
+    std::set<std::string> startup_sources;
     std::map<std::string, std::vector<double>> phases;
     json runs = json::array();
     std::string failures;
@@ -95,9 +97,11 @@ void Campaign::finish_doctor() {
             // wrapper, as every later trial is run.
             const auto& m = t.measurements;
             if (m.contains("evidence") && m["evidence"].value("elapsed_s", json()).is_number() &&
-                m.contains("reported_step_s") && m["reported_step_s"].is_number())
+                m.contains("reported_step_s") && m["reported_step_s"].is_number()) {
                 startups.push_back(m["evidence"]["elapsed_s"].get<double>() -
                                    m["reported_step_s"].get<double>());
+                startup_sources.insert(m["evidence"].value("source", ""));
+            }
             losses.push_back(t.measurements["losses"].get<std::vector<double>>());
             if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
                 eval_losses.push_back(t.measurements["eval_loss"].get<double>());
@@ -143,7 +147,9 @@ void Campaign::finish_doctor() {
     if (!mfus.empty()) d.mfu = measure::median(mfus);
     if (!peaks.empty()) d.peak_memory_bytes = *std::max_element(peaks.begin(), peaks.end());
     store_->put_baseline(d);
-    if (const auto startup = trial::measure_startup(startups)) {
+    if (auto startup = trial::measure_startup(startups)) {
+        // Runs with one kind of evidence; mixed: no startup applies to every trial, the check is off.
+        startup->source = startup_sources.size() == 1 ? *startup_sources.begin() : "mixed";
         store_->set_meta("startup", trial::to_json(*startup).dump());
         store_->log(
             startup->wall_clock

@@ -42,8 +42,11 @@ double reported_step_time_s(const std::vector<measure::StepSample>& steps) {
 }
 
 json to_json(const Startup& s) {
-    return {
-        {"median_s", s.median_s}, {"spread_s", s.spread_s}, {"runs", s.runs}, {"wall_clock", s.wall_clock}};
+    return {{"median_s", s.median_s},
+            {"spread_s", s.spread_s},
+            {"runs", s.runs},
+            {"wall_clock", s.wall_clock},
+            {"source", s.source}};
 }
 
 std::optional<Startup> startup_from_json(const json& j) {
@@ -55,6 +58,7 @@ std::optional<Startup> startup_from_json(const json& j) {
     s.spread_s = j["spread_s"].get<double>();
     s.runs = j.value("runs", 0);
     s.wall_clock = j.value("wall_clock", true);
+    if (j.contains("source") && j["source"].is_string()) s.source = j["source"].get<std::string>();
     return s;
 }
 

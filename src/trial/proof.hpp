@@ -37,6 +37,9 @@ struct Startup {
     // false: the baseline's own step times add up to more than its elapsed time (its step times are not
     // wall-clock time, e.g. a simulated job), so elapsed time cannot check them.
     bool wall_clock = true;
+    // The evidence the doctor's runs had (TimingEvidence::source): a trial is checked against a startup
+    // measured on the same kind of evidence only (an operator who gives --spool to run but not to doctor).
+    std::string source;
 };
 nlohmann::json to_json(const Startup& s);
 std::optional<Startup> startup_from_json(const nlohmann::json& j); // nullopt for anything else

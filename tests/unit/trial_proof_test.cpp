@@ -112,9 +112,12 @@ TEST_CASE("the doctor's startup: the median of elapsed less reported, its spread
     CHECK(s->spread_s == doctest::Approx(0.1));
     CHECK(s->runs == 3);
     CHECK(s->wall_clock);
-    const auto back = trial::startup_from_json(trial::to_json(*s));
+    auto plugin = *s;
+    plugin.source = "plugin";
+    const auto back = trial::startup_from_json(trial::to_json(plugin));
     REQUIRE(back);
     CHECK(back->median_s == s->median_s);
+    CHECK(back->source == "plugin");
     CHECK_FALSE(trial::startup_from_json(nlohmann::json("startup")));
     // Step times that add up to more than the elapsed time are not wall-clock time: nothing to check.
     const auto simulated = trial::measure_startup({-1.1, -1.15, -1.12});
@@ -125,7 +128,7 @@ TEST_CASE("the doctor's startup: the median of elapsed less reported, its spread
 
 TEST_CASE("timing: step times that cannot account for the evidence's elapsed time less startup are a "
           "violation, with the numbers") {
-    const trial::Startup startup{1.0, 0.1, 5, true};
+    const trial::Startup startup{1.0, 0.1, 5, true, "plugin"};
     const trial::TimingEvidence evidence{11.0, 0.01, "plugin (root, slurmstepd)"};
     // An honest run: 10 s of steps in 11 s with 1 s of startup.
     CHECK(trial::check_timing(10.0, evidence, startup).empty());
