@@ -386,10 +386,11 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     // then): a manifest changed since, or unreadable, proves no trial's settings.
     std::optional<trial::Manifest> manifest;
     std::string manifest_problem;
-    if (b.kind != kSubmittedBatch && !b.manifest.empty()) {
+    // A batch an older orchestrator planned has no digest, and its wrapper recorded no settings: not checked.
+    const auto digest = store_->meta(manifest_digest_key(batch_id));
+    if (b.kind != kSubmittedBatch && !b.manifest.empty() && digest) {
         try {
-            const auto digest = store_->meta(manifest_digest_key(batch_id));
-            if (digest && sha256_file_hex(b.manifest) != *digest)
+            if (sha256_file_hex(b.manifest) != *digest)
                 manifest_problem = "the batch manifest was changed after the orchestrator wrote it";
             else
                 manifest = trial::read_manifest(b.manifest);
@@ -482,15 +483,14 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
                               {"phases", summary->phases},
                               {"cold_step_s", summary->cold_step_s}};
         }
-        // The peak checked against the limit: the job cgroup's (what Slurm enforces --mem on), else the
-        // accounting's MaxRSS, else what the workload reported; the largest of those known.
         // Kept with the trial (after the summary's measurements, which replace the object).
         t.measurements["reported_step_s"] = reported_s;
         if (!evidence.is_null()) t.measurements["evidence"] = evidence;
         if (result && !result->isolation.empty())
             t.measurements["isolation"] = {{"in_place", result->isolated}, {"detail", result->isolation}};
-        // Where there is evidence, its peak decides (the job can write result.json); the job's own claims can
-        // only raise it.
+        // The peak checked against the limit: the evidence's where there is evidence (the job can write
+        // result.json), else the job cgroup's the wrapper read (what Slurm enforces --mem on); the
+        // accounting's MaxRSS and what the workload reported can only raise it.
         if (evidence_peak)
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *evidence_peak);
         else if (result && result->job_cgroup_peak_bytes)
@@ -506,7 +506,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         if (!step_lines.empty()) e.step_lines_violation = step_lines;
         // The settings the wrapper saw, against the entry the orchestrator wrote (the user's own job ran
         // without the wrapper).
-        if (b.kind != kSubmittedBatch && result) {
+        if (b.kind != kSubmittedBatch && result && digest) {
             std::string why = manifest_problem;
             if (why.empty() && manifest) {
                 try {
