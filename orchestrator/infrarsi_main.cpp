@@ -10,8 +10,8 @@
 #include "trial/classify_job.hpp"
 #include "trial/exec.hpp"
 #include "util/error.hpp"
-#include "util/fd.hpp"
 #include "util/exit_codes.hpp"
+#include "util/fd.hpp"
 
 #include "infrarsi/build_info.hpp"
 
@@ -76,8 +76,10 @@ static int run_main(int argc, char** argv) {
                     "experience bank to seed from and record into (default: $INFRARSI_BANK, "
                     "else ~/.local/share/infrarsi/bank.sqlite; INFRARSI_BANK=off: none)");
     run->add_flag("--no-bank", no_bank, "neither seed from nor record into the experience bank");
-    run->add_option("--spool", ro.spool,
-                    "the plugin's spool directory (its allocation records name the hardware)");
+    for (auto* s : {doctor, run})
+        s->add_option("--spool", ro.spool,
+                      "the plugin's spool directory (its allocation records name the hardware; its trial "
+                      "evidence is what the trials' step times are checked against)");
     for (auto* s : {doctor, run})
         s->add_flag("--quiet,-q", quiet, "print nothing but errors");
     auto* verify =

@@ -17,6 +17,15 @@ struct Context {
     std::optional<std::string> option_text; // --infrarsi's value as first given (copied: optarg is not ours)
     std::optional<Mode> option;             // parsed option_text
     std::string deferred_error; // from user_init, reported by task_init (user_init's never reach srun)
+    // Trial evidence (a trial job's batch step): set in init_post_opt, started in task_post_fork (root, in
+    // slurmstepd), written in task_exit.
+    struct TrialRun {
+        bool wanted = false;
+        std::string job; // "JOB" or "ARRAYJOB_TASK"
+        double start_epoch = 0, start_boot = 0;
+        std::string cgroup; // the job's memory cgroup directory, empty when not found
+        bool started = false;
+    } trial_run;
 
     Mode effective_mode() const { return option ? *option : Mode{config.default_mode, {}}; }
 };
@@ -31,8 +40,10 @@ int register_options(spank_t sp);
 int submit_tune(const Mode& mode);
 
 // stepd.cpp: slurmstepd (root), per step and node.
-int stepd_init_post_opt(spank_t sp, Context& ctx); // record mode's node record, tune mode's request
-int stepd_user_init(spank_t sp, Context& ctx);     // trial mode's environment (privileges dropped)
-int stepd_task_init(spank_t sp, Context& ctx);     // reports errors kept from user_init
+int stepd_init_post_opt(spank_t sp, Context& ctx);  // record mode's node record, tune mode's request
+int stepd_user_init(spank_t sp, Context& ctx);      // trial mode's environment (privileges dropped)
+int stepd_task_init(spank_t sp, Context& ctx);      // reports errors kept from user_init
+int stepd_task_post_fork(spank_t sp, Context& ctx); // trial evidence: the task's start (root)
+int stepd_task_exit(spank_t sp, Context& ctx);      // trial evidence: its end, exit and memory peak (root)
 
 } // namespace infrarsi::spank

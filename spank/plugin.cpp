@@ -73,3 +73,25 @@ INFRARSI_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {
     if (spank_context() != S_CTX_REMOTE) return 0;
     return infrarsi::spank::stepd_task_init(sp, context());
 }
+
+// Trial evidence (stepd.cpp): root's record of a trial's start, end, exit status and memory peak. It never
+// fails the job: a trial without evidence is classified without it, and says so.
+INFRARSI_EXPORT int slurm_spank_task_post_fork(spank_t sp, int, char**) {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    try {
+        return infrarsi::spank::stepd_task_post_fork(sp, context());
+    } catch (const std::exception& e) {
+        slurm_error("infrarsi: trial evidence not started: %s", e.what());
+        return 0;
+    }
+}
+
+INFRARSI_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    try {
+        return infrarsi::spank::stepd_task_exit(sp, context());
+    } catch (const std::exception& e) {
+        slurm_error("infrarsi: trial evidence not written: %s", e.what());
+        return 0;
+    }
+}

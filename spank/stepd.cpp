@@ -5,7 +5,9 @@
 #include "node_identity.hpp"
 #include "spool.hpp"
 #include "submit_args.hpp"
+#include "trial/evidence.hpp"
 #include "trial/manifest.hpp"
+#include "trial/memory_peak.hpp"
 #include "trial/tune_request.hpp"
 
 #include "node/allocation_record.hpp"
@@ -14,11 +16,15 @@
 #include "util/error.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <infrarsi/build_info.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <pwd.h>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace infrarsi::spank {
@@ -26,6 +32,7 @@ namespace {
 
 constexpr uint32_t kBatchStep = 0xfffffffb; // SLURM_BATCH_SCRIPT (slurm.h)
 constexpr uint32_t kNoVal = 0xfffffffe;     // NO_VAL: Slurm's "not an array task"
+constexpr int kTrialSettingsExit = 97;      // a trial task whose manifest entry could not be applied
 // hwloc's load of the live machine takes well under a second on a node without OpenCL/GL components.
 constexpr std::chrono::milliseconds kTopologyBudget{5000};
 
@@ -119,11 +126,32 @@ void write_tune_request(spank_t sp, const Context& ctx) {
                    ctx.config.spool.c_str());
 }
 
+double clock_s(clockid_t id) {
+    timespec ts{};
+    ::clock_gettime(id, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// The job as the orchestrator names it: "ARRAYJOB_TASK" for an array task, else "JOB".
+std::string job_name_of(spank_t sp) {
+    if (auto task = array_task(sp))
+        return std::to_string(item_u32(sp, S_JOB_ARRAY_ID)) + "_" + std::to_string(*task);
+    return std::to_string(item_u32(sp, S_JOB_ID));
+}
+
 } // namespace
 
 int stepd_init_post_opt(spank_t sp, Context& ctx) {
     Mode mode = ctx.effective_mode();
     if (mode.kind == ModeKind::off) return 0;
+    // Trial evidence for a trial job's batch step: --infrarsi=trial, or a job the orchestrator submitted
+    // (its manifest in the environment) under the site's record mode. A user who sets the variable only gets
+    // a record of their own job.
+    if (item_u32(sp, S_JOB_STEPID) == kBatchStep &&
+        (mode.kind == ModeKind::trial || !job_env(sp, "INFRARSI_MANIFEST").empty())) {
+        ctx.trial_run.wanted = true;
+        ctx.trial_run.job = job_name_of(sp);
+    }
 
     // Record mode never fails a job: its own failures are logged and the job runs.
     try {
@@ -167,7 +195,61 @@ int stepd_user_init(spank_t sp, Context& ctx) {
 int stepd_task_init(spank_t, Context& ctx) {
     if (ctx.deferred_error.empty()) return 0;
     slurm_error("infrarsi: %s", ctx.deferred_error.c_str());
+    if (ctx.effective_mode().kind == ModeKind::trial) {
+        // A trial that did not get its settings must not run the script's defaults (the baseline) and end
+        // COMPLETED: under `optional` Slurm ignores the -1 below, so the task ends here, in its own process
+        // (task_init runs in the forked task before exec), saying why on its stderr.
+        std::fprintf(stderr, "infrarsi: trial not run: %s\n", ctx.deferred_error.c_str());
+        std::fflush(stderr);
+        ::_exit(kTrialSettingsExit);
+    }
     return -1;
+}
+
+int stepd_task_post_fork(spank_t sp, Context& ctx) {
+    auto& run = ctx.trial_run;
+    if (!run.wanted || run.started) return 0;
+    run.started = true;
+    run.start_epoch = clock_s(CLOCK_REALTIME);
+    run.start_boot = clock_s(CLOCK_BOOTTIME);
+    pid_t pid = 0;
+    if (spank_get_item(sp, S_TASK_PID, &pid) == ESPANK_SUCCESS && pid > 0) {
+        // The task's cgroup now, while it runs (proctrack/cgroup has placed it): its job_<id> ancestor.
+        std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+        const std::string text((std::istreambuf_iterator<char>(in)), {});
+        if (auto dir = trial::job_cgroup_dir(text, "/sys/fs/cgroup")) run.cgroup = dir->string();
+    }
+    return 0;
+}
+
+int stepd_task_exit(spank_t sp, Context& ctx) {
+    auto& run = ctx.trial_run;
+    if (!run.wanted || !run.started) return 0;
+    run.wanted = false; // one record per batch step
+    trial::TrialEvidence e;
+    e.source = "plugin";
+    e.job = run.job;
+    e.node = this_node();
+    e.start_epoch = run.start_epoch;
+    e.end_epoch = clock_s(CLOCK_REALTIME);
+    e.elapsed_s = clock_s(CLOCK_BOOTTIME) - run.start_boot;
+    int status = 0;
+    if (spank_get_item(sp, S_TASK_EXIT_STATUS, &status) == ESPANK_SUCCESS) {
+        e.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+        e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    }
+    if (!run.cgroup.empty()) e.memory_peak_bytes = trial::cgroup_peak_bytes(run.cgroup);
+    const std::string& spool = ctx.config.spool;
+    ensure_safe_dir(spool);
+    ensure_safe_dir(spool + "/trials");
+    const std::string dir = trial::evidence_dir(spool, run.job).string();
+    ensure_safe_dir(dir);
+    const auto name = trial::evidence_file_prefix(run.job) +
+                      std::to_string(static_cast<long long>(run.start_boot * 1e9)) + ".json";
+    write_new_file(dir, name, trial::to_json(e).dump() + "\n");
+    slurm_verbose("infrarsi: trial evidence for job %s: %.3f s, exit %d signal %d", run.job.c_str(),
+                  e.elapsed_s, e.exit_code, e.signal);
+    return 0;
 }
 
 } // namespace infrarsi::spank

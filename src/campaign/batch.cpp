@@ -4,10 +4,13 @@
 
 #include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
+#include "trial/evidence.hpp"
 #include "trial/outcome.hpp"
+#include "trial/proof.hpp"
 #include "trial/result.hpp"
 #include "util/error.hpp"
 #include "util/install_paths.hpp"
+#include "util/sha256.hpp"
 #include "verify/verify.hpp"
 
 #include <fmt/core.h>
@@ -53,6 +56,10 @@ std::optional<int> task_index(const slurm::JobRecord& r) {
 std::string read_text(const fs::path& file) {
     std::ifstream in(file);
     return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::string manifest_digest_key(std::int64_t batch_id) {
+    return fmt::format("manifest_sha256.{}", batch_id);
 }
 
 } // namespace
@@ -212,6 +219,9 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     const fs::path mpath = bdir / "manifest.json";
     trial::write_manifest(mpath, manifest);
     store_->set_batch_manifest(batch_id, mpath.string());
+    // The manifest lies in the campaign directory, where a trial could rewrite it: ingest compares the
+    // settings each trial saw with this content only.
+    store_->set_meta(manifest_digest_key(batch_id), sha256_file_hex(mpath));
     if (order.empty()) store_->set_batch_finished(batch_id);
     tx.commit();
     return batch_id;
@@ -297,6 +307,8 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     std::vector<slurm::JobRecord> all;
     std::set<std::string> cancelled;
     auto& sched = b.kind == kSubmittedBatch ? slurm_for_submitted_job() : scheduler(o);
+    evidence_spool_ = o.spool;
+    evidence_scheduler_ = sched.name();
     for (const auto& a : store_->arrays(batch_id)) {
         for (;;) {
             if (stopping(o)) return;
@@ -370,6 +382,23 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     const trial::Limits limits{contract_.resources.mem, contract_.resources.mem_bytes,
                                contract_.resources.time_limit, inv.steps,
                                measure::describe(contract_.metrics)};
+    // The manifest entries the trials were to run, as the orchestrator wrote them (its digest was stored
+    // then): a manifest changed since, or unreadable, proves no trial's settings.
+    std::optional<trial::Manifest> manifest;
+    std::string manifest_problem;
+    // A batch an older orchestrator planned has no digest, and its wrapper recorded no settings: not checked.
+    const auto digest = store_->meta(manifest_digest_key(batch_id));
+    if (b.kind != kSubmittedBatch && !b.manifest.empty() && digest) {
+        try {
+            if (sha256_file_hex(b.manifest) != *digest)
+                manifest_problem = "the batch manifest was changed after the orchestrator wrote it";
+            else
+                manifest = trial::read_manifest(b.manifest);
+        } catch (const Error& e) {
+            manifest_problem = std::string("the batch manifest cannot be read: ") + e.what();
+        }
+    }
+    const auto startup = trial::startup_from_json(json::parse(store_->meta("startup").value_or("null")));
     store::Transaction tx(store_->db());
     for (auto t : store_->trials_of_batch(batch_id)) {
         if (t.state != TrialState::Submitted) continue;
@@ -410,6 +439,32 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             steps = std::move(parsed.steps);
             evals = std::move(parsed.evals);
         }
+        // Exactly the contract's steps, each once and in order; no line after the last step is taken.
+        const std::string step_lines = trial::check_step_lines(steps, inv.steps);
+        trial::keep_contract_steps(steps, inv.steps);
+        // The evidence: the plugin's root-side record where it wrote one, else the scheduler's own record
+        // (the local scheduler's is the trial's parent's; Slurm's accounting is root's, to the second).
+        trial::TimingEvidence timing;
+        std::optional<double> evidence_peak;
+        json evidence;
+        if (const auto pe = trial::read_plugin_evidence(evidence_spool_, rec.job_id)) {
+            timing = {pe->elapsed_s, 0.01, "plugin (root, slurmstepd)"};
+            evidence_peak = pe->memory_peak_bytes;
+            evidence = trial::to_json(*pe);
+        } else if (rec.elapsed_s > 0) {
+            const bool local = evidence_scheduler_ == "local";
+            timing = {rec.elapsed_s, local ? 0.01 : 1.0,
+                      local ? "local scheduler (the trial's parent)" : "Slurm accounting"};
+            evidence = {{"source", local ? "local parent" : "slurm accounting"},
+                        {"elapsed_s", rec.elapsed_s},
+                        {"exit_code", rec.exit_code},
+                        {"signal", rec.exit_signal}};
+            if (local && rec.max_rss_bytes) {
+                evidence_peak = static_cast<double>(*rec.max_rss_bytes);
+                evidence["memory_peak_bytes"] = *evidence_peak;
+            }
+        }
+        const double reported_s = trial::reported_step_time_s(steps);
         std::optional<measure::TrialSummary> summary;
         if (static_cast<int>(steps.size()) > inv.warmup_steps) {
             measure::StepLog log;
@@ -428,9 +483,17 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
                               {"phases", summary->phases},
                               {"cold_step_s", summary->cold_step_s}};
         }
-        // The peak checked against the limit: the job cgroup's (what Slurm enforces --mem on), else the
-        // accounting's MaxRSS, else what the workload reported; the largest of those known.
-        if (result && result->job_cgroup_peak_bytes)
+        // Kept with the trial (after the summary's measurements, which replace the object).
+        t.measurements["reported_step_s"] = reported_s;
+        if (!evidence.is_null()) t.measurements["evidence"] = evidence;
+        if (result && !result->isolation.empty())
+            t.measurements["isolation"] = {{"in_place", result->isolated}, {"detail", result->isolation}};
+        // The peak checked against the limit: the evidence's where there is evidence (the job can write
+        // result.json), else the job cgroup's the wrapper read (what Slurm enforces --mem on); the
+        // accounting's MaxRSS and what the workload reported can only raise it.
+        if (evidence_peak)
+            t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *evidence_peak);
+        else if (result && result->job_cgroup_peak_bytes)
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *result->job_cgroup_peak_bytes);
         if (rec.max_rss_bytes)
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
@@ -440,6 +503,28 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         e.has_result = result.has_value();
         e.steps = static_cast<int>(steps.size());
         e.summary = summary ? &*summary : nullptr;
+        if (!step_lines.empty()) e.step_lines_violation = step_lines;
+        // The settings the wrapper saw, against the entry the orchestrator wrote (the user's own job ran
+        // without the wrapper).
+        if (b.kind != kSubmittedBatch && result && digest) {
+            std::string why = manifest_problem;
+            if (why.empty() && manifest) {
+                try {
+                    why = trial::check_settings(result->settings,
+                                                manifest->task(static_cast<std::uint32_t>(t.array_index)));
+                } catch (const Error& err) {
+                    why = err.what();
+                }
+            }
+            if (!why.empty()) e.settings_violation = why;
+        }
+        // The job's step times against the evidence's elapsed time, less the doctor's startup (the doctor's
+        // own runs are what measures it).
+        if (t.kind != TrialKind::Doctor && startup && timing.elapsed_s > 0 &&
+            (startup->source.empty() || startup->source == evidence.value("source", "")) &&
+            static_cast<int>(steps.size()) >= inv.steps)
+            if (auto why = trial::check_timing(reported_s, timing, *startup); !why.empty())
+                e.timing_violation = why;
         // The final evaluation loss: the last one the job printed.
         std::optional<double> final_eval;
         if (!evals.empty()) {

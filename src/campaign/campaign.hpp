@@ -168,6 +168,10 @@ class Campaign {
     std::vector<patch::PatchInfo> catalog_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
     std::unique_ptr<scheduler::Scheduler> submitted_job_scheduler_;
+    // Where ingest finds the trials' evidence (batch.cpp): the plugin's spool (RunOptions::spool) and the
+    // name of the scheduler whose records it reads; set by await_batch.
+    std::string evidence_spool_;
+    std::string evidence_scheduler_;
 };
 
 // Which prior the memory model starts from, for people: the estimate command, the transformer formulas, or

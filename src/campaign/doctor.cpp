@@ -4,6 +4,7 @@
 
 #include "measure/noise.hpp"
 #include "measure/statistics.hpp"
+#include "trial/proof.hpp"
 #include "util/error.hpp"
 #include "verify/verify.hpp"
 
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace infrarsi::campaign {
 
@@ -60,6 +62,8 @@ void Campaign::finish_doctor() {
     std::vector<double> medians, within, colds, tps, mfus, peaks;
     std::vector<std::vector<double>> losses;
     std::vector<double> eval_losses;
+    std::vector<double> startups; // elapsed (evidence) - reported step times, per run
+    std::set<std::string> startup_sources;
     std::map<std::string, std::vector<double>> phases;
     json runs = json::array();
     std::string failures;
@@ -89,6 +93,15 @@ void Campaign::finish_doctor() {
         // The reference losses come from the runs the campaign started, with the contract's seed and steps;
         // the job the user submitted ran with its own (its timing, noise and memory count).
         if (store_->batch(t.batch_id).kind != kSubmittedBatch) {
+            // The startup the timing check allows later trials (trial/proof.hpp): only runs through the trial
+            // wrapper, as every later trial is run.
+            const auto& m = t.measurements;
+            if (m.contains("evidence") && m["evidence"].value("elapsed_s", json()).is_number() &&
+                m.contains("reported_step_s") && m["reported_step_s"].is_number()) {
+                startups.push_back(m["evidence"]["elapsed_s"].get<double>() -
+                                   m["reported_step_s"].get<double>());
+                startup_sources.insert(m["evidence"].value("source", ""));
+            }
             losses.push_back(t.measurements["losses"].get<std::vector<double>>());
             if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
                 eval_losses.push_back(t.measurements["eval_loss"].get<double>());
@@ -134,6 +147,20 @@ void Campaign::finish_doctor() {
     if (!mfus.empty()) d.mfu = measure::median(mfus);
     if (!peaks.empty()) d.peak_memory_bytes = *std::max_element(peaks.begin(), peaks.end());
     store_->put_baseline(d);
+    if (auto startup = trial::measure_startup(startups)) {
+        // Runs with one kind of evidence; mixed: no startup applies to every trial, the check is off.
+        startup->source = startup_sources.size() == 1 ? *startup_sources.begin() : "mixed";
+        store_->set_meta("startup", trial::to_json(*startup).dump());
+        store_->log(
+            startup->wall_clock
+                ? fmt::format("doctor: startup {:.3f} s (spread {:.3f} s over {} runs): the elapsed time "
+                              "the evidence saw, less the step times the job reported",
+                              startup->median_s, startup->spread_s, startup->runs)
+                : fmt::format("doctor: the baseline's step times add up to {:.3f} s more than the "
+                              "elapsed time the evidence saw: they are not wall-clock time, and the "
+                              "timing check is off for this campaign",
+                              -startup->median_s));
+    }
     store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
                             "minimum detectable effect {:.2f}%",
                             noise.median_step_s, measure::median(colds), 100 * noise.cv_between,

@@ -42,7 +42,10 @@ json trial_json(const store::TrialRow& t) {
             {"cost_node_s", t.cost_node_s},
             {"counted", t.counted},
             {"reason", t.reason},
-            {"result", t.result_path}};
+            {"result", t.result_path},
+            // What the candidate's code could not write (docs/orchestrator.md, "Evidence").
+            {"evidence", t.measurements.is_object() ? t.measurements.value("evidence", json()) : json()},
+            {"isolation", t.measurements.is_object() ? t.measurements.value("isolation", json()) : json()}};
 }
 
 std::string fmt_opt(const json& v, const char* spec = "{:.4f}") {

@@ -32,6 +32,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <thread>
@@ -165,6 +166,10 @@ class LocalScheduler final : public Scheduler {
   public:
     LocalScheduler(fs::path state_dir, LocalMemoryLimit memory) : dir_(std::move(state_dir)) {
         fs::create_directories(dir_);
+        // Trials run as this user: a dumpable orchestrator would let them read its view of the files
+        // (/proc/<pid>/root, /proc/<pid>/cwd) around the mount namespace that hides the campaign from them
+        // (trial/isolation.hpp).
+        ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         std::string why = "the watchdog was asked for";
         if (memory == LocalMemoryLimit::Auto) cgroups_ = MemoryCgroups::find(&why);
         description_ = cgroups_ ? fmt::format("local (memory limit: a cgroup v2 per trial under {})",
@@ -315,6 +320,9 @@ class LocalScheduler final : public Scheduler {
                           {"start", start},
                           {"end", epoch_now()}};
         const fs::path d = dir_ / job;
+        // The parent's own copy, kept before the file exists: the trial runs as this user and could rewrite
+        // the file; what this process returns for a task it ended is what it saw (the trial's evidence).
+        ended_[job][index] = rec;
         write_file_atomically(d / fmt::format("{}.json", index), rec.dump() + "\n");
         std::error_code ec;
         fs::remove(d / fmt::format("{}.pid", index), ec);
@@ -404,7 +412,12 @@ class LocalScheduler final : public Scheduler {
         int active = static_cast<int>(running.size());
         for (int index = first; index < first + tasks; ++index) {
             const fs::path end = d / fmt::format("{}.json", index);
-            auto rec = read_json(end);
+            std::optional<json> rec;
+            if (auto e = ended_[job].find(index); e != ended_[job].end())
+                rec = e->second;
+            else
+                rec =
+                    read_json(end); // ended before this process ran it (a restart): the file is all there is
             // An end record that is not ours (torn, or foreign content) is no end: the task runs again.
             if (rec && !(rec->is_object() && rec->value("state", json()).is_string())) rec.reset();
             if (!rec && !running.count(index)) {
@@ -412,7 +425,7 @@ class LocalScheduler final : public Scheduler {
                 if (fs::exists(pid_file)) stop_orphan(pid_file);
                 if (cancelled) {
                     record_end(job, index, slurm::JobState::Cancelled, 0, 0, 0, 0, 0);
-                    rec = read_json(end);
+                    rec = ended_[job][index];
                 } else if (!held && active < max_concurrent) {
                     start(job, *spec, index);
                     ++active;
@@ -491,6 +504,7 @@ class LocalScheduler final : public Scheduler {
     std::optional<MemoryCgroups> cgroups_; // empty: the watchdog holds the memory limit
     std::string description_;
     std::map<std::string, std::map<int, Running>> running_; // by job, then task index
+    std::map<std::string, std::map<int, json>> ended_;      // end records this process wrote, by job, index
 };
 
 } // namespace

@@ -1,9 +1,10 @@
 #include "trial/exec.hpp"
 
 #include "measure/log_format.hpp"
+#include "trial/isolation.hpp"
 #include "trial/manifest.hpp"
-#include "trial/rendezvous.hpp"
 #include "trial/memory_peak.hpp"
+#include "trial/rendezvous.hpp"
 #include "trial/result.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -14,11 +15,18 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
+#include <set>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
 
 namespace infrarsi::trial {
 
@@ -39,13 +47,20 @@ class LogSink {
     }
     void write(std::string_view chunk) {
         write_all(log_.get(), chunk, log_path_);
-        if (!times_) return;
+        // What the wrapper measures is what it received, not what the log file says later: the workload runs
+        // in the trial directory and could rewrite the file.
+        text_.append(chunk);
         const double now = elapsed_s();
         std::string stamps;
         for (char c : chunk)
-            if (c == '\n') stamps += fmt::format("{:.4f}\n", now);
-        if (!stamps.empty()) write_all(times_.get(), stamps, log_path_ + " (line times)");
+            if (c == '\n') {
+                stamps += fmt::format("{:.4f}\n", now);
+                times_seen_.push_back(now);
+            }
+        if (times_ && !stamps.empty()) write_all(times_.get(), stamps, log_path_ + " (line times)");
     }
+    const std::string& text() const { return text_; }
+    const std::vector<double>& line_times() const { return times_seen_; }
     double elapsed_s() const {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     }
@@ -54,7 +69,75 @@ class LogSink {
     std::chrono::steady_clock::time_point start_;
     std::string log_path_;
     UniqueFd log_, times_;
+    std::string text_;
+    std::vector<double> times_seen_;
 };
+
+// The children of this process, from /proc (a child subreaper inherits every orphaned descendant).
+std::vector<pid_t> children() {
+    std::vector<pid_t> out;
+    const pid_t self = ::getpid();
+    DIR* d = ::opendir("/proc");
+    if (!d) return out;
+    while (const dirent* e = ::readdir(d)) {
+        char* end = nullptr;
+        const long pid = std::strtol(e->d_name, &end, 10);
+        if (pid <= 0 || *end) continue;
+        std::ifstream in(fmt::format("/proc/{}/stat", pid));
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        const auto close = text.rfind(')');
+        if (close == std::string::npos) continue;
+        char state = 0;
+        long ppid = 0;
+        if (std::sscanf(text.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+            out.push_back(static_cast<pid_t>(pid));
+    }
+    ::closedir(d);
+    return out;
+}
+
+// Every descendant the workload left behind (a daemon that would rewrite result.json later) is killed and
+// reaped before the result is written: SIGTERM, then SIGKILL after `grace`. Returns how many there were.
+int kill_leftovers(std::chrono::milliseconds grace) {
+    std::set<pid_t> seen;
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    for (int round = 0; round < 1000; ++round) {
+        while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        const auto left = children();
+        if (left.empty()) break;
+        const bool late = std::chrono::steady_clock::now() >= deadline;
+        for (const pid_t p : left) {
+            seen.insert(p);
+            ::kill(p, late ? SIGKILL : SIGTERM);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    return static_cast<int>(seen.size());
+}
+
+// The environment the workload got for the names its manifest entry sets: the wrapper's own with the
+// entry's on top, as run_process gives it.
+Settings seen_settings(const ManifestTask& task, const std::map<std::string, std::string>& env,
+                       const std::vector<std::string>& argv) {
+    Settings s;
+    for (const auto& [name, value] : task.env) {
+        (void)value;
+        if (auto it = env.find(name); it != env.end())
+            s.env[name] = it->second;
+        else if (const char* v = std::getenv(name.c_str()))
+            s.env[name] = std::string(v);
+        else
+            s.env[name] = std::nullopt;
+    }
+    s.argv = argv;
+    s.build = task.build;
+    std::error_code ec;
+    s.workdir = task.workdir.empty() ? fs::current_path(ec).string() : task.workdir;
+    return s;
+}
 
 } // namespace
 
@@ -88,6 +171,14 @@ int execute(const fs::path& manifest_path, int index) {
     // until the workload has gone, and Slurm's SIGKILL ends it after KillWait if need be.
     std::signal(SIGTERM, SIG_IGN);
     std::signal(SIGINT, SIG_IGN);
+    // Whatever the workload leaves running is re-parented to the wrapper, which kills it before the result
+    // is written (kill_leftovers): nothing of the trial outlives its result file.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+
+    // The workload sees its own trial directory and sandbox of the campaign directory, nothing else of it:
+    // no other trial's output, no doctor log, no campaign database (trial/isolation.hpp).
+    Isolation isolation;
+    if (const auto plan = isolation_plan(fs::absolute(manifest_path), task)) isolation = isolate(*plan);
 
     // The knobs' arguments follow the command and its fixed arguments: argv elements, never a shell line.
     std::vector<std::string> argv = task.command;
@@ -100,12 +191,15 @@ int execute(const fs::path& manifest_path, int index) {
         start_error = e.what();
     }
     const double wall = sink.elapsed_s();
+    const int leftovers = kill_leftovers(std::chrono::milliseconds(500));
     rusage ru{};
     getrusage(RUSAGE_CHILDREN, &ru);
 
-    std::ifstream lin(log);
-    const std::string text{std::istreambuf_iterator<char>(lin), {}};
     Result out;
+    out.leftover_processes_killed = leftovers;
+    out.isolated = isolation.in_place;
+    out.isolation = isolation.detail;
+    out.settings = seen_settings(task, o.env, argv);
     out.trial_id = task.trial_id;
     out.index = task.index;
     out.exit_code = r.exit_code;
@@ -114,8 +208,7 @@ int execute(const fs::path& manifest_path, int index) {
     out.max_rss_children_bytes = static_cast<double>(ru.ru_maxrss) * 1024.0;
     out.job_cgroup_peak_bytes = job_cgroup_peak_bytes();
     out.log = log.string();
-    const auto times = read_line_times(line_times_path(log));
-    out.steps = measure::parse_log(text, manifest.metrics, &times);
+    out.steps = measure::parse_log(sink.text(), manifest.metrics, &sink.line_times());
     out.error = start_error;
     for (const char* v : {"SLURMD_NODENAME", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"})
         if (const char* e = std::getenv(v)) out.slurm[v] = e;

@@ -28,11 +28,28 @@ Verdict completed(const Evidence& e, const Limits& limits) {
                 Violation::NoResult,
                 "no result file (the trial wrapper did not finish)",
                 {}};
+    // Checked before the count: extra lines (a forged burst at exit) must not pass as "enough steps".
+    if (e.step_lines_violation)
+        return {Outcome::ContractViolation,
+                Violation::StepLines,
+                fmt::format("step lines broke the contract ({} steps in format {}): {}", limits.steps,
+                            limits.step_lines, *e.step_lines_violation),
+                {}};
     if (e.steps < limits.steps)
         return {Outcome::ContractViolation,
                 Violation::MissingSteps,
                 fmt::format("missing step lines: {} of {} in format {}", e.steps, limits.steps,
                             limits.step_lines),
+                {}};
+    if (e.settings_violation)
+        return {Outcome::ContractViolation,
+                Violation::Settings,
+                "the trial did not run its manifest entry's settings: " + *e.settings_violation,
+                {}};
+    if (e.timing_violation)
+        return {Outcome::ContractViolation,
+                Violation::Timing,
+                "step times disagree with the evidence: " + *e.timing_violation,
                 {}};
     if (e.loss_violation)
         return {Outcome::ContractViolation,

@@ -33,6 +33,9 @@ enum class Violation {
     LossInvariant,    // the losses left the contract's tolerance of the baseline's
     ProtectedChanged, // the patch set changed a protected file (found when its sandbox was made)
     OutOfScope,       // the patched tree differs outside the editable scope, or has a symlink (ditto)
+    StepLines,        // more step lines than the contract's steps, or a step numbered twice or out of order
+    Timing,           // the job's own step times are implausibly short for the elapsed time the evidence saw
+    Settings,         // the trial ran other settings (env, arguments, build) than its manifest entry names
 };
 
 inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
@@ -45,13 +48,16 @@ inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
     {Outcome::BuildFailure, "build_failure"},
     {Outcome::ContractViolation, "contract_violation"},
 }}};
-inline constexpr util::EnumNames<Violation, 6> violation_names{{{
+inline constexpr util::EnumNames<Violation, 9> violation_names{{{
     {Violation::None, ""},
     {Violation::NoResult, "no_result"},
     {Violation::MissingSteps, "missing_steps"},
     {Violation::LossInvariant, "loss_invariant"},
     {Violation::ProtectedChanged, "protected_changed"},
     {Violation::OutOfScope, "out_of_scope"},
+    {Violation::StepLines, "step_lines"},
+    {Violation::Timing, "timing"},
+    {Violation::Settings, "settings"},
 }}};
 
 inline std::string to_string(Outcome o) {
@@ -83,6 +89,13 @@ struct Evidence {
     std::string_view job_output;              // the workload's log and Slurm's output file for the task
     bool has_result = false;                  // the wrapper wrote result.json
     int steps = 0;                            // step lines measured (from result.json, else from the log)
+    // check_step_lines's reason (trial/proof.hpp) when the step lines are not exactly the contract's steps,
+    // each numbered once in order; nullopt when they are (or too few: that is `steps` above).
+    std::optional<std::string> step_lines_violation;
+    // check_settings's reason when the wrapper saw other settings than the manifest entry's.
+    std::optional<std::string> settings_violation;
+    // check_timing's reason when the job's step times are implausibly short against the evidence.
+    std::optional<std::string> timing_violation;
     const measure::TrialSummary* summary = nullptr; // the steady-state summary, when enough steps ran
     // verify::check_loss's reason when the losses broke the invariant; nullopt when they held or there is no
     // reference (the doctor's own trials).

@@ -4,6 +4,7 @@
 // (INFRARSI_RESULT) and may write there, so the reader takes it as a job's input: a file that is not a result
 // is an Error, never an abort. Format: docs/orchestrator.md ("result.json").
 #include "measure/steps.hpp"
+#include "trial/proof.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -30,6 +31,14 @@ struct Result {
     measure::StepLog steps;                   // the workload's step lines, its malformed count and summary
     std::string error;                        // why the workload could not be started; empty when it ran
     std::map<std::string, std::string> slurm; // SLURMD_NODENAME, SLURM_JOB_ID, ... as the job saw them
+    // What the wrapper gave the workload (proof.hpp), checked against the manifest entry by the orchestrator.
+    std::optional<Settings> settings;
+    // Processes the workload left behind that the wrapper (a child subreaper) killed before writing this.
+    int leftover_processes_killed = 0;
+    // Whether the workload ran with the campaign directory hidden (trial/isolation.hpp), and how or why not;
+    // empty detail: the manifest is not a campaign's, nothing to hide.
+    bool isolated = false;
+    std::string isolation;
 };
 
 nlohmann::json to_json(const Result& r);

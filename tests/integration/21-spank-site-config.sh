@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The plugin under plugstack.conf arguments the main test cluster does not use, on its own 2-node cluster:
-# a spool it cannot write never fails a job; `required` makes trial-mode errors fail the job; an unknown key
+# a spool it cannot write never fails a job; trial-mode errors fail the task, `required` or `optional`, and
+# each trial task leaves root's evidence in the spool; an unknown key
 # is refused by name; allow_off=no and default_mode=off do what they say. plugstack.conf is read afresh by
 # srun, sbatch and every slurmstepd, so each case rewrites it without restarting daemons.
 set -euo pipefail
@@ -78,6 +79,31 @@ grep -q "trial=t0" "$dir/trial-0.out" || fail "index 0 did not get its trial: $(
 grep -q "no trial for array index 1" "$dir/trial-1.out" || fail "index 1's error is not in its output"
 if grep -q "trial=" "$dir/trial-1.out"; then fail "index 1 ran its script despite the error"; fi
 
+# 3b. optional + trial mode: Slurm ignores an optional plugin's errors, yet a task without its settings must
+# not run the script's defaults (the baseline) and end COMPLETED: it ends with exit 97 and says why. Each
+# task's batch step leaves root's trial evidence in the spool (start, end, exit status, memory peak).
+echo "optional $so spool=$spool" >"$plugstack"
+set +e
+job=$(INFRARSI_MANIFEST=$dir/manifest.json sbatch --parsable --wait --array=0-1 --infrarsi=trial \
+  -o "$dir/opt-%a.out" --wrap 'echo trial=$INFRARSI_TRIAL_ID' 2>/dev/null)
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "under optional, an array task without a manifest entry did not fail"
+grep -q "trial=t0" "$dir/opt-0.out" || fail "optional: index 0 did not get its trial: $(cat "$dir/opt-0.out")"
+grep -q "infrarsi: trial not run: .*no trial for array index 1" "$dir/opt-1.out" ||
+  fail "optional: index 1's error is not in its output: $(cat "$dir/opt-1.out")"
+if grep -q "trial=" "$dir/opt-1.out"; then fail "optional: index 1 ran its script with the defaults"; fi
+job=${job%%;*}
+evidence() { # TASK EXIT: root's record of that task, with that exit status
+  local f
+  f=$(ls "$spool/trials/$job/$1."*.json 2>/dev/null | head -n1)
+  [ -n "$f" ] || { echo "no evidence for ${job}_$1 in $spool/trials"; return 1; }
+  [ "$(stat -c '%u %a' "$f")" = "0 644" ] || { echo "$f: $(stat -c '%u %a' "$f")"; return 1; }
+  jq -e --arg j "${job}_$1" --argjson x "$2" '.source == "plugin" and .job == $j and .exit_code == $x and .elapsed_s > 0 and .end_epoch >= .start_epoch' "$f"
+}
+wait_for 60 "the plugin's evidence of task 0 (exit 0)" evidence 0 0
+wait_for 60 "the plugin's evidence of task 1 (exit 97)" evidence 1 97
+
 # 4. An unknown key is refused, naming it.
 echo "required $so spool=$spool colour=blue" >"$plugstack"
 if err=$(srun -N1 true 2>&1); then fail "srun ran with an unknown plugstack key"; fi
@@ -99,4 +125,4 @@ tail -1 "$spool/allocations.jsonl" | grep -q '"budget_ms":50.0' || fail "calibra
 [ "$(stat -c %a "$spool/allocations.jsonl")" = 644 ] || fail "records file mode $(stat -c %a "$spool/allocations.jsonl")"
 
 passed=1
-echo "ok: unwritable and open spools, required trial errors, unknown key, allow_off, default_mode"
+echo "ok: unwritable and open spools, required and optional trial errors, trial evidence, unknown key, allow_off, default_mode"

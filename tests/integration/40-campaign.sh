@@ -16,7 +16,13 @@ echo "$out"
 grep -q "patch outside_scope refused: touches 'bench/extra.c', outside the editable scope" <<<"$out" || fail "out-of-scope patch not refused at init"
 grep -q "patch edit_loss refused: touches protected file 'loss.c'" <<<"$out" || fail "protected-file patch not refused at init"
 
-"$bin" run --dir "$work/c" >"$work/run.log" 2>&1 || { cat "$work/run.log"; fail "infrarsi run failed"; }
+# The plugin's spool, when the cluster loads it: its root-side trial evidence is what timing is checked against.
+spool=""
+plugstack=$(dirname "$SLURM_CONF")/plugstack.conf
+if [ -f "$plugstack" ] && grep -q 'infrarsi.so' "$plugstack"; then
+  spool=$(grep -o 'spool=[^ ]*' "$plugstack" | head -n1 | cut -d= -f2)
+fi
+"$bin" run --dir "$work/c" ${spool:+--spool "$spool"} >"$work/run.log" 2>&1 || { cat "$work/run.log"; fail "infrarsi run failed"; }
 file_has "trials run $work/prefix/bin/infrarsi trial-exec, submitted with $work/prefix/share/infrarsi/sbatch/trial.sbatch" \
   "$work/run.log" || fail "the campaign's trials did not use the prefix's infrarsi and trial wrapper"
 "$bin" report --dir "$work/c" --json >"$work/report.json"
@@ -44,6 +50,21 @@ result=$(jq -r '[.trials[] | select(.kind == "doctor")][0].result' "$r")
 jq -e '.job_cgroup_peak_bytes > 1000000' "$result" >/dev/null || fail "no job cgroup peak in $result"
 jq -e '[.trials[] | select(.outcome == "ok")] | all(.peak_memory_bytes > 1000000)' "$r" >/dev/null ||
   fail "an ok trial without its peak memory"
+
+# Evidence the candidate cannot forge: every trial that ran has it (the plugin's, written by root, where the
+# cluster loads the plugin; else Slurm's accounting), and the doctor measured the startup it is checked with.
+jq -e '[.trials[] | select(.outcome == "ok")] | all(.evidence.elapsed_s > 0)' "$r" >/dev/null ||
+  fail "an ok trial has no evidence"
+jq -e '[.trials[] | select(.outcome == "ok")] | all(.isolation.in_place == true)' "$r" >/dev/null ||
+  fail "an ok trial ran without the campaign directory hidden: $(jq -c '[.trials[] | .isolation][0]' "$r")"
+if [ -n "$spool" ]; then
+  jq -e '[.trials[] | select(.outcome == "ok")] | all(.evidence.source == "plugin" and .evidence.memory_peak_bytes > 1000000)' "$r" >/dev/null ||
+    fail "an ok trial without the plugin's evidence: $(jq -c '[.trials[] | select(.outcome == "ok") | .evidence][0]' "$r")"
+  job=$(jq -r '[.trials[] | select(.outcome == "ok")][0].evidence.job' "$r")
+  f=$(ls "$spool/trials/${job%_*}/${job#*_}."*.json | head -n1)
+  [ "$(stat -c '%u %a' "$f")" = "0 644" ] || fail "trial evidence $f is not root's 0644: $(stat -c '%u %a' "$f")"
+  [ "$(stat -c '%u %a' "$spool/trials/${job%_*}")" = "0 755" ] || fail "the evidence directory is not root's 0755"
+fi
 
 "$bin" apply --dir "$work/c" --to "$work/apply" >/dev/null
 grep -q '^TOY_MICRO_BATCH=' "$work/apply/infrarsi.env" || fail "apply wrote no env file"

@@ -1,0 +1,82 @@
+#pragma once
+// What a trial claims, held against what it cannot forge. The candidate patch is written by an agent
+// rewarded for speed, so its job's own output (step lines, step times, result.json) is a claim; the evidence
+// is what the plugin records as root (spank/stepd.cpp) or the local scheduler as the trial's parent
+// (trial/evidence.hpp), and the manifest entry the orchestrator wrote. Each check returns the reason for a
+// contract violation (outcome.hpp: StepLines, Timing, Settings), or an empty string when the claim holds.
+// Rules and tolerances: docs/orchestrator.md ("Evidence").
+#include "measure/steps.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace infrarsi::trial {
+
+struct ManifestTask;
+
+// Exactly `expected` step lines (excluded steps count: they are steps the job ran), each step number printed
+// once and in increasing order. Fewer lines is not this check's to say (MissingSteps): it returns "" then,
+// unless the lines it has are out of order.
+std::string check_step_lines(const std::vector<measure::StepSample>& steps, int expected);
+// No step line after the contract's last step is taken: the first `expected` lines.
+void keep_contract_steps(std::vector<measure::StepSample>& steps, int expected);
+
+// The sum of the step times the job reported: the time it claims its steps took.
+double reported_step_time_s(const std::vector<measure::StepSample>& steps);
+
+// What a run spends outside its step lines (process start, data and model set-up, teardown), measured by the
+// doctor on the baseline's runs as the evidence's elapsed time minus the sum of its reported step times.
+struct Startup {
+    double median_s = 0;
+    double spread_s = 0; // the largest distance of a run's startup from the median
+    int runs = 0;
+    // false: the baseline's own step times add up to more than its elapsed time (its step times are not
+    // wall-clock time, e.g. a simulated job), so elapsed time cannot check them.
+    bool wall_clock = true;
+    // The evidence the doctor's runs had (TimingEvidence::source): a trial is checked against a startup
+    // measured on the same kind of evidence only (an operator who gives --spool to run but not to doctor).
+    std::string source;
+};
+nlohmann::json to_json(const Startup& s);
+std::optional<Startup> startup_from_json(const nlohmann::json& j); // nullopt for anything else
+// From the doctor's runs (elapsed - reported, one per run); nullopt with fewer than 2.
+std::optional<Startup> measure_startup(const std::vector<double>& startups);
+
+// The trial's elapsed time as something the job cannot write saw it.
+struct TimingEvidence {
+    double elapsed_s = 0;
+    double resolution_s = 0; // the clock's step: 1 s for Slurm's accounting, ~0 for the plugin's and parent's
+    std::string source;      // "plugin", "local parent", "slurm accounting": for the detail
+};
+
+// Slack for what startup the doctor could not see (a knob that loads more at start, a loaded machine), as a
+// fraction of the elapsed time less startup.
+inline constexpr double kTimingRelativeTolerance = 0.10;
+// The job's steps must account for the elapsed time less the doctor's startup: a claim shorter than
+//   elapsed - startup.median - (3 * startup.spread + resolution + kTimingRelativeTolerance * (elapsed -
+//   startup.median))
+// is implausible (a clock that runs slow, steps left unprinted). A longer claim is not checked: it costs
+// the candidate only. Returns "" when the baseline's startup is not wall-clock time (Startup::wall_clock).
+std::string check_timing(double reported_s, const TimingEvidence& evidence, const Startup& startup);
+
+// The settings the trial wrapper actually gave the workload: the value of every variable its manifest entry
+// names (nullopt: unset), the argv it ran, the build directory it ran against and that build's identity.
+struct Settings {
+    std::map<std::string, std::optional<std::string>> env;
+    std::vector<std::string> argv;
+    std::string build;
+    std::string workdir;
+    bool operator==(const Settings&) const = default;
+};
+nlohmann::json to_json(const Settings& s);
+Settings settings_from_json(const nlohmann::json& j, const std::string& where); // throws infrarsi::Error
+// What a task's entry asks for: its env, its command followed by its arguments, its build and workdir.
+Settings expected_settings(const ManifestTask& task);
+// "" when `seen` is the task's settings; else what differs (first few), or that none were recorded.
+std::string check_settings(const std::optional<Settings>& seen, const ManifestTask& task);
+
+} // namespace infrarsi::trial

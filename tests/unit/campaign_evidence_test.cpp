@@ -1,0 +1,177 @@
+// Patches that forge their measurements, on the local scheduler in seconds: the stepload fixture in its
+// wall-clock mode (each step sleeps, and the job times it with a clock its editable file may redefine).
+// The doctor measures the startup (elapsed time the local scheduler saw as the trial's parent, less the
+// step times the job reported); a patch that slows the job's clock, and one that prints extra fast step
+// lines at exit, are contract violations of their own types and never promoted, while a real speed-up still
+// is. Also: a batch manifest rewritten after it was written proves no trial's settings.
+#include "campaign/campaign.hpp"
+#include "scheduler/scheduler.hpp"
+#include "trial/outcome.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+namespace fs = std::filesystem;
+using namespace infrarsi;
+using namespace std::chrono_literals;
+using store::TrialKind;
+using test::TempDir;
+
+namespace {
+
+fs::path wall_clock_campaign(const TempDir& d, const std::map<std::string, std::string>& edits) {
+    const fs::path fx = INFRARSI_FIXTURES;
+    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
+    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
+    std::string contract = test::read_file(fx / "stepload.contract.toml");
+    for (const auto& [from, to] : edits) {
+        const auto at = contract.find(from);
+        REQUIRE_MESSAGE(at != std::string::npos, "the stepload contract has no '" << from << "'");
+        contract.replace(at, from.size(), to);
+    }
+    std::ofstream(d.path / "stepload.contract.toml") << contract;
+    campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
+    return d.path / "c";
+}
+
+campaign::RunOptions options() {
+    campaign::RunOptions o;
+    o.verbose = false;
+    o.scheduler = "local";
+    o.poll = 20ms;
+    o.verify = true;
+    return o;
+}
+
+bool has_patch(const store::TrialRow& t, const std::string& id) {
+    return t.candidate.dump().find("\"" + id + "\"") != std::string::npos;
+}
+
+// The real local scheduler; once the `nth` array job it was given has ended, its batch manifest is rewritten
+// (as a trial that could reach it would), before the campaign ingests the batch.
+class ManifestRewriter final : public scheduler::Scheduler {
+  public:
+    ManifestRewriter(const fs::path& dir, int nth)
+        : inner_(scheduler::local_scheduler(dir / "local-jobs")), nth_(nth) {}
+    std::string name() const override { return inner_->name(); }
+    bool reachable(std::string* why) const override { return inner_->reachable(why); }
+    std::string submit_held(const scheduler::ArrayJob& job) override {
+        const auto id = inner_->submit_held(job);
+        if (++submitted_ == nth_) {
+            target_ = id;
+            manifest_ = job.env.at("INFRARSI_MANIFEST");
+        }
+        return id;
+    }
+    void release(const std::string& id) override { inner_->release(id); }
+    std::vector<slurm::JobRecord> wait(const std::string& id, std::chrono::seconds timeout,
+                                       std::chrono::milliseconds poll) override {
+        auto records = inner_->wait(id, timeout, poll);
+        const bool done = std::all_of(records.begin(), records.end(),
+                                      [](const slurm::JobRecord& r) { return slurm::is_finished(r.state); });
+        if (id == target_ && done && !rewritten_) {
+            std::ofstream(manifest_, std::ios::app) << " ";
+            rewritten_ = true;
+        }
+        return records;
+    }
+    void cancel(const std::string& id) override { inner_->cancel(id); }
+    bool rewritten() const { return rewritten_; }
+
+  private:
+    std::unique_ptr<scheduler::Scheduler> inner_;
+    int nth_, submitted_ = 0;
+    std::string target_, manifest_;
+    bool rewritten_ = false;
+};
+
+} // namespace
+
+TEST_CASE("a batch manifest rewritten after the orchestrator wrote it proves no trial's settings") {
+    TempDir d("infrarsi-evidence");
+    const auto dir = wall_clock_campaign(d, {{"trials = 3", "trials = 2"}});
+    campaign::Campaign c(dir);
+    auto sched = std::make_unique<ManifestRewriter>(dir, 2); // the doctor's is the first, the search's next
+    auto* rewriter = sched.get();
+    c.use_scheduler(std::move(sched));
+    auto o = options();
+    o.verify = false;
+    c.run(o);
+    REQUIRE(rewriter->rewritten());
+    const auto search = c.store().trials({.kinds = {TrialKind::Search}});
+    REQUIRE_FALSE(search.empty());
+    for (const auto& t : search) {
+        INFO("trial " << t.id << ": " << t.detail);
+        if (t.outcome == trial::Outcome::BuildFailure) continue;
+        CHECK(t.outcome == trial::Outcome::ContractViolation);
+        CHECK(t.violation == trial::Violation::Settings);
+        CHECK(t.detail.find("changed after the orchestrator wrote it") != std::string::npos);
+    }
+    // The doctor's trials, ingested before, kept the contract.
+    for (const auto& t : c.store().trials({.kinds = {TrialKind::Doctor}}))
+        CHECK(t.outcome == trial::Outcome::Ok);
+}
+
+TEST_CASE("a patch that slows the job's clock is a timing violation and one that prints extra step lines a "
+          "step_lines violation on the local scheduler, and a real speed-up is still promoted") {
+    TempDir d("infrarsi-evidence");
+    const auto dir = wall_clock_campaign(
+        d, {{"STEPLOAD_STEP_S = \"0.2\"", "STEPLOAD_STEP_S = \"0.3\"\nSTEPLOAD_WALL = \"1\""},
+            {"candidates = [\"fast\"]", "candidates = [\"fast\", \"slowclock\", \"burst\"]"},
+            {"max = 2", "max = 1"},
+            {"trials = 3", "trials = 7"},
+            {"batch_size = 2", "batch_size = 4"}});
+    campaign::Campaign c(dir);
+    c.run(options());
+    CHECK(c.finished());
+    const auto startup = c.store().meta("startup");
+    REQUIRE_MESSAGE(startup, "the doctor recorded no startup");
+    INFO("startup: " << *startup);
+    CHECK(nlohmann::json::parse(*startup).value("wall_clock", false));
+
+    // The search may bundle patches: a bundle with the burst prints extra lines (checked first), one with the
+    // slow clock but no burst claims short steps, the real speed-up alone keeps the contract.
+    int slowclock = 0, burst = 0, fast = 0;
+    for (const auto& t : c.store().trials({.kinds = {TrialKind::Search}})) {
+        INFO("trial " << t.id << " " << t.candidate.dump() << ": " << t.detail);
+        if (t.outcome == trial::Outcome::BuildFailure) continue; // a bundle whose patches conflict
+        CHECK(t.measurements.contains("evidence"));
+        CHECK(t.measurements.value("isolation", nlohmann::json()).value("in_place", false));
+        if (has_patch(t, "burst")) {
+            ++burst;
+            CHECK(t.outcome == trial::Outcome::ContractViolation);
+            CHECK(t.violation == trial::Violation::StepLines);
+        } else if (has_patch(t, "slowclock")) {
+            ++slowclock;
+            CHECK(t.outcome == trial::Outcome::ContractViolation);
+            CHECK(t.violation == trial::Violation::Timing);
+            CHECK(t.detail.find("local scheduler (the trial's parent)") != std::string::npos);
+        } else if (has_patch(t, "fast")) {
+            ++fast;
+            CHECK(t.outcome == trial::Outcome::Ok);
+        }
+    }
+    MESSAGE("search trials: " << slowclock << " slow-clock, " << burst << " burst, " << fast
+                              << " real speed-up alone; " << c.store().promotions().size() << " promoted");
+    CHECK(slowclock >= 1);
+    CHECK(burst >= 1);
+    // No cheat is promoted, alone or bundled.
+    for (const auto& p : c.store().verifications()) {
+        INFO(p.candidate.dump());
+        CHECK(p.candidate.dump().find("slowclock") == std::string::npos);
+        CHECK(p.candidate.dump().find("burst") == std::string::npos);
+    }
+    for (const auto& [verification, key] : c.store().promotions()) {
+        INFO(key);
+        CHECK(key.find("slowclock") == std::string::npos);
+        CHECK(key.find("burst") == std::string::npos);
+    }
+    // The real speed-up, run alone, keeps the contract under the timing check and is promoted.
+    CHECK(fast >= 1);
+    CHECK(c.store().promotions().size() == 1);
+}

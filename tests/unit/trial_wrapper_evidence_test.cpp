@@ -1,0 +1,148 @@
+// The trial wrapper as evidence (trial/exec.cpp): it is a child subreaper, so a process the workload leaves
+// behind to rewrite result.json later is killed before the result is written; it measures the output it
+// received, not the log file the workload could rewrite; and it records the settings it gave the workload.
+#include "trial/exec.hpp"
+#include "trial/manifest.hpp"
+#include "trial/proof.hpp"
+#include "trial/result.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <fstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using namespace infrarsi;
+using test::TempDir;
+
+namespace {
+
+trial::Manifest one_task(const TempDir& tmp, std::vector<std::string> command) {
+    trial::Manifest m;
+    m.campaign = "c1";
+    m.knobs = {{"CHUNK", std::vector<std::string>{"1", "2"}}};
+    trial::ManifestTask t;
+    t.index = 0;
+    t.trial_id = "1";
+    t.env = {{"CHUNK", "2"}};
+    t.command = std::move(command);
+    t.args = {"--x=1"};
+    t.build = (tmp.path / "build").string();
+    t.workdir = (tmp.path / "0").string();
+    t.result = (tmp.path / "0/result.json").string();
+    t.log = (tmp.path / "0/log.txt").string();
+    m.tasks = {t};
+    trial::write_manifest(tmp.path / "manifest.json", m);
+    return m;
+}
+
+} // namespace
+
+TEST_CASE("the trial wrapper kills what the workload left behind before it writes result.json") {
+    TempDir tmp;
+    // A daemon (its own session, output closed) that waits for the wrapper's result, then rewrites it.
+    const auto m =
+        one_task(tmp, {"bash", "-c",
+                       "echo 'INFRARSI_STEP {\"step\":1,\"loss\":1,\"step_time_s\":0.5}'; "
+                       "setsid bash -c 'while [ ! -e result.json ]; do sleep 0.01; done; sleep 0.2; "
+                       "echo forged >result.json; touch forged' </dev/null >/dev/null 2>&1 & "
+                       "echo $! >daemon.pid; exit 0"});
+    REQUIRE(trial::execute(tmp.path / "manifest.json", 0) == 0);
+    const auto r = trial::read_result(tmp.path / "0/result.json");
+    REQUIRE(r);
+    CHECK(r->leftover_processes_killed >= 1);
+    // Had the daemon lived it would have rewritten the file within 0.2 s of its writing: give it 2 s.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    CHECK_FALSE(fs::exists(tmp.path / "0/forged"));
+    CHECK(trial::read_result(tmp.path / "0/result.json")->trial_id == "1");
+    std::ifstream pid_in(tmp.path / "0/daemon.pid");
+    int pid = 0;
+    pid_in >> pid;
+    REQUIRE(pid > 0);
+    CHECK_FALSE(fs::exists(fs::path("/proc") / std::to_string(pid)));
+    // The settings it gave the workload are its manifest entry's.
+    REQUIRE(r->settings);
+    CHECK(trial::check_settings(r->settings, m.tasks[0]).empty());
+    CHECK(r->settings->env.at("CHUNK") == "2");
+    CHECK(r->settings->argv.back() == "--x=1");
+}
+
+TEST_CASE("the trial wrapper measures the output it received, not a log the workload rewrote") {
+    TempDir tmp;
+    one_task(tmp, {"bash", "-c",
+                   "echo 'INFRARSI_STEP {\"step\":1,\"loss\":1,\"step_time_s\":0.5}'; sleep 0.1; "
+                   "printf 'INFRARSI_STEP {\"step\":1,\"loss\":1,\"step_time_s\":0.001}\\n' >log.txt"});
+    REQUIRE(trial::execute(tmp.path / "manifest.json", 0) == 0);
+    const auto r = trial::read_result(tmp.path / "0/result.json");
+    REQUIRE(r);
+    REQUIRE(r->steps.steps.size() == 1);
+    CHECK(r->steps.steps[0].step_time_s == 0.5);
+}
+
+TEST_CASE(
+    "a campaign's trial sees its own trial directory and sandbox, not the doctor's log, another trial's "
+    "output or the campaign database") {
+    TempDir tmp;
+    const fs::path c = tmp.path / "campaign";
+    fs::create_directories(c / "batches/1/0");
+    fs::create_directories(c / "batches/1/1");
+    fs::create_directories(c / "batches/0/0");
+    fs::create_directories(c / "sandboxes/ab12/build");
+    fs::create_directories(c / "sandboxes/cd34/build");
+    std::ofstream(c / "campaign.db") << "db";
+    std::ofstream(c / "batches/0/0/log.txt")
+        << "INFRARSI_STEP {\"step\":1,\"loss\":0.123456,\"step_time_s\":1}\n";
+    std::ofstream(c / "batches/1/1/log.txt") << "other trial\n";
+    std::ofstream(c / "sandboxes/ab12/build/bin") << "mine\n";
+    trial::Manifest m;
+    m.campaign = "c1";
+    trial::ManifestTask t;
+    t.trial_id = "5";
+    t.command = {"bash", "-c",
+                 "for f in " + c.string() + "/campaign.db " + c.string() + "/batches/0/0/log.txt " +
+                     c.string() + "/batches/1/1/log.txt " + c.string() +
+                     "/sandboxes/cd34; do [ -e $f ] && echo SEEN $f; done; "
+                     "cat " +
+                     c.string() +
+                     "/sandboxes/ab12/build/bin; echo written >here.txt; "
+                     "umount " +
+                     c.string() + " 2>/dev/null && echo UNMOUNTED; true"};
+    t.build = (c / "sandboxes/ab12/build").string();
+    t.workdir = (c / "batches/1/0").string();
+    t.result = (c / "batches/1/0/result.json").string();
+    t.log = (c / "batches/1/0/log.txt").string();
+    m.tasks = {t};
+    trial::write_manifest(c / "batches/1/manifest.json", m);
+    // In a child: the wrapper's namespace must not outlive it in the test process.
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) ::_exit(trial::execute(c / "batches/1/manifest.json", 0));
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    const auto r = trial::read_result(c / "batches/1/0/result.json");
+    REQUIRE(r);
+    INFO("isolation: " << r->isolation);
+    const std::string log = test::read_file(c / "batches/1/0/log.txt");
+    INFO("log: " << log);
+    if (!r->isolated) {
+        // Only where the kernel refuses a mount namespace (unprivileged user namespaces off): say so.
+        CHECK(r->isolation.find("unshare") != std::string::npos);
+        return;
+    }
+    CHECK(log.find("SEEN") == std::string::npos);
+    CHECK(log.find("mine") != std::string::npos);
+    CHECK(log.find("UNMOUNTED") == std::string::npos);
+    CHECK(test::read_file(c / "batches/1/0/here.txt") == "written\n");
+    CHECK(r->isolation.find("batches/1/0") != std::string::npos);
+    CHECK(r->isolation.find("sandboxes/ab12") != std::string::npos);
+    // Outside, everything is where it was.
+    CHECK(fs::exists(c / "campaign.db"));
+    CHECK(test::read_file(c / "batches/1/1/log.txt") == "other trial\n");
+}
