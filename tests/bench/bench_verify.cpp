@@ -10,7 +10,8 @@
 //             one log(step / median) a line, from real baseline runs; else Gaussian --cv), with what a
 //             real cluster adds: a node effect per node (--node-sd, Sinha et al. SC22: 8% on average), drift
 //             between the doctor and the verification (the level moves by --drift, the noise grows by
-//             --noise-scale), and an order effect (a pair's second run --order faster). Prints
+//             --noise-scale), an order effect (a pair's second run --order faster), and the doctor's runs on
+//             --doctor-nodes nodes (its noise prior and MDE then include the nodes' differences). Prints
 //             `simulate effect=E promoted=K/N`.
 //   decide    one real verification, from a JSON file: {"doctor": [median step s, ...], "pairs": [{"order":
 //             "AB"|"BA", "node": "n1", "baseline_s": x, "candidate_s": y}, ...], "recheck": [...]
@@ -78,6 +79,7 @@ struct Noise {
 struct Sim {
     Noise noise;
     int doctor = 5, pairs = 3, nodes = 4;
+    int doctor_nodes = 1; // the doctor's runs (one array, one task at a time) land on this many nodes
     double node_sd = 0.08, drift = 0.05, noise_scale = 1.5, order = 0.03;
 };
 
@@ -111,7 +113,8 @@ bool simulate_one(const Sim& s, double effect, std::mt19937_64& rng) {
     // The doctor: its runs on the nodes in turn, at the level of that time.
     std::vector<double> medians, within;
     for (int k = 0; k < s.doctor; ++k) {
-        medians.push_back(std::exp(speed[all[k % all.size()]] + s.noise.draw(rng, 1.0)));
+        const auto& node = all[k % std::max(1, std::min<int>(s.doctor_nodes, static_cast<int>(all.size())))];
+        medians.push_back(std::exp(speed[node] + s.noise.draw(rng, 1.0)));
         within.push_back(0.01);
     }
     const auto nm = measure::calibrate(medians, within, s.pairs);
@@ -161,6 +164,9 @@ int main(int argc, char** argv) {
     sim->add_option("--pairs", s.pairs, "A/B pairs a stage");
     sim->add_option("--nodes", s.nodes, "nodes in the partition");
     sim->add_option("--node-sd", s.node_sd, "node effect (sd of log speed)");
+    sim->add_option("--doctor-nodes", s.doctor_nodes,
+                    "nodes the doctor's runs spread over (1: its array's tasks, one at a time, on the first idle "
+                    "node, as on the local cluster; more: its noise includes the nodes' differences)");
     sim->add_option("--drift", s.drift, "level drift between doctor and verification (sd of log)");
     sim->add_option("--noise-scale", s.noise_scale, "noise at verification / noise at the doctor");
     sim->add_option("--order", s.order, "a pair's second run is this much faster");
