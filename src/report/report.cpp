@@ -249,6 +249,9 @@ json build(campaign::Campaign& c) {
             entry["mfu"] = v.detail["mfu"];
             entry["baseline_mfu"] = v.detail["mfu"]["baseline"];
             entry["candidate_mfu"] = v.detail["mfu"]["candidate"];
+            // The step times that MFU is at: the baseline's over its runs, the candidate's at the speed-up.
+            entry["baseline_step_s"] = v.detail["mfu"]["baseline_step_s"];
+            entry["candidate_step_s"] = v.detail["mfu"]["candidate_step_s"];
         }
         verifications.push_back(entry);
         if (!is_promoted.count(v.id)) continue;

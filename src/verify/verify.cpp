@@ -270,10 +270,10 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
                                         100 * noise.cv_between, noise.dof)
                           : ""));
         if (both_orders)
-            d.evidence.push_back(
-                fmt::format("order effect: a pair's second run {:.2f}% faster (estimated and "
-                            "not credited to the candidate)",
-                            100 * (std::exp(d.order_effect) - 1)));
+            d.evidence.push_back(fmt::format("order effect: a pair's second run {:.2f}% {} than its first "
+                                             "(estimated, not credited to the candidate)",
+                                             100 * std::fabs(std::exp(d.order_effect) - 1),
+                                             d.order_effect >= 0 ? "faster" : "slower"));
         else
             d.reasons.push_back(fmt::format("every pair ran the {} first: not counterbalanced, so an order "
                                             "effect cannot be told from the speed-up",

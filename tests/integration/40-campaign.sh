@@ -52,7 +52,8 @@ jq -e '.promoted | all(.reproduced == true and (.recheck.pairs | length) >= 2 an
        ([.recheck.pairs[] | select(.same_node | not)] | length == 0) and
        (([.pairs[].baseline_node] - [.recheck.pairs[].baseline_node]) | length) == ([.pairs[].baseline_node] | length))' "$r" >/dev/null \
   || fail "a promotion without a re-check on other nodes that reproduced it"
-"$bin" report --dir "$work/c" | grep -q "re-check in a fresh allocation: reproduced" || fail "the report does not say the promotion reproduced"
+"$bin" report --dir "$work/c" >"$work/report.txt"
+grep -q "re-check in a fresh allocation: reproduced" "$work/report.txt" || fail "the report does not say the promotion reproduced"
 # The memory checked against the limit is the job cgroup's, read by the trial wrapper on the node.
 jq -e '[.trials[] | select(.kind == "doctor")][0].result' "$r" >/dev/null || fail "no doctor trial"
 result=$(jq -r '[.trials[] | select(.kind == "doctor")][0].result' "$r")
