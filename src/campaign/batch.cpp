@@ -90,7 +90,11 @@ trial::KnobDeclarations manifest_knobs(const space::Space& space,
     return knobs;
 }
 
-std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Task>& tasks) {
+std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Task>& tasks,
+                                  const std::vector<TaskPlacement>& placed) {
+    if (!placed.empty() && placed.size() != tasks.size())
+        throw Error("plan_batch: a placement per task or none", "", "one per task");
+    const auto place = [&](std::size_t i) { return placed.empty() ? TaskPlacement{} : placed[i]; };
     auto cache = sandbox_cache();
     estimate_sandboxes_.clear(); // patch sets built now have their own estimate
     std::vector<patch::Sandbox> boxes;
@@ -101,8 +105,8 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
 
     // Array indices: the runnable tasks in array order. Trials whose sbatch-option knobs differ cannot share
     // an array job; the arrays of a batch run one after another. A search batch is grouped by option set (one
-    // array per set); doctor and verification batches keep their order (the A/B pairs are interleaved), so
-    // an array there is a run of consecutive tasks with the same options.
+    // array per set); doctor and verification batches keep their order, so an array there is a run of
+    // consecutive tasks with the same options and placement group (a verification's pair: its own arrays).
     std::vector<std::size_t> order;
     std::vector<std::vector<std::string>> options(tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
@@ -114,15 +118,21 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
                          [&](std::size_t a, std::size_t b) { return options[a] < options[b]; });
     std::vector<int> index_of(tasks.size(), -1);
     std::vector<store::ArrayRow> arrays;
+    json placement = json::object(); // array seq -> ArrayJob::placement, for arrays that have one
     for (std::size_t k = 0; k < order.size(); ++k) {
         const std::size_t i = order[k];
         index_of[i] = static_cast<int>(k);
-        if (arrays.empty() || arrays.back().options != options[i])
+        // A verification pair is its own array(s), so it can be placed on its node.
+        const bool new_pair = k > 0 && (place(i).group != place(order[k - 1]).group ||
+                                        place(i).args != place(order[k - 1]).args);
+        if (arrays.empty() || arrays.back().options != options[i] || new_pair) {
             arrays.push_back({.seq = static_cast<int>(arrays.size()),
                               .first_index = static_cast<int>(k),
                               .tasks = 0,
                               .options = options[i],
                               .job_id = {}});
+            if (!place(i).args.empty()) placement[std::to_string(arrays.back().seq)] = place(i).args;
+        }
         ++arrays.back().tasks;
     }
 
@@ -215,6 +225,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
               [](const trial::ManifestTask& a, const trial::ManifestTask& b) { return a.index < b.index; });
     for (const auto& a : arrays)
         store_->add_array(batch_id, a);
+    if (!placement.empty()) store_->set_meta(fmt::format("placement.{}", batch_id), placement.dump());
     manifest.knobs = manifest_knobs(contract_.space, manifest.tasks);
     const fs::path mpath = bdir / "manifest.json";
     trial::write_manifest(mpath, manifest);
@@ -281,6 +292,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
             job.time_limit_s = res.time_limit_s;
             job.sbatch_args = res.sbatch_args;
             job.options = a.options;
+            job.placement = array_placement(batch_id, a.seq);
             const std::string id = sched.submit_held(job);
             store_->set_array_submitted(batch_id, a.seq, id); // recorded before it can run
             previous = id;
@@ -297,6 +309,12 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     }
     say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id, b.kind,
                        runnable, sched.name(), arrays.size() > 1 ? "s" : "", ids));
+}
+
+std::vector<std::string> Campaign::array_placement(std::int64_t batch_id, int seq) {
+    const auto j = json::parse(store_->meta(fmt::format("placement.{}", batch_id)).value_or("{}"));
+    const auto it = j.find(std::to_string(seq));
+    return it == j.end() ? std::vector<std::string>{} : it->get<std::vector<std::string>>();
 }
 
 void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
@@ -482,6 +500,12 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
                               {"losses", summary->losses},
                               {"phases", summary->phases},
                               {"cold_step_s", summary->cold_step_s}};
+            // MFU's parts as the job reports them: its model FLOPs per step, and the peak FLOP/s its own MFU
+            // implies. Only the doctor's are used as a denominator (one per hardware: verify/mfu).
+            if (const auto m = verify::reported_mfu_parts(steps, inv.warmup_steps)) {
+                t.measurements["model_flops"] = m->model_flops_per_step;
+                if (m->peak_flops > 0) t.measurements["peak_flops"] = m->peak_flops;
+            }
         }
         // Kept with the trial (after the summary's measurements, which replace the object).
         t.measurements["reported_step_s"] = reported_s;

@@ -129,7 +129,14 @@ class Campaign {
     // The first half of running a batch: materializes each task's sandbox (a patch that does not apply or a
     // build that fails is recorded as build_failure), records the batch and its trials (state planned) and
     // writes batches/<id>/manifest.json (docs/orchestrator.md). Submits nothing; returns the batch id.
-    std::int64_t plan_batch(const std::string& kind, const std::vector<Task>& tasks);
+    // `placement` (empty, or one per task): a verification's A/B pairs, each its own array job(s) (a new
+    // array where `group` changes), submitted with `args` (ArrayJob::placement: the pair's node).
+    struct TaskPlacement {
+        int group = -1;
+        std::vector<std::string> args;
+    };
+    std::int64_t plan_batch(const std::string& kind, const std::vector<Task>& tasks,
+                            const std::vector<TaskPlacement>& placement = {});
 
   private:
     patch::SandboxCache sandbox_cache() const; // the campaign's sandboxes, keyed by the locked tree
@@ -148,6 +155,11 @@ class Campaign {
     void seed_from_bank(const RunOptions& o);        // once, after the doctor (bank_stage.cpp)
     void record_in_bank(const RunOptions& o);        // once, when the campaign is done
     void finish_verification(std::int64_t verification_id);
+    // Plans, submits and awaits one stage of a verification (verification.cpp): its A/B pairs in
+    // counterbalanced order, each pair on one node, spread over the nodes; the re-check (recheck = true)
+    // on nodes the first stage did not use where the partition has them.
+    void run_verification_stage(store::VerificationRow& v, bool recheck, const RunOptions& o);
+    std::vector<std::string> array_placement(std::int64_t batch_id, int seq); // ArrayJob::placement
     std::vector<double> reference_losses();
     TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
     SearchWallPlan search_wall_plan(int q); // for a next search batch of q candidates

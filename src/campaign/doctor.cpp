@@ -59,7 +59,7 @@ double Campaign::mde() {
 
 void Campaign::finish_doctor() {
     auto trials = store_->trials({.kinds = {TrialKind::Doctor}, .state = TrialState::Finished});
-    std::vector<double> medians, within, colds, tps, mfus, peaks;
+    std::vector<double> medians, within, colds, tps, mfus, peaks, model_flops, peak_flops;
     std::vector<std::vector<double>> losses;
     std::vector<double> eval_losses;
     std::vector<double> startups; // elapsed (evidence) - reported step times, per run
@@ -89,6 +89,10 @@ void Campaign::finish_doctor() {
         colds.push_back(t.cold_step_s.value_or(0));
         if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
         if (t.mfu) mfus.push_back(*t.mfu);
+        if (t.measurements.contains("model_flops"))
+            model_flops.push_back(t.measurements["model_flops"].get<double>());
+        if (t.measurements.contains("peak_flops"))
+            peak_flops.push_back(t.measurements["peak_flops"].get<double>());
         if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
         // The reference losses come from the runs the campaign started, with the contract's seed and steps;
         // the job the user submitted ran with its own (its timing, noise and memory count).
@@ -145,6 +149,18 @@ void Campaign::finish_doctor() {
                         ref.mean, ref.sd, ref.runs, verify::eval_tolerance(ref, inv)));
     }
     if (!mfus.empty()) d.mfu = measure::median(mfus);
+    // MFU's one denominator: declared in the contract, else measured once, here, by the baseline's runs.
+    if (!model_flops.empty()) d.model_flops_per_step = measure::median(model_flops);
+    if (contract_.resources.peak_flops > 0) {
+        d.peak_flops = contract_.resources.peak_flops;
+        d.peak_flops_source = "declared in the contract ([resources] peak_flops)";
+    } else if (!peak_flops.empty()) {
+        d.peak_flops = measure::median(peak_flops);
+        d.peak_flops_source =
+            fmt::format("measured once by the doctor (median of its {} baseline runs)", peak_flops.size());
+    }
+    if (d.peak_flops && d.model_flops_per_step)
+        d.mfu = measure::mfu(*d.model_flops_per_step, noise.median_step_s, *d.peak_flops);
     if (!peaks.empty()) d.peak_memory_bytes = *std::max_element(peaks.begin(), peaks.end());
     store_->put_baseline(d);
     if (auto startup = trial::measure_startup(startups)) {

@@ -9,8 +9,12 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <random>
 #include <set>
 
 namespace infrarsi::campaign {
@@ -79,34 +83,116 @@ void Campaign::verify(const RunOptions& o) {
                 say(o, fmt::format("{}: {}", cand.describe(), v.detail["budget_note"].get<std::string>()));
             }
         }
+        v.detail["pairs_planned"] = pairs;
         v.id = store_->add_verification(v);
-        std::vector<Task> tasks;
-        for (int i = 0; i < pairs; ++i) {
-            tasks.push_back(
-                {contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id, {}});
-            tasks.push_back({cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id, {}});
-        }
-        say(o,
-            fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): {} interleaved A/B pairs",
-                        cand.describe(), *t.step_time_s, base, pairs));
-        v.batch_id = plan_batch("verify", tasks);
-        store_->update_verification(v);
-        submit_batch(v.batch_id, o);
-        await_batch(v.batch_id, o);
+        say(o, fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): {} A/B pairs in "
+                           "counterbalanced order, each pair on one node",
+                           cand.describe(), *t.step_time_s, base, pairs));
+        run_verification_stage(v, false, o);
+    }
+    // A first stage that promoted is re-checked in a fresh allocation before it is final (also after a
+    // restart between the two).
+    for (auto v : store_->verifications()) {
+        if (stopping(o)) return;
+        if (v.state != "recheck" || v.detail.contains("recheck")) continue;
+        run_verification_stage(v, true, o);
     }
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
     if (!stopping(o)) store_->advance_stage(store::Stage::Done);
+}
+
+void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, const RunOptions& o) {
+    auto cand = space::Candidate::from_json(v.candidate);
+    int pairs = v.detail.value("pairs_planned", contract_.repeats.verify);
+    if (recheck) {
+        if (const double budget = contract_.budget.wall_time_s; budget > 0) {
+            const auto m = trial_cost_model();
+            const double left = budget - budget_use().wall_s;
+            pairs = affordable_pairs(m, left, pairs);
+            if (pairs < 2) {
+                // Not final without its re-check: not promoted, and said why.
+                v.state = "done";
+                v.promoted = false;
+                v.detail["reproduced"] = false;
+                v.detail["recheck"] = {{"skipped", true}};
+                auto reasons = v.detail.value("reasons", json::array());
+                reasons.push_back(fmt::format("not re-checked: the wall-time budget has {:.0f} s left, and 2 "
+                                              "A/B pairs need ~{:.0f} s",
+                                              std::max(0.0, left), 4 * m.trial_s()));
+                v.detail["reasons"] = reasons;
+                store_->update_verification(v);
+                say(o,
+                    fmt::format("{} not promoted: {}", cand.describe(), reasons.back().get<std::string>()));
+                return;
+            }
+        }
+    }
+    // Where the pairs run: the nodes the partition has now, spread round-robin; the re-check on the nodes
+    // the first stage did not use, where there are any.
+    auto nodes = scheduler(o).nodes(contract_.resources.partition);
+    if (recheck) {
+        std::set<std::string> used;
+        for (const auto& p : v.detail.value("pairs", json::array()))
+            for (const auto& n : p.value("nodes", std::vector<std::string>{}))
+                used.insert(n);
+        std::vector<std::string> fresh;
+        for (const auto& n : nodes)
+            if (!used.count(n)) fresh.push_back(n);
+        if (static_cast<int>(fresh.size()) >= std::max(1, contract_.resources.nodes)) nodes = fresh;
+    }
+    const auto placed = verify::spread_pairs(pairs, nodes, contract_.resources.nodes);
+    // The order of each pair: counterbalanced, shuffled by a seed drawn now and recorded.
+    const std::uint64_t seed = std::random_device{}();
+    const auto orders = verify::counterbalanced_orders(pairs, seed);
+    json plan = json::array();
+    std::vector<Task> tasks;
+    std::vector<TaskPlacement> where;
+    for (int i = 0; i < pairs; ++i) {
+        const auto order = orders[i];
+        std::vector<std::string> placement;
+        std::vector<std::string> on;
+        if (!placed.empty()) {
+            on = placed[i];
+            placement.push_back("--nodelist=" + fmt::format("{}", fmt::join(on, ",")));
+        }
+        Task a{contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id, {}};
+        Task b{cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id, {}};
+        if (recheck) a.reason += " (re-check)", b.reason += " (re-check)";
+        if (order == verify::PairOrder::AB)
+            tasks.push_back(a), tasks.push_back(b);
+        else
+            tasks.push_back(b), tasks.push_back(a);
+        where.push_back({i, placement});
+        where.push_back({i, placement});
+        plan.push_back({{"pair", i + 1}, {"order", verify::to_string(order)}, {"nodes", on}});
+    }
+    const auto batch = plan_batch("verify", tasks, where);
+    json stage = {{"batch", batch}, {"order_seed", seed}, {"plan", plan}};
+    if (recheck) {
+        v.detail["recheck"] = stage;
+    } else {
+        v.batch_id = batch;
+        v.detail["order_seed"] = seed;
+        v.detail["plan"] = plan;
+    }
+    store_->update_verification(v);
+    submit_batch(batch, o);
+    await_batch(batch, o);
 }
 
 void Campaign::finish_verification(std::int64_t vid) {
     store::VerificationRow v;
     for (const auto& x : store_->verifications())
         if (x.id == vid) v = x;
+    const bool recheck = v.state == "recheck";
+    if (recheck && !v.detail.contains("recheck")) return; // its batch was planned, not yet recorded here
+    const std::int64_t batch_id = recheck ? v.detail["recheck"]["batch"].get<std::int64_t>() : v.batch_id;
+    const json plan = recheck ? v.detail["recheck"]["plan"] : v.detail.value("plan", json::array());
     auto trials = store_->trials({.verification_id = vid});
-    std::vector<verify::Arm> a, b;
-    json pairs = json::array();
+    std::erase_if(trials, [&](const TrialRow& t) { return t.batch_id != batch_id; });
+    std::sort(trials.begin(), trials.end(), [](const TrialRow& x, const TrialRow& y) { return x.id < y.id; });
     const auto& inv = contract_.invariants;
-    auto arm = [&](const TrialRow& t) {
+    auto arm = [&](const TrialRow& t, bool first) {
         verify::Arm x;
         // A broken loss invariant is verification's to judge (it reports it as such), so such a run is kept.
         x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
@@ -116,22 +202,31 @@ void Campaign::finish_verification(std::int64_t vid) {
             x.eval_loss = t.measurements["eval_loss"].get<double>();
         x.peak_memory_bytes = t.peak_memory_bytes;
         if (static_cast<int>(x.losses.size()) < inv.steps) x.ok = false;
+        x.node = t.node;
+        x.first = first;
         return x;
     };
-    std::vector<std::int64_t> ids_a, ids_b;
-    for (const auto& t : trials) {
-        if (t.kind == TrialKind::VerifyBaseline)
-            a.push_back(arm(t)), ids_a.push_back(t.id);
-        else
-            b.push_back(arm(t)), ids_b.push_back(t.id);
-    }
+    // Trials were planned two a pair, each pair's in the order it ran.
     std::vector<std::pair<verify::Arm, verify::Arm>> ab;
-    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-        ab.emplace_back(a[i], b[i]);
-        pairs.push_back({{"baseline_trial", ids_a[i]},
-                         {"candidate_trial", ids_b[i]},
-                         {"baseline_step_s", a[i].step_s},
-                         {"candidate_step_s", b[i].step_s}});
+    json pairs = json::array();
+    for (std::size_t i = 0; i + 1 < trials.size(); i += 2) {
+        const auto& t1 = trials[i];
+        const auto& t2 = trials[i + 1];
+        const bool ab_order = t1.kind == TrialKind::VerifyBaseline;
+        const TrialRow& ta = ab_order ? t1 : t2;
+        const TrialRow& tb = ab_order ? t2 : t1;
+        ab.emplace_back(arm(ta, ab_order), arm(tb, !ab_order));
+        json p = {{"pair", i / 2 + 1},
+                  {"order", ab_order ? "AB" : "BA"},
+                  {"baseline_trial", ta.id},
+                  {"candidate_trial", tb.id},
+                  {"baseline_step_s", ab.back().first.step_s},
+                  {"candidate_step_s", ab.back().second.step_s},
+                  {"baseline_node", ta.node},
+                  {"candidate_node", tb.node},
+                  {"same_node", !ta.node.empty() && ta.node == tb.node}};
+        if (i / 2 < plan.size()) p["nodes"] = plan[i / 2].value("nodes", json::array());
+        pairs.push_back(p);
     }
     auto cand = space::Candidate::from_json(v.candidate);
     bool math_changing = false;
@@ -149,22 +244,74 @@ void Campaign::finish_verification(std::int64_t vid) {
         d.evidence.push_back(v.detail["budget_note"].get<std::string>());
         if (!d.promoted) d.reasons.push_back(v.detail["budget_note"].get<std::string>());
     }
-    v.state = "done";
-    v.promoted = d.promoted;
+    if (recheck) {
+        // The final decision: the first stage's, kept only when the re-check promotes too.
+        verify::Decision first;
+        first.promoted = true;
+        first.speedup = v.speedup.value_or(0);
+        first.lo = v.lo.value_or(0);
+        first.hi = v.hi.value_or(0);
+        first.evidence = v.detail.value("evidence", std::vector<std::string>{});
+        const auto fin = verify::reproduce(first, d);
+        v.detail["recheck"]["pairs"] = pairs;
+        v.detail["recheck"]["speedup"] = d.speedup;
+        v.detail["recheck"]["ci"] = {d.lo, d.hi};
+        v.detail["recheck"]["reasons"] = d.reasons;
+        v.detail["recheck"]["evidence"] = d.evidence;
+        v.detail["recheck"]["nodes"] = d.nodes;
+        v.detail["reproduced"] = d.promoted;
+        v.detail["reasons"] = fin.reasons;
+        v.detail["evidence"] = fin.evidence;
+        v.state = "done";
+        v.promoted = fin.promoted;
+        store::Transaction tx(store_->db());
+        store_->update_verification(v);
+        if (fin.promoted) store_->add_promotion(v.id, v.candidate_key, v.speedup.value_or(0));
+        store_->log(fin.promoted ? fmt::format("promoted {}: {:.3f}x [{:.3f}, {:.3f}], reproduced in a fresh "
+                                               "allocation ({:.3f}x)",
+                                               cand.describe(), first.speedup, first.lo, first.hi, d.speedup)
+                                 : fmt::format("not promoted {}: {}", cand.describe(),
+                                               fin.reasons.empty() ? "" : fin.reasons[0]));
+        tx.commit();
+        return;
+    }
+    // MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the
+    // baseline's at this verification's baseline step time (geometric mean of its complete runs), the
+    // candidate's at that step time over the speed-up.
+    if (const auto b = store_->baseline(); b && b->peak_flops && b->model_flops_per_step && d.speedup > 0) {
+        double logs = 0;
+        int n = 0;
+        for (const auto& [x, y] : ab)
+            if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
+        if (n > 0) {
+            const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops, b->peak_flops_source,
+                                               std::exp(logs / n), d.speedup);
+            v.detail["mfu"] = {{"peak_flops", m.peak_flops},
+                               {"peak_flops_source", m.peak_source},
+                               {"model_flops_per_step", m.model_flops_per_step},
+                               {"baseline_step_s", m.baseline_step_s},
+                               {"candidate_step_s", m.candidate_step_s},
+                               {"baseline", m.baseline},
+                               {"candidate", m.candidate}};
+        }
+    }
+    // A first stage that promotes is not final: it waits for its re-check (verify()).
+    v.state = d.promoted ? "recheck" : "done";
+    v.promoted = false;
     v.speedup = d.speedup;
     v.lo = d.lo;
     v.hi = d.hi;
     v.detail["pairs"] = pairs;
     v.detail["reasons"] = d.reasons;
     v.detail["evidence"] = d.evidence;
+    v.detail["order_effect"] = d.order_effect;
     v.detail["mde"] = mde();
     store::Transaction tx(store_->db());
     store_->update_verification(v);
-    if (d.promoted) store_->add_promotion(v.id, v.candidate_key, d.speedup);
-    store_->log(
-        d.promoted
-            ? fmt::format("promoted {}: {:.3f}x [{:.3f}, {:.3f}]", cand.describe(), d.speedup, d.lo, d.hi)
-            : fmt::format("not promoted {}: {}", cand.describe(), d.reasons.empty() ? "" : d.reasons[0]));
+    store_->log(d.promoted ? fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}]; re-checking in a fresh allocation",
+                                         cand.describe(), d.speedup, d.lo, d.hi)
+                           : fmt::format("not promoted {}: {}", cand.describe(),
+                                         d.reasons.empty() ? "" : d.reasons[0]));
     tx.commit();
 }
 

@@ -239,7 +239,7 @@ void read_resources(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table& t = *r.table(root, "resources", "resources", true);
     r.known_keys(t, "resources",
                  {"partition", "nodes", "ntasks_per_node", "cpus_per_task", "mem", "time_limit",
-                  "max_concurrent", "sbatch_args"});
+                  "max_concurrent", "sbatch_args", "peak_flops"});
     auto& res = c.resources;
     res.partition = r.str(t, "partition", "resources").value_or("");
     res.nodes = r.count(t, "nodes", "resources", false, 1).value_or(1);
@@ -261,6 +261,10 @@ void read_resources(const Reader& r, const toml::table& root, Contract& c) {
     }
     res.max_concurrent = r.count(t, "max_concurrent", "resources", false, 1).value_or(1);
     res.sbatch_args = r.strings(t, "sbatch_args", "resources");
+    if (auto p = r.number(t, "peak_flops", "resources")) {
+        if (!(*p > 0)) r.fail(*t.get("peak_flops"), "'resources.peak_flops' is not positive", "FLOP/s > 0");
+        res.peak_flops = *p;
+    }
 }
 
 space::Value read_value(const Reader& r, const toml::node& n, const space::Knob& k, const std::string& what) {

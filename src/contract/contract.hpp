@@ -40,6 +40,9 @@ struct Resources {
     long long time_limit_s = 0;
     int max_concurrent = 1;               // array throttle for search batches (timing needs exclusive cores)
     std::vector<std::string> sbatch_args; // further sbatch options for every trial job
+    // The hardware's peak FLOP/s for one trial's allocation (all its nodes): MFU's one denominator, the same
+    // for the baseline and every candidate. 0: measured once by the doctor (the baseline runs' own peak).
+    double peak_flops = 0;
 };
 
 struct Invariants {

@@ -243,7 +243,19 @@ json build(campaign::Campaign& c) {
                       {"baseline_step_s", median_of(base, &store::TrialRow::step_time_s)},
                       {"candidate_step_s", median_of(cnd, &store::TrialRow::step_time_s)},
                       {"baseline_mfu", median_of(base, &store::TrialRow::mfu)},
-                      {"candidate_mfu", median_of(cnd, &store::TrialRow::mfu)}};
+                      {"candidate_mfu", median_of(cnd, &store::TrialRow::mfu)},
+                      {"order_seed", v.detail.value("order_seed", json())},
+                      {"reproduced", v.detail.value("reproduced", json())},
+                      {"recheck", v.detail.value("recheck", json())}};
+        // MFU with the campaign's one denominator (verification.cpp): its ratio is the speed-up.
+        if (v.detail.contains("mfu")) {
+            entry["mfu"] = v.detail["mfu"];
+            entry["baseline_mfu"] = v.detail["mfu"]["baseline"];
+            entry["candidate_mfu"] = v.detail["mfu"]["candidate"];
+            // The step times that MFU is at: the baseline's over its runs, the candidate's at the speed-up.
+            entry["baseline_step_s"] = v.detail["mfu"]["baseline_step_s"];
+            entry["candidate_step_s"] = v.detail["mfu"]["candidate_step_s"];
+        }
         verifications.push_back(entry);
         if (!is_promoted.count(v.id)) continue;
         // The audit path: the change itself, the search trials behind it, the measurements, the verification.
@@ -282,6 +294,34 @@ json build(campaign::Campaign& c) {
     return r;
 }
 
+namespace {
+// Each A/B pair's order and node, and the re-check in a fresh allocation.
+std::string pair_lines(const json& v, const std::string& indent) {
+    std::string o;
+    auto pairs = [&](const json& ps) {
+        std::string s;
+        for (const auto& p : ps)
+            s += fmt::format(
+                " {}:{} on {}{} ({:.4f}/{:.4f} s);", p.value("pair", 0), p.value("order", "?"),
+                p.value("baseline_node", std::string("?")),
+                p.value("same_node", false) ? "" : fmt::format(" / {}", p.value("candidate_node", "?")),
+                p.value("baseline_step_s", 0.0), p.value("candidate_step_s", 0.0));
+        return s;
+    };
+    if (v.contains("pairs") && !v["pairs"].empty())
+        o += indent + "pairs (order, node, baseline/candidate s/step):" + pairs(v["pairs"]) + "\n";
+    const auto& rc = v.value("recheck", json());
+    if (rc.is_object() && rc.contains("pairs"))
+        o += fmt::format("{}re-check in a fresh allocation: {} ({:.3f}x [{:.3f}, {:.3f}]):{}\n", indent,
+                         v.value("reproduced", json()) == json(true) ? "reproduced" : "DID NOT reproduce",
+                         rc.value("speedup", 0.0), rc["ci"][0].get<double>(), rc["ci"][1].get<double>(),
+                         pairs(rc["pairs"]));
+    else if (rc.is_object() && rc.value("skipped", false))
+        o += indent + "re-check in a fresh allocation: not run (budget): not promoted\n";
+    return o;
+}
+} // namespace
+
 std::string render(const json& r) {
     std::string o;
     o += fmt::format("InfraRSI report: campaign {} ({})\n", r["campaign"]["name"].get<std::string>(),
@@ -302,6 +342,12 @@ std::string render(const json& r) {
             b["completed"].get<int>(), fmt_opt(b["median_step_s"]), fmt_opt(b["cold_step_s"]),
             fmt_opt(b.value("mfu", json()), "{:.4f}"), 100 * b["cv_between"].get<double>(),
             100 * b["minimum_detectable_effect"].get<double>());
+        if (b.contains("peak_flops") && b.contains("model_flops_per_step"))
+            o += fmt::format(
+                "  MFU denominator (one for the baseline and every candidate): {:.4g} FLOP/s, {}; "
+                "model FLOPs a step {:.4g} (the baseline's)\n",
+                b["peak_flops"].get<double>(), b.value("peak_flops_source", std::string()),
+                b["model_flops_per_step"].get<double>());
         if (b.contains("phases") && b["phases"].is_object()) {
             o += "  phases (median s/step):";
             for (const auto& [k, v] : b["phases"].items())
@@ -313,13 +359,21 @@ std::string render(const json& r) {
     if (r["promoted"].empty())
         o += "  none (nothing beat the baseline beyond the noise floor with the loss held)\n";
     for (const auto& p : r["promoted"]) {
-        o +=
-            fmt::format("  {}\n    speed-up {:.3f}x (95% CI {:.3f}-{:.3f}) over {} interleaved A/B pairs; "
-                        "{:.4f} -> {:.4f} s/step; MFU {:.4f} -> {:.4f}\n",
-                        p["candidate"].get<std::string>(), p["speedup"].get<double>(),
-                        p["speedup_ci"][0].get<double>(), p["speedup_ci"][1].get<double>(), p["pairs"].size(),
-                        p["baseline_step_s"].get<double>(), p["candidate_step_s"].get<double>(),
-                        p["baseline_mfu"].get<double>(), p["candidate_mfu"].get<double>());
+        o += fmt::format(
+            "  {}\n    speed-up {:.3f}x (95% CI {:.3f}-{:.3f}) over {} counterbalanced A/B pairs; "
+            "{:.4f} -> {:.4f} s/step; MFU {:.4f} -> {:.4f}\n",
+            p["candidate"].get<std::string>(), p["speedup"].get<double>(), p["speedup_ci"][0].get<double>(),
+            p["speedup_ci"][1].get<double>(), p["pairs"].size(), p["baseline_step_s"].get<double>(),
+            p["candidate_step_s"].get<double>(), p["baseline_mfu"].get<double>(),
+            p["candidate_mfu"].get<double>());
+        if (p.contains("mfu"))
+            o += fmt::format(
+                "    MFU denominator {:.4g} FLOP/s, {}; {:.4g} model FLOPs a step: MFU ratio {:.3f} = "
+                "the speed-up at fixed model FLOPs\n",
+                p["mfu"]["peak_flops"].get<double>(), p["mfu"]["peak_flops_source"].get<std::string>(),
+                p["mfu"]["model_flops_per_step"].get<double>(),
+                p["mfu"]["candidate"].get<double>() / p["mfu"]["baseline"].get<double>());
+        o += pair_lines(p, "    ");
         o += apply_lines(p, "    ");
         for (const auto& patch : p["patches"])
             o += fmt::format("    patch {}: {} (diff {})\n", patch["id"].get<std::string>(),
@@ -337,10 +391,12 @@ std::string render(const json& r) {
         o += fmt::format("  {}: {} {}\n", v["candidate"].get<std::string>(),
                          v["promoted"].get<bool>()           ? "PROMOTED"
                          : v.value("state", "") == "skipped" ? "skipped"
+                         : v.value("state", "") == "recheck" ? "being re-checked"
                                                              : "rejected",
                          v["speedup"].is_number() ? fmt::format("{:.3f}x", v["speedup"].get<double>()) : "");
         for (const auto& why : v["reasons"])
             o += "    - " + why.get<std::string>() + "\n";
+        if (!v["promoted"].get<bool>()) o += pair_lines(v, "    ");
     }
     o += "\nPatches:\n";
     for (const auto& p : r["patches"])

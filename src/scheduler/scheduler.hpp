@@ -52,6 +52,9 @@ struct ArrayJob {
     // as options (over the resources above); the local backend gives the job the environment Slurm would
     // set for them (slurm_environment) and refuses one it cannot honour.
     std::vector<std::string> options;
+    // Where this array runs (Slurm only: "--nodelist=n2", "--exclude=n1,n2"): a verification pins each A/B
+    // pair to one node. The local backend has one host and needs none.
+    std::vector<std::string> placement;
 };
 
 // The environment Slurm gives a batch job for the job's resources and knob options (SLURM_NTASKS_PER_NODE,
@@ -78,6 +81,12 @@ class Scheduler {
                                                std::chrono::milliseconds poll) = 0;
     // Cancels a job, or one task of it ("12_3").
     virtual void cancel(const std::string& job_id) = 0;
+    // The nodes a job of `partition` (empty: the default) can run on now, in the scheduler's order (idle,
+    // mixed or allocated: not down, drained or failing). Empty: one host, or the scheduler places jobs.
+    virtual std::vector<std::string> nodes(const std::string& partition) const {
+        (void)partition;
+        return {};
+    }
 };
 
 std::unique_ptr<Scheduler> slurm_scheduler();

@@ -40,6 +40,8 @@ class SlurmScheduler final : public Scheduler {
             if (o.rfind("--cpus-per-task=", 0) == 0) r.cpus_per_task.reset();
             r.extra_args.push_back(o);
         }
+        for (const auto& o : job.placement)
+            r.extra_args.push_back(o);
         r.hold = true;
         // The orchestrator owns re-queueing: a trial whose node fails ends NODE_FAIL, is recorded
         // node_failure (not counted) and goes into the next batch at once. Slurm's own requeue would re-run
@@ -58,6 +60,13 @@ class SlurmScheduler final : public Scheduler {
     }
 
     void cancel(const std::string& job_id) override { client_.cancel(job_id); }
+
+    std::vector<std::string> nodes(const std::string& partition) const override {
+        std::vector<std::string> argv = {"sinfo", "-h", "-N", "-o", "%N %t"};
+        if (!partition.empty()) argv.push_back("--partition=" + partition);
+        const auto r = run_process(argv);
+        return r.ok() ? slurm::parse_sinfo_nodes(r.out) : std::vector<std::string>{};
+    }
 
   private:
     slurm::Client client_;

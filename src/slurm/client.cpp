@@ -259,6 +259,20 @@ bool matches(const JobRecord& r, const std::set<std::string>& ids) {
 
 } // namespace
 
+std::vector<std::string> parse_sinfo_nodes(const std::string& out) {
+    static const std::set<std::string> usable = {"idle", "mix", "alloc", "comp"};
+    std::vector<std::string> nodes;
+    std::set<std::string> seen;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream fields(line);
+        std::string node, state, extra;
+        if (!(fields >> node >> state) || (fields >> extra)) continue; // not "NODE STATE": skipped
+        if (usable.count(state) && seen.insert(node).second) nodes.push_back(node);
+    }
+    return nodes;
+}
+
 const char* squeue_format() {
     return "%i|%F|%K|%T|%r|%N|%M";
 }

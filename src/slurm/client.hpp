@@ -132,6 +132,9 @@ std::vector<JobRecord> parse_jobcomp(const std::string& text, ParseStats* stats 
 std::map<std::string, std::string> parse_scontrol_config(const std::string& out);
 // StdOut= of `scontrol -o show job` output; nullopt when absent or empty.
 std::optional<std::string> parse_scontrol_stdout(const std::string& out);
+// `sinfo -h -N -o '%N %t'`: the nodes a job can start on (idle, mix, alloc, completing; not down, drained,
+// draining, failing or not responding, `*`), each once, in sinfo's order.
+std::vector<std::string> parse_sinfo_nodes(const std::string& out);
 const char* squeue_format();
 const char* sacct_format();
 

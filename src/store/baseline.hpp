@@ -25,6 +25,11 @@ struct Baseline {
     std::map<std::string, double> phases; // median seconds per step phase
     double tokens_per_s = 0;
     std::optional<double> mfu;
+    // MFU's one denominator (peak FLOP/s of a trial's allocation) and where it came from ("contract", or the
+    // doctor's measurement), and the baseline's model FLOPs per step: every MFU the report prints is
+    // model_flops_per_step / step time / peak_flops with these two, so MFU ratios equal speed-ups.
+    std::optional<double> peak_flops, model_flops_per_step;
+    std::string peak_flops_source;
     std::optional<double> peak_memory_bytes;
     std::vector<double> reference_losses; // per step: what the loss invariant compares with
     std::vector<double> eval_losses; // final evaluation loss per completed run (final_eval: one seed each)

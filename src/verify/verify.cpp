@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
+#include <set>
 
 namespace infrarsi::verify {
 
@@ -35,6 +37,36 @@ std::string check_eval_loss(const EvalReference& ref, std::optional<double> got,
                            "baseline runs at different seeds)",
                            *got, against ? "the paired baseline's" : "baseline", target, tol, ref.runs);
     return {};
+}
+
+const char* to_string(PairOrder o) {
+    return o == PairOrder::AB ? "AB" : "BA";
+}
+
+PairOrder pair_order(const Arm& baseline, const Arm& candidate) {
+    return candidate.first && !baseline.first ? PairOrder::BA : PairOrder::AB;
+}
+
+std::vector<PairOrder> counterbalanced_orders(int pairs, std::uint64_t seed) {
+    std::vector<PairOrder> o;
+    for (int i = 0; i < pairs; ++i)
+        o.push_back(i % 2 == 0 ? PairOrder::AB : PairOrder::BA);
+    std::mt19937_64 rng(seed);
+    std::shuffle(o.begin(), o.end(), rng);
+    return o;
+}
+
+std::vector<std::vector<std::string>> spread_pairs(int pairs, const std::vector<std::string>& nodes,
+                                                   int per_pair) {
+    per_pair = std::max(1, per_pair);
+    const int groups = static_cast<int>(nodes.size()) / per_pair;
+    if (groups < 1) return {};
+    std::vector<std::vector<std::string>> out;
+    for (int i = 0; i < pairs; ++i) {
+        const int g = i % groups;
+        out.emplace_back(nodes.begin() + g * per_pair, nodes.begin() + (g + 1) * per_pair);
+    }
+    return out;
 }
 
 std::vector<double> reference_losses(const std::vector<std::vector<double>>& runs) {
@@ -98,12 +130,87 @@ measure::Interval speedup_interval(const std::vector<double>& log_ratios, const 
     return iv;
 }
 
+measure::Interval order_adjusted_interval(const std::vector<double>& d, const std::vector<bool>& ab,
+                                          const NoisePrior& prior, double level, double* delta) {
+    std::vector<double> g1, g2;
+    for (std::size_t i = 0; i < d.size(); ++i)
+        (ab[i] ? g1 : g2).push_back(d[i]);
+    if (delta) *delta = 0;
+    if (g1.empty() || g2.empty()) return speedup_interval(d, prior, level);
+    const double m1 = measure::mean(g1), m2 = measure::mean(g2);
+    if (delta) *delta = (m1 - m2) / 2;
+    double ss = 0;
+    for (double x : g1)
+        ss += (x - m1) * (x - m1);
+    for (double x : g2)
+        ss += (x - m2) * (x - m2);
+    const int resid_dof = static_cast<int>(d.size()) - 2;
+    const bool prior_ok = prior.dof > 0 && prior.cv_between > 0;
+    const int dof = resid_dof + (prior_ok ? prior.dof : 0);
+    measure::Interval iv;
+    iv.estimate = (m1 + m2) / 2;
+    if (dof <= 0) { // two pairs and no prior: no interval
+        iv.lo = -INFINITY;
+        iv.hi = INFINITY;
+        return iv;
+    }
+    const double var = (ss + (prior_ok ? prior.dof * 2 * prior.cv_between * prior.cv_between : 0.0)) / dof;
+    const double se = std::sqrt(var * (1.0 / g1.size() + 1.0 / g2.size()) / 4);
+    const double half = measure::t_quantile(dof, level) * se;
+    iv.lo = iv.estimate - half;
+    iv.hi = iv.estimate + half;
+    return iv;
+}
+
+std::optional<MfuParts> reported_mfu_parts(const std::vector<measure::StepSample>& steps, int warmup_steps) {
+    std::vector<double> flops, peaks;
+    for (std::size_t i = static_cast<std::size_t>(std::max(0, warmup_steps)); i < steps.size(); ++i) {
+        const auto& s = steps[i];
+        if (!s.timed || !(s.model_flops > 0)) continue;
+        flops.push_back(s.model_flops);
+        if (s.mfu && *s.mfu > 0 && s.step_time_s > 0) peaks.push_back(s.model_flops / s.step_time_s / *s.mfu);
+    }
+    if (flops.empty()) return std::nullopt;
+    return MfuParts{measure::median(flops), peaks.empty() ? 0.0 : measure::median(peaks)};
+}
+
+MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const std::string& peak_source,
+                          double baseline_step_s, double speedup) {
+    MfuComparison m;
+    m.peak_flops = peak_flops;
+    m.model_flops_per_step = model_flops_per_step;
+    m.peak_source = peak_source;
+    m.baseline_step_s = baseline_step_s;
+    m.candidate_step_s = speedup > 0 ? baseline_step_s / speedup : 0;
+    m.baseline = measure::mfu(model_flops_per_step, m.baseline_step_s, peak_flops);
+    m.candidate = measure::mfu(model_flops_per_step, m.candidate_step_s, peak_flops);
+    return m;
+}
+
+Decision reproduce(Decision first, const Decision& recheck) {
+    if (!first.promoted) return first;
+    if (recheck.promoted) {
+        first.evidence.push_back(
+            fmt::format("reproduced in a fresh allocation: {:.3f}x [{:.3f}, {:.3f}] over "
+                        "{} A/B pairs on {} node(s)",
+                        recheck.speedup, recheck.lo, recheck.hi, recheck.pairs, recheck.nodes));
+        return first;
+    }
+    first.promoted = false;
+    for (const auto& why : recheck.reasons)
+        first.reasons.push_back("did not reproduce in a fresh allocation: " + why);
+    if (first.reasons.empty()) first.reasons.push_back("did not reproduce in a fresh allocation");
+    return first;
+}
+
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
                 const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise,
                 const EvalReference& eval) {
     const bool final_eval = c.invariants.loss_mode == contract::LossMode::FinalEval;
     Decision d;
     std::vector<double> log_ratios;
+    std::vector<bool> ab;
+    std::set<std::string> nodes;
     double peak = 0;
     for (std::size_t i = 0; i < pairs.size(); ++i) {
         const auto& [a, b] = pairs[i];
@@ -112,6 +219,15 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
                 fmt::format("pair {}: {} run did not complete", i + 1, !b.ok ? "candidate" : "baseline"));
             continue;
         }
+        if (!a.node.empty() && !b.node.empty() && a.node != b.node) {
+            d.reasons.push_back(
+                fmt::format("pair {}: the baseline ran on {} and the candidate on {}: not one "
+                            "node, not counted (a node's speed would be credited to the "
+                            "candidate)",
+                            i + 1, a.node, b.node));
+            continue;
+        }
+        if (!a.node.empty()) nodes.insert(a.node);
         const auto broken = final_eval ? check_eval_loss(eval, b.eval_loss, c.invariants)
                                        : check_loss(reference_loss, b.losses, c.invariants);
         if (!broken.empty())
@@ -125,8 +241,12 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
                 fmt::format("pair {}: loss differs from the interleaved baseline: {}", i + 1, differs));
         if (b.peak_memory_bytes) peak = std::max(peak, *b.peak_memory_bytes);
         log_ratios.push_back(std::log(a.step_s / b.step_s));
+        ab.push_back(pair_order(a, b) == PairOrder::AB);
     }
     d.pairs = static_cast<int>(log_ratios.size());
+    d.nodes = static_cast<int>(nodes.size());
+    const auto n_ab = std::count(ab.begin(), ab.end(), true);
+    const bool both_orders = n_ab > 0 && n_ab < static_cast<long>(ab.size());
     if (math_changing)
         d.reasons.push_back("a patch of this candidate is tagged math_changing: never promoted");
     if (peak >= static_cast<double>(c.resources.mem_bytes))
@@ -138,16 +258,26 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
                                         log_ratios.size()));
         if (log_ratios.size() == 1) d.speedup = d.lo = d.hi = std::exp(log_ratios[0]);
     } else {
-        auto ci = speedup_interval(log_ratios, noise, 0.95);
+        auto ci = order_adjusted_interval(log_ratios, ab, noise, 0.95, &d.order_effect);
         d.speedup = std::exp(ci.estimate);
         d.lo = std::exp(ci.lo);
         d.hi = std::exp(ci.hi);
         d.evidence.push_back(fmt::format(
-            "speed-up {:.3f}x, 95% interval [{:.3f}, {:.3f}] over {} A/B pairs{}", d.speedup, d.lo, d.hi,
-            log_ratios.size(),
+            "speed-up {:.3f}x, 95% interval [{:.3f}, {:.3f}] over {} A/B pairs ({} baseline first, {} "
+            "candidate first; each pair on one node, {} node(s)){}",
+            d.speedup, d.lo, d.hi, log_ratios.size(), n_ab, log_ratios.size() - n_ab, d.nodes,
             noise.dof > 0 ? fmt::format(" (variance pooled with the doctor's noise: CV {:.2f}%, {} dof)",
                                         100 * noise.cv_between, noise.dof)
                           : ""));
+        if (both_orders)
+            d.evidence.push_back(fmt::format("order effect: a pair's second run {:.2f}% {} than its first "
+                                             "(estimated, not credited to the candidate)",
+                                             100 * std::fabs(std::exp(d.order_effect) - 1),
+                                             d.order_effect >= 0 ? "faster" : "slower"));
+        else
+            d.reasons.push_back(fmt::format("every pair ran the {} first: not counterbalanced, so an order "
+                                            "effect cannot be told from the speed-up",
+                                            n_ab > 0 ? "baseline" : "candidate"));
         if (!(d.lo - 1.0 > mde))
             d.reasons.push_back(fmt::format(
                 "lower bound of the speed-up {:.3f}x does not exceed 1 + MDE = {:.3f}", d.lo, 1.0 + mde));

@@ -6,6 +6,7 @@
 #include "contract/contract.hpp"
 #include "measure/statistics.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,7 +45,25 @@ struct Arm {
     std::vector<double> losses;
     std::optional<double> peak_memory_bytes;
     std::optional<double> eval_loss; // the final evaluation loss, when the job printed one
+    std::string node;                // where it ran (Slurm's node list); empty: not known
+    bool first = false;              // it ran first in its pair (a pair's order: which arm has it)
 };
+
+// The order a pair's two runs ran in: baseline first (AB) or candidate first (BA).
+enum class PairOrder { AB, BA };
+const char* to_string(PairOrder o);
+PairOrder pair_order(const Arm& baseline, const Arm& candidate); // AB unless the candidate ran first
+
+// Counterbalanced orders for `pairs` pairs: as many AB as BA (one more AB when odd), in a random order drawn
+// from `seed` (recorded with the verification), so whatever favours a pair's first or second run cancels in
+// the mean and a candidate cannot tell from its position which run it is.
+std::vector<PairOrder> counterbalanced_orders(int pairs, std::uint64_t seed);
+
+// Where each pair runs: pairs spread round-robin over `nodes` (each pair on one node; `per_pair` nodes a pair
+// for a multi-node job, taken as consecutive groups). Empty when `nodes` has fewer than `per_pair` (the
+// scheduler places them; a local backend has one host).
+std::vector<std::vector<std::string>> spread_pairs(int pairs, const std::vector<std::string>& nodes,
+                                                   int per_pair = 1);
 
 struct Decision {
     bool promoted = false;
@@ -52,6 +71,8 @@ struct Decision {
     int pairs = 0;
     std::vector<std::string> reasons;  // why not (empty when promoted)
     std::vector<std::string> evidence; // what was checked
+    double order_effect = 0; // estimated log-ratio of a pair's second run over its first (0: not estimable)
+    int nodes = 0;           // distinct nodes the counted pairs ran on
 };
 
 // The doctor's noise calibration as prior knowledge of run-to-run noise: the relative spread of the baseline
@@ -62,6 +83,16 @@ struct NoisePrior {
     int dof = 0;
 };
 
+// The order-adjusted interval: log_ratios[i] = log(baseline / candidate) of pair i, ab[i] whether its
+// baseline ran first. Each pair's difference is taken within one node, so a node's speed cancels; the model
+// is d_i = mu + delta (AB) or mu - delta (BA), delta the advantage of a pair's second run: mu is the mean of
+// the two orders' means and the residual variance is pooled within orders (n - 2 degrees of freedom, plus the
+// prior's). Without both orders it is speedup_interval (the caller refuses that design). `delta` gets the
+// order effect's estimate.
+measure::Interval order_adjusted_interval(const std::vector<double>& log_ratios, const std::vector<bool>& ab,
+                                          const NoisePrior& prior, double level = 0.95,
+                                          double* delta = nullptr);
+
 // The interval of the mean log speed-up over A/B pairs. Its variance pools the pairs' own spread with the
 // doctor's calibration (a pair's log-ratio has variance 2 cv^2 when both arms share the baseline's noise), so
 // two consistent pairs are not judged with a one-degree-of-freedom t interval alone. Without a prior (dof 0)
@@ -69,10 +100,38 @@ struct NoisePrior {
 measure::Interval speedup_interval(const std::vector<double>& log_ratios, const NoisePrior& prior,
                                    double level = 0.95);
 
-// pairs: (baseline run, candidate run), in the order they ran. The loss is checked by the contract's mode:
+// pairs: (baseline run, candidate run); Arm::first says which ran first, Arm::node where. A pair whose two
+// runs ran on different nodes is not counted (a node's speed would be credited to the candidate); the pairs
+// must have run in both orders (else an order effect cannot be told from the speed-up: not promoted), and
+// the interval is order_adjusted_interval. The loss is checked by the contract's mode:
 // against reference_loss (per_step, last_k_mean) or eval (final_eval).
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
                 const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise = {},
                 const EvalReference& eval = {});
+
+// MFU with one denominator. A trial's MFU as the job prints it divides by a peak the job measured itself
+// (minigpt: a short GEMM probe with the trial's own threads and ranks), so candidates are not comparable. The
+// campaign uses one peak per hardware (the contract's, or the doctor's, measured once) and the baseline's
+// model FLOPs per step for every MFU it reports: at fixed model FLOPs, the MFU ratio is the speed-up.
+struct MfuParts {
+    double model_flops_per_step = 0;
+    double peak_flops = 0; // implied by the job's own MFU (model FLOPs / step time / mfu); 0: not reported
+};
+// The medians over the steps after warm-up that report model FLOPs; nullopt when none does.
+std::optional<MfuParts> reported_mfu_parts(const std::vector<measure::StepSample>& steps, int warmup_steps);
+struct MfuComparison {
+    double peak_flops = 0, model_flops_per_step = 0;
+    std::string peak_source;
+    double baseline_step_s = 0, candidate_step_s = 0; // the candidate's: the baseline's / the speed-up
+    double baseline = 0, candidate = 0;               // MFU
+};
+// `baseline_step_s`: the verification's baseline step time; `speedup`: its estimate.
+MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const std::string& peak_source,
+                          double baseline_step_s, double speedup);
+
+// A verification that promoted is final only when a re-check in a fresh allocation (other nodes where the
+// partition has them), decided by the same rules, promotes it too. Returns `first` with the outcome: not
+// promoted, with the re-check's reasons, when it did not reproduce. The speed-up stays the first's.
+Decision reproduce(Decision first, const Decision& recheck);
 
 } // namespace infrarsi::verify

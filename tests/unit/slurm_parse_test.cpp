@@ -320,3 +320,10 @@ TEST_CASE("a job's output path is scontrol's last StdOut=, whatever the job's na
     CHECK(parse_scontrol_stdout("JobId=9 JobName=x StdOut=/etc/shadow UserId=u(1) WorkDir=/h StdErr=/h/e "
                                 "StdIn=/dev/null StdOut=/h/slurm-9.out Power=") == "/h/slurm-9.out");
 }
+
+TEST_CASE("sinfo -N: the nodes a job can start on, each once (a node in two partitions is listed twice)") {
+    const std::string out =
+        "n1 idle\nn2 mix\nn3 drain\nn4 down*\nn5 idle*\nn6 alloc\nn1 idle\nbroken\nn7 comp\n";
+    CHECK(slurm::parse_sinfo_nodes(out) == std::vector<std::string>{"n1", "n2", "n6", "n7"});
+    CHECK(slurm::parse_sinfo_nodes("").empty());
+}

@@ -18,7 +18,18 @@ std::vector<double> curve(double scale) {
     return l;
 }
 verify::Arm arm(double step, double scale = 1.0, double peak = 1e8) {
-    return {true, step, curve(scale), peak};
+    verify::Arm a;
+    a.ok = true;
+    a.step_s = step;
+    a.losses = curve(scale);
+    a.peak_memory_bytes = peak;
+    return a;
+}
+// Pairs in alternating order (AB, BA, ...), as verification runs them (counterbalanced).
+std::vector<std::pair<verify::Arm, verify::Arm>> abba(std::vector<std::pair<verify::Arm, verify::Arm>> p) {
+    for (std::size_t i = 0; i < p.size(); ++i)
+        (i % 2 == 0 ? p[i].first : p[i].second).first = true;
+    return p;
 }
 } // namespace
 
@@ -39,8 +50,8 @@ TEST_CASE("the loss invariant: last-K mean within the relative tolerance, and al
 
 TEST_CASE("a clear, consistent speed-up with the loss held is promoted") {
     auto c = toy();
-    auto d = verify::decide({{arm(1.0), arm(0.5)}, {arm(1.02), arm(0.51)}, {arm(0.98), arm(0.5)}}, curve(1),
-                            c, 0.05, false);
+    auto d = verify::decide(abba({{arm(1.0), arm(0.5)}, {arm(1.02), arm(0.51)}, {arm(0.98), arm(0.5)}}),
+                            curve(1), c, 0.05, false);
     CHECK(d.promoted);
     CHECK(d.speedup == doctest::Approx(2.0).epsilon(0.02));
     CHECK(d.lo > 1.05);
@@ -48,18 +59,18 @@ TEST_CASE("a clear, consistent speed-up with the loss held is promoted") {
 
 TEST_CASE("a speed-up inside the noise floor is not promoted") {
     auto c = toy();
-    auto d = verify::decide({{arm(1.0), arm(0.97)}, {arm(1.0), arm(1.01)}, {arm(1.0), arm(0.96)}}, curve(1),
-                            c, 0.05, false);
+    auto d = verify::decide(abba({{arm(1.0), arm(0.97)}, {arm(1.0), arm(1.01)}, {arm(1.0), arm(0.96)}}),
+                            curve(1), c, 0.05, false);
     CHECK_FALSE(d.promoted);
 }
 
 TEST_CASE("the math-changing patch is never promoted, even when fast") {
     auto c = toy();
-    auto d = verify::decide({{arm(1.0), arm(0.3)}, {arm(1.0), arm(0.3)}, {arm(1.0), arm(0.3)}}, curve(1), c,
-                            0.05, true);
+    auto d = verify::decide(abba({{arm(1.0), arm(0.3)}, {arm(1.0), arm(0.3)}, {arm(1.0), arm(0.3)}}),
+                            curve(1), c, 0.05, true);
     CHECK_FALSE(d.promoted);
-    auto loss =
-        verify::decide({{arm(1.0), arm(0.3, 0.9)}, {arm(1.0), arm(0.3, 0.9)}}, curve(1), c, 0.05, false);
+    auto loss = verify::decide(abba({{arm(1.0), arm(0.3, 0.9)}, {arm(1.0), arm(0.3, 0.9)}}), curve(1), c,
+                               0.05, false);
     CHECK_FALSE(loss.promoted);
     CHECK(loss.reasons[0].find("loss invariant broken") != std::string::npos);
 }
@@ -67,8 +78,8 @@ TEST_CASE("the math-changing patch is never promoted, even when fast") {
 TEST_CASE("a candidate at or over the memory limit is not promoted") {
     auto c = toy();
     const double limit = static_cast<double>(c.resources.mem_bytes);
-    auto d = verify::decide({{arm(1.0), arm(0.5, 1.0, limit)}, {arm(1.0), arm(0.5, 1.0, limit)}}, curve(1), c,
-                            0.05, false);
+    auto d = verify::decide(abba({{arm(1.0), arm(0.5, 1.0, limit)}, {arm(1.0), arm(0.5, 1.0, limit)}}),
+                            curve(1), c, 0.05, false);
     CHECK_FALSE(d.promoted);
 }
 
@@ -78,16 +89,16 @@ TEST_CASE("two consistent pairs: the doctor's noise calibration decides what one
     // baseline runs had a CV of 1.06 % between them, so the minimum detectable effect was 3 %.
     const std::vector<std::pair<verify::Arm, verify::Arm>> pairs = {{arm(0.993), arm(0.716)},
                                                                     {arm(0.957), arm(0.722)}};
-    auto alone = verify::decide(pairs, curve(1), c, 0.03, false);
-    CHECK_FALSE(alone.promoted); // t(1 dof) = 12.7: [1.02, 1.80]
+    auto alone = verify::decide(abba(pairs), curve(1), c, 0.03, false);
+    CHECK_FALSE(alone.promoted); // one pair per order and no prior: no degree of freedom left
     CHECK(alone.lo < 1.03);
-    auto pooled = verify::decide(pairs, curve(1), c, 0.03, false, {0.0106, 2});
+    auto pooled = verify::decide(abba(pairs), curve(1), c, 0.03, false, {0.0106, 2});
     CHECK(pooled.promoted);
     CHECK(pooled.speedup == doctest::Approx(alone.speedup));
     CHECK(pooled.lo > 1.2);
     CHECK(pooled.hi < alone.hi);
     // A noisy calibration widens the interval again: no promotion on noise.
-    CHECK_FALSE(verify::decide(pairs, curve(1), c, 0.03, false, {0.25, 2}).promoted);
+    CHECK_FALSE(verify::decide(abba(pairs), curve(1), c, 0.03, false, {0.25, 2}).promoted);
 }
 
 TEST_CASE(
@@ -137,15 +148,182 @@ TEST_CASE("final_eval: the final evaluation loss within a tolerance calibrated f
         a.eval_loss = eval;
         return a;
     };
-    auto d = verify::decide({{with_eval(1.0, 1, 2.0), with_eval(0.5, 1.05, 2.01)},
-                             {with_eval(1.0, 1, 1.99), with_eval(0.5, 1.05, 2.02)},
-                             {with_eval(1.0, 1, 2.0), with_eval(0.5, 1.05, 1.99)}},
+    auto d = verify::decide(abba({{with_eval(1.0, 1, 2.0), with_eval(0.5, 1.05, 2.01)},
+                                  {with_eval(1.0, 1, 1.99), with_eval(0.5, 1.05, 2.02)},
+                                  {with_eval(1.0, 1, 2.0), with_eval(0.5, 1.05, 1.99)}}),
                             curve(1), c, 0.05, false, {}, ref);
     CHECK(d.promoted);
-    d = verify::decide(
-        {{with_eval(1.0, 1, 2.0), with_eval(0.5, 1, 2.2)}, {with_eval(1.0, 1, 2.0), with_eval(0.5, 1, 2.2)}},
-        curve(1), c, 0.05, false, {}, ref);
+    d = verify::decide(abba({{with_eval(1.0, 1, 2.0), with_eval(0.5, 1, 2.2)},
+                             {with_eval(1.0, 1, 2.0), with_eval(0.5, 1, 2.2)}}),
+                       curve(1), c, 0.05, false, {}, ref);
     CHECK_FALSE(d.promoted);
     REQUIRE_FALSE(d.reasons.empty());
     CHECK(d.reasons[0].find("final evaluation loss 2.2") != std::string::npos);
+}
+
+namespace {
+// A pair on `node` in the given order; `second` is the factor a pair's second run takes (an order effect).
+std::pair<verify::Arm, verify::Arm> pair_on(const std::string& node, verify::PairOrder o, double base_s,
+                                            double cand_s, double second = 1.0) {
+    verify::Arm a = arm(o == verify::PairOrder::AB ? base_s : base_s * second);
+    verify::Arm b = arm(o == verify::PairOrder::AB ? cand_s * second : cand_s);
+    a.node = b.node = node;
+    (o == verify::PairOrder::AB ? a : b).first = true;
+    return {a, b};
+}
+} // namespace
+
+TEST_CASE(
+    "counterbalanced orders: as many AB as BA, shuffled by the recorded seed, the same for the same seed") {
+    for (int n : {1, 2, 3, 4, 7, 10}) {
+        const auto o = verify::counterbalanced_orders(n, 42);
+        REQUIRE(static_cast<int>(o.size()) == n);
+        const auto ab = std::count(o.begin(), o.end(), verify::PairOrder::AB);
+        CHECK(ab == (n + 1) / 2);
+        CHECK(o == verify::counterbalanced_orders(n, 42));
+    }
+    // Not always AB first: some seed puts BA first.
+    bool ba_first = false;
+    for (std::uint64_t seed = 0; seed < 20 && !ba_first; ++seed)
+        ba_first = verify::counterbalanced_orders(4, seed)[0] == verify::PairOrder::BA;
+    CHECK(ba_first);
+}
+
+TEST_CASE("pairs are spread over the nodes, one node (or one group of nodes) each") {
+    const std::vector<std::string> nodes = {"n1", "n2", "n3"};
+    const auto p = verify::spread_pairs(4, nodes);
+    REQUIRE(p.size() == 4);
+    CHECK(p[0] == std::vector<std::string>{"n1"});
+    CHECK(p[1] == std::vector<std::string>{"n2"});
+    CHECK(p[2] == std::vector<std::string>{"n3"});
+    CHECK(p[3] == std::vector<std::string>{"n1"});
+    const auto two = verify::spread_pairs(3, {"n1", "n2", "n3", "n4"}, 2);
+    REQUIRE(two.size() == 3);
+    CHECK(two[0] == std::vector<std::string>{"n1", "n2"});
+    CHECK(two[1] == std::vector<std::string>{"n3", "n4"});
+    CHECK(two[2] == std::vector<std::string>{"n1", "n2"});
+    CHECK(verify::spread_pairs(3, {}).empty());        // the local backend: one host, nothing to pin
+    CHECK(verify::spread_pairs(3, {"n1"}, 2).empty()); // too few nodes for a group: the scheduler places
+}
+
+TEST_CASE("a pure order effect is not promoted: the second run of every pair is 15% faster, A = B") {
+    auto c = toy();
+    using verify::PairOrder;
+    const std::vector<std::pair<verify::Arm, verify::Arm>> pairs = {
+        pair_on("n1", PairOrder::AB, 1.0, 1.0, 0.85), pair_on("n2", PairOrder::BA, 1.0, 1.0, 0.85),
+        pair_on("n3", PairOrder::AB, 1.0, 1.0, 0.85), pair_on("n4", PairOrder::BA, 1.0, 1.0, 0.85)};
+    auto d = verify::decide(pairs, curve(1), c, 0.03, false, {0.01, 4});
+    CHECK_FALSE(d.promoted);
+    CHECK(d.speedup == doctest::Approx(1.0));
+    CHECK(d.order_effect == doctest::Approx(-std::log(0.85)));
+    // The same runs with the baseline always first (the old design) would credit the order to the candidate:
+    // refused as not counterbalanced.
+    const std::vector<std::pair<verify::Arm, verify::Arm>> ab_only = {
+        pair_on("n1", PairOrder::AB, 1.0, 1.0, 0.85), pair_on("n2", PairOrder::AB, 1.0, 1.0, 0.85),
+        pair_on("n3", PairOrder::AB, 1.0, 1.0, 0.85)};
+    auto old = verify::decide(ab_only, curve(1), c, 0.03, false, {0.01, 4});
+    CHECK(old.speedup == doctest::Approx(1 / 0.85));
+    CHECK_FALSE(old.promoted);
+    bool named = false;
+    for (const auto& r : old.reasons)
+        named = named || r.find("not counterbalanced") != std::string::npos;
+    CHECK(named);
+}
+
+TEST_CASE("an order effect does not hide a real speed-up: 1.25x with the second run 10% faster") {
+    auto c = toy();
+    using verify::PairOrder;
+    std::vector<std::pair<verify::Arm, verify::Arm>> pairs;
+    for (int i = 0; i < 4; ++i)
+        pairs.push_back(pair_on("n" + std::to_string(i + 1), i % 2 ? PairOrder::BA : PairOrder::AB,
+                                1.0 + 0.01 * i, (1.0 + 0.01 * i) / 1.25, 0.9));
+    auto d = verify::decide(pairs, curve(1), c, 0.03, false, {0.01, 4});
+    CHECK(d.promoted);
+    CHECK(d.speedup == doctest::Approx(1.25).epsilon(0.005));
+    CHECK(d.nodes == 4);
+}
+
+TEST_CASE(
+    "a node effect is not credited to the candidate: pairs within a node, cross-node pairs not counted") {
+    auto c = toy();
+    using verify::PairOrder;
+    // n2 is 20% slower than n1 for both arms; A = B. Within-node differences cancel it.
+    std::vector<std::pair<verify::Arm, verify::Arm>> pairs = {
+        pair_on("n1", PairOrder::AB, 1.0, 1.0), pair_on("n2", PairOrder::BA, 1.2, 1.2),
+        pair_on("n1", PairOrder::BA, 1.0, 1.0), pair_on("n2", PairOrder::AB, 1.2, 1.2)};
+    auto d = verify::decide(pairs, curve(1), c, 0.03, false, {0.01, 4});
+    CHECK_FALSE(d.promoted);
+    CHECK(d.speedup == doctest::Approx(1.0));
+    CHECK(d.nodes == 2);
+    // The baseline on the slow node and the candidate on the fast one: that pair says nothing about the
+    // candidate, so it is not counted, and the verification is not promoted on it.
+    std::vector<std::pair<verify::Arm, verify::Arm>> split = pairs;
+    for (auto& [a, b] : split) {
+        a.node = "n2", a.step_s = 1.2;
+        b.node = "n1", b.step_s = 1.0;
+    }
+    auto s = verify::decide(split, curve(1), c, 0.03, false, {0.01, 4});
+    CHECK_FALSE(s.promoted);
+    CHECK(s.pairs == 0);
+    REQUIRE_FALSE(s.reasons.empty());
+    CHECK(s.reasons[0].find("not one node") != std::string::npos);
+}
+
+TEST_CASE("reproduction: a promotion whose re-check in a fresh allocation fails is not promoted") {
+    auto c = toy();
+    using verify::PairOrder;
+    const std::vector<std::pair<verify::Arm, verify::Arm>> fast = {pair_on("n1", PairOrder::AB, 1.0, 0.7),
+                                                                   pair_on("n2", PairOrder::BA, 1.0, 0.7),
+                                                                   pair_on("n1", PairOrder::BA, 1.0, 0.7)};
+    const std::vector<std::pair<verify::Arm, verify::Arm>> same = {pair_on("n3", PairOrder::BA, 1.0, 1.0),
+                                                                   pair_on("n4", PairOrder::AB, 1.0, 0.99),
+                                                                   pair_on("n3", PairOrder::AB, 1.0, 1.01)};
+    const auto first = verify::decide(fast, curve(1), c, 0.03, false, {0.01, 4});
+    REQUIRE(first.promoted);
+    const auto again = verify::decide(fast, curve(1), c, 0.03, false, {0.01, 4});
+    const auto kept = verify::reproduce(first, again);
+    CHECK(kept.promoted);
+    CHECK(kept.speedup == doctest::Approx(first.speedup));
+    CHECK(kept.evidence.back().find("reproduced in a fresh allocation") != std::string::npos);
+    const auto failed = verify::reproduce(first, verify::decide(same, curve(1), c, 0.03, false, {0.01, 4}));
+    CHECK_FALSE(failed.promoted);
+    REQUIRE_FALSE(failed.reasons.empty());
+    CHECK(failed.reasons[0].find("did not reproduce") != std::string::npos);
+    // A first verification that did not promote stays not promoted whatever the re-check says.
+    const auto none = verify::decide(same, curve(1), c, 0.03, false, {0.01, 4});
+    CHECK_FALSE(verify::reproduce(none, first).promoted);
+}
+
+TEST_CASE("one MFU denominator: the MFU ratio equals the speed-up at fixed model FLOPs, whatever peak each "
+          "trial measured for itself") {
+    // Two trials' step lines: the same model FLOPs, MFU over a peak each measured itself (the second's probe
+    // ran with other threads and saw 30% more): their own MFU ratio is not the speed-up.
+    auto steps = [](double step_s, double own_peak) {
+        std::vector<measure::StepSample> s(6);
+        for (auto& x : s) {
+            x.step_time_s = step_s;
+            x.model_flops = 2e9;
+            x.mfu = 2e9 / step_s / own_peak;
+        }
+        return s;
+    };
+    const auto a = verify::reported_mfu_parts(steps(1.0, 1e10), 1);
+    const auto b = verify::reported_mfu_parts(steps(0.7, 1.3e10), 1);
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(a->model_flops_per_step == doctest::Approx(2e9));
+    CHECK(a->peak_flops == doctest::Approx(1e10));
+    CHECK(b->peak_flops == doctest::Approx(1.3e10));
+    const double own_ratio = *steps(0.7, 1.3e10)[0].mfu / *steps(1.0, 1e10)[0].mfu;
+    CHECK(own_ratio != doctest::Approx(1.0 / 0.7));
+    // The campaign's: the doctor's peak for both, the baseline's FLOPs.
+    const double speedup = 1.0 / 0.7;
+    const auto m = verify::compare_mfu(a->model_flops_per_step, a->peak_flops, "doctor", 1.0, speedup);
+    CHECK(m.baseline == doctest::Approx(0.2));
+    CHECK(m.candidate / m.baseline == doctest::Approx(speedup));
+    CHECK(m.candidate == doctest::Approx(measure::mfu(2e9, 0.7, 1e10)));
+    CHECK(m.candidate_step_s == doctest::Approx(0.7));
+    // No model FLOPs in the step lines: nothing to compute MFU from.
+    std::vector<measure::StepSample> none(3);
+    CHECK_FALSE(verify::reported_mfu_parts(none, 1));
 }

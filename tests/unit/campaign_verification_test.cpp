@@ -1,0 +1,180 @@
+// Verification's design, end to end on the local scheduler with the stepload fixture: each A/B pair is its
+// own array job(s) placed on one node, pairs in counterbalanced order spread over the nodes, a promotion
+// re-checked on the nodes the first stage did not use, and MFU over one denominator.
+//
+// The local backend has one host. A decorator (Placed, below) gives it four nodes as Slurm would: nodes()
+// answers n1..n4, and each task's end record names the node its array was placed on (--nodelist), as Slurm's
+// record of where it ran does. With `move_second` it reports the second array of every re-check pair on
+// another node, as if Slurm had moved it: everything after that is the product's own.
+#include "campaign/campaign.hpp"
+#include "scheduler/scheduler.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace fs = std::filesystem;
+using namespace infrarsi;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+class Placed final : public scheduler::Scheduler {
+  public:
+    Placed(const fs::path& dir, bool move_second)
+        : inner_(scheduler::local_scheduler(dir / "local-jobs")), move_second_(move_second) {}
+    std::string name() const override { return inner_->name(); }
+    bool reachable(std::string* why) const override { return inner_->reachable(why); }
+    std::vector<std::string> nodes(const std::string&) const override { return {"n1", "n2", "n3", "n4"}; }
+    std::string submit_held(const scheduler::ArrayJob& job) override {
+        std::string node = "n1"; // the scheduler's choice when nothing is asked for
+        for (const auto& p : job.placement)
+            if (p.rfind("--nodelist=", 0) == 0) node = p.substr(11);
+        const auto id = inner_->submit_held(job);
+        node_of_[id] = node;
+        first_of_[id] = job.first_index;
+        placements.push_back(job.placement);
+        return id;
+    }
+    void release(const std::string& id) override { inner_->release(id); }
+    std::vector<slurm::JobRecord> wait(const std::string& id, std::chrono::seconds timeout,
+                                       std::chrono::milliseconds poll) override {
+        auto records = inner_->wait(id, timeout, poll);
+        for (auto& r : records) {
+            r.node_list = node_of_[id];
+            // The re-check's pairs run on n4 here (n1..n3 hold the first stage's three pairs): its second
+            // run is reported elsewhere.
+            if (move_second_ && r.node_list == "n4" && r.array_task_id && *r.array_task_id > first_of_[id])
+                r.node_list = "n2";
+        }
+        return records;
+    }
+    void cancel(const std::string& id) override { inner_->cancel(id); }
+    std::vector<std::vector<std::string>> placements; // of every array submitted, in order
+
+  private:
+    std::unique_ptr<scheduler::Scheduler> inner_;
+    bool move_second_;
+    std::map<std::string, std::string> node_of_;
+    std::map<std::string, int> first_of_;
+};
+
+// The stepload fixture with 3 verification pairs; its step lines also carry model FLOPs and the job's own
+// MFU over a peak it "measures" per run (10% apart from run to run, as a per-trial probe would).
+fs::path campaign_dir(const test::TempDir& d) {
+    const fs::path fx = INFRARSI_FIXTURES;
+    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
+    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
+    std::string train = test::read_file(d.path / "stepload/train.sh");
+    const std::string from = R"(\"tokens\":1024,)";
+    const auto at = train.find(from);
+    REQUIRE(at != std::string::npos);
+    train.replace(at, from.size(), R"(\"tokens\":1024,\"model_flops\":1e9,\"mfu\":%.6f,)");
+    const std::string args = "s, 2.0 / (s + seed) + ls, t, 1024 / t";
+    const auto at2 = train.find(args);
+    REQUIRE(at2 != std::string::npos);
+    train.replace(at2, args.size(),
+                  "s, 2.0 / (s + seed) + ls, t, 1e9 / t / (1e10 * (1 + 0.1 * (r % 3))), 1024 / t");
+    std::ofstream(d.path / "stepload/train.sh") << train;
+    std::string contract = test::read_file(fx / "stepload.contract.toml");
+    contract.replace(contract.find("verify = 2"), 10, "verify = 3");
+    std::ofstream(d.path / "stepload.contract.toml") << contract;
+    campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
+    return d.path / "c";
+}
+
+campaign::RunOptions options() {
+    campaign::RunOptions o;
+    o.verbose = false;
+    o.scheduler = "local";
+    o.poll = 20ms;
+    return o;
+}
+
+} // namespace
+
+TEST_CASE("verification: each pair on one node in counterbalanced order, pairs spread over the nodes, the "
+          "promotion re-checked on the other nodes, MFU ratio equal to the speed-up") {
+    test::TempDir d("infrarsi-verification");
+    campaign::Campaign c(campaign_dir(d));
+    auto sched = std::make_unique<Placed>(d.path, false);
+    auto* placed = sched.get();
+    c.use_scheduler(std::move(sched));
+    c.run(options());
+    REQUIRE(c.finished());
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 1);
+    const auto& v = vs[0];
+    CHECK(v.state == "done");
+    CHECK(v.promoted);
+    CHECK(c.store().promotions().size() == 1);
+    // The first stage: 3 pairs on n1, n2, n3, both orders, each pair's runs on its node.
+    const auto& pairs = v.detail["pairs"];
+    REQUIRE(pairs.size() == 3);
+    std::set<std::string> orders, nodes;
+    for (const auto& p : pairs) {
+        orders.insert(p["order"].get<std::string>());
+        nodes.insert(p["baseline_node"].get<std::string>());
+        CHECK(p["same_node"].get<bool>());
+        CHECK(p["baseline_node"] == p["candidate_node"]);
+    }
+    CHECK(orders == std::set<std::string>{"AB", "BA"});
+    CHECK(nodes == std::set<std::string>{"n1", "n2", "n3"});
+    CHECK(v.detail.contains("order_seed"));
+    // Each pair's trials ran in its order: the first trial of the pair has the lower array index.
+    const auto trials = c.store().trials({.verification_id = v.id});
+    for (const auto& p : pairs) {
+        const auto a = p["baseline_trial"].get<std::int64_t>(), b = p["candidate_trial"].get<std::int64_t>();
+        int ia = -1, ib = -1;
+        for (const auto& t : trials) {
+            if (t.id == a) ia = t.array_index;
+            if (t.id == b) ib = t.array_index;
+        }
+        CHECK((p["order"] == "AB" ? ia < ib : ib < ia));
+    }
+    // The re-check: a fresh batch, on n4 only (the node the first stage did not use), reproduced.
+    REQUIRE(v.detail.contains("recheck"));
+    CHECK(v.detail["reproduced"].get<bool>());
+    CHECK(v.detail["recheck"]["batch"].get<std::int64_t>() != v.batch_id);
+    for (const auto& p : v.detail["recheck"]["pairs"])
+        CHECK(p["baseline_node"] == "n4");
+    // Every verification array was placed on one node: a pair is its own array(s).
+    int pinned = 0;
+    for (const auto& pl : placed->placements)
+        pinned += pl.size() == 1 && pl[0].rfind("--nodelist=n", 0) == 0;
+    CHECK(pinned == 6); // 2 stages x 3 pairs, one array each (the two trials' sbatch options are the same)
+    // MFU: one denominator (the doctor's), the baseline's model FLOPs; the ratio is the speed-up.
+    const auto b = c.store().baseline();
+    REQUIRE(b);
+    REQUIRE(b->peak_flops);
+    CHECK(b->peak_flops_source.find("doctor") != std::string::npos);
+    REQUIRE(v.detail.contains("mfu"));
+    const auto& m = v.detail["mfu"];
+    CHECK(m["peak_flops"].get<double>() == doctest::Approx(*b->peak_flops));
+    CHECK(m["candidate"].get<double>() / m["baseline"].get<double>() == doctest::Approx(*v.speedup));
+}
+
+TEST_CASE("a promotion whose re-check does not hold (its pairs' runs on two nodes) is not promoted") {
+    test::TempDir d("infrarsi-verification");
+    campaign::Campaign c(campaign_dir(d));
+    c.use_scheduler(std::make_unique<Placed>(d.path, true));
+    c.run(options());
+    REQUIRE(c.finished());
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 1);
+    const auto& v = vs[0];
+    CHECK(v.state == "done");
+    CHECK_FALSE(v.promoted);
+    CHECK_FALSE(v.detail["reproduced"].get<bool>());
+    CHECK(c.store().promotions().empty());
+    const auto reasons = v.detail["reasons"].dump();
+    CHECK(reasons.find("did not reproduce in a fresh allocation") != std::string::npos);
+    CHECK(reasons.find("not one node") != std::string::npos);
+}
