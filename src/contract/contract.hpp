@@ -54,6 +54,9 @@ struct Invariants {
     double loss_tolerance = 0.02; // relative
     LossMode loss_mode = LossMode::LastKMean;
     int loss_last_k = 5;
+    // A patch set's equivalence check (docs/contract.md): its losses and the baseline's, both at the
+    // baseline's knobs and one fresh seed, must agree at every step within this relative tolerance.
+    double equivalence_tolerance = 1e-6;
 };
 
 struct Budget {

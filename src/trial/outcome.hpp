@@ -33,6 +33,7 @@ enum class Violation {
     LossInvariant,    // the losses left the contract's tolerance of the baseline's
     ProtectedChanged, // the patch set changed a protected file (found when its sandbox was made)
     OutOfScope,       // the patched tree differs outside the editable scope, or has a symlink (ditto)
+    NotEquivalent,    // at the baseline's knobs and a fresh seed, its patch set's losses left the baseline's
 };
 
 inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
@@ -45,13 +46,14 @@ inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
     {Outcome::BuildFailure, "build_failure"},
     {Outcome::ContractViolation, "contract_violation"},
 }}};
-inline constexpr util::EnumNames<Violation, 6> violation_names{{{
+inline constexpr util::EnumNames<Violation, 7> violation_names{{{
     {Violation::None, ""},
     {Violation::NoResult, "no_result"},
     {Violation::MissingSteps, "missing_steps"},
     {Violation::LossInvariant, "loss_invariant"},
     {Violation::ProtectedChanged, "protected_changed"},
     {Violation::OutOfScope, "out_of_scope"},
+    {Violation::NotEquivalent, "not_equivalent"},
 }}};
 
 inline std::string to_string(Outcome o) {
