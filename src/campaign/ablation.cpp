@@ -59,6 +59,7 @@ std::vector<Component> components(const space::Space& space, const space::Candid
 }
 
 std::string component_name(const json& w) {
+    if (w["kind"] == "knobs") return w["name"].get<std::string>() + " (together: a constraint ties them)";
     return w["kind"] == "knob" ? fmt::format("{}={} (baseline {})", w["name"].get<std::string>(),
                                              w["value"].get<std::string>(), w["baseline"].get<std::string>())
                                : "+" + w["name"].get<std::string>();
@@ -90,17 +91,40 @@ void Campaign::ablate(const RunOptions& o) {
             store_->update_verification(v);
             continue;
         }
-        // Variants outside the space (a constraint ties the change to another) cannot run.
+        // Variants outside the space (a constraint ties the change to another) cannot run alone; the knobs
+        // that cannot are removed together, as one change, when that is in the space.
         std::vector<Component> runnable;
+        std::vector<Component> tied;
         for (auto& p : parts) {
             const auto why = contract_.space.violation(p.without.knobs);
             if (!why.empty()) {
                 a["skipped"].push_back({{"change", p.what},
                                         {"name", component_name(p.what)},
-                                        {"why", "the bundle without it is not in the space: " + why}});
+                                        {"why", "the bundle without it alone is not in the space: " + why}});
+                if (p.what["kind"] == "knob") tied.push_back(p);
                 continue;
             }
             runnable.push_back(std::move(p));
+        }
+        if (tied.size() >= 2) {
+            Component g;
+            g.without = cand;
+            std::vector<std::string> names;
+            std::string label;
+            for (const auto& p : tied) {
+                const auto name = p.what["name"].get<std::string>();
+                g.without.knobs[name] = contract_.space.baseline().knobs.at(name);
+                names.push_back(name);
+                label += (label.empty() ? "" : " ") + name + "=" + p.what["value"].get<std::string>();
+            }
+            g.what = {{"kind", "knobs"}, {"name", label}, {"names", names}};
+            const auto why = contract_.space.violation(g.without.knobs);
+            if (why.empty())
+                runnable.push_back(std::move(g));
+            else
+                a["skipped"].push_back({{"change", g.what},
+                                        {"name", component_name(g.what)},
+                                        {"why", "the bundle without them is not in the space: " + why}});
         }
         // Rounds of the bundle and each variant; the wall-time budget cuts the rounds (at least 2, for an
         // interval), then the changes from the last.

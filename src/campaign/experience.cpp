@@ -99,9 +99,19 @@ std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
         // was not measured. Never the bundle's speed-up credited to every part of it.
         const nlohmann::json ablation = v.detail.value("ablation", nlohmann::json::object());
         std::map<std::string, nlohmann::json> measured; // "knob:NAME" / "patch:ID" -> component
-        for (const auto& comp : ablation.value("components", nlohmann::json::array()))
+        for (const auto& comp : ablation.value("components", nlohmann::json::array())) {
             measured[comp["change"]["kind"].get<std::string>() + ":" +
                      comp["change"]["name"].get<std::string>()] = comp;
+            // Knobs a constraint ties together were removed together: each gets the group's effect, and says
+            // so.
+            for (const auto& name : comp["change"].value("names", nlohmann::json::array())) {
+                auto shared = comp;
+                if (shared.value("state", "") == "measured")
+                    shared["measured_by"] = "ablation, together with the knobs a constraint ties it to: " +
+                                            comp["change"]["name"].get<std::string>();
+                measured["knob:" + name.get<std::string>()] = shared;
+            }
+        }
         auto own_effect = [&](const std::string& key, nlohmann::json effect, const std::string& kind) {
             std::vector<std::int64_t> trials = support;
             const auto it = measured.find(key);

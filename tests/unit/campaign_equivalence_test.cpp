@@ -279,3 +279,45 @@ TEST_CASE("a promoted bundle of a knob change and a patch is ablated: only the c
     CHECK(text.find("threads=2 (baseline 1): ") != std::string::npos);
     CHECK(text.find(": carries gain") != std::string::npos);
 }
+
+TEST_CASE(
+    "knobs a constraint ties together are ablated together, and each gets the group's effect in the bank") {
+    TempDir d("infrarsi-equiv");
+    // threads x chunk == 2: the baseline is threads=1 chunk=2; threads=2 needs chunk=1, so neither change of
+    // the bundle threads=2 chunk=1 +tidy can be removed alone.
+    campaign::Campaign c(stepload(d, {{"[knobs.chunk]", "[knobs.threads]\nkind = \"integer\"\nmin = 1\nmax = "
+                                                        "2\nenv = \"STEPLOAD_THREADS\"\nbaseline = 1\n\n"
+                                                        "[knobs.chunk]"},
+                                      {"baseline = 1\n\n[patches]",
+                                       "baseline = 2\n\n[[constraints]]\nproduct = [\"threads\", \"chunk\"]\n"
+                                       "equals = 2\n\n[patches]"},
+                                      {"candidates = [\"fast\"]", "candidates = [\"tidy\"]"},
+                                      {"verify_top = 1", "verify_top = 3"}}));
+    c.run(options());
+    REQUIRE(c.finished());
+    std::optional<store::VerificationRow> bundle;
+    for (const auto& v : c.store().verifications())
+        if (v.candidate_key == "chunk=1;threads=2;|tidy;") bundle = v;
+    REQUIRE(bundle);
+    REQUIRE(bundle->promoted);
+    const auto& a = bundle->detail["ablation"];
+    REQUIRE(a["components"].size() == 2);
+    CHECK(a["skipped"].size() == 2); // each knob alone
+    std::optional<json> group;
+    for (const auto& comp : a["components"])
+        if (comp["change"]["kind"] == "knobs") group = comp;
+    REQUIRE(group);
+    CHECK((*group)["change"]["names"] == json::array({"chunk", "threads"}));
+    CHECK((*group)["state"] == "measured");
+    CHECK((*group)["effect"].get<double>() > 1.8);
+    int knob_effects = 0;
+    for (const auto& f : campaign::campaign_findings(c.experience_view()))
+        if (f.kind == "knob_effect" && f.content["bundle_speedup"].get<double>() == *bundle->speedup) {
+            ++knob_effects;
+            CHECK(f.verified);
+            CHECK(f.content["speedup"].get<double>() > 1.8);
+            CHECK(f.content["measured_by"].get<std::string>().find("together with the knobs") !=
+                  std::string::npos);
+        }
+    CHECK(knob_effects == 2);
+}
