@@ -8,6 +8,7 @@
 #include "campaign/campaign.hpp"
 #include "report/report.hpp"
 #include "trial/manifest.hpp"
+#include "util/error.hpp"
 #include "verify/equivalence.hpp"
 
 #include "test_support.hpp"
@@ -320,4 +321,23 @@ TEST_CASE(
                   std::string::npos);
         }
     CHECK(knob_effects == 2);
+}
+
+TEST_CASE("[invariants] equivalence_tolerance: 1e-6 by default, a relative tolerance in [0, 1) when given") {
+    TempDir d("infrarsi-equiv");
+    const fs::path fx = INFRARSI_FIXTURES;
+    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
+    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
+    const std::string contract = test::read_file(fx / "stepload.contract.toml");
+    auto with = [&](const std::string& line) {
+        std::string text = contract;
+        text.replace(text.find("loss_tolerance = 0.01"), 21, "loss_tolerance = 0.01\n" + line);
+        std::ofstream(d.path / "k.toml") << text;
+        return d.path / "k.toml";
+    };
+    CHECK(contract::load(with("")).invariants.equivalence_tolerance == 1e-6);
+    CHECK(contract::load(with("equivalence_tolerance = 1e-3")).invariants.equivalence_tolerance == 1e-3);
+    CHECK(contract::load(with("equivalence_tolerance = 0")).invariants.equivalence_tolerance == 0);
+    CHECK_THROWS_WITH_AS(contract::load(with("equivalence_tolerance = 1.5")),
+                         doctest::Contains("equivalence_tolerance 1.5 is out of range"), Error);
 }
