@@ -97,8 +97,8 @@ Finding finding_from_json(const nlohmann::json& j) {
     f.created = j.at("created").get<double>();
     if (f.uid.size() != 64 || f.uid.find_first_not_of("0123456789abcdef") != std::string::npos)
         throw Error("finding uid '" + f.uid + "'", "", "a 64-digit hex digest");
-    static const std::set<std::string> kinds{"knob_setting", "patch_effect", "memory_correction",
-                                             "oom_threshold", "noise"};
+    static const std::set<std::string> kinds{"knob_setting",      "patch_effect",  "knob_effect",
+                                             "memory_correction", "oom_threshold", "noise"};
     if (!kinds.count(f.kind))
         throw Error("unknown finding kind '" + f.kind + "'", "", "one of the documented kinds");
     return f;

@@ -556,7 +556,10 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             t.measurements["eval_loss"] = *final_eval;
         }
         if (summary) t.measurements["excluded_steps"] = summary->excluded_steps;
-        if (inv.loss_mode == contract::LossMode::FinalEval) {
+        // An equivalence check's runs are at a seed of their own: they are compared with each other
+        // (equivalence.cpp), not with the reference of the contract's seed.
+        if (b.kind == "equivalence") {
+        } else if (inv.loss_mode == contract::LossMode::FinalEval) {
             // Against the doctor's seeds, once the doctor has them (its own runs are what calibrates).
             if (const auto d = store_->baseline(); d && !d->eval_losses.empty() && e.steps >= inv.steps)
                 if (auto why =
@@ -595,6 +598,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     store_->set_batch_finished(batch_id);
     tx.commit();
     if (b.kind == "doctor") finish_doctor();
+    if (b.kind == "equivalence") finish_equivalence(batch_id);
+    if (b.kind == "ablation") finish_ablation(batch_id);
     if (b.kind == "verify") {
         std::set<std::int64_t> vids;
         for (const auto& t : store_->trials_of_batch(batch_id))

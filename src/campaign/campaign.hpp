@@ -5,7 +5,7 @@
 // released, and a submitted batch is re-attached to on restart.
 // One class, one file per part: campaign.cpp (open, lock, budget, run() the sequencer), batch.cpp (plan,
 // submit, await, resume, ingest: the batch runner, which never calls a stage), doctor.cpp, search.cpp,
-// verification.cpp, bank_stage.cpp (the stages).
+// verification.cpp, equivalence.cpp, ablation.cpp, bank_stage.cpp (the stages).
 #include "campaign/experience.hpp"
 #include "contract/contract.hpp"
 #include "patch/catalog.hpp"
@@ -160,6 +160,18 @@ class Campaign {
     // on nodes the first stage did not use where the partition has them.
     void run_verification_stage(store::VerificationRow& v, bool recheck, const RunOptions& o);
     std::vector<std::string> array_placement(std::int64_t batch_id, int seq); // ArrayJob::placement
+    // equivalence.cpp: the equivalence check of a candidate's patch set apart from knobs. The record of the
+    // check (docs/orchestrator.md, "Equivalence"): a stored one, a failed one of a patch set it contains, or
+    // nullopt when there is none yet; run_equivalence runs it (one batch: the patch set, then the baseline,
+    // both at the baseline's knobs and one fresh seed) and returns its record (nullopt when stopped).
+    std::optional<nlohmann::json> equivalence_record(const space::Candidate& c);
+    std::optional<nlohmann::json> run_equivalence(const space::Candidate& c, const RunOptions& o);
+    void finish_equivalence(std::int64_t batch_id);
+    std::vector<std::vector<std::string>> not_equivalent_patch_sets(); // every failed check's patch set
+    // ablation.cpp: each promoted bundle of several changes, with each change removed in turn, A/B against
+    // the bundle as far as the wall-time budget allows; the result in the verification's detail.
+    void ablate(const RunOptions& o);
+    void finish_ablation(std::int64_t batch_id);
     std::vector<double> reference_losses();
     TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
     SearchWallPlan search_wall_plan(int q); // for a next search batch of q candidates

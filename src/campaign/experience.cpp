@@ -94,14 +94,59 @@ std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
             if (auto est = estimate(c, cand); est && *est > 0) content["estimate_factor"] = peak / *est;
         }
         out.push_back(finding("knob_setting", true, content, support));
+        // Each change's own effect (ablation.cpp): the bundle's speed-up only for a bundle of one change; a
+        // change of a larger bundle gets what its ablation measured, or no speed-up (unverified) when that
+        // was not measured. Never the bundle's speed-up credited to every part of it.
+        const nlohmann::json ablation = v.detail.value("ablation", nlohmann::json::object());
+        std::map<std::string, nlohmann::json> measured; // "knob:NAME" / "patch:ID" -> component
+        for (const auto& comp : ablation.value("components", nlohmann::json::array())) {
+            measured[comp["change"]["kind"].get<std::string>() + ":" +
+                     comp["change"]["name"].get<std::string>()] = comp;
+            // Knobs a constraint ties together were removed together: each gets the group's effect, and says
+            // so.
+            for (const auto& name : comp["change"].value("names", nlohmann::json::array())) {
+                auto shared = comp;
+                if (shared.value("state", "") == "measured")
+                    shared["measured_by"] = "ablation, together with the knobs a constraint ties it to: " +
+                                            comp["change"]["name"].get<std::string>();
+                measured["knob:" + name.get<std::string>()] = shared;
+            }
+        }
+        auto own_effect = [&](const std::string& key, nlohmann::json effect, const std::string& kind) {
+            std::vector<std::int64_t> trials = support;
+            const auto it = measured.find(key);
+            const bool ok = it != measured.end() && it->second.value("state", "") == "measured";
+            if (ok) {
+                effect["speedup"] = it->second["effect"];
+                effect["lo"] = it->second["lo"];
+                effect["hi"] = it->second["hi"];
+                effect["measured_by"] = it->second["measured_by"];
+                for (const auto& pr : it->second.value("pairs", nlohmann::json::array())) {
+                    trials.push_back(pr["bundle_trial"].get<std::int64_t>());
+                    trials.push_back(pr["without_trial"].get<std::int64_t>());
+                }
+            } else {
+                effect["measured_by"] = "not measured: part of a bundle whose ablation did not measure it";
+            }
+            effect["bundle_speedup"] = v.speedup.value_or(0);
+            if (content.contains("memory_ratio")) effect["memory_ratio"] = content["memory_ratio"];
+            out.push_back(finding(kind, ok, effect, trials));
+        };
+        const auto base = c.contract->space.baseline();
+        for (const auto& [name, value] : cand.knobs) {
+            const auto b = base.knobs.find(name);
+            if (b == base.knobs.end() || b->second == value) continue;
+            own_effect("knob:" + name,
+                       {{"knob", name},
+                        {"value", space::env_value(value)},
+                        {"baseline", space::env_value(b->second)}},
+                       "knob_effect");
+        }
         for (const auto& p : cand.patches) {
             std::vector<std::string> others;
             for (const auto& q : cand.patches)
                 if (q != p) others.push_back(q);
-            nlohmann::json effect = {
-                {"patch", p}, {"speedup", v.speedup.value_or(0)}, {"composes_with", others}};
-            if (content.contains("memory_ratio")) effect["memory_ratio"] = content["memory_ratio"];
-            out.push_back(finding("patch_effect", true, effect, support));
+            own_effect("patch:" + p, {{"patch", p}, {"composes_with", others}}, "patch_effect");
         }
     }
 

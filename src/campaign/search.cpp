@@ -218,8 +218,19 @@ void Campaign::search(const RunOptions& o) {
             }
         }
         std::vector<Task> tasks;
+        // Patch sets that failed their equivalence check: no candidate that contains one runs again.
+        const auto excluded = not_equivalent_patch_sets();
+        auto excluded_set = [&](const space::Candidate& c) {
+            return std::any_of(excluded.begin(), excluded.end(), [&](const std::vector<std::string>& set) {
+                return std::includes(c.patches.begin(), c.patches.end(), set.begin(), set.end());
+            });
+        };
         json requeue = json::parse(store_->meta("requeue").value_or("[]"));
         while (!requeue.empty() && static_cast<int>(tasks.size()) < q) {
+            if (excluded_set(space::Candidate::from_json(requeue[0]["candidate"]))) {
+                requeue.erase(requeue.begin());
+                continue;
+            }
             Task t;
             t.candidate = space::Candidate::from_json(requeue[0]["candidate"]);
             t.reason = requeue[0]["reason"].get<std::string>();
@@ -234,7 +245,8 @@ void Campaign::search(const RunOptions& o) {
             tried.insert(t.candidate_key);
         for (const auto& sd : seeds) {
             auto cand = space::Candidate::from_json(sd["candidate"]);
-            if (static_cast<int>(tasks.size()) >= q || tried.count(cand.key())) continue;
+            if (static_cast<int>(tasks.size()) >= q || tried.count(cand.key()) || excluded_set(cand))
+                continue;
             tasks.push_back({cand, TrialKind::Search, sd["reason"].get<std::string>(), 0, {}, {}});
             tried.insert(cand.key());
         }
@@ -261,6 +273,7 @@ void Campaign::search(const RunOptions& o) {
         ctx.noise_floor = mde();
         ctx.memory_limit_bytes = static_cast<double>(contract_.resources.mem_bytes);
         ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
+        ctx.excluded_patch_sets = excluded;
         ctx.q = q - static_cast<int>(tasks.size());
         ctx.seed = std::hash<std::string>{}(store_->meta("id").value_or("")) + store_->batches().size();
         if (ctx.q > 0)

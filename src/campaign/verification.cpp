@@ -7,6 +7,7 @@
 #include "verify/verify.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <fmt/ranges.h>
@@ -40,20 +41,69 @@ void Campaign::verify(const RunOptions& o) {
     for (auto& [k, t] : best)
         ranked.push_back(t);
     std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return *a.step_time_s < *b.step_time_s; });
-    if (static_cast<int>(ranked.size()) > contract_.repeats.verify_top)
-        ranked.resize(contract_.repeats.verify_top);
-    std::set<std::string> done;
+    // The best verify_top candidates, not counting those whose patch set failed its equivalence check
+    // (equivalence.cpp): a cheat that is fastest does not take a real change's place.
+    std::map<std::string, bool> done; // candidate key -> rejected as not equivalent
     for (const auto& v : store_->verifications())
-        done.insert(v.candidate_key);
+        done[v.candidate_key] = v.detail.value("not_equivalent", false);
+    int slots = contract_.repeats.verify_top;
     for (const auto& t : ranked) {
         if (stopping(o)) return;
-        if (done.count(t.candidate_key)) continue;
+        if (slots <= 0) break;
+        if (auto it = done.find(t.candidate_key); it != done.end()) {
+            slots -= !it->second;
+            continue;
+        }
         auto cand = space::Candidate::from_json(t.candidate);
         store::VerificationRow v;
         v.candidate_key = t.candidate_key;
         v.candidate = t.candidate;
         v.state = "running";
         v.detail = {{"search_trial", t.id}};
+        if (!cand.patches.empty()) {
+            auto eq = equivalence_record(cand);
+            if (!eq || (*eq)["state"] == "running") {
+                // Its wall time (one run of the patch set, one of the baseline) comes out of the budget too.
+                if (const double budget = contract_.budget.wall_time_s; budget > 0) {
+                    const auto m = trial_cost_model();
+                    const double left = budget - budget_use().wall_s;
+                    if (affordable_pairs(m, left, contract_.repeats.verify + 1) <
+                        std::min(3, contract_.repeats.verify + 1)) {
+                        const auto why = fmt::format(
+                            "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and its patch "
+                            "set's equivalence check and 2 A/B pairs need ~{:.0f} s (~{:.1f} s a trial)",
+                            budget, std::max(0.0, left), 6 * m.trial_s(), m.trial_s());
+                        v.state = "skipped";
+                        v.detail["reasons"] = json::array({why});
+                        v.detail["wall_left_s"] = left;
+                        v.detail["trial_s"] = m.trial_s();
+                        v.id = store_->add_verification(v);
+                        say(o, fmt::format("verification of {} skipped: {}", cand.describe(), why));
+                        --slots;
+                        continue;
+                    }
+                }
+                eq = run_equivalence(cand, o);
+                if (!eq) return; // stopped
+            }
+            v.detail["equivalence"] = *eq;
+            if ((*eq)["state"] != "passed") {
+                const bool failed = (*eq)["state"] == "failed";
+                v.state = "done";
+                v.detail["not_equivalent"] = failed;
+                v.detail["reasons"] = json::array({fmt::format(
+                    "patch set {} {} the equivalence check apart from knobs: {}",
+                    fmt::format("{}", fmt::join((*eq)["patches"].get<std::vector<std::string>>(), "+")),
+                    failed ? "failed" : "did not complete", (*eq)["reason"].get<std::string>())});
+                v.id = store_->add_verification(v);
+                store_->log(fmt::format("not promoted {}: {}", cand.describe(),
+                                        v.detail["reasons"][0].get<std::string>()));
+                say(o, fmt::format("{}: {}", cand.describe(), v.detail["reasons"][0].get<std::string>()));
+                slots -= !failed;
+                continue;
+            }
+        }
+        --slots;
         // The wall-time budget covers verification: run the pairs that fit, at least 2 (an interval needs
         // them), else skip the candidate and say so.
         int pairs = contract_.repeats.verify;
@@ -97,6 +147,8 @@ void Campaign::verify(const RunOptions& o) {
         if (v.state != "recheck" || v.detail.contains("recheck")) continue;
         run_verification_stage(v, true, o);
     }
+    // Which change of each promoted bundle carries its gain (ablation.cpp).
+    ablate(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
     if (!stopping(o)) store_->advance_stage(store::Stage::Done);
 }

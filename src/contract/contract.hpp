@@ -57,6 +57,10 @@ struct Invariants {
     double loss_tolerance = 0.02; // relative
     LossMode loss_mode = LossMode::LastKMean;
     int loss_last_k = 5;
+    // A patch set's equivalence check (docs/contract.md): its losses and the baseline's, both at the
+    // baseline's knobs and one fresh seed, must agree at every step within this relative tolerance. load()
+    // sets it: 1e-5 when the contract does not say (kDefaultEquivalenceTolerance in contract.cpp).
+    double equivalence_tolerance = 1e-5;
 };
 
 struct Budget {

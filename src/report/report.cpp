@@ -10,6 +10,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -50,6 +52,69 @@ json trial_json(const store::TrialRow& t) {
 
 std::string fmt_opt(const json& v, const char* spec = "{:.4f}") {
     return v.is_number() ? fmt::format(fmt::runtime(spec), v.get<double>()) : "-";
+}
+
+// The losses verification compared, as the contract's loss mode reads them: per step, the doctor's reference
+// curve and the median of the candidate's verification runs; the summary the mode decides on (the largest
+// relative step difference, the mean of the last k steps, or the final evaluation loss).
+json loss_comparison(const contract::Invariants& inv, const std::vector<double>& reference,
+                     const std::vector<store::TrialRow>& base, const std::vector<store::TrialRow>& cand) {
+    auto per_step = [&](const std::vector<store::TrialRow>& ts) {
+        std::vector<std::vector<double>> runs;
+        for (const auto& t : ts)
+            if (t.measurements.contains("losses"))
+                runs.push_back(t.measurements["losses"].get<std::vector<double>>());
+        std::vector<double> med;
+        for (int i = 0; i < inv.steps; ++i) {
+            std::vector<double> xs;
+            for (const auto& r : runs)
+                if (static_cast<int>(r.size()) > i) xs.push_back(r[static_cast<std::size_t>(i)]);
+            if (xs.empty()) break;
+            med.push_back(measure::median(xs));
+        }
+        return med;
+    };
+    auto evals = [](const std::vector<store::TrialRow>& ts) {
+        std::vector<double> xs;
+        for (const auto& t : ts)
+            if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
+                xs.push_back(t.measurements["eval_loss"].get<double>());
+        return xs;
+    };
+    const auto got = per_step(cand);
+    const auto paired = per_step(base);
+    json steps = json::array();
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size() && i < reference.size(); ++i) {
+        steps.push_back({{"step", i + 1}, {"baseline", reference[i]}, {"candidate", got[i]}});
+        worst = std::max(worst, std::fabs(got[i] - reference[i]) / std::max(std::fabs(reference[i]), 1e-12));
+    }
+    json j = {{"mode", inv.loss_mode == contract::LossMode::PerStep     ? "per_step"
+                       : inv.loss_mode == contract::LossMode::LastKMean ? "last_k_mean"
+                                                                        : "final_eval"},
+              {"tolerance", inv.loss_tolerance},
+              {"steps", steps},
+              {"max_step_relative", worst}};
+    if (!paired.empty()) j["paired_baseline_steps"] = paired;
+    if (inv.loss_mode == contract::LossMode::LastKMean && static_cast<int>(got.size()) >= inv.steps &&
+        static_cast<int>(reference.size()) >= inv.steps) {
+        double a = 0, b = 0;
+        for (int i = inv.steps - inv.loss_last_k; i < inv.steps; ++i)
+            a += reference[static_cast<std::size_t>(i)], b += got[static_cast<std::size_t>(i)];
+        j["summary"] = {{"what", fmt::format("mean loss of the last {} steps", inv.loss_last_k)},
+                        {"baseline", a / inv.loss_last_k},
+                        {"candidate", b / inv.loss_last_k}};
+    } else if (inv.loss_mode == contract::LossMode::FinalEval) {
+        const auto eb = evals(base), ec = evals(cand);
+        if (!eb.empty() && !ec.empty())
+            j["summary"] = {{"what", "final evaluation loss (median of the A/B runs)"},
+                            {"baseline", measure::median(eb)},
+                            {"candidate", measure::median(ec)}};
+    } else {
+        j["summary"] = {
+            {"what", "largest relative per-step difference"}, {"baseline", 0.0}, {"candidate", worst}};
+    }
+    return j;
 }
 
 double median_of(const std::vector<store::TrialRow>& ts, std::optional<double> store::TrialRow::*field) {
@@ -256,8 +321,13 @@ json build(campaign::Campaign& c) {
             entry["baseline_step_s"] = v.detail["mfu"]["baseline_step_s"];
             entry["candidate_step_s"] = v.detail["mfu"]["candidate_step_s"];
         }
+        if (v.detail.contains("equivalence")) entry["equivalence"] = v.detail["equivalence"];
+        if (v.detail.contains("ablation")) entry["ablation"] = v.detail["ablation"];
         verifications.push_back(entry);
         if (!is_promoted.count(v.id)) continue;
+        entry["loss_comparison"] =
+            loss_comparison(c.contract().invariants,
+                            s.baseline() ? s.baseline()->reference_losses : std::vector<double>{}, base, cnd);
         // The audit path: the change itself, the search trials behind it, the measurements, the verification.
         json audit = entry;
         audit["knobs"] = v.candidate["knobs"];
@@ -320,6 +390,65 @@ std::string pair_lines(const json& v, const std::string& indent) {
         o += indent + "re-check in a fresh allocation: not run (budget): not promoted\n";
     return o;
 }
+
+std::string render_loss_comparison(const json& l) {
+    if (!l.is_object()) return {};
+    std::string o =
+        fmt::format("      loss invariant ({}, tolerance {:.3g} relative): ", l["mode"].get<std::string>(),
+                    l["tolerance"].get<double>());
+    if (l.contains("summary"))
+        o += fmt::format("{}: baseline {:.6g}, candidate {:.6g}; ", l["summary"]["what"].get<std::string>(),
+                         l["summary"]["baseline"].get<double>(), l["summary"]["candidate"].get<double>());
+    o += "per step (baseline reference vs candidate):";
+    for (const auto& st : l["steps"])
+        o += fmt::format(" {}: {:.6g}/{:.6g}", st["step"].get<int>(), st["baseline"].get<double>(),
+                         st["candidate"].get<double>());
+    return o + "\n";
+}
+
+std::string render_equivalence(const json& e, bool has_patches) {
+    if (!has_patches) return "      equivalence: no patches (knob changes only)\n";
+    if (!e.is_object()) return "      equivalence: NOT CHECKED\n";
+    std::string o = fmt::format(
+        "      equivalence apart from knobs: {} at seed {} ({}), tolerance {:.3g} relative ({}), largest "
+        "difference {}{}\n",
+        e.value("state", ""), e.value("seed", 0LL), e.value("seed_note", ""), e.value("tolerance", 0.0),
+        e.value("tolerance_key", ""),
+        e.contains("max_relative") && e["max_relative"].is_number()
+            ? fmt::format("{:.3g}", e["max_relative"].get<double>())
+            : std::string("-"),
+        e.value("math_changing", false) ? "; FLAGGED: a patch is tagged math_changing" : "");
+    if (e.contains("values")) {
+        o += "        per step (baseline vs patch set):";
+        for (const auto& st : e["values"])
+            o += fmt::format(" {}: {:.9g}/{:.9g}",
+                             st["step"].get<int>() > 0 ? std::to_string(st["step"].get<int>()) : "eval",
+                             st["baseline"].get<double>(), st["candidate"].get<double>());
+        o += "\n";
+    }
+    return o;
+}
+
+std::string render_ablation(const json& a) {
+    if (!a.is_object()) return "      attribution: not measured\n";
+    std::string o = fmt::format("      attribution ({}):\n", a.value("state", ""));
+    for (const auto& comp : a.value("components", json::array())) {
+        if (comp.value("state", "") == "measured")
+            o += fmt::format("        {}: {:.3f}x [{:.3f}, {:.3f}] ({}){}\n", comp["name"].get<std::string>(),
+                             comp["effect"].get<double>(), comp["lo"].get<double>(), comp["hi"].get<double>(),
+                             comp.value("measured_by", ""),
+                             comp.value("carries", false) ? ": carries gain" : ": no measurable gain");
+        else
+            o += fmt::format("        {}: {} {}\n", comp["name"].get<std::string>(), comp.value("state", ""),
+                             comp.value("why", ""));
+    }
+    for (const auto& sk : a.value("skipped", json::array()))
+        o += fmt::format("        {}: skipped: {}\n", sk["name"].get<std::string>(),
+                         sk["why"].get<std::string>());
+    if (a.contains("note")) o += "        " + a["note"].get<std::string>() + "\n";
+    return o;
+}
+
 } // namespace
 
 std::string render(const json& r) {
@@ -381,10 +510,14 @@ std::string render(const json& r) {
         o += "    supporting search trials:";
         for (const auto& t : p["supporting_trials"])
             o += fmt::format(" #{} ({} s/step)", t["id"].get<int>(), fmt_opt(t["step_s"]));
-        o += "\n    verification:";
+        o += "\n    checks passed:\n";
+        o += "      A/B verification:";
         for (const auto& e : p["evidence"])
             o += " " + e.get<std::string>() + ";";
-        o += " loss invariant held\n";
+        o += "\n";
+        o += render_loss_comparison(p.value("loss_comparison", json()));
+        o += render_equivalence(p.value("equivalence", json()), !p["patches"].empty());
+        o += render_ablation(p.value("ablation", json()));
     }
     o += "\nVerifications:\n";
     for (const auto& v : r["verifications"]) {

@@ -91,7 +91,7 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
             savers.push_back(p.id);
     }
 
-    const BuildFailures failed_builds(ctx.patches, ctx.history);
+    const BuildFailures failed_builds(ctx.patches, ctx.history, ctx.excluded_patch_sets);
     auto builds = [&](const space::Candidate& c) { return failed_builds.builds(c); };
 
     // The candidate list: every history candidate (so observations map to indices), the seeds, the space.

@@ -7,8 +7,12 @@
 
 namespace infrarsi::search {
 
-BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches,
-                             const std::vector<Observation>& history) {
+BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches, const std::vector<Observation>& history,
+                             const std::vector<std::vector<std::string>>& excluded) {
+    for (auto set : excluded) {
+        std::sort(set.begin(), set.end());
+        failed_.push_back(std::move(set));
+    }
     const std::string tag = "conflicts_with=";
     for (const auto& p : patches)
         for (const auto& t : p.tags)

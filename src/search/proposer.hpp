@@ -39,15 +39,20 @@ struct ProposalContext {
     std::function<std::optional<double>(const space::Candidate&)> memory_estimate;
     // Candidates to try first (experience bank and contract hints); the model proposer takes them as hints.
     std::vector<space::Candidate> seeds;
+    // Patch sets that failed their equivalence check (campaign/equivalence.cpp): a candidate whose patches
+    // include one is never proposed (the patch set changes the math, whatever the knobs).
+    std::vector<std::vector<std::string>> excluded_patch_sets;
 };
 
 // Patch sets known not to work: pairs the catalog declares conflicting (tag conflicts_with=ID), sets that
 // failed to build, and non-empty sets whose trial broke the contract (the loss invariant: the patch changes
-// the math, and no knob setting changes it back). Such a set fails inside any larger set too, so a candidate
-// whose patches include one is not worth a trial.
+// the math, and no knob setting changes it back), and the sets given as `excluded` (those that failed their
+// equivalence check). Such a set fails inside any larger set too, so a candidate whose patches include one is
+// not worth a trial.
 class BuildFailures {
   public:
-    BuildFailures(const std::vector<PatchFacts>& patches, const std::vector<Observation>& history);
+    BuildFailures(const std::vector<PatchFacts>& patches, const std::vector<Observation>& history,
+                  const std::vector<std::vector<std::string>>& excluded = {});
     bool builds(const space::Candidate& candidate) const;
 
   private:

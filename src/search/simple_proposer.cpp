@@ -19,7 +19,7 @@ std::vector<Proposal> SimpleProposer::propose(const ProposalContext& ctx) {
         tried.insert(o.candidate.key());
         taken.push_back(space.encode(o.candidate));
     }
-    const BuildFailures failed_builds(ctx.patches, ctx.history);
+    const BuildFailures failed_builds(ctx.patches, ctx.history, ctx.excluded_patch_sets);
     auto builds = [&](const space::Candidate& c) { return failed_builds.builds(c); };
     std::vector<Proposal> out;
     auto take = [&](const space::Candidate& c, std::string reason) {

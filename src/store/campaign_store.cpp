@@ -21,6 +21,12 @@ const char* to_string(TrialKind k) {
         return "verify_baseline";
     case TrialKind::VerifyCandidate:
         return "verify_candidate";
+    case TrialKind::EquivalenceBaseline:
+        return "equivalence_baseline";
+    case TrialKind::EquivalenceCandidate:
+        return "equivalence_candidate";
+    case TrialKind::Ablation:
+        return "ablation";
     }
     return "?";
 }
@@ -30,8 +36,12 @@ TrialKind parse_trial_kind(const std::string& s) {
     if (s == "search") return TrialKind::Search;
     if (s == "verify_baseline") return TrialKind::VerifyBaseline;
     if (s == "verify_candidate") return TrialKind::VerifyCandidate;
+    if (s == "equivalence_baseline") return TrialKind::EquivalenceBaseline;
+    if (s == "equivalence_candidate") return TrialKind::EquivalenceCandidate;
+    if (s == "ablation") return TrialKind::Ablation;
     throw Error("unknown trial kind '" + s + "'", "campaign store",
-                "doctor, search, verify_baseline, verify_candidate");
+                "doctor, search, verify_baseline, verify_candidate, equivalence_baseline, "
+                "equivalence_candidate, ablation");
 }
 
 const char* to_string(TrialState s) {

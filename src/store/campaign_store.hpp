@@ -16,8 +16,18 @@
 
 namespace infrarsi::store {
 
-// What a trial is for.
-enum class TrialKind { Doctor, Search, VerifyBaseline, VerifyCandidate };
+// What a trial is for. equivalence_*: a patch set's equivalence check, the baseline and the patch set at the
+// baseline's knobs and one fresh seed (campaign/equivalence.cpp); ablation: a promoted bundle and the bundle
+// without one of its changes, in rounds (campaign/ablation.cpp).
+enum class TrialKind {
+    Doctor,
+    Search,
+    VerifyBaseline,
+    VerifyCandidate,
+    EquivalenceBaseline,
+    EquivalenceCandidate,
+    Ablation
+};
 const char* to_string(TrialKind k);
 TrialKind parse_trial_kind(const std::string& s);
 

@@ -36,6 +36,7 @@ enum class Violation {
     StepLines,        // more step lines than the contract's steps, or a step numbered twice or out of order
     Timing,           // the job's own step times are implausibly short for the elapsed time the evidence saw
     Settings,         // the trial ran other settings (env, arguments, build) than its manifest entry names
+    NotEquivalent,    // at the baseline's knobs and a fresh seed, its patch set's losses left the baseline's
 };
 
 inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
@@ -48,7 +49,7 @@ inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
     {Outcome::BuildFailure, "build_failure"},
     {Outcome::ContractViolation, "contract_violation"},
 }}};
-inline constexpr util::EnumNames<Violation, 9> violation_names{{{
+inline constexpr util::EnumNames<Violation, 10> violation_names{{{
     {Violation::None, ""},
     {Violation::NoResult, "no_result"},
     {Violation::MissingSteps, "missing_steps"},
@@ -58,6 +59,7 @@ inline constexpr util::EnumNames<Violation, 9> violation_names{{{
     {Violation::StepLines, "step_lines"},
     {Violation::Timing, "timing"},
     {Violation::Settings, "settings"},
+    {Violation::NotEquivalent, "not_equivalent"},
 }}};
 
 inline std::string to_string(Outcome o) {

@@ -127,3 +127,29 @@ TEST_CASE("a patch set whose trial broke the loss invariant is not proposed agai
                           name, " proposed ", b.candidate.describe());
     }
 }
+
+TEST_CASE(
+    "a patch set that failed its equivalence check is never proposed, alone or in a larger set, by either "
+    "proposer, whatever the batch size") {
+    auto s = toy_space();
+    for (const char* name : {"simple", "model"}) {
+        auto p = search::make_proposer(name);
+        auto ctx = after_baseline(s);
+        ctx.excluded_patch_sets = {{"fast_kernel"}};
+        ctx.q = 1000; // the whole space
+        auto batch = p->propose(ctx);
+        CHECK(!batch.empty());
+        for (const auto& b : batch)
+            CHECK_MESSAGE(std::find(b.candidate.patches.begin(), b.candidate.patches.end(), "fast_kernel") ==
+                              b.candidate.patches.end(),
+                          name, " proposed ", b.candidate.describe());
+        // Without the exclusion the same proposer does propose it: the test can fail.
+        auto open = after_baseline(s);
+        open.q = 1000;
+        bool proposed = false;
+        for (const auto& b : p->propose(open))
+            proposed |= std::find(b.candidate.patches.begin(), b.candidate.patches.end(), "fast_kernel") !=
+                        b.candidate.patches.end();
+        CHECK_MESSAGE(proposed, name);
+    }
+}

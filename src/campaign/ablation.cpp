@@ -1,0 +1,261 @@
+// The ablation stage: a promoted bundle of several changes (knob changes and patches) is run again with each
+// change removed in turn (the knob back at its baseline value, the patch left out), in rounds of the bundle
+// and each ablated variant, so the report says what carries the gain and the experience bank records each
+// change's own measured effect (experience.cpp), never the bundle's speed-up credited to every part of it.
+// A change's effect is the speed-up it adds to the rest of the bundle: the ablated variant's step time over
+// the bundle's in the same round, with the interval verification uses (verify::speedup_interval). The
+// wall-time budget cuts the rounds, then the changes; what was skipped is said in the result, which is
+// kept in the verification's detail["ablation"] (docs/orchestrator.md, "Ablation").
+#include "campaign/campaign.hpp"
+
+#include "measure/statistics.hpp"
+#include "trial/outcome.hpp"
+#include "util/error.hpp"
+#include "verify/verify.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace infrarsi::campaign {
+
+using nlohmann::json;
+using store::TrialKind;
+
+namespace {
+
+// The changes of `c` from the baseline, each with the candidate that leaves it out.
+struct Component {
+    json what; // {"kind": "knob"|"patch", "name", "value", "baseline"}
+    space::Candidate without;
+};
+
+std::vector<Component> components(const space::Space& space, const space::Candidate& c) {
+    std::vector<Component> out;
+    const auto base = space.baseline();
+    for (const auto& [name, value] : c.knobs) {
+        const auto it = base.knobs.find(name);
+        if (it == base.knobs.end() || it->second == value) continue;
+        Component k;
+        k.what = {{"kind", "knob"},
+                  {"name", name},
+                  {"value", space::env_value(value)},
+                  {"baseline", space::env_value(it->second)}};
+        k.without = c;
+        k.without.knobs[name] = it->second;
+        out.push_back(std::move(k));
+    }
+    for (const auto& id : c.patches) {
+        Component p;
+        p.what = {{"kind", "patch"}, {"name", id}};
+        p.without = c;
+        p.without.patches.erase(std::find(p.without.patches.begin(), p.without.patches.end(), id));
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+std::string component_name(const json& w) {
+    if (w["kind"] == "knobs") return w["name"].get<std::string>() + " (together: a constraint ties them)";
+    return w["kind"] == "knob" ? fmt::format("{}={} (baseline {})", w["name"].get<std::string>(),
+                                             w["value"].get<std::string>(), w["baseline"].get<std::string>())
+                               : "+" + w["name"].get<std::string>();
+}
+
+} // namespace
+
+void Campaign::ablate(const RunOptions& o) {
+    for (auto v : store_->verifications()) {
+        if (stopping(o)) return;
+        if (!v.promoted || v.detail.contains("ablation")) continue;
+        const auto cand = space::Candidate::from_json(v.candidate);
+        auto parts = components(contract_.space, cand);
+        json a = {{"state", "done"}, {"components", json::array()}, {"skipped", json::array()}};
+        if (parts.size() < 2) {
+            // One change: its effect is the bundle's, measured by verification.
+            a["state"] = "single";
+            a["note"] = "one change: its effect is the verified speed-up";
+            for (const auto& p : parts)
+                a["components"].push_back({{"change", p.what},
+                                           {"name", component_name(p.what)},
+                                           {"state", "measured"},
+                                           {"effect", v.speedup.value_or(0)},
+                                           {"lo", v.lo.value_or(0)},
+                                           {"hi", v.hi.value_or(0)},
+                                           {"carries", true},
+                                           {"measured_by", "verification (the only change)"}});
+            v.detail["ablation"] = a;
+            store_->update_verification(v);
+            continue;
+        }
+        // Variants outside the space (a constraint ties the change to another) cannot run alone; the knobs
+        // that cannot are removed together, as one change, when that is in the space.
+        std::vector<Component> runnable;
+        std::vector<Component> tied;
+        for (auto& p : parts) {
+            const auto why = contract_.space.violation(p.without.knobs);
+            if (!why.empty()) {
+                a["skipped"].push_back({{"change", p.what},
+                                        {"name", component_name(p.what)},
+                                        {"why", "the bundle without it alone is not in the space: " + why}});
+                if (p.what["kind"] == "knob") tied.push_back(p);
+                continue;
+            }
+            runnable.push_back(std::move(p));
+        }
+        if (tied.size() >= 2) {
+            Component g;
+            g.without = cand;
+            std::vector<std::string> names;
+            std::string label;
+            for (const auto& p : tied) {
+                const auto name = p.what["name"].get<std::string>();
+                g.without.knobs[name] = contract_.space.baseline().knobs.at(name);
+                names.push_back(name);
+                label += (label.empty() ? "" : " ") + name + "=" + p.what["value"].get<std::string>();
+            }
+            g.what = {{"kind", "knobs"}, {"name", label}, {"names", names}};
+            const auto why = contract_.space.violation(g.without.knobs);
+            if (why.empty())
+                runnable.push_back(std::move(g));
+            else
+                a["skipped"].push_back({{"change", g.what},
+                                        {"name", component_name(g.what)},
+                                        {"why", "the bundle without them is not in the space: " + why}});
+        }
+        // Rounds of the bundle and each variant; the wall-time budget cuts the rounds (at least 2, for an
+        // interval), then the changes from the last.
+        int rounds = std::max(2, contract_.repeats.verify);
+        if (const double budget = contract_.budget.wall_time_s; budget > 0 && !runnable.empty()) {
+            const auto m = trial_cost_model();
+            const double left = budget - budget_use().wall_s;
+            auto fits = [&](std::size_t k, int r) {
+                return m.trial_s() <= 0 || r * (k + 1) * m.trial_s() <= left;
+            };
+            while (rounds > 2 && !fits(runnable.size(), rounds))
+                --rounds;
+            while (!runnable.empty() && !fits(runnable.size(), rounds)) {
+                a["skipped"].push_back(
+                    {{"change", runnable.back().what},
+                     {"name", component_name(runnable.back().what)},
+                     {"why", fmt::format("the wall-time budget: {:.0f} s left, ~{:.1f} s a trial",
+                                         std::max(0.0, left), m.trial_s())}});
+                runnable.pop_back();
+            }
+        }
+        if (runnable.empty()) {
+            a["state"] = "skipped";
+            v.detail["ablation"] = a;
+            store_->update_verification(v);
+            say(o, fmt::format("ablation of {} skipped: no change could be measured", cand.describe()));
+            continue;
+        }
+        std::vector<Task> tasks;
+        for (int r = 0; r < rounds; ++r) {
+            // The bundle first in even rounds, last in odd ones, so no arm is always first.
+            const Task bundle{
+                cand, TrialKind::Ablation, fmt::format("ablation round {}: the bundle", r + 1), 0, {}, {}};
+            if (r % 2 == 0) tasks.push_back(bundle);
+            for (const auto& p : runnable)
+                tasks.push_back({p.without,
+                                 TrialKind::Ablation,
+                                 fmt::format("ablation round {}: without {}", r + 1, component_name(p.what)),
+                                 0,
+                                 {},
+                                 {}});
+            if (r % 2 == 1) tasks.push_back(bundle);
+        }
+        for (const auto& p : runnable)
+            a["components"].push_back({{"change", p.what},
+                                       {"name", component_name(p.what)},
+                                       {"without", p.without.key()},
+                                       {"state", "running"}});
+        a["state"] = "running";
+        a["rounds"] = rounds;
+        a["bundle"] = cand.key();
+        say(o, fmt::format("ablation of {}: {} rounds of the bundle and {} variants, each without one change",
+                           cand.describe(), rounds, runnable.size()));
+        const auto batch = plan_batch("ablation", tasks);
+        a["batch_id"] = batch;
+        v.detail["ablation"] = a;
+        store_->update_verification(v);
+        submit_batch(batch, o);
+        await_batch(batch, o);
+    }
+}
+
+void Campaign::finish_ablation(std::int64_t batch_id) {
+    std::optional<store::VerificationRow> row;
+    for (const auto& x : store_->verifications())
+        if (x.detail.contains("ablation") &&
+            x.detail["ablation"].value("batch_id", std::int64_t{-1}) == batch_id)
+            row = x;
+    if (!row) return;
+    auto v = *row;
+    auto& a = v.detail["ablation"];
+    const auto trials = store_->trials_of_batch(batch_id); // in id order: the order of the tasks
+    const std::string bundle = a["bundle"].get<std::string>();
+    const std::size_t per_round = a["components"].size() + 1;
+    auto usable = [](const store::TrialRow& t) {
+        return t.step_time_s &&
+               (t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant);
+    };
+    verify::NoisePrior noise;
+    if (auto b = store_->baseline()) {
+        noise.cv_between = b->cv_between;
+        noise.dof = std::max(0, b->completed - 1);
+    }
+    for (auto& comp : a["components"]) {
+        const std::string without = comp["without"].get<std::string>();
+        std::vector<double> log_ratios;
+        json pairs = json::array();
+        std::string failure;
+        for (std::size_t r = 0; (r + 1) * per_round <= trials.size(); ++r) {
+            const store::TrialRow *b = nullptr, *w = nullptr;
+            for (std::size_t i = r * per_round; i < (r + 1) * per_round; ++i) {
+                if (trials[i].candidate_key == bundle) b = &trials[i];
+                if (trials[i].candidate_key == without) w = &trials[i];
+            }
+            if (w && !usable(*w) && failure.empty())
+                failure = fmt::format("trial {}: {} {}", w->id, store::outcome_name(*w), w->detail);
+            if (!b || !w || !usable(*b) || !usable(*w)) continue;
+            log_ratios.push_back(std::log(*w->step_time_s / *b->step_time_s));
+            pairs.push_back({{"bundle_trial", b->id},
+                             {"without_trial", w->id},
+                             {"bundle_step_s", *b->step_time_s},
+                             {"without_step_s", *w->step_time_s}});
+        }
+        comp["pairs"] = pairs;
+        if (log_ratios.size() < 2) {
+            comp["state"] = "unmeasured";
+            comp["why"] = fmt::format("{} of the rounds completed{}", log_ratios.size(),
+                                      failure.empty() ? "" : ": " + failure);
+            continue;
+        }
+        const auto ci = verify::speedup_interval(log_ratios, noise, 0.95);
+        comp["state"] = "measured";
+        comp["effect"] = std::exp(ci.estimate);
+        comp["lo"] = std::exp(ci.lo);
+        comp["hi"] = std::exp(ci.hi);
+        comp["carries"] = std::exp(ci.lo) > 1.0;
+        comp["measured_by"] = "ablation: the bundle without it, against the bundle";
+    }
+    a["state"] = "done";
+    store::Transaction tx(store_->db());
+    store_->update_verification(v);
+    std::string summary;
+    for (const auto& comp : a["components"])
+        summary += fmt::format("{}{} {}", summary.empty() ? "" : "; ", comp["name"].get<std::string>(),
+                               comp["state"] == "measured"
+                                   ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", comp["effect"].get<double>(),
+                                                 comp["lo"].get<double>(), comp["hi"].get<double>())
+                                   : comp["state"].get<std::string>());
+    store_->log(
+        fmt::format("ablation of {}: {}", space::Candidate::from_json(v.candidate).describe(), summary));
+    tx.commit();
+}
+
+} // namespace infrarsi::campaign

@@ -1,0 +1,344 @@
+// The equivalence check of patches apart from knobs (campaign/equivalence.cpp) and the ablation of promoted
+// bundles (campaign/ablation.cpp), on the local scheduler with the stepload fixture: a patch that is the same
+// math passes at a fresh seed and is promoted; one that shifts the loss inside the loss tolerance, or prints
+// the contract seed's losses whatever seed it gets, fails, is never promoted, and no candidate containing it
+// is checked, verified or proposed again; a contract without a seed key says it could not choose a fresh
+// one; a bundle of a knob change and a patch is ablated, and only the change that carries the gain gets it,
+// in the report and in the experience bank's findings.
+#include "campaign/campaign.hpp"
+#include "report/report.hpp"
+#include "trial/manifest.hpp"
+#include "util/error.hpp"
+#include "verify/equivalence.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+namespace fs = std::filesystem;
+using namespace infrarsi;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using store::TrialKind;
+using test::TempDir;
+
+namespace {
+
+fs::path stepload(const TempDir& d, const std::map<std::string, std::string>& edits = {}) {
+    const fs::path fx = INFRARSI_FIXTURES;
+    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
+    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
+    std::string contract = test::read_file(fx / "stepload.contract.toml");
+    for (const auto& [from, to] : edits) {
+        const auto at = contract.find(from);
+        REQUIRE_MESSAGE(at != std::string::npos, "the stepload contract has no '" << from << "'");
+        contract.replace(at, from.size(), to);
+    }
+    std::ofstream(d.path / "stepload.contract.toml") << contract;
+    campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
+    return d.path / "c";
+}
+
+campaign::RunOptions options(bool verify = true) {
+    campaign::RunOptions o;
+    o.verbose = false;
+    o.scheduler = "local";
+    o.poll = 20ms;
+    o.verify = verify;
+    return o;
+}
+
+json equivalence_records(campaign::Campaign& c) {
+    return json::parse(c.store().meta("equivalence").value_or("[]"));
+}
+
+bool has_patch(const store::TrialRow& t, const std::string& id) {
+    const auto p = space::Candidate::from_json(t.candidate).patches;
+    return std::find(p.begin(), p.end(), id) != p.end();
+}
+
+int batches_of(campaign::Campaign& c, const std::string& kind) {
+    int n = 0;
+    for (const auto& b : c.store().batches())
+        n += b.kind == kind;
+    return n;
+}
+
+// The stepload contract with the knob `threads` (divides the step time) in place of `chunk`.
+const std::map<std::string, std::string> threads_knob = {
+    {"[knobs.chunk]", "[knobs.threads]"}, {"env = \"STEPLOAD_CHUNK\"", "env = \"STEPLOAD_THREADS\""}};
+
+} // namespace
+
+TEST_CASE(
+    "compare_losses: equal curves are equivalent; a shift, a short curve or a non-finite value is not") {
+    const std::vector<double> a{1.0, 0.5, 0.25};
+    CHECK(verify::compare_losses(a, a, 3, 0).equivalent);
+    auto shifted = a;
+    shifted[1] += 1e-4;
+    const auto e = verify::compare_losses(a, shifted, 3, 1e-6);
+    CHECK_FALSE(e.equivalent);
+    REQUIRE(e.beyond.size() == 1);
+    CHECK(e.beyond[0].step == 2);
+    CHECK(e.beyond[0].candidate == doctest::Approx(0.5001));
+    CHECK(e.max_relative == doctest::Approx(2e-4));
+    CHECK(verify::compare_losses(a, shifted, 3, 1e-3).equivalent);
+    CHECK_FALSE(verify::compare_losses(a, {1.0, 0.5}, 3, 1).equivalent);
+    CHECK_FALSE(verify::compare_losses(a, {1.0, 0.5, NAN}, 3, 1).equivalent);
+    // The final evaluation loss counts too, when the baseline printed one.
+    CHECK_FALSE(verify::compare_losses(a, a, 3, 1e-6, 2.0, 2.1).equivalent);
+    CHECK_FALSE(verify::compare_losses(a, a, 3, 1e-6, 2.0, std::nullopt).equivalent);
+}
+
+TEST_CASE("a patch set that is the same math passes its equivalence check at a fresh seed (the patch set run "
+          "first) and is promoted; the report shows the checks it passed and the compared losses") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(stepload(d));
+    c.run(options());
+    REQUIRE(c.finished());
+    const auto records = equivalence_records(c);
+    REQUIRE(records.size() == 1);
+    const auto& r = records[0];
+    CHECK(r["state"] == "passed");
+    CHECK(r["patches"] == json::array({"fast"}));
+    CHECK(r["seed_fresh"] == true);
+    const long long seed = r["seed"].get<long long>();
+    CHECK(seed != 1); // the contract's
+    CHECK(seed > 3);  // nor the doctor's (seeds 1..3 with final_eval; here it runs at 1)
+    CHECK(r["max_relative"].get<double>() == 0.0);
+    CHECK(r["values"].size() == 6);
+    // One batch: the patch set at the baseline's knobs first, then the baseline, both at that seed.
+    REQUIRE(batches_of(c, "equivalence") == 1);
+    const auto trials = c.store().trials_of_batch(r["batch_id"].get<std::int64_t>());
+    REQUIRE(trials.size() == 2);
+    CHECK(trials[0].kind == TrialKind::EquivalenceCandidate);
+    CHECK(trials[0].candidate_key == "chunk=1;|fast;");
+    CHECK(trials[1].kind == TrialKind::EquivalenceBaseline);
+    CHECK(trials[0].outcome == trial::Outcome::Ok);
+    const auto manifest = trial::read_manifest(c.store().batch(r["batch_id"].get<std::int64_t>()).manifest);
+    for (const auto& t : manifest.tasks)
+        CHECK(t.env.at("STEPLOAD_SEED") == std::to_string(seed));
+    // Their losses are those of that seed (train.sh: 2 / (step + 1 + ((seed - 1) mod 1000) / 1000)).
+    const double expected = 2.0 / (2 + static_cast<double>((seed - 1) % 1000) / 1000);
+    CHECK(std::fabs(trials[1].measurements["losses"][0].get<double>() - expected) < 1e-5);
+    CHECK(std::fabs(trials[0].measurements["losses"][0].get<double>() - expected) < 1e-5);
+    const auto v = c.store().verifications();
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].promoted);
+    CHECK(v[0].detail["equivalence"]["state"] == "passed");
+    const auto text = report::render(report::build(c));
+    CHECK(text.find("equivalence apart from knobs: passed at seed " + std::to_string(seed)) !=
+          std::string::npos);
+    CHECK(text.find("loss invariant (per_step, tolerance 0.01 relative)") != std::string::npos);
+    CHECK(text.find("per step (baseline reference vs candidate): 1: 1/1") != std::string::npos);
+    CHECK(text.find("attribution (single)") != std::string::npos);
+}
+
+TEST_CASE("a fast patch that shifts the loss inside the loss tolerance fails the equivalence check: a typed "
+          "violation with its steps and values, never promoted, and no candidate containing it is checked or "
+          "verified again") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(stepload(
+        d, {{"candidates = [\"fast\"]", "candidates = [\"nudge\"]"}, {"verify_top = 1", "verify_top = 3"}}));
+    c.run(options());
+    REQUIRE(c.finished());
+    // The search's loss check let it through: the shift is inside loss_tolerance.
+    int nudged = 0;
+    for (const auto& t : c.store().trials({.kinds = {TrialKind::Search}}))
+        if (has_patch(t, "nudge")) {
+            ++nudged;
+            CHECK(t.outcome == trial::Outcome::Ok);
+        }
+    CHECK(nudged == 2); // +nudge and chunk=2 +nudge, both faster than the baseline
+    const auto records = equivalence_records(c);
+    REQUIRE(records.size() == 1);
+    CHECK(records[0]["state"] == "failed");
+    CHECK(records[0]["beyond"].size() == 6);
+    CHECK(records[0]["beyond"][0]["step"] == 1);
+    CHECK(std::fabs(records[0]["beyond"][0]["candidate"].get<double>() -
+                    records[0]["beyond"][0]["baseline"].get<double>() - 1e-4) < 2e-6);
+    CHECK(batches_of(c, "equivalence") == 1); // the second candidate with nudge is decided by the record
+    const auto eq = c.store().trials({.kinds = {TrialKind::EquivalenceCandidate}});
+    REQUIRE(eq.size() == 1);
+    CHECK(eq[0].outcome == trial::Outcome::ContractViolation);
+    CHECK(eq[0].violation == trial::Violation::NotEquivalent);
+    CHECK(eq[0].detail.find("not equivalent to the baseline apart from knobs") != std::string::npos);
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 2);
+    for (const auto& v : vs) {
+        CHECK_FALSE(v.promoted);
+        CHECK(v.detail["not_equivalent"] == true);
+        CHECK(v.detail["reasons"].dump().find("failed the equivalence check") != std::string::npos);
+    }
+    CHECK(c.store().promotions().empty());
+    CHECK(c.store().trials({.kinds = {TrialKind::VerifyBaseline, TrialKind::VerifyCandidate}}).empty());
+    const auto text = report::render(report::build(c));
+    CHECK(text.find("failed the equivalence check apart from knobs") != std::string::npos);
+}
+
+TEST_CASE("a patch that prints the contract seed's losses whatever seed it gets fails at the fresh seed") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(stepload(d, {{"candidates = [\"fast\"]", "candidates = [\"copy\"]"}}));
+    c.run(options());
+    REQUIRE(c.finished());
+    // In the search, at the contract's seed, its losses are the baseline's.
+    for (const auto& t : c.store().trials({.kinds = {TrialKind::Search}}))
+        if (has_patch(t, "copy")) CHECK(t.outcome == trial::Outcome::Ok);
+    const auto records = equivalence_records(c);
+    REQUIRE(records.size() == 1);
+    CHECK(records[0]["state"] == "failed");
+    CHECK(records[0]["reason"].get<std::string>().find("6 of 6 values differ") != std::string::npos);
+    CHECK(c.store().promotions().empty());
+}
+
+TEST_CASE("the search never proposes a candidate containing a patch set that failed its equivalence check") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(stepload(d, {{"trials = 3", "trials = 8"}}));
+    c.store().set_meta("equivalence",
+                       json::array({{{"patches", {"fast"}}, {"state", "failed"}, {"seed", 12345}}}).dump());
+    c.run(options(false));
+    const auto search = c.store().trials({.kinds = {TrialKind::Search}});
+    REQUIRE_FALSE(search.empty());
+    for (const auto& t : search)
+        CHECK_FALSE(has_patch(t, "fast"));
+    // Once the candidates without it are tried, the search ends instead of proposing it.
+    CHECK(search.size() == 1); // chunk=2, the only other candidate
+}
+
+TEST_CASE("a contract with no seed key: the check runs at the contract's seed and says it could not choose a "
+          "fresh one") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(stepload(d, {{"seed_env = \"STEPLOAD_SEED\"\n", ""}}));
+    c.run(options());
+    REQUIRE(c.finished());
+    const auto records = equivalence_records(c);
+    REQUIRE(records.size() == 1);
+    CHECK(records[0]["seed_fresh"] == false);
+    CHECK(records[0]["seed"] == 1);
+    CHECK(records[0]["seed_note"].get<std::string>().find("could not choose a fresh seed") !=
+          std::string::npos);
+    CHECK(records[0]["state"] == "passed");
+    CHECK(report::render(report::build(c)).find("could not choose a fresh seed") != std::string::npos);
+}
+
+TEST_CASE("a promoted bundle of a knob change and a patch is ablated: only the change that carries the gain "
+          "gets it, in the report and in the experience bank's findings") {
+    TempDir d("infrarsi-equiv");
+    auto edits = threads_knob;
+    edits["candidates = [\"fast\"]"] = "candidates = [\"tidy\"]";
+    edits["verify_top = 1"] = "verify_top = 3";
+    campaign::Campaign c(stepload(d, edits));
+    c.run(options());
+    REQUIRE(c.finished());
+    std::optional<store::VerificationRow> bundle;
+    for (const auto& v : c.store().verifications())
+        if (v.candidate_key == "threads=2;|tidy;") bundle = v;
+    REQUIRE(bundle);
+    REQUIRE(bundle->promoted);
+    CHECK(*bundle->speedup > 1.8);
+    const auto& a = bundle->detail["ablation"];
+    CHECK(a["state"] == "done");
+    REQUIRE(a["components"].size() == 2);
+    std::map<std::string, json> by;
+    for (const auto& comp : a["components"])
+        by[comp["change"]["name"].get<std::string>()] = comp;
+    REQUIRE(by.count("threads"));
+    REQUIRE(by.count("tidy"));
+    CHECK(by["threads"]["state"] == "measured");
+    CHECK(by["threads"]["effect"].get<double>() > 1.8);
+    CHECK(by["threads"]["carries"] == true);
+    CHECK(by["tidy"]["state"] == "measured");
+    CHECK(by["tidy"]["effect"].get<double>() == doctest::Approx(1.0).epsilon(0.06));
+    CHECK(by["threads"]["pairs"].size() == 2);
+    // Ablation trials: 2 rounds of the bundle and its 2 variants.
+    CHECK(c.store().trials({.kinds = {TrialKind::Ablation}}).size() == 6);
+    // The bank: each change's own effect, not the bundle's speed-up credited to the patch.
+    const auto findings = campaign::campaign_findings(c.experience_view());
+    bool knob = false, patch = false;
+    for (const auto& f : findings) {
+        if (f.kind == "patch_effect" && f.content["patch"] == "tidy") {
+            patch = true;
+            CHECK(f.verified);
+            CHECK(f.content["speedup"].get<double>() < 1.1);
+            CHECK(f.content["bundle_speedup"].get<double>() > 1.8);
+            CHECK(f.content["measured_by"].get<std::string>().find("ablation") != std::string::npos);
+        }
+        if (f.kind == "knob_effect" && f.content["knob"] == "threads") {
+            knob = true;
+            CHECK(f.verified);
+            CHECK(f.content["speedup"].get<double>() > 1.8);
+        }
+    }
+    CHECK(patch);
+    CHECK(knob);
+    const auto text = report::render(report::build(c));
+    CHECK(text.find("threads=2 (baseline 1): ") != std::string::npos);
+    CHECK(text.find(": carries gain") != std::string::npos);
+}
+
+TEST_CASE(
+    "knobs a constraint ties together are ablated together, and each gets the group's effect in the bank") {
+    TempDir d("infrarsi-equiv");
+    // threads x chunk == 2: the baseline is threads=1 chunk=2; threads=2 needs chunk=1, so neither change of
+    // the bundle threads=2 chunk=1 +tidy can be removed alone.
+    campaign::Campaign c(stepload(d, {{"[knobs.chunk]", "[knobs.threads]\nkind = \"integer\"\nmin = 1\nmax = "
+                                                        "2\nenv = \"STEPLOAD_THREADS\"\nbaseline = 1\n\n"
+                                                        "[knobs.chunk]"},
+                                      {"baseline = 1\n\n[patches]",
+                                       "baseline = 2\n\n[[constraints]]\nproduct = [\"threads\", \"chunk\"]\n"
+                                       "equals = 2\n\n[patches]"},
+                                      {"candidates = [\"fast\"]", "candidates = [\"tidy\"]"},
+                                      {"verify_top = 1", "verify_top = 3"}}));
+    c.run(options());
+    REQUIRE(c.finished());
+    std::optional<store::VerificationRow> bundle;
+    for (const auto& v : c.store().verifications())
+        if (v.candidate_key == "chunk=1;threads=2;|tidy;") bundle = v;
+    REQUIRE(bundle);
+    REQUIRE(bundle->promoted);
+    const auto& a = bundle->detail["ablation"];
+    REQUIRE(a["components"].size() == 2);
+    CHECK(a["skipped"].size() == 2); // each knob alone
+    std::optional<json> group;
+    for (const auto& comp : a["components"])
+        if (comp["change"]["kind"] == "knobs") group = comp;
+    REQUIRE(group);
+    CHECK((*group)["change"]["names"] == json::array({"chunk", "threads"}));
+    CHECK((*group)["state"] == "measured");
+    CHECK((*group)["effect"].get<double>() > 1.8);
+    int knob_effects = 0;
+    for (const auto& f : campaign::campaign_findings(c.experience_view()))
+        if (f.kind == "knob_effect" && f.content["bundle_speedup"].get<double>() == *bundle->speedup) {
+            ++knob_effects;
+            CHECK(f.verified);
+            CHECK(f.content["speedup"].get<double>() > 1.8);
+            CHECK(f.content["measured_by"].get<std::string>().find("together with the knobs") !=
+                  std::string::npos);
+        }
+    CHECK(knob_effects == 2);
+}
+
+TEST_CASE(
+    "the contract's equivalence_tolerance (invariants): 1e-5 by default, from 0 to below 1 when given") {
+    TempDir d("infrarsi-equiv");
+    const fs::path fx = INFRARSI_FIXTURES;
+    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
+    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
+    const std::string contract = test::read_file(fx / "stepload.contract.toml");
+    auto with = [&](const std::string& line) {
+        std::string text = contract;
+        text.replace(text.find("loss_tolerance = 0.01"), 21, "loss_tolerance = 0.01\n" + line);
+        std::ofstream(d.path / "k.toml") << text;
+        return d.path / "k.toml";
+    };
+    CHECK(contract::load(with("")).invariants.equivalence_tolerance == 1e-5);
+    CHECK(contract::load(with("equivalence_tolerance = 1e-3")).invariants.equivalence_tolerance == 1e-3);
+    CHECK(contract::load(with("equivalence_tolerance = 0")).invariants.equivalence_tolerance == 0);
+    CHECK_THROWS_WITH_AS(contract::load(with("equivalence_tolerance = 1.5")),
+                         doctest::Contains("equivalence_tolerance 1.5 is out of range"), Error);
+}
