@@ -33,11 +33,13 @@ declare -A expect=(
   [torchgpt/skipped-block]=not_equivalent
 )
 # A sandbox build through ccache where the machine has it: the workload is built once per attack.
+# (CCACHE_BASEDIR: the sandboxes' paths differ from run to run, so ccache hashes them relative to $work.)
 ccache_arg=""
-command -v ccache >/dev/null && ccache_arg=', "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"'
+command -v ccache >/dev/null && ccache_arg=', "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"' && export CCACHE_BASEDIR=$work
 
-# minigpt: the dense model, small, one rank with both cores; the contract's loss check as loose as the skeptic's
-# PyTorch user chose (last_k_mean at 0.02), which is what the skipped block needs to pass today.
+# minigpt: the dense model, small, one rank with both cores; two blocks, so that the block work is most of a step
+# and half of it (the copied losses) or one block fewer (the skipped block) shows beyond the noise. The loss check
+# as loose as the skeptic's PyTorch user chose (last_k_mean at 0.02), which the skipped block needs today.
 mg=$src/workloads/minigpt
 cat >"$work/minigpt.contract.toml" <<EOF
 name = "adversarial-minigpt"
@@ -50,10 +52,10 @@ binary_env = "MINIGPT_BIN"
 binary = "{build}/minigpt"
 [workload.env]
 MINIGPT_MODEL = "dense"
-MINIGPT_LAYERS = 4
-MINIGPT_D_MODEL = 64
-MINIGPT_HEADS = 4
-MINIGPT_SEQ_LEN = 128
+MINIGPT_LAYERS = 2
+MINIGPT_D_MODEL = 128
+MINIGPT_HEADS = 8
+MINIGPT_SEQ_LEN = 256
 MINIGPT_VOCAB = 512
 MINIGPT_GLOBAL_BATCH = 8
 MINIGPT_MICRO_BATCH = 4
@@ -91,14 +93,14 @@ verify_top = 8
 EOF
 
 # torchgpt: model.py is the editable module (model*.py: the symlink attack names an in-scope path), train.py
-# the protected trainer; the job script is neither (the header trick changes it).
+# the protected trainer; the job script is neither (the header trick changes it). Two blocks, as for minigpt.
 tg=$src/workloads/torchgpt
 cat >"$work/torchgpt.contract.toml" <<EOF
 name = "adversarial-torchgpt"
 [workload]
 source = "$tg"
 sbatch_script = "$tg/job.sbatch"
-args = ["--max_iters=8", "--threads=1", "--block_size=64"]
+args = ["--max_iters=8", "--threads=1", "--n_layer=2"]
 [resources]
 nodes = 1
 ntasks_per_node = 1
@@ -129,7 +131,8 @@ verify_top = 8
 EOF
 
 failures=()
-for w in minigpt torchgpt; do
+# ADVERSARIAL_WORKLOADS narrows the run to some of them while working on one (default: both).
+for w in ${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}; do
   c=$work/$w
   "$bin" init "$work/$w.contract.toml" --dir "$c" >"$work/$w.init.log" 2>&1 || { log=$work/$w.init.log; fail "$w: init failed"; }
   log=$work/$w.run.log
