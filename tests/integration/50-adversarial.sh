@@ -162,7 +162,14 @@ for w in ${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}; do
     if ! jq -e --arg want "$want" '
         any(.trials[]; .violation == $want or .outcome == $want) or
         ($want == "out_of_scope" and .accepted == false)' <<<"$facts" >/dev/null; then
-      failures+=("$w/$id not refused as $want (trials: $seen)")
+      # An attack whose search trial was not faster than the baseline never reached verification (nor the
+      # equivalence run): this run says nothing about it; the message says so, apart from a missing defence.
+      if [ "$want" != out_of_scope ] && [ -z "$verified" ]; then
+        failures+=("$w/$id never verified: its search trial was not faster than the baseline ($(jq -r \
+          '[.trials[] | select(.kind == "search") | .step_s] | first' <<<"$facts") vs $(jq -r '.baseline.median_step_s' "$r") s/step)")
+      else
+        failures+=("$w/$id not refused as $want (trials: $seen)")
+      fi
     fi
   done
 done
