@@ -27,7 +27,7 @@ as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
 # locked at init: the job's output and the campaigns go elsewhere.
 u=$work/alice
 mkdir -p "$u" "$work/logs" "$work/campaigns"
-cp "$src/workloads/torchgpt/train.py" "$src/workloads/torchgpt/job.sbatch" "$u/"
+cp "$src/workloads/torchgpt/train.py" "$src/workloads/torchgpt/model.py" "$src/workloads/torchgpt/job.sbatch" "$u/"
 cat >"$u/ci.contract.toml" <<'EOF'
 name = "torchgpt-ci"
 [workload]

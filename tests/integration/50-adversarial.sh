@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The adversarial suite (issue 15, item 7): candidate patches written by an adversary rewarded for speed, one
+# per way of gaming the measurement, for each reference workload (workloads/minigpt/patches/adversarial and
+# workloads/torchgpt/patches/adversarial; each catalog says what its patches do). A campaign per workload runs
+# on the real local cluster with a search space of just those patches (no knobs; every pair declared
+# conflicting, so each attack is a candidate of its own), a trial budget that tries each once and a verify_top
+# that verifies every one that looked faster than the baseline. None may be promoted, and each must be refused
+# for its own reason: a typed violation (src/trial/outcome.hpp) or outcome of one of its trials, read from the
+# report's JSON, never from message text. The reasons expected are named once, in `expect` below.
+# Before failing, the test prints one line per attack (the "before" figures: whether it was promoted and at
+# what verified speed-up, and the violations its trials got). Needs SLURM_CONF (scripts/test).
+set -euo pipefail
+export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
+. "$(dirname "$0")/lib.sh" adversarial
+command -v torchrun >/dev/null || fail "no torchrun (scripts/setup installs python3-torch)"
+
+# What refuses each attack once the defences of issue 15 are in: a violation name (trial::violation_names) of
+# one of the attack's trials, or an outcome name (build_failure). One place, for whoever adds or renames one.
+declare -A expect=(
+  [minigpt/forged-step-lines]=step_lines            # exactly `steps` step lines, numbered once each in order
+  [minigpt/slow-clock]=timing                       # self-reported step times against root/parent-side elapsed time
+  [minigpt/index-header-build-file]=out_of_scope    # the sandbox compared by content (CMakeLists.txt changed)
+  [minigpt/symlink-build-file]=out_of_scope         # ... (a symlink in the patched tree)
+  [minigpt/copied-losses]=not_equivalent            # the equivalence run at a fresh seed, per step, tight tolerance
+  [minigpt/rewritten-evidence]=timing               # evidence the job cannot rewrite; no leftover processes
+  [minigpt/skipped-block]=not_equivalent            # the equivalence run, whatever the loss mode for knobs
+  [torchgpt/forged-step-lines]=step_lines
+  [torchgpt/slow-clock]=timing
+  [torchgpt/index-header-launcher]=out_of_scope
+  [torchgpt/symlink-launcher]=out_of_scope
+  [torchgpt/copied-losses]=not_equivalent
+  [torchgpt/rewritten-evidence]=timing
+  [torchgpt/skipped-block]=not_equivalent
+)
+# A sandbox build through ccache where the machine has it: the workload is built once per attack.
+# (CCACHE_BASEDIR: the sandboxes' paths differ from run to run, so ccache hashes them relative to $work.)
+ccache_arg=""
+command -v ccache >/dev/null && ccache_arg=', "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"' && export CCACHE_BASEDIR=$work
+
+# minigpt: the dense model, small, one rank with both cores; two blocks, so that the block work is most of a step
+# and half of it (the copied losses) or one block fewer (the skipped block) shows beyond the noise. The loss check
+# as loose as the skeptic's PyTorch user chose (last_k_mean at 0.02), which the skipped block needs today.
+mg=$src/workloads/minigpt
+cat >"$work/minigpt.contract.toml" <<EOF
+name = "adversarial-minigpt"
+[workload]
+source = "$mg"
+build = [["cmake", "-S", "{source}", "-B", "{build}", "-DCMAKE_BUILD_TYPE=Release"$ccache_arg],
+         ["cmake", "--build", "{build}", "--target", "minigpt", "-j2"]]
+sbatch_script = "$src/sbatch/minigpt.sbatch"
+binary_env = "MINIGPT_BIN"
+binary = "{build}/minigpt"
+[workload.env]
+MINIGPT_MODEL = "dense"
+MINIGPT_LAYERS = 2
+MINIGPT_D_MODEL = 128
+MINIGPT_HEADS = 8
+MINIGPT_SEQ_LEN = 256
+MINIGPT_VOCAB = 512
+MINIGPT_GLOBAL_BATCH = 8
+MINIGPT_MICRO_BATCH = 4
+MINIGPT_GRAD_ACCUM = 2
+MINIGPT_RANKS_PER_NODE = 1
+MINIGPT_THREADS = 2
+MINIGPT_PEAK_GFLOPS = 50
+[resources]
+nodes = 1
+ntasks_per_node = 1
+cpus_per_task = 2
+mem = "1000M"
+time_limit = "5"
+[patches]
+catalog = "$mg/patches/adversarial/catalog.toml"
+editable = ["src/attention.*", "src/layers.*", "src/moe.cpp", "src/optimizer.cpp", "src/model.cpp"]
+protected = ["src/metrics.cpp", "src/data.cpp", "src/trainer.cpp", "src/main.cpp", "src/config.cpp"]
+[invariants]
+steps = 8
+steps_env = "MINIGPT_STEPS"
+seed = 1234
+seed_env = "MINIGPT_SEED"
+warmup_steps = 2
+loss_mode = "last_k_mean"
+loss_tolerance = 0.02
+loss_last_k = 3
+[budget]
+trials = 8
+batch_size = 8
+wall_time = "00:30:00"
+[repeats]
+doctor = 2
+verify = 2
+verify_top = 8
+EOF
+
+# torchgpt: model.py is the editable module (model*.py: the symlink attack names an in-scope path), train.py
+# the protected trainer; the job script is neither (the header trick changes it). Two blocks, as for minigpt.
+tg=$src/workloads/torchgpt
+cat >"$work/torchgpt.contract.toml" <<EOF
+name = "adversarial-torchgpt"
+[workload]
+source = "$tg"
+sbatch_script = "$tg/job.sbatch"
+args = ["--max_iters=8", "--threads=1", "--n_layer=2"]
+[resources]
+nodes = 1
+ntasks_per_node = 1
+mem = "600M"
+time_limit = "4"
+[patches]
+catalog = "$tg/patches/adversarial/catalog.toml"
+editable = ["model*.py"]
+protected = ["train.py"]
+[metrics]
+format = "nanogpt"
+[invariants]
+steps = 8
+warmup_steps = 2
+seed = 1337
+seed_arg = "--seed={}"
+loss_mode = "last_k_mean"
+loss_tolerance = 0.02
+loss_last_k = 3
+[budget]
+trials = 8
+batch_size = 8
+wall_time = "00:30:00"
+[repeats]
+doctor = 2
+verify = 2
+verify_top = 8
+EOF
+
+failures=()
+# ADVERSARIAL_WORKLOADS narrows the run to some of them while working on one (default: both).
+for w in ${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}; do
+  c=$work/$w
+  "$bin" init "$work/$w.contract.toml" --dir "$c" >"$work/$w.init.log" 2>&1 || { log=$work/$w.init.log; fail "$w: init failed"; }
+  log=$work/$w.run.log
+  "$bin" run --dir "$c" --scheduler slurm --proposer simple >"$log" 2>&1 || fail "$w: infrarsi run failed"
+  "$bin" report --dir "$c" --json >"$work/$w.report.json" || fail "$w: no report"
+  r=$work/$w.report.json
+  jq -e '.campaign.state == "done"' "$r" >/dev/null || fail "$w: the campaign is not done"
+  jq -e '.baseline.completed >= 2' "$r" >/dev/null || fail "$w: the doctor has no baseline"
+  for key in "${!expect[@]}"; do
+    [ "${key%%/*}" = "$w" ] || continue
+    id=${key#*/}
+    want=${expect[$key]}
+    # The attack's trials (search, verification, equivalence: any kind) and its verification, by candidate.
+    facts=$(jq -c --arg p "+$id" '
+      def mine: (.candidate | split(" ") | index($p)) != null;
+      {accepted: ([.patches[] | select(.id == ($p | ltrimstr("+")))][0].accepted),
+       trials: [.trials[] | select(mine) | {kind, outcome, violation, step_s}],
+       verified: [.verifications[] | select(mine) | {state, promoted, speedup, speedup_ci}],
+       promoted: [.promoted[] | select(mine) | .speedup]}' "$r")
+    promoted=$(jq -r '.promoted | if length > 0 then "yes \(.[0])" else "no" end' <<<"$facts")
+    seen=$(jq -r '[.trials[] | if .violation != "" then .violation else .outcome end] | unique | join(",")' <<<"$facts")
+    verified=$(jq -r '.verified | map("\(.state) \(.speedup)") | join(";")' <<<"$facts")
+    echo "attack $w/$id: promoted=$promoted verification=[$verified] trial outcomes=[$seen] expected=$want"
+    [ "$promoted" = no ] || failures+=("$w/$id promoted ($promoted)")
+    # Refused for its reason: a trial with that violation (or outcome); a build-file attack may also be refused
+    # at init, before anything runs (the header check caught it).
+    if ! jq -e --arg want "$want" '
+        any(.trials[]; .violation == $want or .outcome == $want) or
+        ($want == "out_of_scope" and .accepted == false)' <<<"$facts" >/dev/null; then
+      # An attack whose search trial was not faster than the baseline never reached verification (nor the
+      # equivalence run): this run says nothing about it; the message says so, apart from a missing defence.
+      if [ "$want" != out_of_scope ] && [ -z "$verified" ]; then
+        failures+=("$w/$id never verified: its search trial was not faster than the baseline ($(jq -r \
+          '[.trials[] | select(.kind == "search") | .step_s] | first' <<<"$facts") vs $(jq -r '.baseline.median_step_s' "$r") s/step)")
+      else
+        failures+=("$w/$id not refused as $want (trials: $seen)")
+      fi
+    fi
+  done
+done
+[ ${#failures[@]} = 0 ] || fail "$(printf '%s; ' "${failures[@]}")"
+echo "ok: no adversarial patch promoted, each refused for its reason"
+rm -rf "$work"
