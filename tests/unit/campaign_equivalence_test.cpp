@@ -11,6 +11,7 @@
 #include "util/error.hpp"
 #include "verify/equivalence.hpp"
 
+#include "stepload_campaign.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -28,30 +29,6 @@ using store::TrialKind;
 using test::TempDir;
 
 namespace {
-
-fs::path stepload(const TempDir& d, const std::map<std::string, std::string>& edits = {}) {
-    const fs::path fx = INFRARSI_FIXTURES;
-    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
-    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
-    std::string contract = test::read_file(fx / "stepload.contract.toml");
-    for (const auto& [from, to] : edits) {
-        const auto at = contract.find(from);
-        REQUIRE_MESSAGE(at != std::string::npos, "the stepload contract has no '" << from << "'");
-        contract.replace(at, from.size(), to);
-    }
-    std::ofstream(d.path / "stepload.contract.toml") << contract;
-    campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
-    return d.path / "c";
-}
-
-campaign::RunOptions options(bool verify = true) {
-    campaign::RunOptions o;
-    o.verbose = false;
-    o.scheduler = "local";
-    o.poll = 20ms;
-    o.verify = verify;
-    return o;
-}
 
 json equivalence_records(campaign::Campaign& c) {
     return json::parse(c.store().meta("equivalence").value_or("[]"));
@@ -98,8 +75,8 @@ TEST_CASE(
 TEST_CASE("a patch set that is the same math passes its equivalence check at a fresh seed (the patch set run "
           "first) and is promoted; the report shows the checks it passed and the compared losses") {
     TempDir d("infrarsi-equiv");
-    campaign::Campaign c(stepload(d));
-    c.run(options());
+    campaign::Campaign c(test::stepload_campaign(d));
+    c.run(test::local_run_options());
     REQUIRE(c.finished());
     const auto records = equivalence_records(c);
     REQUIRE(records.size() == 1);
@@ -143,9 +120,9 @@ TEST_CASE("a fast patch that shifts the loss inside the loss tolerance fails the
           "violation with its steps and values, never promoted, and no candidate containing it is checked or "
           "verified again") {
     TempDir d("infrarsi-equiv");
-    campaign::Campaign c(stepload(
+    campaign::Campaign c(test::stepload_campaign(
         d, {{"candidates = [\"fast\"]", "candidates = [\"nudge\"]"}, {"verify_top = 1", "verify_top = 3"}}));
-    c.run(options());
+    c.run(test::local_run_options());
     REQUIRE(c.finished());
     // The search's loss check let it through: the shift is inside loss_tolerance.
     int nudged = 0;
@@ -183,8 +160,8 @@ TEST_CASE("a fast patch that shifts the loss inside the loss tolerance fails the
 
 TEST_CASE("a patch that prints the contract seed's losses whatever seed it gets fails at the fresh seed") {
     TempDir d("infrarsi-equiv");
-    campaign::Campaign c(stepload(d, {{"candidates = [\"fast\"]", "candidates = [\"copy\"]"}}));
-    c.run(options());
+    campaign::Campaign c(test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"copy\"]"}}));
+    c.run(test::local_run_options());
     REQUIRE(c.finished());
     // In the search, at the contract's seed, its losses are the baseline's.
     for (const auto& t : c.store().trials({.kinds = {TrialKind::Search}}))
@@ -198,10 +175,10 @@ TEST_CASE("a patch that prints the contract seed's losses whatever seed it gets 
 
 TEST_CASE("the search never proposes a candidate containing a patch set that failed its equivalence check") {
     TempDir d("infrarsi-equiv");
-    campaign::Campaign c(stepload(d, {{"trials = 3", "trials = 8"}}));
+    campaign::Campaign c(test::stepload_campaign(d, {{"trials = 3", "trials = 8"}}));
     c.store().set_meta("equivalence",
                        json::array({{{"patches", {"fast"}}, {"state", "failed"}, {"seed", 12345}}}).dump());
-    c.run(options(false));
+    c.run(test::local_run_options(false));
     const auto search = c.store().trials({.kinds = {TrialKind::Search}});
     REQUIRE_FALSE(search.empty());
     for (const auto& t : search)
@@ -213,8 +190,8 @@ TEST_CASE("the search never proposes a candidate containing a patch set that fai
 TEST_CASE("a contract with no seed key: the check runs at the contract's seed and says it could not choose a "
           "fresh one") {
     TempDir d("infrarsi-equiv");
-    campaign::Campaign c(stepload(d, {{"seed_env = \"STEPLOAD_SEED\"\n", ""}}));
-    c.run(options());
+    campaign::Campaign c(test::stepload_campaign(d, {{"seed_env = \"STEPLOAD_SEED\"\n", ""}}));
+    c.run(test::local_run_options());
     REQUIRE(c.finished());
     const auto records = equivalence_records(c);
     REQUIRE(records.size() == 1);
@@ -232,8 +209,8 @@ TEST_CASE("a promoted bundle of a knob change and a patch is ablated: only the c
     auto edits = threads_knob;
     edits["candidates = [\"fast\"]"] = "candidates = [\"tidy\"]";
     edits["verify_top = 1"] = "verify_top = 3";
-    campaign::Campaign c(stepload(d, edits));
-    c.run(options());
+    campaign::Campaign c(test::stepload_campaign(d, edits));
+    c.run(test::local_run_options());
     REQUIRE(c.finished());
     std::optional<store::VerificationRow> bundle;
     for (const auto& v : c.store().verifications())
@@ -286,7 +263,7 @@ TEST_CASE(
     TempDir d("infrarsi-equiv");
     // threads x chunk == 2: the baseline is threads=1 chunk=2; threads=2 needs chunk=1, so neither change of
     // the bundle threads=2 chunk=1 +tidy can be removed alone.
-    campaign::Campaign c(stepload(d, {{"[knobs.chunk]", "[knobs.threads]\nkind = \"integer\"\nmin = 1\nmax = "
+    campaign::Campaign c(test::stepload_campaign(d, {{"[knobs.chunk]", "[knobs.threads]\nkind = \"integer\"\nmin = 1\nmax = "
                                                         "2\nenv = \"STEPLOAD_THREADS\"\nbaseline = 1\n\n"
                                                         "[knobs.chunk]"},
                                       {"baseline = 1\n\n[patches]",
@@ -294,7 +271,7 @@ TEST_CASE(
                                        "equals = 2\n\n[patches]"},
                                       {"candidates = [\"fast\"]", "candidates = [\"tidy\"]"},
                                       {"verify_top = 1", "verify_top = 3"}}));
-    c.run(options());
+    c.run(test::local_run_options());
     REQUIRE(c.finished());
     std::optional<store::VerificationRow> bundle;
     for (const auto& v : c.store().verifications())

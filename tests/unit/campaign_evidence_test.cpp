@@ -8,6 +8,7 @@
 #include "scheduler/scheduler.hpp"
 #include "trial/outcome.hpp"
 
+#include "stepload_campaign.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -23,30 +24,6 @@ using store::TrialKind;
 using test::TempDir;
 
 namespace {
-
-fs::path wall_clock_campaign(const TempDir& d, const std::map<std::string, std::string>& edits) {
-    const fs::path fx = INFRARSI_FIXTURES;
-    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
-    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
-    std::string contract = test::read_file(fx / "stepload.contract.toml");
-    for (const auto& [from, to] : edits) {
-        const auto at = contract.find(from);
-        REQUIRE_MESSAGE(at != std::string::npos, "the stepload contract has no '" << from << "'");
-        contract.replace(at, from.size(), to);
-    }
-    std::ofstream(d.path / "stepload.contract.toml") << contract;
-    campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
-    return d.path / "c";
-}
-
-campaign::RunOptions options() {
-    campaign::RunOptions o;
-    o.verbose = false;
-    o.scheduler = "local";
-    o.poll = 20ms;
-    o.verify = true;
-    return o;
-}
 
 bool has_patch(const store::TrialRow& t, const std::string& id) {
     return t.candidate.dump().find("\"" + id + "\"") != std::string::npos;
@@ -94,12 +71,12 @@ class ManifestRewriter final : public scheduler::Scheduler {
 
 TEST_CASE("a batch manifest rewritten after the orchestrator wrote it proves no trial's settings") {
     TempDir d("infrarsi-evidence");
-    const auto dir = wall_clock_campaign(d, {{"trials = 3", "trials = 2"}});
+    const auto dir = test::stepload_campaign(d, {{"trials = 3", "trials = 2"}});
     campaign::Campaign c(dir);
     auto sched = std::make_unique<ManifestRewriter>(dir, 2); // the doctor's is the first, the search's next
     auto* rewriter = sched.get();
     c.use_scheduler(std::move(sched));
-    auto o = options();
+    auto o = test::local_run_options();
     o.verify = false;
     c.run(o);
     REQUIRE(rewriter->rewritten());
@@ -120,14 +97,14 @@ TEST_CASE("a batch manifest rewritten after the orchestrator wrote it proves no 
 TEST_CASE("a patch that slows the job's clock is a timing violation and one that prints extra step lines a "
           "step_lines violation on the local scheduler, and a real speed-up is still promoted") {
     TempDir d("infrarsi-evidence");
-    const auto dir = wall_clock_campaign(
+    const auto dir = test::stepload_campaign(
         d, {{"STEPLOAD_STEP_S = \"0.2\"", "STEPLOAD_STEP_S = \"0.3\"\nSTEPLOAD_WALL = \"1\""},
             {"candidates = [\"fast\"]", "candidates = [\"fast\", \"slowclock\", \"burst\"]"},
             {"max = 2", "max = 1"},
             {"trials = 3", "trials = 7"},
             {"batch_size = 2", "batch_size = 4"}});
     campaign::Campaign c(dir);
-    c.run(options());
+    c.run(test::local_run_options());
     CHECK(c.finished());
     const auto startup = c.store().meta("startup");
     REQUIRE_MESSAGE(startup, "the doctor recorded no startup");

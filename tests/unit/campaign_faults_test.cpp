@@ -12,6 +12,7 @@
 #include "scheduler/scheduler.hpp"
 #include "util/error.hpp"
 
+#include "stepload_campaign.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -93,33 +94,6 @@ bool all_finished(const std::vector<slurm::JobRecord>& records) {
                        [](const slurm::JobRecord& r) { return slurm::is_finished(r.state); });
 }
 
-// A private copy of the stepload fixture, its contract changed by `edits` (text -> replacement), initialized
-// as campaign <dir>/c.
-fs::path stepload_campaign(const TempDir& d, const std::map<std::string, std::string>& edits = {}) {
-    const fs::path fx = INFRARSI_FIXTURES;
-    fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
-    fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
-    std::string contract = test::read_file(fx / "stepload.contract.toml");
-    for (const auto& edit : edits) {
-        const std::string& from = edit.first;
-        const auto at = contract.find(from);
-        REQUIRE_MESSAGE(at != std::string::npos, "the stepload contract has no '" << from << "'");
-        contract.replace(at, from.size(), edit.second);
-    }
-    std::ofstream(d.path / "stepload.contract.toml") << contract;
-    campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
-    return d.path / "c";
-}
-
-campaign::RunOptions options(bool verify = true) {
-    campaign::RunOptions o;
-    o.verbose = false;
-    o.scheduler = "local";
-    o.poll = 20ms;
-    o.verify = verify;
-    return o;
-}
-
 bool logged(campaign::Campaign& c, const std::string& text) {
     for (const auto& [when, msg] : c.store().events(100000))
         if (msg.find(text) != std::string::npos) return true;
@@ -148,7 +122,7 @@ int counted_search_trials(campaign::Campaign& c) {
 TEST_CASE("a trial whose scheduler record says NODE_FAIL is recorded node_failure, not counted, and its "
           "candidate runs again in a later batch, and the campaign ends with the contract's trial count") {
     TempDir d("infrarsi-faults");
-    const auto dir = stepload_campaign(d);
+    const auto dir = test::stepload_campaign(d);
     campaign::Campaign c(dir);
     // The first search batch is the second submission (the doctor's is the first): its task 0 "lost its
     // node" once it ended, every time the campaign asks.
@@ -162,7 +136,7 @@ TEST_CASE("a trial whose scheduler record says NODE_FAIL is recorded node_failur
                     r.exit_code = 0;
                 }
         }));
-    c.run(options(false));
+    c.run(test::local_run_options(false));
 
     const auto failed =
         c.store().trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::NodeFailure});
@@ -193,9 +167,9 @@ TEST_CASE("the trial budget ends the search at exactly the contract's trials, an
     // The knob's 4 values and the fast patch: 7 candidates besides the baseline, none a build failure (which
     // the budget does not count: two patches that edit the same line would make the batch count depend on
     // which ones the search happens to pick).
-    const auto dir = stepload_campaign(d, {{"max = 2", "max = 4"}});
+    const auto dir = test::stepload_campaign(d, {{"max = 2", "max = 4"}});
     campaign::Campaign c(dir);
-    c.run(options(false));
+    c.run(test::local_run_options(false));
     // 3 trials in batches of 2: two batches, the second of 1.
     CHECK(counted_search_trials(c) == 3);
     const auto use = c.budget_use();
@@ -211,7 +185,7 @@ TEST_CASE("the trial budget ends the search at exactly the contract's trials, an
 TEST_CASE("the wall-time budget ends the search between batches and skips a verification that no longer "
           "fits, saying so") {
     TempDir d("infrarsi-faults");
-    const auto dir = stepload_campaign(
+    const auto dir = test::stepload_campaign(
         d, {{"trials = 3", "trials = 8"}, {"batch_size = 2", "batch_size = 2\nwall_time = \"00:10:00\""}});
     campaign::Campaign c(dir);
     // Not a race with the clock: once the first search batch has ended, its start is moved 10 minutes back,
@@ -224,7 +198,7 @@ TEST_CASE("the wall-time budget ends the search between batches and skips a veri
             c.store().set_meta("started", fmt::format("{:.3f}", started - 600));
             moved = true;
         }));
-    c.run(options());
+    c.run(test::local_run_options());
     REQUIRE(moved);
     CHECK(c.finished());
     CHECK(counted_search_trials(c) == 2); // one batch of 2, of the 8 the trial budget allows
@@ -241,8 +215,8 @@ TEST_CASE("the wall-time budget ends the search between batches and skips a veri
 
 TEST_CASE("verification promotes a real speed-up") {
     TempDir d("infrarsi-faults");
-    campaign::Campaign c(stepload_campaign(d));
-    c.run(options());
+    campaign::Campaign c(test::stepload_campaign(d));
+    c.run(test::local_run_options());
     CHECK(c.finished());
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
@@ -256,8 +230,8 @@ TEST_CASE("verification promotes a real speed-up") {
 
 TEST_CASE("verification rejects a candidate that was fast only once in the search (no speed-up)") {
     TempDir d("infrarsi-faults");
-    campaign::Campaign c(stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"lucky\"]"}}));
-    c.run(options());
+    campaign::Campaign c(test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"lucky\"]"}}));
+    c.run(test::local_run_options());
     CHECK(c.finished());
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
@@ -272,8 +246,8 @@ TEST_CASE("verification rejects a candidate that was fast only once in the searc
 
 TEST_CASE("verification never promotes a candidate that breaks the loss invariant, however fast") {
     TempDir d("infrarsi-faults");
-    campaign::Campaign c(stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"lossy\"]"}}));
-    c.run(options());
+    campaign::Campaign c(test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"lossy\"]"}}));
+    c.run(test::local_run_options());
     CHECK(c.finished());
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
@@ -319,7 +293,7 @@ TEST_CASE("a campaign killed (SIGKILL) at any step of a search batch's life resu
         TempDir d("infrarsi-faults");
         const fs::path hold = d.path / "hold";
         const auto dir =
-            stepload_campaign(d, {{"doctor = 3", "doctor = 2"},
+            test::stepload_campaign(d, {{"doctor = 3", "doctor = 2"},
                                   {"STEPLOAD_STEP_S = \"0.2\"",
                                    "STEPLOAD_STEP_S = \"0.2\"\nSTEPLOAD_HOLD = \"" + hold.string() + "\""}});
         const pid_t child = ::fork();
@@ -333,7 +307,7 @@ TEST_CASE("a campaign killed (SIGKILL) at any step of a search batch's life resu
                         if (n == 2 && s == Step::Released && hold_search) std::ofstream{hold};
                         if (n == 2 && point.at(s, r)) ::raise(SIGKILL);
                     }));
-                c.run(options(false));
+                c.run(test::local_run_options(false));
             } catch (...) {
             }
             ::_exit(0);
@@ -345,7 +319,7 @@ TEST_CASE("a campaign killed (SIGKILL) at any step of a search batch's life resu
         const auto before = runs(d);
 
         campaign::Campaign c(dir);
-        c.run(options(false));
+        c.run(test::local_run_options(false));
         CHECK(c.store().stage() == store::Stage::Verification); // searched to its end (--no-verify)
         CHECK(counted_search_trials(c) == 3);
         CHECK(c.budget_use().trials == 3);
