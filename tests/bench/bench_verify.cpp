@@ -164,9 +164,10 @@ int main(int argc, char** argv) {
     sim->add_option("--pairs", s.pairs, "A/B pairs a stage");
     sim->add_option("--nodes", s.nodes, "nodes in the partition");
     sim->add_option("--node-sd", s.node_sd, "node effect (sd of log speed)");
-    sim->add_option("--doctor-nodes", s.doctor_nodes,
-                    "nodes the doctor's runs spread over (1: its array's tasks, one at a time, on the first idle "
-                    "node, as on the local cluster; more: its noise includes the nodes' differences)");
+    sim->add_option(
+        "--doctor-nodes", s.doctor_nodes,
+        "nodes the doctor's runs spread over (1: its array's tasks, one at a time, on the first idle "
+        "node, as on the local cluster; more: its noise includes the nodes' differences)");
     sim->add_option("--drift", s.drift, "level drift between doctor and verification (sd of log)");
     sim->add_option("--noise-scale", s.noise_scale, "noise at verification / noise at the doctor");
     sim->add_option("--order", s.order, "a pair's second run is this much faster");

@@ -160,7 +160,8 @@ TEST_CASE("a fast patch that shifts the loss inside the loss tolerance fails the
 
 TEST_CASE("a patch that prints the contract seed's losses whatever seed it gets fails at the fresh seed") {
     TempDir d("infrarsi-equiv");
-    campaign::Campaign c(test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"copy\"]"}}));
+    campaign::Campaign c(
+        test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"copy\"]"}}));
     c.run(test::local_run_options());
     REQUIRE(c.finished());
     // In the search, at the contract's seed, its losses are the baseline's.
@@ -263,14 +264,15 @@ TEST_CASE(
     TempDir d("infrarsi-equiv");
     // threads x chunk == 2: the baseline is threads=1 chunk=2; threads=2 needs chunk=1, so neither change of
     // the bundle threads=2 chunk=1 +tidy can be removed alone.
-    campaign::Campaign c(test::stepload_campaign(d, {{"[knobs.chunk]", "[knobs.threads]\nkind = \"integer\"\nmin = 1\nmax = "
-                                                        "2\nenv = \"STEPLOAD_THREADS\"\nbaseline = 1\n\n"
-                                                        "[knobs.chunk]"},
-                                      {"baseline = 1\n\n[patches]",
-                                       "baseline = 2\n\n[[constraints]]\nproduct = [\"threads\", \"chunk\"]\n"
+    campaign::Campaign c(test::stepload_campaign(
+        d,
+        {{"[knobs.chunk]", "[knobs.threads]\nkind = \"integer\"\nmin = 1\nmax = "
+                           "2\nenv = \"STEPLOAD_THREADS\"\nbaseline = 1\n\n"
+                           "[knobs.chunk]"},
+         {"baseline = 1\n\n[patches]", "baseline = 2\n\n[[constraints]]\nproduct = [\"threads\", \"chunk\"]\n"
                                        "equals = 2\n\n[patches]"},
-                                      {"candidates = [\"fast\"]", "candidates = [\"tidy\"]"},
-                                      {"verify_top = 1", "verify_top = 3"}}));
+         {"candidates = [\"fast\"]", "candidates = [\"tidy\"]"},
+         {"verify_top = 1", "verify_top = 3"}}));
     c.run(test::local_run_options());
     REQUIRE(c.finished());
     std::optional<store::VerificationRow> bundle;

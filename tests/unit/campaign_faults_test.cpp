@@ -230,7 +230,8 @@ TEST_CASE("verification promotes a real speed-up") {
 
 TEST_CASE("verification rejects a candidate that was fast only once in the search (no speed-up)") {
     TempDir d("infrarsi-faults");
-    campaign::Campaign c(test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"lucky\"]"}}));
+    campaign::Campaign c(
+        test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"lucky\"]"}}));
     c.run(test::local_run_options());
     CHECK(c.finished());
     const auto v = c.store().verifications();
@@ -246,7 +247,8 @@ TEST_CASE("verification rejects a candidate that was fast only once in the searc
 
 TEST_CASE("verification never promotes a candidate that breaks the loss invariant, however fast") {
     TempDir d("infrarsi-faults");
-    campaign::Campaign c(test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"lossy\"]"}}));
+    campaign::Campaign c(
+        test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"lossy\"]"}}));
     c.run(test::local_run_options());
     CHECK(c.finished());
     const auto v = c.store().verifications();
@@ -292,10 +294,10 @@ TEST_CASE("a campaign killed (SIGKILL) at any step of a search batch's life resu
         const bool hold_search = std::string(point.name) == "a task running";
         TempDir d("infrarsi-faults");
         const fs::path hold = d.path / "hold";
-        const auto dir =
-            test::stepload_campaign(d, {{"doctor = 3", "doctor = 2"},
-                                  {"STEPLOAD_STEP_S = \"0.2\"",
-                                   "STEPLOAD_STEP_S = \"0.2\"\nSTEPLOAD_HOLD = \"" + hold.string() + "\""}});
+        const auto dir = test::stepload_campaign(
+            d, {{"doctor = 3", "doctor = 2"},
+                {"STEPLOAD_STEP_S = \"0.2\"",
+                 "STEPLOAD_STEP_S = \"0.2\"\nSTEPLOAD_HOLD = \"" + hold.string() + "\""}});
         const pid_t child = ::fork();
         REQUIRE(child >= 0);
         if (child == 0) {

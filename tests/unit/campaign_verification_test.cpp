@@ -80,9 +80,10 @@ fs::path campaign_dir(const test::TempDir& d) {
     const std::string args = "s, 2.0 / (s + 1 + ((seed - 1) % 1000) / 1000) + ls, t, 1024 / t";
     const auto at2 = train.find(args);
     REQUIRE(at2 != std::string::npos);
-    train.replace(at2, args.size(),
-                  "s, 2.0 / (s + 1 + ((seed - 1) % 1000) / 1000) + ls, t, 1e9 / t / (1e10 * (1 + 0.1 * (r % 3))), "
-                  "1024 / t");
+    train.replace(
+        at2, args.size(),
+        "s, 2.0 / (s + 1 + ((seed - 1) % 1000) / 1000) + ls, t, 1e9 / t / (1e10 * (1 + 0.1 * (r % 3))), "
+        "1024 / t");
     std::ofstream(d.path / "stepload/train.sh") << train;
     std::string contract = test::read_file(fx / "stepload.contract.toml");
     contract.replace(contract.find("verify = 2"), 10, "verify = 3");
