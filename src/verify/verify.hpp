@@ -87,8 +87,9 @@ struct NoisePrior {
 // baseline ran first. Each pair's difference is taken within one node, so a node's speed cancels; the model
 // is d_i = mu + delta (AB) or mu - delta (BA), delta the advantage of a pair's second run: mu is the mean of
 // the two orders' means and the residual variance is pooled within orders (n - 2 degrees of freedom, plus the
-// prior's). Without both orders it is speedup_interval (the caller refuses that design). `delta` gets the
-// order effect's estimate.
+// prior's). Without both orders it is speedup_interval (the caller refuses that design); so it is with one
+// pair in each order and no prior (no degree of freedom left: the balanced mean is free of the order effect).
+// `delta` gets the order effect's estimate.
 measure::Interval order_adjusted_interval(const std::vector<double>& log_ratios, const std::vector<bool>& ab,
                                           const NoisePrior& prior, double level = 0.95,
                                           double* delta = nullptr);

@@ -327,3 +327,18 @@ TEST_CASE("one MFU denominator: the MFU ratio equals the speed-up at fixed model
     std::vector<measure::StepSample> none(3);
     CHECK_FALSE(verify::reported_mfu_parts(none, 1));
 }
+
+TEST_CASE("two pairs, one in each order, and a doctor that measured no noise: the plain interval decides") {
+    // Deterministic step times (no noise, no order effect): 2x in both pairs is promoted, as without
+    // counterbalancing; a pure order effect over the same two pairs is not (its pairs disagree).
+    auto c = toy();
+    using verify::PairOrder;
+    const std::vector<std::pair<verify::Arm, verify::Arm>> real = {
+        pair_on("n1", PairOrder::AB, 0.2, 0.1, 1.0), pair_on("n2", PairOrder::BA, 0.2, 0.1, 1.0)};
+    auto d = verify::decide(real, curve(1), c, 0.01, false, {0.0, 1});
+    CHECK(d.promoted);
+    CHECK(d.speedup == doctest::Approx(2.0));
+    const std::vector<std::pair<verify::Arm, verify::Arm>> order = {
+        pair_on("n1", PairOrder::AB, 0.2, 0.2, 0.85), pair_on("n2", PairOrder::BA, 0.2, 0.2, 0.85)};
+    CHECK_FALSE(verify::decide(order, curve(1), c, 0.01, false, {0.0, 1}).promoted);
+}
