@@ -512,6 +512,9 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         if (!evidence.is_null()) t.measurements["evidence"] = evidence;
         if (result && !result->isolation.empty())
             t.measurements["isolation"] = {{"in_place", result->isolated}, {"detail", result->isolation}};
+        // Processes the workload left behind, killed by the wrapper before it wrote result.json.
+        if (result && result->leftover_processes_killed > 0)
+            t.measurements["leftover_processes_killed"] = result->leftover_processes_killed;
         // The peak checked against the limit: the evidence's where there is evidence (the job can write
         // result.json), else the job cgroup's the wrapper read (what Slurm enforces --mem on); the
         // accounting's MaxRSS and what the workload reported can only raise it.

@@ -47,7 +47,9 @@ json trial_json(const store::TrialRow& t) {
             {"result", t.result_path},
             // What the candidate's code could not write (docs/orchestrator.md, "Evidence").
             {"evidence", t.measurements.is_object() ? t.measurements.value("evidence", json()) : json()},
-            {"isolation", t.measurements.is_object() ? t.measurements.value("isolation", json()) : json()}};
+            {"isolation", t.measurements.is_object() ? t.measurements.value("isolation", json()) : json()},
+            {"leftover_processes_killed",
+             t.measurements.is_object() ? t.measurements.value("leftover_processes_killed", 0) : 0}};
 }
 
 std::string fmt_opt(const json& v, const char* spec = "{:.4f}") {

@@ -21,15 +21,15 @@ declare -A expect=(
   [minigpt/slow-clock]=timing                       # self-reported step times against root/parent-side elapsed time
   [minigpt/index-header-build-file]=out_of_scope    # the sandbox compared by content (CMakeLists.txt changed)
   [minigpt/symlink-build-file]=out_of_scope         # ... (a symlink in the patched tree)
-  [minigpt/copied-losses]=not_equivalent            # the equivalence run at a fresh seed, per step, tight tolerance
-  [minigpt/rewritten-evidence]=timing               # evidence the job cannot rewrite; no leftover processes
+  [minigpt/copied-losses]=not_equivalent,isolated   # the equivalence run at a fresh seed; or no log to copy from
+  [minigpt/rewritten-evidence]=timing,leftovers_killed # evidence the job cannot rewrite; no leftover processes
   [minigpt/skipped-block]=not_equivalent            # the equivalence run, whatever the loss mode for knobs
   [torchgpt/forged-step-lines]=step_lines
   [torchgpt/slow-clock]=timing
   [torchgpt/index-header-launcher]=out_of_scope
   [torchgpt/symlink-launcher]=out_of_scope
-  [torchgpt/copied-losses]=not_equivalent
-  [torchgpt/rewritten-evidence]=timing
+  [torchgpt/copied-losses]=not_equivalent,isolated
+  [torchgpt/rewritten-evidence]=timing,leftovers_killed
   [torchgpt/skipped-block]=not_equivalent
 )
 # A sandbox build through ccache where the machine has it: the workload is built once per attack.
@@ -149,7 +149,8 @@ for w in ${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}; do
     facts=$(jq -c --arg p "+$id" '
       def mine: (.candidate | split(" ") | index($p)) != null;
       {accepted: ([.patches[] | select(.id == ($p | ltrimstr("+")))][0].accepted),
-       trials: [.trials[] | select(mine) | {kind, outcome, violation, step_s}],
+       trials: [.trials[] | select(mine) | {kind, outcome, violation, step_s,
+                isolated: (.isolation.in_place // false), leftovers: (.leftover_processes_killed // 0)}],
        verified: [.verifications[] | select(mine) | {state, promoted, speedup, speedup_ci}],
        promoted: [.promoted[] | select(mine) | .speedup]}' "$r")
     promoted=$(jq -r '.promoted | if length > 0 then "yes \(.[0])" else "no" end' <<<"$facts")
@@ -159,12 +160,17 @@ for w in ${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}; do
     [ "$promoted" = no ] || failures+=("$w/$id promoted ($promoted)")
     # Refused for its reason: a trial with that violation (or outcome); a build-file attack may also be refused
     # at init, before anything runs (the header check caught it).
-    if ! jq -e --arg want "$want" '
-        any(.trials[]; .violation == $want or .outcome == $want) or
-        ($want == "out_of_scope" and .accepted == false)' <<<"$facts" >/dev/null; then
+    # `want` lists what refuses or disarms it: a typed violation or outcome of one of its trials; "isolated":
+    # every one of its trials ran with the campaign directory hidden (no doctor log to copy); "leftovers_killed":
+    # the wrapper killed the process it left behind before writing result.json.
+    if ! jq -e --arg want "$want" '($want | split(",")) as $w |
+        any(.trials[]; (.violation as $v | $w | index($v)) or (.outcome as $o | $w | index($o))) or
+        (($w | index("isolated")) and (.trials | length > 0) and all(.trials[]; .isolated)) or
+        (($w | index("leftovers_killed")) and any(.trials[]; .leftovers > 0)) or
+        (($w | index("out_of_scope")) and .accepted == false)' <<<"$facts" >/dev/null; then
       # An attack whose search trial was not faster than the baseline never reached verification (nor the
       # equivalence run): this run says nothing about it; the message says so, apart from a missing defence.
-      if [ "$want" != out_of_scope ] && [ -z "$verified" ]; then
+      if [[ $want != *out_of_scope* ]] && [ -z "$verified" ]; then
         failures+=("$w/$id never verified: its search trial was not faster than the baseline ($(jq -r \
           '[.trials[] | select(.kind == "search") | .step_s] | first' <<<"$facts") vs $(jq -r '.baseline.median_step_s' "$r") s/step)")
       else

@@ -24,10 +24,11 @@ inline std::filesystem::path stepload_campaign(const TempDir& d,
     fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
     fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
     std::string contract = read_file(fx / "stepload.contract.toml");
-    for (const auto& [from, to] : edits) {
+    for (const auto& edit : edits) { // not a structured binding: clang 14 cannot capture one (REQUIRE_MESSAGE)
+        const std::string& from = edit.first;
         const auto at = contract.find(from);
         REQUIRE_MESSAGE(at != std::string::npos, "the stepload contract has no '" << from << "'");
-        contract.replace(at, from.size(), to);
+        contract.replace(at, from.size(), edit.second);
     }
     std::ofstream(d.path / "stepload.contract.toml") << contract;
     campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
