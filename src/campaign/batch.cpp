@@ -417,6 +417,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         }
     }
     const auto startup = trial::startup_from_json(json::parse(store_->meta("startup").value_or("null")));
+    const json baseline_pace = json::parse(store_->meta("step_pace").value_or("{}"), nullptr, false);
     store::Transaction tx(store_->db());
     for (auto t : store_->trials_of_batch(batch_id)) {
         if (t.state != TrialState::Submitted) continue;
@@ -483,6 +484,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             }
         }
         const double reported_s = trial::reported_step_time_s(steps);
+        const auto pace = trial::step_pace(steps);
         std::optional<measure::TrialSummary> summary;
         if (static_cast<int>(steps.size()) > inv.warmup_steps) {
             measure::StepLog log;
@@ -509,6 +511,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         }
         // Kept with the trial (after the summary's measurements, which replace the object).
         t.measurements["reported_step_s"] = reported_s;
+        if (pace) t.measurements["step_pace"] = *pace;
         if (!evidence.is_null()) t.measurements["evidence"] = evidence;
         if (result && !result->isolation.empty())
             t.measurements["isolation"] = {{"in_place", result->isolated}, {"detail", result->isolation}};
@@ -551,6 +554,12 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             (startup->source.empty() || startup->source == evidence.value("source", "")) &&
             static_cast<int>(steps.size()) >= inv.steps)
             if (auto why = trial::check_timing(reported_s, timing, *startup); !why.empty())
+                e.timing_violation = why;
+        // The job's step times against the time the trial wrapper saw pass between its step lines, held to
+        // the baseline's pace: catches a slowed clock however short the run is against its start-up's noise.
+        if (t.kind != TrialKind::Doctor && pace && !e.timing_violation && baseline_pace.is_object() &&
+            baseline_pace.value("median", json()).is_number())
+            if (auto why = trial::check_pace(*pace, baseline_pace["median"].get<double>()); !why.empty())
                 e.timing_violation = why;
         // The final evaluation loss: the last one the job printed.
         std::optional<double> final_eval;

@@ -64,6 +64,7 @@ void Campaign::finish_doctor() {
     std::vector<double> eval_losses;
     std::vector<double> startups; // elapsed (evidence) - reported step times, per run
     std::set<std::string> startup_sources;
+    std::vector<double> paces; // step times claimed over the time seen between step lines, per run
     std::map<std::string, std::vector<double>> phases;
     json runs = json::array();
     std::string failures;
@@ -106,6 +107,8 @@ void Campaign::finish_doctor() {
                                    m["reported_step_s"].get<double>());
                 startup_sources.insert(m["evidence"].value("source", ""));
             }
+            if (m.contains("step_pace") && m["step_pace"].is_number())
+                paces.push_back(m["step_pace"].get<double>());
             losses.push_back(t.measurements["losses"].get<std::vector<double>>());
             if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
                 eval_losses.push_back(t.measurements["eval_loss"].get<double>());
@@ -176,6 +179,20 @@ void Campaign::finish_doctor() {
                               "elapsed time the evidence saw: they are not wall-clock time, and the "
                               "timing check is off for this campaign",
                               -startup->median_s));
+    }
+    // The pace later trials are held to (trial/proof.hpp, check_pace): the median of the baseline's runs.
+    if (!paces.empty()) {
+        const double pace = measure::median(paces);
+        store_->set_meta("step_pace", json({{"median", pace}, {"runs", paces.size()}}).dump());
+        store_->log(
+            pace <= trial::kWallClockPaceCeiling
+                ? fmt::format("doctor: step pace {:.3f} (step times claimed over the time seen between "
+                              "step lines, median of {} runs): a trial below {:.3f} is a timing "
+                              "violation",
+                              pace, paces.size(), trial::kPaceFloor * pace)
+                : fmt::format("doctor: step pace {:.3f}: the step times claim more than passed between "
+                              "step lines (not wall-clock time): no pace check",
+                              pace));
     }
     store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
                             "minimum detectable effect {:.2f}%",

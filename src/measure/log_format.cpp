@@ -373,6 +373,7 @@ StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<d
         s.step = step;
         s.loss = *fields->loss;
         s.timed = !exclude_next && !excluded.count(step);
+        s.arrival_s = now;
         exclude_next = eval_after;
         if (fields->step_time_s) {
             s.step_time_s = *fields->step_time_s;

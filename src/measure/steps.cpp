@@ -28,6 +28,7 @@ StepSample step_from_json(const nlohmann::json& j) {
     if (j.contains("peak_device_bytes") && j["peak_device_bytes"].is_number())
         s.peak_device_bytes = j["peak_device_bytes"].get<double>();
     if (j.contains("timed") && j["timed"].is_boolean()) s.timed = j["timed"].get<bool>();
+    if (j.contains("arrival_s") && j["arrival_s"].is_number()) s.arrival_s = j["arrival_s"].get<double>();
     return s;
 }
 
@@ -43,6 +44,7 @@ nlohmann::json to_json(const StepSample& s) {
     if (s.peak_rss_bytes) j["peak_rss_bytes"] = *s.peak_rss_bytes;
     if (s.peak_device_bytes) j["peak_device_bytes"] = *s.peak_device_bytes;
     if (!s.timed) j["timed"] = false;
+    if (s.arrival_s) j["arrival_s"] = *s.arrival_s;
     return j;
 }
 

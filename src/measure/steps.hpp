@@ -24,6 +24,9 @@ struct StepSample {
     // false: left out of the timing statistics (its loss still counts): a step the contract excludes by
     // number, or one whose time includes an evaluation or checkpoint (log_format.hpp, parse_log).
     bool timed = true;
+    // When the trial wrapper received the step's line, in seconds since the workload started (its own clock,
+    // which the workload cannot interpose); empty where the log was not read as it arrived.
+    std::optional<double> arrival_s;
 };
 
 // An evaluation loss the job printed (nanoGPT's "val loss", HF's 'eval_loss', Megatron's validation line),

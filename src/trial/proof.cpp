@@ -41,6 +41,31 @@ double reported_step_time_s(const std::vector<measure::StepSample>& steps) {
     return sum;
 }
 
+std::optional<double> step_pace(const std::vector<measure::StepSample>& steps) {
+    double claimed = 0, seen = 0;
+    int n = 0;
+    for (std::size_t i = 1; i < steps.size(); ++i) {
+        const auto &prev = steps[i - 1], &s = steps[i];
+        if (!s.timed || !prev.arrival_s || !s.arrival_s || !std::isfinite(s.step_time_s) ||
+            s.step_time_s <= 0)
+            continue;
+        const int between = std::max(1, s.step - prev.step);
+        claimed += s.step_time_s * between;
+        seen += std::max(0.0, *s.arrival_s - *prev.arrival_s);
+        ++n;
+    }
+    if (n < 2 || seen < 0.01) return std::nullopt;
+    return claimed / seen;
+}
+
+std::string check_pace(double pace, double baseline_pace) {
+    if (!(baseline_pace > 0) || baseline_pace > kWallClockPaceCeiling || pace >= kPaceFloor * baseline_pace)
+        return "";
+    return fmt::format("its step times claim {:.0f}% of the time that passed between its step lines (the "
+                       "trial wrapper's clock), the baseline's {:.0f}%: below {:.0f}% of the baseline's pace",
+                       100 * pace, 100 * baseline_pace, 100 * kPaceFloor);
+}
+
 json to_json(const Startup& s) {
     return {{"median_s", s.median_s},
             {"spread_s", s.spread_s},

@@ -28,6 +28,21 @@ void keep_contract_steps(std::vector<measure::StepSample>& steps, int expected);
 // The sum of the step times the job reported: the time it claims its steps took.
 double reported_step_time_s(const std::vector<measure::StepSample>& steps);
 
+// The pace of a run's step lines: the time its timed steps claim over the time the trial wrapper saw pass
+// between their lines arriving (each timed step whose line and the line before it carry an arrival time; the
+// first line's wait, which holds the start-up, is left out). nullopt with fewer than 2 such steps or under
+// 10 ms seen. A job that prints each step as it ends claims about what passes (a little less: work outside
+// its timer); a clock interposed to run slow claims less, however short the run.
+std::optional<double> step_pace(const std::vector<measure::StepSample>& steps);
+// A trial's pace may fall to this fraction of the baseline's (the doctor's median) before it is a Timing
+// violation: a candidate that only speeds up its timed work while the work outside its timer stays the same
+// lowers its pace, but by this much only with a large speed-up and a large untimed part.
+inline constexpr double kPaceFloor = 0.7;
+// Above this, the baseline's step times are not the time that passed (a simulated job): no pace check.
+inline constexpr double kWallClockPaceCeiling = 1.2;
+// "" unless `pace` < kPaceFloor * `baseline_pace` (and the baseline's pace is wall-clock time).
+std::string check_pace(double pace, double baseline_pace);
+
 // What a run spends outside its step lines (process start, data and model set-up, teardown), measured by the
 // doctor on the baseline's runs as the evidence's elapsed time minus the sum of its reported step times.
 struct Startup {

@@ -230,3 +230,54 @@ TEST_CASE("plugin evidence: the last run's record, read only from root's files i
     // Names a job could plant in a spool path are refused.
     CHECK_FALSE(trial::read_plugin_evidence(spool, "../41_3"));
 }
+
+TEST_CASE("the pace of step lines: step times claimed over the time the wrapper saw pass between them") {
+    auto line = [](int step, double claimed, std::optional<double> arrival, bool timed = true) {
+        measure::StepSample s;
+        s.step = step;
+        s.step_time_s = claimed;
+        s.arrival_s = arrival;
+        s.timed = timed;
+        return s;
+    };
+    // Honest: each step claims 0.19 s of the 0.2 s between its line and the one before (the first line's wait
+    // holds the start-up and is left out).
+    std::vector<measure::StepSample> honest;
+    for (int i = 1; i <= 6; ++i)
+        honest.push_back(line(i, 0.19, 3.0 + 0.2 * i));
+    const auto base = trial::step_pace(honest);
+    REQUIRE(base);
+    CHECK(*base == doctest::Approx(0.95));
+    CHECK(trial::check_pace(*base, *base).empty());
+    // A clock slowed to half: the same lines, half the claims.
+    auto slow = honest;
+    for (auto& s : slow)
+        s.step_time_s /= 2;
+    const auto p = trial::step_pace(slow);
+    REQUIRE(p);
+    CHECK(*p == doctest::Approx(0.475));
+    CHECK_FALSE(trial::check_pace(*p, *base).empty());
+    // A real speed-up keeps the pace: half the claims, lines half as far apart.
+    std::vector<measure::StepSample> fast;
+    for (int i = 1; i <= 6; ++i)
+        fast.push_back(line(i, 0.095, 3.0 + 0.1 * i));
+    CHECK(trial::check_pace(*trial::step_pace(fast), *base).empty());
+    // A step line every 2 steps claims per step: both steps count.
+    std::vector<measure::StepSample> every2 = {line(2, 0.19, 3.4), line(4, 0.19, 3.8), line(6, 0.19, 4.2)};
+    CHECK(*trial::step_pace(every2) == doctest::Approx(0.95));
+    // An evaluation between two steps (its step untimed) is left out of both sides.
+    auto eval = honest;
+    eval[3].timed = false;
+    eval[3].arrival_s = *eval[3].arrival_s + 5;
+    for (std::size_t i = 4; i < eval.size(); ++i)
+        eval[i].arrival_s = *eval[i].arrival_s + 5;
+    CHECK(*trial::step_pace(eval) == doctest::Approx(0.95));
+    // Lines that all arrived at once (a buffered log) or without arrival times: nothing to say.
+    std::vector<measure::StepSample> burst;
+    for (int i = 1; i <= 6; ++i)
+        burst.push_back(line(i, 0.19, 4.0));
+    CHECK_FALSE(trial::step_pace(burst));
+    CHECK_FALSE(trial::step_pace({line(1, 0.2, std::nullopt), line(2, 0.2, std::nullopt)}));
+    // A baseline whose step times claim more than passed (a simulated job): no pace check.
+    CHECK(trial::check_pace(0.1, 3.0).empty());
+}
