@@ -300,8 +300,9 @@ StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<d
     if (!f.exclude_pattern.empty()) exclude.emplace(f.exclude_pattern);
     const std::set<int> excluded(f.exclude_steps.begin(), f.exclude_steps.end());
     if (f.kind == LogFormatKind::Infrarsi) {
-        auto log = parse_step_log(std::string(text), f.step_prefix, f.summary_prefix,
-                                  [&](const std::string& line) { return exclude && exclude->match(line); });
+        auto log = parse_step_log(
+            std::string(text), f.step_prefix, f.summary_prefix,
+            [&](const std::string& line) { return exclude && exclude->match(line); }, line_times);
         for (auto& s : log.steps)
             if (excluded.count(s.step)) s.timed = false;
         return log;

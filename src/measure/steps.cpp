@@ -50,8 +50,10 @@ nlohmann::json to_json(const StepSample& s) {
 
 StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
                        const std::string& summary_prefix,
-                       const std::function<bool(const std::string& line)>& excluder) {
+                       const std::function<bool(const std::string& line)>& excluder,
+                       const std::vector<double>* line_times) {
     StepLog log;
+    std::size_t line_no = 0;
     std::istringstream in(text);
     std::string line;
     auto payload = [&](const std::string& prefix) -> std::optional<std::string> {
@@ -60,13 +62,17 @@ StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
         return line.substr(pos + prefix.size() + 1);
     };
     bool exclude_next = false;
-    while (std::getline(in, line)) {
+    for (; std::getline(in, line); ++line_no) {
         if (excluder && excluder(line)) exclude_next = true;
         if (auto p = payload(step_prefix)) {
             try {
                 const auto j = nlohmann::json::parse(*p);
                 auto s = step_from_json(j);
                 s.timed = !exclude_next; // what times a step is the contract's to say, not the job's
+                // When its line arrived is the wrapper's to say, never the job's (an arrival_s it printed).
+                s.arrival_s = line_times && line_no < line_times->size()
+                                  ? std::optional<double>((*line_times)[line_no])
+                                  : std::nullopt;
                 exclude_next = false;
                 if (j.contains("eval_loss") && (j["eval_loss"].is_number() || j["eval_loss"].is_null()))
                     log.evals.push_back({s.step, j["eval_loss"].is_null()

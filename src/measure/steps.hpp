@@ -46,10 +46,12 @@ struct StepLog {
 
 // Lines may carry text before the prefix (an MPI rank tag); lines without the prefix are ignored. A step's
 // JSON may carry "eval_loss" (an evaluation after it). `excluder`, when given, is asked about every line: a
-// step line it holds, or the first step line after one it holds, is left out of timing.
+// step line it holds, or the first step line after one it holds, is left out of timing. `line_times`, when
+// given, holds when each line arrived (the trial wrapper's clock): a step's arrival_s is its line's.
 StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
                        const std::string& summary_prefix,
-                       const std::function<bool(const std::string& line)>& excluder = {});
+                       const std::function<bool(const std::string& line)>& excluder = {},
+                       const std::vector<double>* line_times = nullptr);
 
 nlohmann::json to_json(const StepSample& s);
 StepSample step_from_json(const nlohmann::json& j); // throws nlohmann::json errors on missing keys

@@ -2,6 +2,7 @@
 // check against the evidence's elapsed time less the doctor's startup, the settings check against the
 // manifest entry, and classify()'s typed violations for each; the evidence record's format and the rule that
 // only root's files in the spool count.
+#include "measure/log_format.hpp"
 #include "trial/evidence.hpp"
 #include "trial/manifest.hpp"
 #include "trial/outcome.hpp"
@@ -280,4 +281,18 @@ TEST_CASE("the pace of step lines: step times claimed over the time the wrapper 
     CHECK_FALSE(trial::step_pace({line(1, 0.2, std::nullopt), line(2, 0.2, std::nullopt)}));
     // A baseline whose step times claim more than passed (a simulated job): no pace check.
     CHECK(trial::check_pace(0.1, 3.0).empty());
+}
+
+TEST_CASE("a step line's arrival is the wrapper's clock, never a time the job printed") {
+    const std::string text = "start\n"
+                             "INFRARSI_STEP {\"step\":1,\"loss\":2.0,\"step_time_s\":0.1,\"arrival_s\":99}\n"
+                             "INFRARSI_STEP {\"step\":2,\"loss\":1.9,\"step_time_s\":0.1}\n";
+    const std::vector<double> times = {0.5, 0.7, 0.8};
+    const auto log = measure::parse_log(text, measure::LogFormat{}, &times);
+    REQUIRE(log.steps.size() == 2);
+    CHECK(log.steps[0].arrival_s == doctest::Approx(0.7));
+    CHECK(log.steps[1].arrival_s == doctest::Approx(0.8));
+    // Read without the wrapper's times: no arrival, whatever the line says.
+    const auto untimed = measure::parse_log(text, measure::LogFormat{}, nullptr);
+    CHECK_FALSE(untimed.steps[0].arrival_s);
 }
