@@ -47,6 +47,16 @@ void Campaign::verify(const RunOptions& o) {
     for (const auto& v : store_->verifications())
         done[v.candidate_key] = v.detail.value("not_equivalent", false);
     int slots = contract_.repeats.verify_top;
+    // A candidate the wall-time budget leaves no room for: recorded as skipped, with why.
+    auto skip_for_budget = [&](store::VerificationRow& v, const space::Candidate& cand,
+                               const std::string& why, double left, double trial_s) {
+        v.state = "skipped";
+        v.detail["reasons"] = json::array({why});
+        v.detail["wall_left_s"] = left;
+        v.detail["trial_s"] = trial_s;
+        v.id = store_->add_verification(v);
+        say(o, fmt::format("verification of {} skipped: {}", cand.describe(), why));
+    };
     for (const auto& t : ranked) {
         if (stopping(o)) return;
         if (slots <= 0) break;
@@ -73,12 +83,7 @@ void Campaign::verify(const RunOptions& o) {
                             "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and its patch "
                             "set's equivalence check and 2 A/B pairs need ~{:.0f} s (~{:.1f} s a trial)",
                             budget, std::max(0.0, left), 6 * m.trial_s(), m.trial_s());
-                        v.state = "skipped";
-                        v.detail["reasons"] = json::array({why});
-                        v.detail["wall_left_s"] = left;
-                        v.detail["trial_s"] = m.trial_s();
-                        v.id = store_->add_verification(v);
-                        say(o, fmt::format("verification of {} skipped: {}", cand.describe(), why));
+                        skip_for_budget(v, cand, why, left, m.trial_s());
                         --slots;
                         continue;
                     }
@@ -117,12 +122,7 @@ void Campaign::verify(const RunOptions& o) {
                                 "pairs need ~{:.0f} s (2 at least, ~{:.1f} s a trial)",
                                 budget, std::max(0.0, left), contract_.repeats.verify,
                                 verification_wall_s(m, 1, contract_.repeats.verify), m.trial_s());
-                v.state = "skipped";
-                v.detail["reasons"] = json::array({why});
-                v.detail["wall_left_s"] = left;
-                v.detail["trial_s"] = m.trial_s();
-                v.id = store_->add_verification(v);
-                say(o, fmt::format("verification of {} skipped: {}", cand.describe(), why));
+                skip_for_budget(v, cand, why, left, m.trial_s());
                 continue;
             }
             if (pairs < contract_.repeats.verify) {
