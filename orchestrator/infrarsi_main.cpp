@@ -4,8 +4,12 @@
 #include "campaign/campaign_lock.hpp"
 #include "campaign/experience.hpp"
 #include "contract/draft.hpp"
+#include "node/calibration.hpp"
+#include "node/gpu.hpp"
+#include "node/gpu_libraries.hpp"
 #include "node/topology.hpp"
 #include "report/bank_report.hpp"
+#include "report/node_report.hpp"
 #include "report/report.hpp"
 #include "trial/classify_job.hpp"
 #include "trial/exec.hpp"
@@ -124,6 +128,21 @@ static int run_main(int argc, char** argv) {
     for (auto* s : {bank_ingest, bank_export, bank_import, bank_show})
         s->fallthrough(); // `infrarsi bank show --bank F` as well as `infrarsi bank --bank F show`
 
+    bool node_gpu = false;
+    int node_calibration_ms = 300, node_gpu_ms = 5000;
+    auto* node_cmd = app.add_subcommand(
+        "node", "this node as the plugin records it: topology, CPU calibration, with --gpu the GPU probes");
+    node_cmd->add_flag("--gpu", node_gpu,
+                       "probe the GPUs too (CUDA runtime, cuBLAS, NVML loaded at run time; "
+                       "INFRARSI_CUDA_LIBRARY_PATH=DIR:DIR searched first)");
+    node_cmd->add_option("--calibration-ms", node_calibration_ms, "CPU calibration budget")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 10000));
+    node_cmd->add_option("--gpu-ms", node_gpu_ms, "GPU probe budget, CUDA's start-up included")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 60000));
+    node_cmd->add_flag("--json", as_json, "machine-readable");
+
     std::string manifest;
     int index = 0;
     auto* trial = app.add_subcommand(
@@ -229,6 +248,20 @@ static int run_main(int argc, char** argv) {
                 auto j = report::describe_bank(b, here);
                 fmt::print("{}\n", as_json ? j.dump(2) : report::render_bank(j));
             }
+            return 0;
+        }
+        if (*node_cmd) {
+            node::CalibrationOptions co;
+            co.budget = std::chrono::milliseconds(node_calibration_ms);
+            std::optional<node::GpuCalibration> gpu;
+            if (node_gpu) {
+                node::GpuProbeOptions go;
+                go.budget = std::chrono::milliseconds(node_gpu_ms);
+                go.library_dirs = node::cuda_library_dirs_from_env();
+                gpu = node::probe_gpus(go);
+            }
+            auto j = report::describe_node(node::topology_from_live(), node::calibrate(co), gpu);
+            fmt::print("{}\n", as_json ? j.dump(2) : report::render_node(j));
             return 0;
         }
         if (*trial) return trial::execute(manifest, index);

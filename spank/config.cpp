@@ -13,6 +13,15 @@ bool parse_yes_no(const std::string& key, const std::string& value) {
     throw Error("plugstack argument " + key + "=" + value + " is not yes or no", "plugstack.conf");
 }
 
+int parse_ms(const std::string& key, const std::string& value, int max) {
+    int ms = -1;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+    if (ec != std::errc() || end != value.data() + value.size() || ms < 0 || ms > max)
+        throw Error(key + "=" + value + " is not a number of milliseconds in 0.." + std::to_string(max),
+                    "plugstack.conf");
+    return ms;
+}
+
 } // namespace
 
 std::string Mode::text() const {
@@ -66,20 +75,34 @@ Config parse_config(const std::vector<std::string>& args) {
             else
                 throw Error("default_mode=" + value + " is not record or off", "plugstack.conf");
         } else if (key == "calibration_ms") {
-            int ms = -1;
-            auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-            if (ec != std::errc() || end != value.data() + value.size() || ms < 0 || ms > kMaxCalibrationMs)
-                throw Error("calibration_ms=" + value + " is not a number of milliseconds in 0.." +
-                                std::to_string(kMaxCalibrationMs),
-                            "plugstack.conf");
-            c.calibration = std::chrono::milliseconds(ms);
+            c.calibration = std::chrono::milliseconds(parse_ms(key, value, kMaxCalibrationMs));
+        } else if (key == "gpu_calibration_ms") {
+            c.gpu_calibration = std::chrono::milliseconds(parse_ms(key, value, kMaxGpuCalibrationMs));
+        } else if (key == "gpu") {
+            if (value == "auto")
+                c.gpu = GpuProbe::automatic;
+            else
+                c.gpu = parse_yes_no(key, value) ? GpuProbe::yes : GpuProbe::no;
+        } else if (key == "cuda_libs") {
+            c.cuda_library_dirs.clear();
+            size_t start = 0;
+            while (start <= value.size()) {
+                size_t end = value.find(':', start);
+                if (end == std::string::npos) end = value.size();
+                std::string dir = value.substr(start, end - start);
+                if (dir.empty() || dir[0] != '/')
+                    throw Error("cuda_libs=" + value + " is not a list of absolute directories", "plugstack.conf");
+                c.cuda_library_dirs.push_back(dir);
+                start = end + 1;
+            }
         } else if (key == "allow_off") {
             c.allow_off = parse_yes_no(key, value);
         } else if (key == "nccl") {
             c.nccl = parse_yes_no(key, value);
         } else {
             throw Error("unknown plugstack argument '" + key + "'", "plugstack.conf",
-                        "one of spool, default_mode, calibration_ms, allow_off, nccl");
+                        "one of spool, default_mode, calibration_ms, allow_off, nccl, gpu, gpu_calibration_ms, "
+                        "cuda_libs");
         }
     }
     return c;

@@ -23,18 +23,25 @@ struct Mode {
 // "" (a bare --infrarsi) is record. nullopt for anything else not in kAllowedModes.
 std::optional<Mode> parse_mode(std::string_view value);
 
+// gpu=auto probes only on a node with NVIDIA device files; yes always; no never.
+enum class GpuProbe { automatic, yes, no };
+
 struct Config {
     std::string spool = "/var/spool/infrarsi";
     ModeKind default_mode = ModeKind::record; // what a job gets without --infrarsi: record or off
     std::chrono::milliseconds calibration{300};
     bool allow_off = true; // whether users may say --infrarsi=off when the site default is record
     bool nccl = false;     // look for NCCL in the calibration (dlopen libnccl.so.2)
+    GpuProbe gpu = GpuProbe::automatic;    // probe the node's GPUs (src/node/gpu.hpp) in record mode
+    std::chrono::milliseconds gpu_calibration{3000}; // its budget, CUDA's start-up included
+    std::vector<std::string> cuda_library_dirs;      // searched before the loader's path (cuda_libs=A:B)
 };
 
 inline constexpr int kMaxCalibrationMs = 10000;
+inline constexpr int kMaxGpuCalibrationMs = 60000;
 
 // plugstack.conf arguments, key=value: spool=DIR default_mode=record|off calibration_ms=N allow_off=yes|no
-// nccl=yes|no. Throws infrarsi::Error naming the argument for an unknown key or a bad value.
+// nccl=yes|no gpu=auto|yes|no gpu_calibration_ms=N cuda_libs=DIR[:DIR]. Throws infrarsi::Error naming the argument for an unknown key or a bad value.
 Config parse_config(const std::vector<std::string>& args);
 
 } // namespace infrarsi::spank

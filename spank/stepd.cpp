@@ -88,6 +88,14 @@ void write_record(spank_t sp, const Context& ctx, const Mode& mode) {
     opts.memory_bytes = 24u << 20;
     opts.nccl = ctx.config.nccl;
     r.calibration = node::calibrate(opts);
+    if (ctx.config.gpu == GpuProbe::yes ||
+        (ctx.config.gpu == GpuProbe::automatic && node::has_nvidia_device_files())) {
+        node::GpuProbeOptions g;
+        g.budget = ctx.config.gpu_calibration;
+        g.library_dirs = ctx.config.cuda_library_dirs;
+        // In a forked child killed at its budget: CUDA must not start in slurmstepd itself.
+        r.gpu = node::probe_gpus_bounded(g);
+    }
     r.record_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     node::append_record(spool + "/allocations.jsonl", r);
     slurm_verbose("infrarsi: recorded job %u on %s in %.0f ms", job, node.c_str(), r.record_ms);

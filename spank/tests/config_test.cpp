@@ -36,6 +36,15 @@ TEST_CASE("plugstack arguments: defaults, every key, and the site's record defau
     CHECK(c.calibration.count() == 120);
     CHECK_FALSE(c.allow_off);
     CHECK(c.nccl);
+    CHECK(d.gpu == GpuProbe::automatic);
+    CHECK(d.gpu_calibration.count() == 3000);
+    CHECK(d.cuda_library_dirs.empty());
+    auto g = parse_config({"gpu=no", "gpu_calibration_ms=8000", "cuda_libs=/usr/local/cuda/lib64:/opt/nv/lib"});
+    CHECK(g.gpu == GpuProbe::no);
+    CHECK(g.gpu_calibration.count() == 8000);
+    CHECK(g.cuda_library_dirs == std::vector<std::string>{"/usr/local/cuda/lib64", "/opt/nv/lib"});
+    CHECK(parse_config({"gpu=yes"}).gpu == GpuProbe::yes);
+    CHECK(parse_config({"gpu=auto"}).gpu == GpuProbe::automatic);
 }
 
 TEST_CASE("an unknown plugstack key is refused with its name") {
@@ -51,4 +60,8 @@ TEST_CASE("bad plugstack values are refused with the value") {
     CHECK_THROWS_WITH_AS(parse_config({"calibration_ms=20000"}), doctest::Contains("0..10000"), Error);
     CHECK_THROWS_WITH_AS(parse_config({"calibration_ms=12ms"}), doctest::Contains("12ms"), Error);
     CHECK_THROWS_WITH_AS(parse_config({"allow_off=maybe"}), doctest::Contains("maybe"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"gpu=sometimes"}), doctest::Contains("sometimes"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"gpu_calibration_ms=90000"}), doctest::Contains("0..60000"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"cuda_libs=lib64"}), doctest::Contains("absolute"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"cuda_libs=/a::/b"}), doctest::Contains("absolute"), Error);
 }

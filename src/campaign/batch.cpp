@@ -527,6 +527,15 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *result->job_cgroup_peak_bytes);
         if (rec.max_rss_bytes)
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
+        // With a per-GPU limit the memory that decides is the GPU's, as the job's step lines report it (its
+        // allocator's peak); the host's stays in the measurements.
+        if (contract_.resources.gpu_mem_bytes > 0) {
+            if (t.peak_memory_bytes) t.measurements["host_peak_bytes"] = *t.peak_memory_bytes;
+            t.peak_memory_bytes.reset();
+            for (const auto& s : steps)
+                if (s.peak_device_bytes)
+                    t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *s.peak_device_bytes);
+        }
         trial::Evidence e;
         e.record = &rec;
         e.job_output = job_output;
@@ -590,10 +599,12 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         t.outcome = verdict.outcome;
         t.violation = verdict.violation;
         t.detail = verdict.detail;
-        // Censored: a host OOM's peak is only known to exceed the limit. A GPU's says nothing of the host's.
+        // Censored: an OOM's peak is only known to exceed the limit of the memory that ran out, and says
+        // nothing of the other's: a GPU's of the host's, a host's of the GPU's.
         const bool gpu_oom = verdict.log && verdict.log->signal == trial::LogSignal::GpuOom;
-        if (verdict.outcome == trial::Outcome::OutOfMemory && !gpu_oom)
-            t.peak_memory_bytes = static_cast<double>(contract_.resources.mem_bytes);
+        const bool gpu_limit = contract_.resources.gpu_mem_bytes > 0;
+        if (verdict.outcome == trial::Outcome::OutOfMemory && gpu_oom == gpu_limit)
+            t.peak_memory_bytes = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
         if (verdict.log) t.measurements["log_signal"] = trial::to_json(*verdict.log);
         if (trial::says_nothing(verdict.outcome)) {
             t.counted = false;

@@ -24,7 +24,7 @@ std::string baseline_tree_hash(const CampaignView& c) {
 }
 
 double memory_limit(const CampaignView& c) {
-    return static_cast<double>(c.contract->resources.mem_bytes);
+    return static_cast<double>(contract::modeled_memory_limit_bytes(c.contract->resources));
 }
 
 std::optional<double> estimate(const CampaignView& c, const space::Candidate& x) {

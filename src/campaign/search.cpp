@@ -271,7 +271,7 @@ void Campaign::search(const RunOptions& o) {
             ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
         if (baseline) ctx.baseline_step_s = baseline->median_step_s;
         ctx.noise_floor = mde();
-        ctx.memory_limit_bytes = static_cast<double>(contract_.resources.mem_bytes);
+        ctx.memory_limit_bytes = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
         ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
         ctx.excluded_patch_sets = excluded;
         ctx.q = q - static_cast<int>(tasks.size());

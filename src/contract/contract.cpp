@@ -235,11 +235,19 @@ void read_workload(const Reader& r, const toml::table& root, Contract& c) {
     }
 }
 
+} // namespace
+
+long long modeled_memory_limit_bytes(const Resources& r) { return r.gpu_mem_bytes > 0 ? r.gpu_mem_bytes : r.mem_bytes; }
+
+const std::string& modeled_memory_limit_text(const Resources& r) { return r.gpu_mem_bytes > 0 ? r.gpu_mem : r.mem; }
+
+namespace {
+
 void read_resources(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table& t = *r.table(root, "resources", "resources", true);
     r.known_keys(t, "resources",
                  {"partition", "nodes", "ntasks_per_node", "cpus_per_task", "mem", "time_limit",
-                  "max_concurrent", "sbatch_args", "peak_flops"});
+                  "max_concurrent", "sbatch_args", "peak_flops", "gpu_mem"});
     auto& res = c.resources;
     res.partition = r.str(t, "partition", "resources").value_or("");
     res.nodes = r.count(t, "nodes", "resources", false, 1).value_or(1);
@@ -251,6 +259,14 @@ void read_resources(const Reader& r, const toml::table& root, Contract& c) {
     } catch (const Error& e) {
         throw Error(e.problem(), r.at_key(t, "mem"),
                     "a Slurm memory size per node such as \"2000M\" or \"4G\"");
+    }
+    if (auto g = r.str(t, "gpu_mem", "resources")) {
+        res.gpu_mem = *g;
+        try {
+            res.gpu_mem_bytes = parse_memory(res.gpu_mem);
+        } catch (const Error& e) {
+            throw Error(e.problem(), r.at_key(t, "gpu_mem"), "a memory size per GPU such as \"80G\"");
+        }
     }
     res.time_limit = *r.str(t, "time_limit", "resources", true);
     try {

@@ -43,7 +43,17 @@ struct Resources {
     // The hardware's peak FLOP/s for one trial's allocation (all its nodes): MFU's one denominator, the same
     // for the baseline and every candidate. 0: measured once by the doctor (the baseline runs' own peak).
     double peak_flops = 0;
+    // The memory limit per GPU (`gpu_mem`, "80G"): with it, a trial's memory is the GPU figure its step
+    // lines report (the [metrics] `memory` group: the framework's allocator peak), a GPU out-of-memory is
+    // censored at it, and the search models that memory instead of the host's. 0: host memory (`mem`).
+    std::string gpu_mem;
+    long long gpu_mem_bytes = 0;
 };
+
+// The limit the memory model works under and a promoted candidate's peak must stay below: `gpu_mem` when
+// the contract sets one, else `mem`; and as written, for messages.
+long long modeled_memory_limit_bytes(const Resources& r);
+const std::string& modeled_memory_limit_text(const Resources& r);
 
 struct Invariants {
     int steps = 0;

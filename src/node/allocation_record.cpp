@@ -29,7 +29,7 @@ uint32_t id_field(const nlohmann::json& j, const char* name) {
 } // namespace
 
 nlohmann::json to_json(const AllocationRecord& r) {
-    return {{"format", kAllocationRecordFormat},
+    nlohmann::json j = {{"format", kAllocationRecordFormat},
             {"job_id", r.job_id},
             {"array_job_id", r.array_job_id},
             {"array_task_id", r.array_task_id},
@@ -41,6 +41,8 @@ nlohmann::json to_json(const AllocationRecord& r) {
             {"record_ms", r.record_ms},
             {"topology", to_json(r.topology)},
             {"calibration", to_json(r.calibration)}};
+    if (r.gpu) j["gpu"] = to_json(*r.gpu);
+    return j;
 }
 
 std::string to_json_line(const AllocationRecord& r) {
@@ -73,6 +75,7 @@ AllocationRecord record_from_json(const nlohmann::json& j) {
         throw Error("mode '" + r.mode + "' is not record, trial or tune", "allocation record");
     r.topology = topology_from_json(field<nlohmann::json>(j, "topology"));
     r.calibration = calibration_from_json(field<nlohmann::json>(j, "calibration"));
+    if (j.contains("gpu")) r.gpu = gpu_calibration_from_json(j.at("gpu"));
     return r;
 }
 

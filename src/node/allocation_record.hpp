@@ -3,11 +3,13 @@
 // hardware (topology features) and how noisy it was (calibration). One JSON object per line in
 // <spool>/allocations.jsonl; the orchestrator and the experience bank read them back with read_records.
 #include "node/calibration.hpp"
+#include "node/gpu.hpp"
 #include "node/topology.hpp"
 
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,8 @@ struct AllocationRecord {
     double record_ms = 0;       // what writing this record cost the job: topology + calibration + write
     TopologyFeatures topology;
     Calibration calibration;
+    std::optional<GpuCalibration> gpu; // absent when the site's plugin does not probe GPUs (gpu=no, or auto
+                                       // on a node without NVIDIA device files)
     bool operator==(const AllocationRecord&) const = default;
 };
 

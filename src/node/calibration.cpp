@@ -80,25 +80,24 @@ double timer_resolution_ns() {
     return best;
 }
 
-nlohmann::json stats_json(const ProbeStats& s) {
-    return {{"samples", s.samples}, {"median", s.median}, {"min", s.min}, {"max", s.max}, {"cv", s.cv}};
-}
-
 template <class T> T field(const nlohmann::json& j, const char* name) {
     return json_field<T>(j, name, "calibration");
 }
 
-ProbeStats stats_from_json(const nlohmann::json& j, const char* name) {
-    auto o = field<nlohmann::json>(j, name);
-    ProbeStats s = summarize(field<std::vector<double>>(o, "samples"));
-    for (double v : s.samples)
-        if (!std::isfinite(v) || v < 0)
-            throw Error(std::string("field '") + name + "' has a negative or non-finite sample",
-                        "calibration");
-    return s;
+} // namespace
+
+nlohmann::json to_json(const ProbeStats& s) {
+    return {{"samples", s.samples}, {"median", s.median}, {"min", s.min}, {"max", s.max}, {"cv", s.cv}};
 }
 
-} // namespace
+ProbeStats probe_stats_from_json(const nlohmann::json& j, const char* name, const std::string& where) {
+    auto o = json_field<nlohmann::json>(j, name, where);
+    ProbeStats s = summarize(json_field<std::vector<double>>(o, "samples", where));
+    for (double v : s.samples)
+        if (!std::isfinite(v) || v < 0)
+            throw Error(std::string("field '") + name + "' has a negative or non-finite sample", where);
+    return s;
+}
 
 ProbeStats summarize(std::vector<double> samples) {
     ProbeStats s;
@@ -169,9 +168,9 @@ Calibration calibrate(const CalibrationOptions& options) {
 }
 
 nlohmann::json to_json(const Calibration& c) {
-    nlohmann::json j = {{"compute_gflops", stats_json(c.compute_gflops)},
-                        {"memory_gbs", stats_json(c.memory_gbs)},
-                        {"timer_overshoot_us", stats_json(c.timer_overshoot_us)},
+    nlohmann::json j = {{"compute_gflops", to_json(c.compute_gflops)},
+                        {"memory_gbs", to_json(c.memory_gbs)},
+                        {"timer_overshoot_us", to_json(c.timer_overshoot_us)},
                         {"timer_resolution_ns", c.timer_resolution_ns},
                         {"elapsed_ms", c.elapsed_ms},
                         {"budget_ms", c.budget_ms}};
@@ -182,9 +181,9 @@ nlohmann::json to_json(const Calibration& c) {
 Calibration calibration_from_json(const nlohmann::json& j) {
     if (!j.is_object()) throw Error("calibration must be a JSON object", "calibration");
     Calibration c;
-    c.compute_gflops = stats_from_json(j, "compute_gflops");
-    c.memory_gbs = stats_from_json(j, "memory_gbs");
-    c.timer_overshoot_us = stats_from_json(j, "timer_overshoot_us");
+    c.compute_gflops = probe_stats_from_json(j, "compute_gflops", "calibration");
+    c.memory_gbs = probe_stats_from_json(j, "memory_gbs", "calibration");
+    c.timer_overshoot_us = probe_stats_from_json(j, "timer_overshoot_us", "calibration");
     c.timer_resolution_ns = field<double>(j, "timer_resolution_ns");
     c.elapsed_ms = field<double>(j, "elapsed_ms");
     c.budget_ms = field<double>(j, "budget_ms");

@@ -53,6 +53,10 @@ ProbeStats summarize(std::vector<double> samples);
 // Whether NCCL can be loaded here, without initializing any device.
 NcclInfo probe_nccl();
 
+nlohmann::json to_json(const ProbeStats& s);
+// {"samples": [...], ...} under `name`, re-summarized from its samples; throws infrarsi::Error naming `where`.
+ProbeStats probe_stats_from_json(const nlohmann::json& j, const char* name, const std::string& where);
+
 nlohmann::json to_json(const Calibration& c);
 // Validates as it reads; throws infrarsi::Error naming the field.
 Calibration calibration_from_json(const nlohmann::json& j);

@@ -1,5 +1,6 @@
 #include "node/topology.hpp"
 
+#include "util/bounded_child.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
@@ -188,63 +189,24 @@ TopologyFeatures topology_from_live() {
 }
 
 TopologyFeatures topology_from_live(std::chrono::milliseconds budget) {
-    using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + budget;
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno), "hwloc");
-    UniqueFd rd(fds[0]), wr(fds[1]);
-    const pid_t pid = ::fork();
-    if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno), "hwloc");
-    if (pid == 0) {
-        // The child loads and exports; whatever it meets (a hung driver), the parent's deadline ends it, and
-        // alarm() ends it should the parent be gone.
-        rd.reset();
-        ::alarm(static_cast<unsigned>(budget.count() / 1000 + 2));
-        try {
+    const auto child = run_in_child(
+        [] {
             auto t = load_live();
             char* xml = nullptr;
             int len = 0;
-            if (hwloc_topology_export_xmlbuffer(t.get(), &xml, &len, 0) != 0) ::_exit(2);
-            write_all(wr.get(), std::string_view(xml, len > 0 ? static_cast<size_t>(len - 1) : 0), "pipe");
-            ::_exit(0);
-        } catch (...) {
-            ::_exit(1);
-        }
-    }
-    wr.reset();
-    std::string xml;
-    bool eof = false, late = false;
-    char buf[1 << 16];
-    while (!eof) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        if (left.count() <= 0) {
-            late = true;
-            break;
-        }
-        pollfd p{rd.get(), POLLIN, 0};
-        const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-        if (r < 0 && errno != EINTR) break;
-        if (r <= 0) continue;
-        const ssize_t n = ::read(rd.get(), buf, sizeof buf);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n <= 0) {
-            eof = true;
-            break;
-        }
-        xml.append(buf, static_cast<size_t>(n));
-        if (xml.size() > (64u << 20)) break; // no real topology is this large
-    }
-    if (!eof) ::kill(pid, SIGKILL);
-    int status = 0;
-    // Reaped here unless the host process reaps its children itself (then ECHILD: nothing to wait for).
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (late)
+            if (hwloc_topology_export_xmlbuffer(t.get(), &xml, &len, 0) != 0)
+                throw Error("hwloc cannot export the topology", "hwloc (live machine)");
+            std::string out(xml, len > 0 ? static_cast<size_t>(len - 1) : 0);
+            hwloc_free_xmlbuffer(t.get(), xml);
+            return out;
+        },
+        budget, 64u << 20); // no real topology is this large
+    if (child.end == ChildEnd::timed_out)
         throw Error("hwloc did not load the topology within " + std::to_string(budget.count()) + " ms",
                     "hwloc (live machine)", "a topology load within its budget");
-    if (!eof || xml.empty())
+    if (child.end != ChildEnd::finished || child.out.empty())
         throw Error("hwloc could not load the topology (its child process failed)", "hwloc (live machine)");
-    return from_xml_buffer(xml);
+    return from_xml_buffer(child.out);
 }
 
 TopologyFeatures topology_from_xml(const std::string& path) {

@@ -253,10 +253,10 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     const bool both_orders = n_ab > 0 && n_ab < static_cast<long>(ab.size());
     if (math_changing)
         d.reasons.push_back("a patch of this candidate is tagged math_changing: never promoted");
-    if (peak >= static_cast<double>(c.resources.mem_bytes))
-        d.reasons.push_back(fmt::format("peak memory {:.0f} MiB is not under the limit {}", peak / (1 << 20),
-                                        c.resources.mem));
-    d.evidence.push_back(fmt::format("peak memory {:.0f} MiB, limit {}", peak / (1 << 20), c.resources.mem));
+    const auto& limit = contract::modeled_memory_limit_text(c.resources);
+    if (peak >= static_cast<double>(contract::modeled_memory_limit_bytes(c.resources)))
+        d.reasons.push_back(fmt::format("peak memory {:.0f} MiB is not under the limit {}", peak / (1 << 20), limit));
+    d.evidence.push_back(fmt::format("peak memory {:.0f} MiB, limit {}", peak / (1 << 20), limit));
     if (log_ratios.size() < 2) {
         d.reasons.push_back(fmt::format("only {} complete A/B pairs; at least 2 are needed for an interval",
                                         log_ratios.size()));

@@ -55,6 +55,12 @@ TEST_CASE("a record round-trips through one JSON line") {
     CHECK(line.back() == '\n');
     CHECK(line.find('\n') == line.size() - 1);
     CHECK(parse_record_line(line) == r);
+    // With a GPU section, and without: a record of a node the plugin did not probe has none.
+    CHECK_FALSE(nlohmann::json::parse(line).contains("gpu"));
+    r.gpu = node::GpuCalibration{};
+    r.gpu->status = GpuProbeStatus::no_library;
+    r.gpu->detail = "libcudart (not found in the loader's path)";
+    CHECK(parse_record_line(to_json_line(r)) == r);
 }
 
 TEST_CASE("record validation names what is wrong") {

@@ -43,6 +43,9 @@ def parse_args(argv=None):
     p.add_argument("--log_interval", type=int, default=1, help="print an 'iter' line every N steps")
     p.add_argument("--eval_sequences", type=int, default=32, help="sequences per split in the final evaluation")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
+    p.add_argument("--gpu_memory_limit_mb", type=int, default=0,
+                   help="cap this process's CUDA allocations (torch.cuda.set_per_process_memory_fraction): a "
+                        "run that needs more fails with PyTorch's CUDA out-of-memory error; 0: the whole GPU")
     # the batch: global batch = batch_size * gradient_accumulation_steps * ranks
     p.add_argument("--batch_size", type=int, default=8, help="micro-batch per rank (sequences)")
     p.add_argument("--gradient_accumulation_steps", type=int, default=2, help="micro-steps per step")
@@ -86,15 +89,22 @@ class MarkovData:
 
     def sequences(self, ids, split):
         """Token sequences (len(ids), block_size + 1) for the given sequence ids of a split."""
-        out = torch.empty(len(ids), self.block_size + 1, dtype=torch.long)
+        n = len(ids)
+        out = torch.empty(n, self.block_size + 1, dtype=torch.long)
+        if n == 0:
+            return out
+        first = torch.empty(n, dtype=torch.long)
+        draws = torch.empty(n, self.probs.size(0), self.block_size + 1, dtype=torch.long)
         for row, i in enumerate(ids):
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + split * 7_919 + int(i))
-            tok = int(torch.randint(self.probs.size(0), (1,), generator=g))
-            draws = torch.multinomial(self.probs, self.block_size + 1, replacement=True, generator=g)
-            # Follow the chain: the next token is the current token's next pre-drawn successor.
-            for t in range(self.block_size + 1):
-                out[row, t] = tok
-                tok = int(draws[tok, t])
+            first[row] = int(torch.randint(self.probs.size(0), (1,), generator=g))
+            draws[row] = torch.multinomial(self.probs, self.block_size + 1, replacement=True, generator=g)
+        # Follow the chains, all rows at once: the next token is the current token's next pre-drawn successor.
+        rows = torch.arange(n)
+        tok = first
+        for t in range(self.block_size + 1):
+            out[:, t] = tok
+            tok = draws[rows, tok, t]
         return out
 
 
@@ -116,6 +126,9 @@ def main(argv=None):
     if device_type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
+        if a.gpu_memory_limit_mb > 0:
+            total = torch.cuda.get_device_properties(device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, a.gpu_memory_limit_mb * 2**20 / total), device)
     else:
         device = torch.device("cpu")
     if ddp:
@@ -208,7 +221,11 @@ def main(argv=None):
         lossf = loss_sum.item() / (a.gradient_accumulation_steps * world)
         dt = time.perf_counter() - t0
         if it % a.log_interval == 0 or it == a.max_iters - 1:
-            log(f"iter {it}: loss {lossf:.4f}, time {dt * 1000:.2f}ms")
+            if device_type == "cuda":  # the caching allocator's peak so far, as torchtitan prints it
+                log(f"iter {it}: loss {lossf:.4f}, time {dt * 1000:.2f}ms, "
+                    f"memory {torch.cuda.max_memory_allocated(device) / 2**30:.3f}GiB")
+            else:
+                log(f"iter {it}: loss {lossf:.4f}, time {dt * 1000:.2f}ms")
 
     # The final evaluation, after the last timed step (nanoGPT's "step N: train loss, val loss"): the same
     # eval_sequences sequences of each split whatever the batch split, shared among the ranks.
