@@ -247,8 +247,12 @@ json build(campaign::Campaign& c) {
     // Where each figure comes from.
     r["sources"] = {
         {"steps", "the job's output (stdout and stderr), read as " + measure::describe(k.metrics)},
-        {"memory", "the job cgroup's peak on the trial's node (what Slurm enforces --mem on), else "
-                   "sacct's MaxRSS, else the job's own report; an OOM is censored at the limit"},
+        {"memory", k.resources.gpu_mem_bytes > 0
+                       ? "the GPU's, as the job's step lines report it (its allocator's peak), against gpu_mem " +
+                             k.resources.gpu_mem + " per GPU; a GPU OOM is censored there; the host's peak is "
+                             "kept as host_peak_bytes"
+                       : "the job cgroup's peak on the trial's node (what Slurm enforces --mem on), else "
+                         "sacct's MaxRSS, else the job's own report; an OOM is censored at the limit"},
         {"memory_prior", campaign::memory_prior_name(k)}};
     if (auto d = s.baseline()) {
         json b = store::to_json(*d);

@@ -4,6 +4,7 @@
 // chunk x 300 MiB of device memory, PyTorch's CUDA OOM message above 500 MiB.
 #include "campaign/campaign.hpp"
 #include "contract/contract.hpp"
+#include "report/report.hpp"
 #include "stepload_campaign.hpp"
 #include "test_support.hpp"
 
@@ -43,6 +44,9 @@ TEST_CASE("with gpu_mem, a trial's memory is the GPU figure of its step lines an
             ++oom;
         }
     }
+    // The report says which memory it is.
+    const auto r = report::build(c);
+    CHECK(r["sources"]["memory"].get<std::string>().find("gpu_mem 500M per GPU") != std::string::npos);
     CHECK(ok >= 3); // the doctor's
     CHECK(oom == 1); // the one other setting, tried once: the censored model does not try it again
 }
