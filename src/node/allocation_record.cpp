@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -155,6 +156,28 @@ std::string utc_now_iso8601() {
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
+}
+
+std::vector<std::string> slow_gpu_nodes(const std::vector<AllocationRecord>& records) {
+    std::map<std::string, const AllocationRecord*> latest;
+    for (const auto& r : records) {
+        if (!r.gpu || r.gpu->status != GpuProbeStatus::ok || r.gpu->gpus.empty()) continue;
+        auto& slot = latest[r.node];
+        if (!slot || slot->time <= r.time) slot = &r;
+    }
+    std::vector<std::string> names;
+    std::vector<double> figures;
+    for (const auto& [node, r] : latest) {
+        double sum = 0;
+        for (const auto& g : r->gpu->gpus)
+            sum += g.gemm_tflops.median;
+        names.push_back(node);
+        figures.push_back(sum / static_cast<double>(r->gpu->gpus.size()));
+    }
+    std::vector<std::string> slow;
+    for (int i : slower_than_median(figures))
+        slow.push_back(names[static_cast<size_t>(i)]);
+    return slow;
 }
 
 } // namespace infrarsi::node

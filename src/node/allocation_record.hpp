@@ -58,6 +58,11 @@ struct RecordReadResult {
 // Throws Error only when the file cannot be read.
 RecordReadResult read_records(const std::string& path);
 
+// The nodes whose GPUs are more than kSlowFactor slower than the median node's: each node's figure is the
+// mean bf16 GEMM median of its GPUs in its latest record with a GPU probe that ended `ok`; nodes without one
+// are not judged, and fewer than two judged nodes name none. A campaign keeps its trials off them.
+std::vector<std::string> slow_gpu_nodes(const std::vector<AllocationRecord>& records);
+
 // Current UTC time in the record's format.
 std::string utc_now_iso8601();
 

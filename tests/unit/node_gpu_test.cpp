@@ -134,3 +134,37 @@ TEST_CASE("a GPU record is validated as it is read") {
     bad["gpus"][0]["gemm_tflops"]["samples"] = {-1.0};
     CHECK_THROWS_AS(node::gpu_calibration_from_json(bad), Error);
 }
+
+TEST_CASE("a node whose GPUs are more than 1.5x slower than the allocation's median node is named; its latest "
+          "record counts, and nodes without a GPU probe are not judged") {
+    auto record = [](const std::string& node, const std::string& time, std::vector<double> gemm) {
+        node::AllocationRecord r;
+        r.node = node;
+        r.time = time;
+        r.gpu = node::GpuCalibration{};
+        r.gpu->status = node::GpuProbeStatus::ok;
+        for (double g : gemm) {
+            node::GpuDevice d;
+            d.gemm_tflops = node::summarize({g});
+            r.gpu->gpus.push_back(d);
+        }
+        return r;
+    };
+    std::vector<node::AllocationRecord> rs = {record("n1", "2026-12-04T10:00:00Z", {780, 790}),
+                                              record("n2", "2026-12-04T10:00:00Z", {785, 775}),
+                                              record("n3", "2026-12-04T10:00:00Z", {300, 320}),
+                                              record("n4", "2026-12-04T10:00:00Z", {770, 800})};
+    CHECK(node::slow_gpu_nodes(rs) == std::vector<std::string>{"n3"});
+    // n3 fixed since: its latest record is what counts.
+    rs.push_back(record("n3", "2026-12-04T11:00:00Z", {790, 780}));
+    CHECK(node::slow_gpu_nodes(rs).empty());
+    // A node without GPUs, or whose probe failed, is not judged.
+    node::AllocationRecord cpu_only;
+    cpu_only.node = "c1";
+    rs.push_back(cpu_only);
+    auto failed = record("n5", "2026-12-04T10:00:00Z", {});
+    failed.gpu->status = node::GpuProbeStatus::failed;
+    rs.push_back(failed);
+    CHECK(node::slow_gpu_nodes(rs).empty());
+    CHECK(node::slow_gpu_nodes({record("n1", "2026-12-04T10:00:00Z", {100})}).empty()); // nothing to compare
+}
