@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+
 using namespace infrarsi;
 using nlohmann::json;
 
@@ -45,4 +47,22 @@ TEST_CASE("status of a finished campaign: its last batch, search outcomes of the
                      "timeout=1)",
                      0) == 0);
     CHECK(line.find("best 0.07 s (1.43x)") != std::string::npos);
+}
+
+TEST_CASE("status --watch follows a campaign until it is done, and returns when stopped before that") {
+    test::TempDir d;
+    campaign::Campaign done(test::fixture_campaign(d));
+    std::atomic<bool> stop{false};
+    CHECK(report::watch(done, stop, std::chrono::milliseconds(10))); // done: one look, then it returns
+
+    test::TempDir e;
+    const std::filesystem::path fx = INFRARSI_FIXTURES;
+    std::filesystem::copy(fx / "toyload", e.path / "toyload", std::filesystem::copy_options::recursive);
+    std::filesystem::copy(fx / "toyload-patches", e.path / "toyload-patches",
+                          std::filesystem::copy_options::recursive);
+    std::filesystem::copy_file(fx / "toyload.contract.toml", e.path / "toyload.contract.toml");
+    campaign::Campaign::init(e.path / "toyload.contract.toml", e.path / "c");
+    campaign::Campaign fresh(e.path / "c");
+    stop = true;
+    CHECK_FALSE(report::watch(fresh, stop, std::chrono::milliseconds(10))); // not done, stopped
 }
