@@ -168,6 +168,7 @@ std::optional<Plot> memory_plot(const json& r) {
         {"build", "with points pt 2 ps 1.3 lc rgb '#8c564b'", "build failure"},
         {"violation", "with points pt 5 ps 1.1 lc rgb '#e377c2'", "contract violation"},
         {"failed", "with points pt 3 ps 1.1 lc rgb '#7f7f7f'", "other failure"}};
+    if (rows.empty()) return std::nullopt;
     Plot p;
     p.id = "memory";
     std::string plot;

@@ -35,7 +35,20 @@ std::optional<space::Candidate> nearest(const std::vector<space::Candidate>& poo
 
 } // namespace
 
+namespace {
+json memory_map(campaign::Campaign& c, std::size_t max_values, bool try_analytic, bool& analytic_held);
+} // namespace
+
 json memory_map(campaign::Campaign& c, std::size_t max_values) {
+    // The analytic prior for every candidate drawn, or a constant for all: when one candidate has no
+    // estimate, the whole map is drawn again with the constant, as the search would have fitted it.
+    bool held = true;
+    auto j = memory_map(c, max_values, true, held);
+    return held ? j : memory_map(c, max_values, false, held);
+}
+
+namespace {
+json memory_map(campaign::Campaign& c, std::size_t max_values, bool try_analytic, bool& analytic_held) {
     const auto& k = c.contract();
     const auto& space = k.space;
     const double limit = static_cast<double>(k.resources.mem_bytes);
@@ -50,7 +63,7 @@ json memory_map(campaign::Campaign& c, std::size_t max_values) {
     // The prior as the search takes it (search/model_proposer.hpp): the analytic estimate for every
     // candidate, or half the limit for all when any has none.
     std::map<std::string, double> prior_cache;
-    bool analytic = true;
+    bool analytic = try_analytic;
     auto prior = [&](const space::Candidate& cand) {
         auto it = prior_cache.find(cand.key());
         if (it != prior_cache.end()) return it->second;
@@ -139,7 +152,9 @@ json memory_map(campaign::Campaign& c, std::size_t max_values) {
         j["trials"].push_back({{"id", t.id}, {"a", ai}, {"b", bi}, {"outcome", store::outcome_name(t)}});
     }
     j["prior"] = analytic ? "analytic" : "constant";
+    analytic_held = analytic == try_analytic;
     return j;
 }
+} // namespace
 
 } // namespace infrarsi::report
