@@ -86,3 +86,13 @@ TEST_CASE("a plot gnuplot refuses is an error that says so") {
     p.script = "plot $missing using 1:2";
     CHECK_THROWS_AS(report::render_svg(p), Error);
 }
+
+TEST_CASE("a recorded table's best is the fastest median of a feasible configuration") {
+    // tests/bench/tables/minigpt-dense-1node.jsonl, computed apart (python3, the README's rule): 0.563465 s.
+    const auto table = std::filesystem::path(INFRARSI_FIXTURES).parent_path() / "bench" / "tables" /
+                       "minigpt-dense-1node.jsonl";
+    CHECK(report::table_best_step_s(table) == doctest::Approx(0.563465));
+    test::TempDir d;
+    std::ofstream(d.path / "not-a-table.jsonl") << "{\"format\": \"something-else\"}\n";
+    CHECK_THROWS_AS(report::table_best_step_s(d.path / "not-a-table.jsonl"), Error);
+}
