@@ -319,13 +319,16 @@ std::string figure(const Plot& p, const std::string& title, const std::string& c
                        p.id, p.id, esc(title), caption, render_svg(p));
 }
 
-std::string audit_links(const json& t, const std::function<std::string(const std::string&)>& link) {
+std::string audit_links(const json& t, const AuditLink& link) {
     std::string o = fmt::format("<a href=\"#trial-{}\">#{}</a>", t["id"].get<int>(), t["id"].get<int>());
     const auto result = t.value("result", std::string());
     if (!result.empty()) {
-        o += fmt::format(" (<a href=\"{}\">result.json</a>", esc(link(result)));
+        o += fmt::format(" (<a href=\"{}\">result.json</a>",
+                         esc(link(result, fmt::format("trial-{}-result.json", t["id"].get<int>()))));
         const auto log = (fs::path(result).parent_path() / "log.txt").string();
-        if (fs::exists(log)) o += fmt::format(", <a href=\"{}\">log</a>", esc(link(log)));
+        if (fs::exists(log))
+            o += fmt::format(", <a href=\"{}\">log</a>",
+                             esc(link(log, fmt::format("trial-{}-log.txt", t["id"].get<int>()))));
         o += ")";
     }
     return o;
@@ -377,7 +380,7 @@ double table_best_step_s(const fs::path& table) {
 }
 
 std::string render_html(const json& r, const json& memory_map, std::optional<double> table_best,
-                        const std::function<std::string(const std::string&)>& link) {
+                        const AuditLink& link) {
     const std::string name = r["campaign"]["name"].get<std::string>();
     std::string o =
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>InfraRSI report: " +
@@ -451,7 +454,9 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
                          esc(p["candidate"].get<std::string>()));
         for (const auto& patch : p["patches"])
             o += fmt::format("<li>diff: <a href=\"{}\">{}</a>: {}</li>\n",
-                             esc(link(patch["diff"].get<std::string>())), esc(patch["id"].get<std::string>()),
+                             esc(link(patch["diff"].get<std::string>(),
+                                      "patch-" + patch["id"].get<std::string>() + ".patch")),
+                             esc(patch["id"].get<std::string>()),
                              esc(patch["description"].get<std::string>()));
         if (p["patches"].empty()) o += "<li>diff: none (knob settings only)</li>\n";
         o += "<li>settings: <code>";
@@ -515,7 +520,10 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
             num(t["cost_node_s"], 0), esc(t["node"].get<std::string>()),
             esc(t["candidate"].get<std::string>()),
             outcome == "ok" ? "" : esc(t["detail"].get<std::string>()),
-            result.empty() ? "" : "<a href=\"" + esc(link(result)) + "\">result</a>");
+            result.empty()
+                ? ""
+                : "<a href=\"" + esc(link(result, fmt::format("trial-{}-result.json", t["id"].get<int>()))) +
+                      "\">result</a>");
     }
     o += "</table>\n";
     o += fmt::format("<p class=\"note\">{} plots, drawn by gnuplot (SVG terminal). Machine-readable: "
@@ -532,20 +540,12 @@ std::vector<fs::path> write_html(campaign::Campaign& c, const HtmlOptions& o) {
     std::vector<fs::path> written;
     const fs::path html_dir = fs::absolute(o.file).parent_path();
     std::map<std::string, std::string> copied; // source -> href
-    std::set<std::string> names;
-    auto link = [&](const std::string& path) -> std::string {
+    auto link = [&](const std::string& path, const std::string& name) -> std::string {
         if (path.empty()) return "#";
-        if (o.audit_dir.empty()) return "file://" + fs::absolute(path).string();
+        if (o.audit_dir.empty() || !fs::exists(path)) return "file://" + fs::absolute(path).string();
         if (auto it = copied.find(path); it != copied.end()) return it->second;
-        if (!fs::exists(path)) return "file://" + fs::absolute(path).string();
-        // result.json and log.txt of many trials: named after their trial directory.
-        const fs::path src(path);
-        std::string name = src.parent_path().filename().string() + "-" + src.filename().string();
-        for (int k = 2; names.count(name); ++k)
-            name = fmt::format("{}-{}", k, src.filename().string());
-        names.insert(name);
         fs::create_directories(o.audit_dir);
-        fs::copy_file(src, o.audit_dir / name, fs::copy_options::overwrite_existing);
+        fs::copy_file(path, o.audit_dir / name, fs::copy_options::overwrite_existing);
         written.push_back(o.audit_dir / name);
         return copied[path] = fs::relative(fs::absolute(o.audit_dir / name), html_dir).string();
     };

@@ -26,11 +26,13 @@ struct HtmlOptions {
 // returns the files written. Throws infrarsi::Error when gnuplot fails.
 std::vector<std::filesystem::path> write_html(campaign::Campaign& c, const HtmlOptions& o);
 
+// An audit file's href: its path, and the name it takes when copied (unique per file: "trial-12-log.txt").
+using AuditLink = std::function<std::string(const std::string& path, const std::string& name)>;
+
 // The page, from the report's JSON (report::build), the memory map (report::memory_map, may be null) and a
-// table's best step time; `link` turns an audit file's path into an href.
+// table's best step time; `link` makes an audit file's href.
 std::string render_html(const nlohmann::json& report, const nlohmann::json& memory_map,
-                        std::optional<double> table_best_step_s,
-                        const std::function<std::string(const std::string&)>& link);
+                        std::optional<double> table_best_step_s, const AuditLink& link);
 
 // The best reference step time of a recorded table (infrarsi-bench-table/1: the median of a feasible
 // configuration's successful repeats, feasible when more than half of its repeats ran). Throws on a file

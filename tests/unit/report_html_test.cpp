@@ -54,9 +54,9 @@ TEST_CASE("the HTML report of a campaign has its six plots inline, the audit pat
     CHECK_FALSE(std::regex_search(page, std::regex("(src|href)=\"https?:")));
     // The audit path: the diff of a patch is none here (knobs only), the supporting trial's files copied.
     CHECK(page.find("diff: none (knob settings only)") != std::string::npos);
-    CHECK(page.find("href=\"audit/t5-result.json\"") != std::string::npos);
-    CHECK(page.find("href=\"audit/t5-log.txt\"") != std::string::npos);
-    CHECK(fs::exists(o.audit_dir / "t5-result.json"));
+    CHECK(page.find("href=\"audit/trial-" + std::to_string(t.id) + "-result.json\"") != std::string::npos);
+    CHECK(page.find("href=\"audit/trial-" + std::to_string(t.id) + "-log.txt\"") != std::string::npos);
+    CHECK(fs::exists(o.audit_dir / ("trial-" + std::to_string(t.id) + "-result.json")));
     CHECK(written.size() == 3);
     // Every trial is a row; the promoted verification is linked from the summary.
     CHECK(count(page, "<tr id=\"trial-") == static_cast<int>(c.store().trials().size()));
