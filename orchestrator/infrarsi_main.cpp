@@ -9,7 +9,9 @@
 #include "node/gpu_libraries.hpp"
 #include "node/topology.hpp"
 #include "report/bank_report.hpp"
+#include "report/html.hpp"
 #include "report/node_report.hpp"
+#include "report/progress.hpp"
 #include "report/report.hpp"
 #include "trial/classify_job.hpp"
 #include "trial/exec.hpp"
@@ -94,9 +96,24 @@ static int run_main(int argc, char** argv) {
     auto* status = app.add_subcommand("status", "progress, best so far, running/pending/failed counts");
     add_dir(status);
     status->add_flag("--json", as_json, "machine-readable");
+    bool watch = false;
+    status->add_flag("--watch,-w", watch,
+                     "follow the campaign until it is done: a live status line on a terminal, else one line "
+                     "per event");
     auto* report = app.add_subcommand("report", "baseline vs promoted, audit paths, failure costs, budget");
     add_dir(report);
     report->add_flag("--json", as_json, "machine-readable");
+    report::HtmlOptions html;
+    report->add_option(
+        "--html", html.file,
+        "also write the report as one self-contained HTML file with its plots (needs gnuplot)");
+    report->add_option("--html-dir", html.audit_dir,
+                       "with --html: copy the audit files (diffs, trial results and logs) here and link them "
+                       "relatively, so the page and this folder can be moved together");
+    report->add_option(
+        "--table", html.table,
+        "with --html: a recorded table (tests/bench/tables) whose best is drawn on the progress "
+        "plots");
 
     report::ApplyOptions ao;
     std::string target, git_repo;
@@ -277,15 +294,36 @@ static int run_main(int argc, char** argv) {
             c.doctor(ro);
             fmt::print("{}", report::render_status(report::status(c)));
         } else if (*run) {
+            // On a terminal: one live status line under the events (report/progress.hpp).
+            std::optional<report::LiveLine> live;
+            if (ro.verbose && report::is_live_terminal(stdout)) {
+                live.emplace(stdout);
+                live->update(report::status(c));
+                ro.on_event = [&](const std::string& msg) {
+                    live->event("infrarsi: " + msg);
+                    live->update(report::status(c));
+                };
+            }
             c.run(ro);
+            live.reset();
             if (stop_requested) return 130;
             fmt::print("{}", report::render(report::build(c)));
         } else if (*verify) {
             c.verify(ro);
+        } else if (*status && watch) {
+            if (as_json) throw Error("--watch does not go with --json", "infrarsi status", "one of them");
+            return report::watch(c, stop_requested) ? 0 : 130;
         } else if (*status) {
             auto j = report::status(c);
             fmt::print("{}\n", as_json ? j.dump(2) : report::render_status(j));
         } else if (*report) {
+            if (!html.file.empty()) {
+                for (const auto& f : report::write_html(c, html))
+                    fmt::print(as_json ? stderr : stdout, "wrote {}\n", f.string());
+                if (!as_json) return 0;
+            } else if (!html.audit_dir.empty() || !html.table.empty()) {
+                throw Error("--html-dir and --table go with --html", "infrarsi report", "--html FILE");
+            }
             auto j = report::build(c);
             fmt::print("{}\n", as_json ? j.dump(2) : report::render(j));
         } else if (*apply) {

@@ -116,6 +116,7 @@ const patch::PatchInfo* Campaign::patch_info(const std::string& id) const {
 
 void Campaign::say(const RunOptions& o, const std::string& msg) {
     store_->log(msg);
+    if (o.verbose && o.on_event) return o.on_event(msg);
     if (o.verbose) fmt::print("infrarsi: {}\n", msg);
     std::fflush(stdout);
 }

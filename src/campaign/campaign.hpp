@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +41,9 @@ struct RunOptions {
     std::string bank;   // experience bank file: seeds the search, receives the findings; empty: none
     std::string spool;  // the plugin's spool, whose allocation records name the hardware; empty: this host
     const std::atomic<bool>* stop = nullptr; // set by a signal handler: finish the current step and return
+    // Set: each event goes here (after the store's log) instead of a line on stdout (the live status line
+    // of report/progress.hpp); only while verbose.
+    std::function<void(const std::string&)> on_event;
 };
 
 // Wall-time planning. Verification runs after the search, one trial at a time, so the search must stop early

@@ -1,5 +1,6 @@
 #include "report/bank_report.hpp"
 
+#include "report/format.hpp"
 #include "space/space.hpp"
 
 #include <fmt/core.h>
@@ -7,7 +8,8 @@
 namespace infrarsi::report {
 
 nlohmann::json describe_bank(bank::ExperienceBank& b, const bank::HardwareKey& here) {
-    nlohmann::json out = {{"bank", b.db().path()}, {"hardware", nlohmann::json::array()}};
+    nlohmann::json out = {
+        {"format", format_json(kBankFormat)}, {"bank", b.db().path()}, {"hardware", nlohmann::json::array()}};
     auto findings_of = [&](std::int64_t hw_id) {
         nlohmann::json list = nlohmann::json::array();
         store::Statement s(b.db(),

@@ -3,6 +3,7 @@
 #include "bank/experience_bank.hpp"
 #include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
+#include "report/format.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
@@ -146,10 +147,16 @@ json status(campaign::Campaign& c) {
     auto use = c.budget_use();
     const auto& b = c.contract().budget;
     std::map<std::string, int> counts;
+    // The budget's trials by outcome: counted search trials, a patch set that did not build excepted (it
+    // cost a build, no cluster time: Campaign::budget_use).
+    std::map<std::string, int> search_counts;
     int running = 0, pending = 0;
     const store::TrialRow* best = nullptr;
     auto trials = s.trials();
     for (const auto& t : trials) {
+        if (t.state == store::TrialState::Finished && t.kind == store::TrialKind::Search && t.counted &&
+            t.outcome != trial::Outcome::BuildFailure)
+            ++search_counts[store::outcome_name(t)];
         if (t.state == store::TrialState::Finished)
             ++counts[store::outcome_name(t)];
         else if (t.state == store::TrialState::Submitted)
@@ -163,7 +170,8 @@ json status(campaign::Campaign& c) {
     int failed = 0;
     for (const auto& [k, n] : counts)
         if (k != trial::to_string(trial::Outcome::Ok)) failed += n;
-    json j = {{"campaign", s.meta("name").value_or("")},
+    json j = {{"format", format_json(kStatusFormat)},
+              {"campaign", s.meta("name").value_or("")},
               {"dir", c.dir().string()},
               {"state", store::to_string(s.stage())},
               {"trials", {{"used", use.trials}, {"budget", b.trials}}},
@@ -173,7 +181,26 @@ json status(campaign::Campaign& c) {
               {"pending", pending},
               {"failed", failed},
               {"outcomes", counts},
+              {"search_outcomes", search_counts},
               {"promotions", s.promotions().size()}};
+    // The batch the campaign is at: the latest one.
+    const auto batches = s.batches();
+    if (!batches.empty()) {
+        const auto& b = batches.back();
+        j["batch"] = {
+            {"id", b.id}, {"kind", b.kind}, {"state", b.state}, {"trials", s.trials_of_batch(b.id).size()}};
+    }
+    // What is left, in wall time: during the search, the search trials left at the pace so far (wall time
+    // per counted trial, the doctor's included), within the wall-time budget; later, the wall-time budget.
+    const double wall_left = b.wall_time_s > 0 ? std::max(0.0, b.wall_time_s - use.wall_s) : -1;
+    if (s.stage() == store::Stage::Search && use.trials > 0) {
+        const double pace = use.wall_s / use.trials * std::max(0, b.trials - use.trials);
+        j["estimate_left_s"] = wall_left >= 0 ? std::min(pace, wall_left) : pace;
+        j["estimate_basis"] = wall_left >= 0 && wall_left < pace ? "wall-time budget" : "search pace so far";
+    } else if (s.stage() != store::Stage::Done && wall_left >= 0) {
+        j["estimate_left_s"] = wall_left;
+        j["estimate_basis"] = "wall-time budget";
+    }
     if (auto job =
             s.meta("tune_job_id")) { // started from the plugin's tune request (campaign/tune_intake.hpp)
         j["tune"] = {{"job_id", std::stoul(*job)},
@@ -232,6 +259,7 @@ json build(campaign::Campaign& c) {
     auto& s = c.store();
     const auto& k = c.contract();
     json r;
+    r["format"] = format_json(kReportFormat);
     r["campaign"] = {{"name", s.meta("name").value_or("")},
                      {"id", s.meta("id").value_or("")},
                      {"dir", c.dir().string()},
@@ -244,6 +272,7 @@ json build(campaign::Campaign& c) {
                    {"node_hours", k.budget.node_hours},
                    {"wall_s", use.wall_s},
                    {"wall_time_s", k.budget.wall_time_s}};
+    r["memory_limit_bytes"] = k.resources.mem_bytes; // the limit OOMs are censored at
     // Where each figure comes from.
     r["sources"] = {
         {"steps", "the job's output (stdout and stderr), read as " + measure::describe(k.metrics)},
