@@ -325,7 +325,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     std::vector<slurm::JobRecord> all;
     std::set<std::string> cancelled;
     auto& sched = b.kind == kSubmittedBatch ? slurm_for_submitted_job() : scheduler(o);
-    evidence_spool_ = o.spool;
+    evidence_spool_ = plugin_spool(sched, o);
     evidence_scheduler_ = sched.name();
     for (const auto& a : store_->arrays(batch_id)) {
         for (;;) {
