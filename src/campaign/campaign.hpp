@@ -14,6 +14,7 @@
 #include "search/proposer.hpp"
 #include "store/campaign_store.hpp"
 #include "trial/manifest.hpp"
+#include "verify/verify.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -192,6 +194,14 @@ class Campaign {
     // The plugin's spool for `sched`'s jobs: RunOptions::spool, else discovered (slurm/plugstack.hpp), said
     // once per scheduler; empty when there is none.
     std::string plugin_spool(scheduler::Scheduler& sched, const RunOptions& o);
+    // The MFU denominator from a calibration of the doctor's hardware (doctor.cpp): the plugin's allocation
+    // records of its runs, or this host's for the local scheduler; nullopt when there is none.
+    std::optional<verify::PeakFlops> calibration_peak(const std::vector<store::TrialRow>& doctor_runs);
+    // Whether a trial can be given a seed other than the contract's ([invariants] seed_env or seed_arg).
+    bool can_seed() const;
+    // A random seed none of `used` nor the doctor's (contract seed, seed + 1, ...) (equivalence checks, A/B
+    // pairs): no logged loss at it exists to copy.
+    long long fresh_seed(const std::set<long long>& used) const;
     std::map<std::string, std::string> plugin_spools_; // by scheduler name, once discovered
     void say(const RunOptions& o, const std::string& msg);
 

@@ -154,4 +154,10 @@ std::string utc_now_iso8601() {
     return buf;
 }
 
+std::optional<double> calibration_peak_flops(const AllocationRecord& r) {
+    const auto& g = r.calibration.compute_gflops;
+    if (g.samples.empty() || !(g.max > 0) || r.topology.cores == 0) return std::nullopt;
+    return g.max * 1e9 * r.topology.cores;
+}
+
 } // namespace infrarsi::node
