@@ -25,7 +25,7 @@ void Campaign::seed_from_bank(const RunOptions& o) {
     // in the store so a restarted campaign proposes the same ones.
     if (!o.bank.empty() && !store_->meta("bank_seeds")) {
         bank::ExperienceBank b(o.bank);
-        const auto here = campaign_hardware(experience_view(), o.spool);
+        const auto here = campaign_hardware(experience_view(), plugin_spool(scheduler(o), o));
         const auto known = b.match_hardware(here); // with or without findings for this workload
         store_->set_meta("bank_hardware", known.dump());
         auto seeds = seeds_from_bank(b, experience_view(), here);
@@ -48,7 +48,7 @@ void Campaign::seed_from_bank(const RunOptions& o) {
 void Campaign::record_in_bank(const RunOptions& o) {
     if (!o.bank.empty() && store_->meta("bank_ingested") != "1") {
         bank::ExperienceBank b(o.bank);
-        auto r = ingest_into_bank(b, experience_view(), o.spool);
+        auto r = ingest_into_bank(b, experience_view(), plugin_spool(scheduler(o), o));
         store_->set_meta("bank_ingested", "1");
         say(o,
             fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));

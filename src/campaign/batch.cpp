@@ -325,7 +325,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     std::vector<slurm::JobRecord> all;
     std::set<std::string> cancelled;
     auto& sched = b.kind == kSubmittedBatch ? slurm_for_submitted_job() : scheduler(o);
-    evidence_spool_ = o.spool;
+    evidence_spool_ = plugin_spool(sched, o);
     evidence_scheduler_ = sched.name();
     for (const auto& a : store_->arrays(batch_id)) {
         for (;;) {
@@ -577,9 +577,10 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             t.measurements["eval_loss"] = *final_eval;
         }
         if (summary) t.measurements["excluded_steps"] = summary->excluded_steps;
-        // An equivalence check's runs are at a seed of their own: they are compared with each other
-        // (equivalence.cpp), not with the reference of the contract's seed.
-        if (b.kind == "equivalence") {
+        // An equivalence check's runs, and each A/B pair's where the contract can seed, are at a seed of
+        // their own: they are compared with each other (equivalence.cpp, verify::decide), not with the
+        // reference of the contract's seed.
+        if (b.kind == "equivalence" || (b.kind == "verify" && can_seed())) {
         } else if (inv.loss_mode == contract::LossMode::FinalEval) {
             // Against the doctor's seeds, once the doctor has them (its own runs are what calibrates).
             if (const auto d = store_->baseline(); d && !d->eval_losses.empty() && e.steps >= inv.steps)

@@ -160,6 +160,18 @@ scheduler::Scheduler& Campaign::scheduler(const RunOptions& o) {
     return *scheduler_;
 }
 
+std::string Campaign::plugin_spool(scheduler::Scheduler& sched, const RunOptions& o) {
+    if (auto it = plugin_spools_.find(sched.name()); it != plugin_spools_.end()) return it->second;
+    const auto found = sched.plugin_spool(o.spool);
+    if (o.spool.empty() && sched.name() == "slurm")
+        say(o, found.spool.empty()
+                   ? fmt::format("no plugin spool found ({}): trial evidence from Slurm's accounting (1 s); "
+                                 "--spool DIR names it",
+                                 found.how)
+                   : fmt::format("plugin spool {} ({})", found.spool, found.how));
+    return plugin_spools_[sched.name()] = found.spool;
+}
+
 void Campaign::check_scheduler_change(const std::string& to) {
     const auto kept = store_->meta("scheduler");
     if (!kept || *kept == to) return;

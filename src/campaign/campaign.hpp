@@ -14,6 +14,7 @@
 #include "search/proposer.hpp"
 #include "store/campaign_store.hpp"
 #include "trial/manifest.hpp"
+#include "verify/verify.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,8 +63,11 @@ struct TrialCostModel {
 };
 
 // Wall time of verifying `candidates` candidates with `pairs` interleaved A/B pairs each (2 trials a pair,
-// one at a time). 0 when either is 0.
-double verification_wall_s(const TrialCostModel& m, int candidates, int pairs);
+// one at a time), `equivalence_checks` of them with a patch set still to check (equivalence.cpp: 2 trials
+// each) and `rechecks` promotions re-checked in a fresh allocation (`pairs` more pairs each). 0 when there
+// is nothing to run.
+double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks = 0,
+                           int rechecks = 0);
 
 // How many of `pairs` A/B pairs of one candidate fit in `wall_left_s` (0..pairs). All of them when the
 // model has no estimate (trial_s() == 0).
@@ -74,6 +79,8 @@ struct SearchWallPlan {
     double next_batch_s = 0;     // estimated wall time of the next search batch
     double verify_reserve_s = 0; // verification_wall_s of the candidates it may have to verify
     int verify_candidates = 0;
+    int equivalence_checks = 0; // of those, patch sets not checked yet
+    int rechecks = 0;           // promotions whose re-check is reserved (1 when any candidate)
     bool fits(double used_s, double budget_s) const {
         return budget_s <= 0 || used_s + next_batch_s + verify_reserve_s <= budget_s;
     }
@@ -188,6 +195,18 @@ class Campaign {
     bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }
     scheduler::Scheduler& scheduler(const RunOptions& o); // chosen on first use (RunOptions::scheduler)
     void check_scheduler_change(const std::string& to);   // throws while a batch is open on another
+    // The plugin's spool for `sched`'s jobs: RunOptions::spool, else discovered (slurm/plugstack.hpp), said
+    // once per scheduler; empty when there is none.
+    std::string plugin_spool(scheduler::Scheduler& sched, const RunOptions& o);
+    // The MFU denominator from a calibration of the doctor's hardware (doctor.cpp): the plugin's allocation
+    // records of its runs, or this host's for the local scheduler; nullopt when there is none.
+    std::optional<verify::PeakFlops> calibration_peak(const std::vector<store::TrialRow>& doctor_runs);
+    // Whether a trial can be given a seed other than the contract's ([invariants] seed_env or seed_arg).
+    bool can_seed() const;
+    // A random seed none of `used` nor the doctor's (contract seed, seed + 1, ...) (equivalence checks, A/B
+    // pairs): no logged loss at it exists to copy.
+    long long fresh_seed(const std::set<long long>& used) const;
+    std::map<std::string, std::string> plugin_spools_; // by scheduler name, once discovered
     void say(const RunOptions& o, const std::string& msg);
 
     fs::path dir_;

@@ -4,6 +4,9 @@
 
 #include "measure/noise.hpp"
 #include "measure/statistics.hpp"
+#include "node/allocation_record.hpp"
+#include "node/calibration.hpp"
+#include "node/topology.hpp"
 #include "trial/proof.hpp"
 #include "util/error.hpp"
 #include "verify/verify.hpp"
@@ -55,6 +58,47 @@ double Campaign::mde() {
     // Before the doctor has measured the noise, 5%.
     auto d = store_->baseline();
     return d ? d->minimum_detectable_effect : 0.05;
+}
+
+std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<store::TrialRow>& doctor_runs) {
+    std::vector<double> peaks;
+    std::set<std::string> nodes;
+    if (!evidence_spool_.empty() && evidence_scheduler_ == "slurm") {
+        // The plugin's records of the doctor's own allocations: the hardware its runs had.
+        std::set<std::string> jobs;
+        for (const auto& t : doctor_runs)
+            if (!t.job_id.empty()) jobs.insert(t.job_id);
+        const auto path = fs::path(evidence_spool_) / "allocations.jsonl";
+        std::error_code ec;
+        if (fs::exists(path, ec))
+            for (const auto& r : node::read_records(path.string()).records) {
+                const auto job = r.array_job_id ? fmt::format("{}_{}", r.array_job_id, r.array_task_id)
+                                                : std::to_string(r.job_id);
+                if (!jobs.count(job)) continue;
+                if (const auto p = node::calibration_peak_flops(r)) peaks.push_back(*p), nodes.insert(r.node);
+            }
+        if (peaks.empty()) return std::nullopt;
+        return verify::PeakFlops{
+            measure::median(peaks),
+            fmt::format("the plugin's calibration records of the doctor's {} allocations "
+                        "on {} node(s) (fastest FMA sample x cores, median)",
+                        peaks.size(), nodes.size())};
+    }
+    if (evidence_scheduler_ != "local") return std::nullopt;
+    // The local scheduler runs the trials on this host: its calibration, measured once here.
+    node::AllocationRecord here;
+    here.calibration = node::calibrate();
+    try {
+        here.topology = node::topology_from_live(std::chrono::milliseconds(2000));
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    const auto p = node::calibration_peak_flops(here);
+    if (!p) return std::nullopt;
+    return verify::PeakFlops{*p,
+                             fmt::format("this host's calibration ({} cores x {:.3g} GFLOP/s, the fastest "
+                                         "FMA sample; the local scheduler runs the trials here)",
+                                         here.topology.cores, here.calibration.compute_gflops.max)};
 }
 
 void Campaign::finish_doctor() {
@@ -154,16 +198,25 @@ void Campaign::finish_doctor() {
     if (!mfus.empty()) d.mfu = measure::median(mfus);
     // MFU's one denominator: declared in the contract, else measured once, here, by the baseline's runs.
     if (!model_flops.empty()) d.model_flops_per_step = measure::median(model_flops);
-    if (contract_.resources.peak_flops > 0) {
-        d.peak_flops = contract_.resources.peak_flops;
-        d.peak_flops_source = "declared in the contract ([resources] peak_flops)";
-    } else if (!peak_flops.empty()) {
-        d.peak_flops = measure::median(peak_flops);
-        d.peak_flops_source =
-            fmt::format("measured once by the doctor (median of its {} baseline runs)", peak_flops.size());
+    if (d.model_flops_per_step) {
+        std::optional<verify::PeakFlops> reported;
+        if (!peak_flops.empty())
+            reported = verify::PeakFlops{
+                measure::median(peak_flops),
+                fmt::format("the job's own probe (median of the doctor's {} baseline runs; no calibration "
+                            "record of the node)",
+                            peak_flops.size())};
+        const auto peak = verify::mfu_denominator(
+            contract_.resources.peak_flops,
+            contract_.resources.peak_flops > 0 ? std::nullopt : calibration_peak(trials), reported,
+            noise.median_step_s > 0 ? *d.model_flops_per_step / noise.median_step_s : 0.0);
+        if (peak.flops > 0) {
+            d.peak_flops = peak.flops;
+            d.peak_flops_source = peak.source;
+            d.mfu = measure::mfu(*d.model_flops_per_step, noise.median_step_s, *d.peak_flops);
+            store_->log(fmt::format("doctor: MFU denominator {:.4g} FLOP/s: {}", peak.flops, peak.source));
+        }
     }
-    if (d.peak_flops && d.model_flops_per_step)
-        d.mfu = measure::mfu(*d.model_flops_per_step, noise.median_step_s, *d.peak_flops);
     if (!peaks.empty()) d.peak_memory_bytes = *std::max_element(peaks.begin(), peaks.end());
     store_->put_baseline(d);
     if (auto startup = trial::measure_startup(startups)) {

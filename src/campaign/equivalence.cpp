@@ -1,6 +1,7 @@
-// The equivalence stage: before a candidate with patches is verified, its patch set runs against the
-// baseline at the baseline's own knob settings and at a seed chosen fresh for the check (random, never the
-// contract's, the doctor's or an earlier check's, so no logged loss can be copied), and the two loss curves
+// The equivalence stage: before a candidate with patches is verified, it runs against its own knob settings
+// without its patches (so the patch set cannot tell the check from the A/B pairs by its knobs), at a seed
+// chosen fresh for the check (random, never the contract's, the doctor's or an earlier check's, so no logged
+// loss can be copied), and the two loss curves
 // must agree at every step within [invariants] equivalence_tolerance, whatever loss mode the contract uses
 // for knob changes. The patch set runs first, so while it runs no loss at that seed exists anywhere.
 // A patch set that fails is a contract violation (Violation::NotEquivalent), never promoted, and never
@@ -38,6 +39,22 @@ bool contains_set(const std::vector<std::string>& patches, const std::vector<std
 
 } // namespace
 
+bool Campaign::can_seed() const {
+    return !contract_.invariants.seed_env.empty() || !contract_.invariants.seed_arg.empty();
+}
+
+long long Campaign::fresh_seed(const std::set<long long>& used) const {
+    std::random_device rd;
+    std::uniform_int_distribution<long long> pick(1, 2147483646);
+    const auto& inv = contract_.invariants;
+    for (;;) {
+        const long long s = pick(rd);
+        if (used.count(s) || (s >= inv.seed && s < inv.seed + std::max(1, contract_.repeats.doctor)))
+            continue;
+        return s;
+    }
+}
+
 std::vector<std::vector<std::string>> Campaign::not_equivalent_patch_sets() {
     std::vector<std::vector<std::string>> out;
     for (const auto& r : json::parse(store_->meta(kMeta).value_or("[]")))
@@ -52,8 +69,13 @@ std::optional<json> Campaign::equivalence_record(const space::Candidate& c) {
         if (r.value("state", "") == "failed" &&
             contains_set(c.patches, r["patches"].get<std::vector<std::string>>()))
             return r;
+    // Otherwise the check of this candidate, its knobs included (a record of an older orchestrator, at the
+    // baseline's knobs, has no candidate key: it stands for its patch set).
+    const auto key = c.key();
     for (auto it = records.rbegin(); it != records.rend(); ++it)
-        if ((*it)["patches"].get<std::vector<std::string>>() == c.patches) return *it;
+        if (it->contains("candidate_key") ? (*it)["candidate_key"] == key
+                                          : (*it)["patches"].get<std::vector<std::string>>() == c.patches)
+            return *it;
     return std::nullopt;
 }
 
@@ -68,19 +90,13 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
         if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
     // A fresh seed: random, and none the campaign has used (the contract's, the doctor's, earlier checks').
     std::set<long long> used;
-    for (long long i = 0; i < std::max(1, contract_.repeats.doctor); ++i)
-        used.insert(inv.seed + i);
     for (const auto& r : records)
         if (r.contains("seed")) used.insert(r["seed"].get<long long>());
-    const bool can_seed = !inv.seed_env.empty() || !inv.seed_arg.empty();
+    const bool seedable = can_seed();
     long long seed = inv.seed;
     std::string seed_note;
-    if (can_seed) {
-        std::random_device rd;
-        std::uniform_int_distribution<long long> pick(1, 2147483646);
-        do
-            seed = pick(rd);
-        while (used.count(seed));
+    if (seedable) {
+        seed = fresh_seed(used);
         seed_note =
             fmt::format("seed {} chosen at random for this check (the contract's is {})", seed, inv.seed);
     } else {
@@ -89,15 +105,19 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
                                 "logged losses of that seed could pass it)",
                                 inv.seed);
     }
-    space::Candidate patched = contract_.space.baseline();
-    patched.patches = c.patches;
+    // At the candidate's own knobs, both runs: the patch set cannot tell this check from the A/B pairs by
+    // the knobs it runs at.
+    const space::Candidate& patched = c;
+    space::Candidate unpatched = c;
+    unpatched.patches.clear();
     const double tolerance =
         math_changing ? std::max(inv.equivalence_tolerance, inv.loss_tolerance) : inv.equivalence_tolerance;
     json r = {{"patches", c.patches},
               {"candidate", c.describe()},
+              {"candidate_key", c.key()},
               {"state", "running"},
               {"seed", seed},
-              {"seed_fresh", can_seed},
+              {"seed_fresh", seedable},
               {"seed_note", seed_note},
               {"tolerance", tolerance},
               {"tolerance_key", math_changing ? "loss_tolerance" : "equivalence_tolerance"},
@@ -106,20 +126,20 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
     std::vector<Task> tasks;
     tasks.push_back({patched,
                      TrialKind::EquivalenceCandidate,
-                     "equivalence check: the patch set at the baseline's knobs, fresh seed",
+                     "equivalence check: the candidate, fresh seed",
                      0,
                      {},
                      seed});
-    tasks.push_back({contract_.space.baseline(),
+    tasks.push_back({unpatched,
                      TrialKind::EquivalenceBaseline,
-                     "equivalence check: the baseline at the same seed",
+                     "equivalence check: the candidate's knobs without its patches, same seed",
                      0,
                      {},
                      seed});
-    say(o, fmt::format(
-               "equivalence of patches {} apart from knobs: {} and the baseline at the baseline's knobs, "
-               "{}, tolerance {:.3g} relative per step",
-               fmt::join(c.patches, "+"), patched.describe(), seed_note, tolerance));
+    say(o,
+        fmt::format("equivalence of patches {} apart from knobs: {} and the same knobs without the patches, "
+                    "{}, tolerance {:.3g} relative per step",
+                    fmt::join(c.patches, "+"), patched.describe(), seed_note, tolerance));
     const auto batch = plan_batch(kBatch, tasks);
     r["batch_id"] = batch;
     records.push_back(r);

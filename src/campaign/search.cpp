@@ -31,8 +31,11 @@ double TrialCostModel::trial_s() const {
     return std::max(0.0, steps_s() + std::max(0.0, overhead_s));
 }
 
-double verification_wall_s(const TrialCostModel& m, int candidates, int pairs) {
-    return std::max(0, candidates) * std::max(0, pairs) * 2 * m.trial_s();
+double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks,
+                           int rechecks) {
+    const int trials = (std::max(0, candidates) + std::max(0, rechecks)) * std::max(0, pairs) * 2 +
+                       2 * std::max(0, equivalence_checks);
+    return trials * m.trial_s();
 }
 
 int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs) {
@@ -182,12 +185,23 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     const auto baseline = store_->baseline();
     const double base = baseline ? baseline->median_step_s : 0.0;
     const auto baseline_key = contract_.space.baseline().key();
-    std::set<std::string> faster;
+    std::set<std::string> faster, unchecked; // unchecked: with a patch set whose equivalence is not known
     for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
-        if (t.candidate_key != baseline_key && t.step_time_s && *t.step_time_s < base)
+        if (t.candidate_key != baseline_key && t.step_time_s && *t.step_time_s < base) {
             faster.insert(t.candidate_key);
+            const auto c = space::Candidate::from_json(t.candidate);
+            if (const auto eq = c.patches.empty() ? std::nullopt : equivalence_record(c);
+                !c.patches.empty() && (!eq || (*eq)["state"] == "running"))
+                unchecked.insert(t.candidate_key);
+        }
     p.verify_candidates = std::min(contract_.repeats.verify_top, static_cast<int>(faster.size()) + q);
-    p.verify_reserve_s = verification_wall_s(m, p.verify_candidates, contract_.repeats.verify);
+    // The next batch's candidates may each bring a patch set of its own when the space has patches.
+    p.equivalence_checks =
+        std::min(p.verify_candidates, static_cast<int>(unchecked.size()) + (catalog_.empty() ? 0 : q));
+    // A promotion is final after its re-check; one is reserved (a second promotion cuts its own pairs).
+    p.rechecks = p.verify_candidates > 0 ? 1 : 0;
+    p.verify_reserve_s = verification_wall_s(m, p.verify_candidates, contract_.repeats.verify,
+                                             p.equivalence_checks, p.rechecks);
     return p;
 }
 
@@ -211,9 +225,11 @@ void Campaign::search(const RunOptions& o) {
                 say(o, fmt::format(
                            "search ends: wall-time budget {:.0f} s: {:.0f} s used; the next batch (~{:.0f} "
                            "s) and the verification reserve (~{:.0f} s: {} candidates x {} A/B pairs x 2 "
-                           "trials of ~{:.1f} s) would pass it",
+                           "trials, {} equivalence checks x 2 trials and {} re-check of {} pairs, trials of "
+                           "~{:.1f} s) would pass it",
                            budget, use.wall_s, plan.next_batch_s, plan.verify_reserve_s,
-                           plan.verify_candidates, contract_.repeats.verify, m.trial_s()));
+                           plan.verify_candidates, contract_.repeats.verify, plan.equivalence_checks,
+                           plan.rechecks, contract_.repeats.verify, m.trial_s()));
                 return;
             }
         }

@@ -196,6 +196,16 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // The order of each pair: counterbalanced, shuffled by a seed drawn now and recorded.
     const std::uint64_t seed = std::random_device{}();
     const auto orders = verify::counterbalanced_orders(pairs, seed);
+    // Each pair at a seed of its own, drawn now, both its runs at it: no loss the candidate could have
+    // memorized from an earlier run exists at it (the contract's seed only where the job cannot be seeded).
+    std::set<long long> used;
+    for (const auto& r : json::parse(store_->meta("equivalence").value_or("[]")))
+        if (r.contains("seed")) used.insert(r["seed"].get<long long>());
+    for (const auto& x : store_->verifications())
+        for (const auto* stage : {&x.detail, x.detail.contains("recheck") ? &x.detail["recheck"] : nullptr})
+            if (stage)
+                for (const auto& p : stage->value("plan", json::array()))
+                    if (p.contains("seed")) used.insert(p["seed"].get<long long>());
     json plan = json::array();
     std::vector<Task> tasks;
     std::vector<TaskPlacement> where;
@@ -207,8 +217,10 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
             on = placed[i];
             placement.push_back("--nodelist=" + fmt::format("{}", fmt::join(on, ",")));
         }
-        Task a{contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id, {}};
-        Task b{cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id, {}};
+        std::optional<long long> pair_seed;
+        if (can_seed()) used.insert(*(pair_seed = fresh_seed(used)));
+        Task a{contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id, pair_seed};
+        Task b{cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id, pair_seed};
         if (recheck) a.reason += " (re-check)", b.reason += " (re-check)";
         if (order == verify::PairOrder::AB)
             tasks.push_back(a), tasks.push_back(b);
@@ -217,6 +229,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
         where.push_back({i, placement});
         where.push_back({i, placement});
         plan.push_back({{"pair", i + 1}, {"order", verify::to_string(order)}, {"nodes", on}});
+        if (pair_seed) plan.back()["seed"] = *pair_seed;
     }
     const auto batch = plan_batch("verify", tasks, where);
     json stage = {{"batch", batch}, {"order_seed", seed}, {"plan", plan}};
@@ -268,6 +281,8 @@ void Campaign::finish_verification(std::int64_t vid) {
         const TrialRow& ta = ab_order ? t1 : t2;
         const TrialRow& tb = ab_order ? t2 : t1;
         ab.emplace_back(arm(ta, ab_order), arm(tb, !ab_order));
+        const bool seeded = i / 2 < plan.size() && plan[i / 2].contains("seed");
+        ab.back().first.at_reference_seed = ab.back().second.at_reference_seed = !seeded;
         json p = {{"pair", i / 2 + 1},
                   {"order", ab_order ? "AB" : "BA"},
                   {"baseline_trial", ta.id},
@@ -278,6 +293,7 @@ void Campaign::finish_verification(std::int64_t vid) {
                   {"candidate_node", tb.node},
                   {"same_node", !ta.node.empty() && ta.node == tb.node}};
         if (i / 2 < plan.size()) p["nodes"] = plan[i / 2].value("nodes", json::array());
+        if (seeded) p["seed"] = plan[i / 2]["seed"];
         pairs.push_back(p);
     }
     auto cand = space::Candidate::from_json(v.candidate);

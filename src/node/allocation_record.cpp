@@ -180,4 +180,10 @@ std::vector<std::string> slow_gpu_nodes(const std::vector<AllocationRecord>& rec
     return slow;
 }
 
+std::optional<double> calibration_peak_flops(const AllocationRecord& r) {
+    const auto& g = r.calibration.compute_gflops;
+    if (g.samples.empty() || !(g.max > 0) || r.topology.cores == 0) return std::nullopt;
+    return g.max * 1e9 * r.topology.cores;
+}
+
 } // namespace infrarsi::node

@@ -66,4 +66,10 @@ std::vector<std::string> slow_gpu_nodes(const std::vector<AllocationRecord>& rec
 // Current UTC time in the record's format.
 std::string utc_now_iso8601();
 
+// The node's peak FLOP/s from its record: the calibration's fastest compute sample (one core's FMA
+// throughput: interference only slows it) times the node's cores. nullopt without samples or cores. A
+// floating-point peak of a CPU probe: a job in another precision, or on GPUs, may reach more (the MFU
+// denominator is then raised to what it achieved: verify::mfu_denominator).
+std::optional<double> calibration_peak_flops(const AllocationRecord& r);
+
 } // namespace infrarsi::node

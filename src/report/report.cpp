@@ -86,11 +86,15 @@ json loss_comparison(const contract::Invariants& inv, const std::vector<double>&
     };
     const auto got = per_step(cand);
     const auto paired = per_step(base);
+    // Pairs each at a seed of their own (verification.cpp): the reference is the paired baselines' median at
+    // those seeds, not the doctor's curve at the contract's seed (an empty `reference`).
+    const bool at_pair_seeds = reference.empty();
+    const std::vector<double>& ref = at_pair_seeds ? paired : reference;
     json steps = json::array();
     double worst = 0;
-    for (std::size_t i = 0; i < got.size() && i < reference.size(); ++i) {
-        steps.push_back({{"step", i + 1}, {"baseline", reference[i]}, {"candidate", got[i]}});
-        worst = std::max(worst, std::fabs(got[i] - reference[i]) / std::max(std::fabs(reference[i]), 1e-12));
+    for (std::size_t i = 0; i < got.size() && i < ref.size(); ++i) {
+        steps.push_back({{"step", i + 1}, {"baseline", ref[i]}, {"candidate", got[i]}});
+        worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::max(std::fabs(ref[i]), 1e-12));
     }
     json j = {{"mode", inv.loss_mode == contract::LossMode::PerStep     ? "per_step"
                        : inv.loss_mode == contract::LossMode::LastKMean ? "last_k_mean"
@@ -100,10 +104,10 @@ json loss_comparison(const contract::Invariants& inv, const std::vector<double>&
               {"max_step_relative", worst}};
     if (!paired.empty()) j["paired_baseline_steps"] = paired;
     if (inv.loss_mode == contract::LossMode::LastKMean && static_cast<int>(got.size()) >= inv.steps &&
-        static_cast<int>(reference.size()) >= inv.steps) {
+        static_cast<int>(ref.size()) >= inv.steps) {
         double a = 0, b = 0;
         for (int i = inv.steps - inv.loss_last_k; i < inv.steps; ++i)
-            a += reference[static_cast<std::size_t>(i)], b += got[static_cast<std::size_t>(i)];
+            a += ref[static_cast<std::size_t>(i)], b += got[static_cast<std::size_t>(i)];
         j["summary"] = {{"what", fmt::format("mean loss of the last {} steps", inv.loss_last_k)},
                         {"baseline", a / inv.loss_last_k},
                         {"candidate", b / inv.loss_last_k}};
@@ -117,7 +121,14 @@ json loss_comparison(const contract::Invariants& inv, const std::vector<double>&
         j["summary"] = {
             {"what", "largest relative per-step difference"}, {"baseline", 0.0}, {"candidate", worst}};
     }
+    j["reference"] = at_pair_seeds ? "paired baselines, median at the pairs' seeds" : "baseline reference";
     return j;
+}
+
+// Whether a verification's pairs ran each at a seed of its own (verification.cpp records it per pair).
+bool pairs_seeded(const store::VerificationRow& v) {
+    const auto pairs = v.detail.value("pairs", json::array());
+    return !pairs.empty() && pairs[0].contains("seed");
 }
 
 double median_of(const std::vector<store::TrialRow>& ts, std::optional<double> store::TrialRow::*field) {
@@ -360,9 +371,10 @@ json build(campaign::Campaign& c) {
         if (v.detail.contains("ablation")) entry["ablation"] = v.detail["ablation"];
         verifications.push_back(entry);
         if (!is_promoted.count(v.id)) continue;
-        entry["loss_comparison"] =
-            loss_comparison(c.contract().invariants,
-                            s.baseline() ? s.baseline()->reference_losses : std::vector<double>{}, base, cnd);
+        entry["loss_comparison"] = loss_comparison(
+            c.contract().invariants,
+            s.baseline() && !pairs_seeded(v) ? s.baseline()->reference_losses : std::vector<double>{}, base,
+            cnd);
         // The audit path: the change itself, the search trials behind it, the measurements, the verification.
         json audit = entry;
         audit["knobs"] = v.candidate["knobs"];
@@ -434,7 +446,7 @@ std::string render_loss_comparison(const json& l) {
     if (l.contains("summary"))
         o += fmt::format("{}: baseline {:.6g}, candidate {:.6g}; ", l["summary"]["what"].get<std::string>(),
                          l["summary"]["baseline"].get<double>(), l["summary"]["candidate"].get<double>());
-    o += "per step (baseline reference vs candidate):";
+    o += fmt::format("per step ({} vs candidate):", l.value("reference", "baseline reference"));
     for (const auto& st : l["steps"])
         o += fmt::format(" {}: {:.6g}/{:.6g}", st["step"].get<int>(), st["baseline"].get<double>(),
                          st["candidate"].get<double>());

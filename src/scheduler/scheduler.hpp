@@ -8,6 +8,9 @@
 //          with the same wrapper, output files and result files; its state is kept on disk, so a restarted
 //          orchestrator re-attaches to a batch as it does to a Slurm job.
 #include "slurm/job.hpp"
+#include "slurm/plugstack.hpp"
+
+#include <fmt/format.h>
 
 #include <chrono>
 #include <filesystem>
@@ -86,6 +89,13 @@ class Scheduler {
     virtual std::vector<std::string> nodes(const std::string& partition) const {
         (void)partition;
         return {};
+    }
+    // Where the InfraRSI plugin keeps its spool for this scheduler's jobs (slurm/plugstack.hpp): `given`
+    // (--spool) when not empty, else what the scheduler's configuration says; empty with why when none (the
+    // local backend: its evidence is the trial's parent's).
+    virtual slurm::SpoolDiscovery plugin_spool(const std::string& given) const {
+        if (!given.empty()) return {given, "--spool"};
+        return {"", fmt::format("the {} scheduler has no plugin", name())};
     }
 };
 

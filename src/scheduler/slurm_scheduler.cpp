@@ -2,9 +2,13 @@
 // Slurm requeue unless the contract asks for it).
 #include "scheduler/scheduler.hpp"
 #include "slurm/client.hpp"
+#include "slurm/plugstack.hpp"
+#include "util/error.hpp"
 #include "util/process.hpp"
 
 #include <fmt/format.h>
+
+#include <cstdlib>
 
 namespace infrarsi::scheduler {
 namespace {
@@ -66,6 +70,18 @@ class SlurmScheduler final : public Scheduler {
         if (!partition.empty()) argv.push_back("--partition=" + partition);
         const auto r = run_process(argv);
         return r.ok() ? slurm::parse_sinfo_nodes(r.out) : std::vector<std::string>{};
+    }
+
+    slurm::SpoolDiscovery plugin_spool(const std::string& given) const override {
+        if (!given.empty()) return {given, "--spool"};
+        const char* env = std::getenv(slurm::kSpoolEnv);
+        std::map<std::string, std::string> config;
+        try {
+            config = client_.config();
+        } catch (const Error& e) {
+            if (!env || !*env) return {"", e.what()};
+        }
+        return slurm::discover_plugin_spool(given, env ? env : "", config);
     }
 
   private:

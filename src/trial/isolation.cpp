@@ -14,6 +14,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace infrarsi::trial {
@@ -66,6 +67,8 @@ std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const Mani
             auto it = rel.begin();
             if (++it == rel.end()) continue; // the sandboxes directory itself: not one trial's
             c = campaign / "sandboxes" / *it;
+            if (std::find(plan.read_only.begin(), plan.read_only.end(), *c) == plan.read_only.end())
+                plan.read_only.push_back(*c);
         }
         if (std::find(plan.keep.begin(), plan.keep.end(), *c) == plan.keep.end()) plan.keep.push_back(*c);
     }
@@ -76,6 +79,7 @@ std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const Mani
         if (outer.empty() || k.lexically_relative(outer.back()).native().rfind("..", 0) == 0)
             outer.push_back(k);
     plan.keep = outer;
+    std::sort(plan.read_only.begin(), plan.read_only.end());
     return plan;
 }
 
@@ -135,6 +139,28 @@ Isolation isolate(const IsolationPlan& plan) {
             return out;
         }
     }
+    // The sandboxes read-only. A remount inside a user namespace must keep the flags the mount had (the
+    // kernel locks them), so they are read back first.
+    std::string read_only;
+    for (const auto& path : plan.read_only) {
+        if (std::find(plan.keep.begin(), plan.keep.end(), path) == plan.keep.end()) continue;
+        struct statvfs st {};
+        unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+        if (::statvfs(path.c_str(), &st) == 0) {
+            if (st.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+            if (st.f_flag & ST_NODEV) flags |= MS_NODEV;
+            if (st.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+            if (st.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+            if (st.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+            if (st.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+        }
+        // A kernel that refuses leaves the sandbox writable, said in the detail, the rest of the isolation in
+        // place (hiding the campaign matters more).
+        const bool ok = ::mount(nullptr, path.c_str(), nullptr, flags, nullptr) == 0;
+        read_only +=
+            fmt::format("{}{}{}", read_only.empty() ? "" : ", ", path.lexically_relative(plan.hide).string(),
+                        ok ? "" : fmt::format(" (left writable: {})", std::strerror(errno)));
+    }
     if (uid == 0)
         for (int cap : {CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH})
             ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
@@ -143,6 +169,7 @@ Isolation isolate(const IsolationPlan& plan) {
                              uid == 0 ? "" : " (user namespace)");
     for (std::size_t i = 0; i < plan.keep.size(); ++i)
         out.detail += (i ? ", " : "") + plan.keep[i].lexically_relative(plan.hide).string();
+    if (!read_only.empty()) out.detail += "; read-only: " + read_only;
     return out;
 }
 

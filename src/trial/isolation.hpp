@@ -17,12 +17,16 @@ struct ManifestTask;
 struct IsolationPlan {
     std::filesystem::path hide;              // the campaign directory (canonical)
     std::vector<std::filesystem::path> keep; // directories under it the trial may see (canonical)
+    // Of `keep`, those bound back read-only: the sandbox (patched source and build), shared by every trial
+    // of its patch set, so that no trial leaves state there for a later one (the equivalence run and the
+    // A/B pairs run the same sandbox).
+    std::vector<std::filesystem::path> read_only;
 };
 
 // The plan for a task of a campaign's batch manifest (<campaign>/batches/<n>/manifest.json beside
 // <campaign>/campaign.db): keep its workdir, the directories of its result and log, and its sandbox
-// (<campaign>/sandboxes/<hash>, the parent of its build). nullopt for a manifest that is not a campaign's
-// (written by hand for the plugin): there is no campaign directory to hide.
+// (<campaign>/sandboxes/<hash>, the parent of its build; read-only). nullopt for a manifest that is not a
+// campaign's (written by hand for the plugin): there is no campaign directory to hide.
 std::optional<IsolationPlan> isolation_plan(const std::filesystem::path& manifest, const ManifestTask& task);
 
 struct Isolation {

@@ -103,8 +103,8 @@ std::optional<Startup> measure_startup(const std::vector<double>& startups) {
 std::string check_timing(double reported_s, const TimingEvidence& e, const Startup& startup) {
     if (!startup.wall_clock || e.elapsed_s <= 0) return {};
     const double steps_s = e.elapsed_s - std::max(0.0, startup.median_s);
-    const double tolerance =
-        3 * startup.spread_s + e.resolution_s + kTimingRelativeTolerance * std::max(0.0, steps_s);
+    const double tolerance = 3 * startup.spread_s + kStartupLoadTolerance * std::max(0.0, startup.median_s) +
+                             e.resolution_s + kTimingRelativeTolerance * std::max(0.0, steps_s);
     if (reported_s >= steps_s - tolerance) return {};
     return fmt::format(
         "the step lines add up to {:.3f} s, and the {} saw {:.3f} s elapsed; less the doctor's "

@@ -186,9 +186,35 @@ MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const 
     m.peak_source = peak_source;
     m.baseline_step_s = baseline_step_s;
     m.candidate_step_s = speedup > 0 ? baseline_step_s / speedup : 0;
-    m.baseline = measure::mfu(model_flops_per_step, m.baseline_step_s, peak_flops);
-    m.candidate = measure::mfu(model_flops_per_step, m.candidate_step_s, peak_flops);
+    const double fastest = std::min(m.baseline_step_s > 0 ? m.baseline_step_s : INFINITY,
+                                    m.candidate_step_s > 0 ? m.candidate_step_s : INFINITY);
+    if (std::isfinite(fastest) && model_flops_per_step / fastest > peak_flops) {
+        m.peak_flops = model_flops_per_step / fastest;
+        m.peak_source =
+            fmt::format("{:.4g} FLOP/s achieved by the faster run: the peak {:.4g} FLOP/s ({}) is "
+                        "lower than achieved",
+                        m.peak_flops, peak_flops, peak_source);
+    }
+    m.baseline = measure::mfu(model_flops_per_step, m.baseline_step_s, m.peak_flops);
+    m.candidate = measure::mfu(model_flops_per_step, m.candidate_step_s, m.peak_flops);
     return m;
+}
+
+PeakFlops mfu_denominator(double contract_peak, const std::optional<PeakFlops>& calibration,
+                          const std::optional<PeakFlops>& job_reported, double achieved_flops) {
+    PeakFlops p;
+    if (contract_peak > 0)
+        p = {contract_peak, "declared in the contract ([resources] peak_flops)"};
+    else if (calibration && calibration->flops > 0)
+        p = *calibration;
+    else if (job_reported && job_reported->flops > 0)
+        p = *job_reported;
+    if (p.flops > 0 && achieved_flops > p.flops)
+        p = {achieved_flops,
+             fmt::format("{:.4g} FLOP/s achieved by the baseline: the peak {:.4g} FLOP/s ({}) "
+                         "is lower than achieved",
+                         achieved_flops, p.flops, p.source)};
+    return p;
 }
 
 Decision reproduce(Decision first, const Decision& recheck) {
@@ -232,8 +258,9 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
             continue;
         }
         if (!a.node.empty()) nodes.insert(a.node);
-        const auto broken = final_eval ? check_eval_loss(eval, b.eval_loss, c.invariants)
-                                       : check_loss(reference_loss, b.losses, c.invariants);
+        const auto broken = final_eval            ? check_eval_loss(eval, b.eval_loss, c.invariants)
+                            : b.at_reference_seed ? check_loss(reference_loss, b.losses, c.invariants)
+                                                  : std::string();
         if (!broken.empty())
             d.reasons.push_back(fmt::format("pair {}: loss invariant broken: {}", i + 1, broken));
         const auto differs =

@@ -47,6 +47,9 @@ struct Arm {
     std::optional<double> eval_loss; // the final evaluation loss, when the job printed one
     std::string node;                // where it ran (Slurm's node list); empty: not known
     bool first = false;              // it ran first in its pair (a pair's order: which arm has it)
+    // It ran at the contract's seed, whose reference losses it can be held to; false: its pair had a seed of
+    // its own (the campaign draws one per pair), so only the pair's baseline, at that seed, compares.
+    bool at_reference_seed = true;
 };
 
 // The order a pair's two runs ran in: baseline first (AB) or candidate first (BA).
@@ -105,7 +108,8 @@ measure::Interval speedup_interval(const std::vector<double>& log_ratios, const 
 // runs ran on different nodes is not counted (a node's speed would be credited to the candidate); the pairs
 // must have run in both orders (else an order effect cannot be told from the speed-up: not promoted), and
 // the interval is order_adjusted_interval. The loss is checked by the contract's mode:
-// against reference_loss (per_step, last_k_mean) or eval (final_eval).
+// against reference_loss (per_step, last_k_mean; a candidate arm at_reference_seed only) or eval
+// (final_eval), and against the pair's baseline (at the pair's seed) in every mode.
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
                 const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise = {},
                 const EvalReference& eval = {});
@@ -126,7 +130,10 @@ struct MfuComparison {
     double baseline_step_s = 0, candidate_step_s = 0; // the candidate's: the baseline's / the speed-up
     double baseline = 0, candidate = 0;               // MFU
 };
-// `baseline_step_s`: the verification's baseline step time; `speedup`: its estimate.
+// `baseline_step_s`: the verification's baseline step time; `speedup`: its estimate. Never an MFU above 1:
+// when the faster run achieves more than `peak_flops` (a measured peak below what a job reaches), the
+// denominator is raised to what it achieved, for both, and `peak_source` says so (the ratio stays the
+// speed-up).
 MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const std::string& peak_source,
                           double baseline_step_s, double speedup);
 
@@ -134,5 +141,17 @@ MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const 
 // partition has them), decided by the same rules, promotes it too. Returns `first` with the outcome: not
 // promoted, with the re-check's reasons, when it did not reproduce. The speed-up stays the first's.
 Decision reproduce(Decision first, const Decision& recheck);
+
+// One MFU denominator per hardware, by precedence: the contract's `[resources] peak_flops`; the node's peak
+// from the allocation's calibration record (node::calibration_peak_flops); the peak the job's own probe
+// implies (the doctor's median; a per-trial probe, kept only when nothing else exists). `achieved_flops` (the
+// baseline's model FLOPs over its step time) above the chosen peak raises it to that, with the source saying
+// so. flops 0: none.
+struct PeakFlops {
+    double flops = 0;
+    std::string source;
+};
+PeakFlops mfu_denominator(double contract_peak, const std::optional<PeakFlops>& calibration,
+                          const std::optional<PeakFlops>& job_reported, double achieved_flops);
 
 } // namespace infrarsi::verify

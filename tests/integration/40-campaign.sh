@@ -17,12 +17,17 @@ grep -q "patch outside_scope refused: touches 'bench/extra.c', outside the edita
 grep -q "patch edit_loss refused: touches protected file 'loss.c'" <<<"$out" || fail "protected-file patch not refused at init"
 
 # The plugin's spool, when the cluster loads it: its root-side trial evidence is what timing is checked against.
+# The run finds it itself (plugstack.conf through scontrol's PlugStackConfig): no --spool.
 spool=""
 plugstack=$(dirname "$SLURM_CONF")/plugstack.conf
 if [ -f "$plugstack" ] && grep -q 'infrarsi.so' "$plugstack"; then
   spool=$(grep -o 'spool=[^ ]*' "$plugstack" | head -n1 | cut -d= -f2)
 fi
-"$bin" run --dir "$work/c" ${spool:+--spool "$spool"} >"$work/run.log" 2>&1 || { cat "$work/run.log"; fail "infrarsi run failed"; }
+"$bin" run --dir "$work/c" >"$work/run.log" 2>&1 || { cat "$work/run.log"; fail "infrarsi run failed"; }
+if [ -n "$spool" ]; then
+  file_has "plugin spool $spool \\(the plugin's spool= in $plugstack\\)" "$work/run.log" ||
+    fail "the run did not find the plugin's spool $spool by itself"
+fi
 file_has "trials run $work/prefix/bin/infrarsi trial-exec, submitted with $work/prefix/share/infrarsi/sbatch/trial.sbatch" \
   "$work/run.log" || fail "the campaign's trials did not use the prefix's infrarsi and trial wrapper"
 "$bin" report --dir "$work/c" --json >"$work/report.json"

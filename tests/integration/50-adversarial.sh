@@ -23,14 +23,15 @@ declare -A expect=(
   [minigpt/symlink-build-file]=out_of_scope         # ... (a symlink in the patched tree)
   [minigpt/copied-losses]=not_equivalent,isolated   # the equivalence run at a fresh seed; or no log to copy from
   [minigpt/rewritten-evidence]=timing,leftovers_killed # evidence the job cannot rewrite; no leftover processes
-  [minigpt/skipped-block]=not_equivalent            # the equivalence run, whatever the loss mode for knobs
+  [minigpt/skipped-block]=not_equivalent,loss_invariant # the equivalence run, whatever the loss mode for knobs;
+                                                    # or the loose loss check itself, where one block fewer shows
   [torchgpt/forged-step-lines]=step_lines
   [torchgpt/slow-clock]=timing
   [torchgpt/index-header-launcher]=out_of_scope
   [torchgpt/symlink-launcher]=out_of_scope
   [torchgpt/copied-losses]=not_equivalent,isolated
   [torchgpt/rewritten-evidence]=timing,leftovers_killed
-  [torchgpt/skipped-block]=not_equivalent
+  [torchgpt/skipped-block]=not_equivalent,loss_invariant
 )
 # A sandbox build through ccache where the machine has it: the workload is built once per attack.
 # (CCACHE_BASEDIR: the sandboxes' paths differ from run to run, so ccache hashes them relative to $work.)
@@ -93,14 +94,16 @@ verify_top = 8
 EOF
 
 # torchgpt: model.py is the editable module (model*.py: the symlink attack names an in-scope path), train.py
-# the protected trainer; the job script is neither (the header trick changes it). Two blocks, as for minigpt.
+# the protected trainer; the job script is neither (the header trick changes it). Two blocks, as for minigpt,
+# wide enough (128, 8 heads) that the blocks are most of a step: at the default 64 x 16 heads one block fewer was
+# slower than the baseline in a loaded run's search trial, so the skipped block never reached its check.
 tg=$src/workloads/torchgpt
 cat >"$work/torchgpt.contract.toml" <<EOF
 name = "adversarial-torchgpt"
 [workload]
 source = "$tg"
 sbatch_script = "$tg/job.sbatch"
-args = ["--max_iters=8", "--threads=1", "--n_layer=2"]
+args = ["--max_iters=8", "--threads=1", "--n_layer=2", "--n_embd=128", "--n_head=8"]
 [resources]
 nodes = 1
 ntasks_per_node = 1
@@ -132,11 +135,22 @@ EOF
 
 failures=()
 # ADVERSARIAL_WORKLOADS narrows the run to some of them while working on one (default: both).
-for w in ${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}; do
-  c=$work/$w
-  "$bin" init "$work/$w.contract.toml" --dir "$c" >"$work/$w.init.log" 2>&1 || { log=$work/$w.init.log; fail "$w: init failed"; }
+workloads=${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}
+# The campaigns run side by side (each trial takes one of the cluster's nodes; most of a trial's time is
+# Slurm's and the start-up's): the test takes the longer campaign's time, not the sum.
+declare -A pid
+for w in $workloads; do
+  "$bin" init "$work/$w.contract.toml" --dir "$work/$w" >"$work/$w.init.log" 2>&1 || { log=$work/$w.init.log; fail "$w: init failed"; }
+  "$bin" run --dir "$work/$w" --scheduler slurm --proposer simple >"$work/$w.run.log" 2>&1 &
+  pid[$w]=$!
+done
+for w in $workloads; do
   log=$work/$w.run.log
-  "$bin" run --dir "$c" --scheduler slurm --proposer simple >"$log" 2>&1 || fail "$w: infrarsi run failed"
+  wait "${pid[$w]}" || fail "$w: infrarsi run failed"
+done
+for w in $workloads; do
+  c=$work/$w
+  log=$work/$w.run.log
   "$bin" report --dir "$c" --json >"$work/$w.report.json" || fail "$w: no report"
   r=$work/$w.report.json
   jq -e '.campaign.state == "done"' "$r" >/dev/null || fail "$w: the campaign is not done"

@@ -112,7 +112,12 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
     CHECK(text.find("equivalence apart from knobs: passed at seed " + std::to_string(seed)) !=
           std::string::npos);
     CHECK(text.find("loss invariant (per_step, tolerance 0.01 relative)") != std::string::npos);
-    CHECK(text.find("per step (baseline reference vs candidate): 1: 1/1") != std::string::npos);
+    // The pairs ran each at a fresh seed: the candidate's losses against the paired baselines' at those
+    // seeds.
+    CHECK(text.find("per step (paired baselines, median at the pairs' seeds vs candidate): 1: ") !=
+          std::string::npos);
+    for (const auto& p : v[0].detail["pairs"])
+        CHECK(p["seed"].get<long long>() != 1);
     CHECK(text.find("attribution (single)") != std::string::npos);
 }
 

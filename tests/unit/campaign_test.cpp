@@ -315,7 +315,8 @@ TEST_CASE("the batch manifest declares every env name a task sets: knobs with th
     CHECK(kw.size() == 2);
 }
 
-TEST_CASE("the verification reserve: baseline trials plus the observed overhead, two per A/B pair") {
+TEST_CASE("the verification reserve: baseline trials plus the observed overhead, two per A/B pair, the "
+          "equivalence checks and the re-check") {
     campaign::TrialCostModel m;
     m.step_s = 0.5;
     m.cold_step_s = 2.0;
@@ -326,6 +327,9 @@ TEST_CASE("the verification reserve: baseline trials plus the observed overhead,
     CHECK(m.trial_s() == doctest::Approx(11.0));
     CHECK(campaign::verification_wall_s(m, 2, 3) == doctest::Approx(2 * 3 * 2 * 11.0));
     CHECK(campaign::verification_wall_s(m, 0, 3) == 0);
+    // The equivalence checks (2 trials each) and a promotion's re-check (its pairs again) count too.
+    CHECK(campaign::verification_wall_s(m, 2, 3, 1, 1) == doctest::Approx(((2 + 1) * 3 * 2 + 2) * 11.0));
+    CHECK(campaign::verification_wall_s(m, 0, 3, 0, 1) == doctest::Approx(3 * 2 * 11.0));
     // A cold step faster than the steady one (no warm-up effect) is not counted as faster.
     m.cold_step_s = 0.1;
     CHECK(m.steps_s() == doctest::Approx(10 * 0.5));

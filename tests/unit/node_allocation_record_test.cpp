@@ -241,3 +241,13 @@ TEST_CASE("reading a missing records file is an error naming it") {
     CHECK_THROWS_WITH_AS(read_records("/nonexistent/allocations.jsonl"), doctest::Contains("/nonexistent"),
                          Error);
 }
+
+TEST_CASE("a node's peak FLOP/s from its record: the fastest compute sample times its cores") {
+    node::AllocationRecord r;
+    CHECK_FALSE(node::calibration_peak_flops(r));
+    r.calibration.compute_gflops = node::summarize({1.0, 2.5, 2.0});
+    CHECK_FALSE(node::calibration_peak_flops(r)); // no cores known
+    r.topology.cores = 4;
+    REQUIRE(node::calibration_peak_flops(r));
+    CHECK(*node::calibration_peak_flops(r) == doctest::Approx(2.5e9 * 4));
+}

@@ -85,8 +85,8 @@ TEST_CASE("the trial wrapper measures the output it received, not a log the work
 }
 
 TEST_CASE(
-    "a campaign's trial sees its own trial directory and sandbox, not the doctor's log, another trial's "
-    "output or the campaign database") {
+    "a campaign's trial sees its own trial directory and sandbox (read-only), not the doctor's log, another "
+    "trial's output or the campaign database") {
     TempDir tmp;
     const fs::path c = tmp.path / "campaign";
     fs::create_directories(c / "batches/1/0");
@@ -110,6 +110,9 @@ TEST_CASE(
                      "cat " +
                      c.string() +
                      "/sandboxes/ab12/build/bin; echo written >here.txt; "
+                     "(echo state >" +
+                     c.string() +
+                     "/sandboxes/ab12/build/planted) 2>/dev/null && echo PLANTED; "
                      "umount " +
                      c.string() + " 2>/dev/null && echo UNMOUNTED; true"};
     t.build = (c / "sandboxes/ab12/build").string();
@@ -142,6 +145,11 @@ TEST_CASE(
     CHECK(test::read_file(c / "batches/1/0/here.txt") == "written\n");
     CHECK(r->isolation.find("batches/1/0") != std::string::npos);
     CHECK(r->isolation.find("sandboxes/ab12") != std::string::npos);
+    // The sandbox, shared by every trial of its patch set, is read-only: no state left for a later trial.
+    CHECK(log.find("PLANTED") == std::string::npos);
+    CHECK_FALSE(fs::exists(c / "sandboxes/ab12/build/planted"));
+    CHECK(r->isolation.find("read-only: sandboxes/ab12") != std::string::npos);
+    CHECK(r->isolation.find("left writable") == std::string::npos);
     // Outside, everything is where it was.
     CHECK(fs::exists(c / "campaign.db"));
     CHECK(test::read_file(c / "batches/1/1/log.txt") == "other trial\n");

@@ -328,6 +328,64 @@ TEST_CASE("one MFU denominator: the MFU ratio equals the speed-up at fixed model
     CHECK_FALSE(verify::reported_mfu_parts(none, 1));
 }
 
+TEST_CASE("one MFU denominator: the contract's, else the node's calibration, else the job's probe; never "
+          "an MFU above 1") {
+    const verify::PeakFlops calibration{4e9, "calibration record"};
+    const verify::PeakFlops probe{3e9, "job's probe"};
+    CHECK(verify::mfu_denominator(5e9, calibration, probe, 1e9).flops == 5e9);
+    CHECK(verify::mfu_denominator(5e9, calibration, probe, 1e9).source.find("contract") != std::string::npos);
+    CHECK(verify::mfu_denominator(0, calibration, probe, 1e9).source == "calibration record");
+    CHECK(verify::mfu_denominator(0, std::nullopt, probe, 1e9).source == "job's probe");
+    CHECK(verify::mfu_denominator(0, std::nullopt, std::nullopt, 1e9).flops == 0);
+    // The demo's case: a peak below what the baseline achieved is raised to what it achieved, and says so.
+    const auto low = verify::mfu_denominator(0, calibration, probe, 6e9);
+    CHECK(low.flops == 6e9);
+    CHECK(low.source.find("lower than achieved") != std::string::npos);
+    CHECK(low.source.find("calibration record") != std::string::npos);
+    // A candidate faster than the peak allows: both MFUs with the raised denominator, the candidate's 1, the
+    // ratio still the speed-up.
+    const auto m = verify::compare_mfu(2e9, 4e9, "calibration record", 1.0, 4.0);
+    CHECK(m.peak_flops == doctest::Approx(8e9));
+    CHECK(m.candidate == doctest::Approx(1.0));
+    CHECK(m.baseline == doctest::Approx(0.25));
+    CHECK(m.candidate / m.baseline == doctest::Approx(4.0));
+    CHECK(m.peak_source.find("lower than achieved") != std::string::npos);
+    // Below the peak: untouched.
+    const auto ok = verify::compare_mfu(2e9, 1e10, "calibration record", 1.0, 2.0);
+    CHECK(ok.peak_flops == 1e10);
+    CHECK(ok.peak_source == "calibration record");
+}
+
+TEST_CASE("pairs each at a seed of their own: the candidate is held to its pair's baseline at that seed, not "
+          "to the reference curve of the contract's seed") {
+    auto c = toy();
+    using verify::PairOrder;
+    // Another seed: both runs of each pair have another curve than the reference (curve(1)), the same one.
+    auto seeded = [](std::pair<verify::Arm, verify::Arm> p, double scale) {
+        p.first.losses = p.second.losses = curve(scale);
+        p.first.at_reference_seed = p.second.at_reference_seed = false;
+        return p;
+    };
+    const std::vector<std::pair<verify::Arm, verify::Arm>> fresh = {
+        seeded(pair_on("n1", PairOrder::AB, 0.2, 0.1), 0.8),
+        seeded(pair_on("n2", PairOrder::BA, 0.2, 0.1), 1.2)};
+    auto d = verify::decide(fresh, curve(1), c, 0.01, false, {0.0, 1});
+    CHECK(d.promoted);
+    // The same losses at the contract's seed would break the invariant against the reference.
+    auto at_contract_seed = fresh;
+    for (auto& [a, b] : at_contract_seed)
+        a.at_reference_seed = b.at_reference_seed = true;
+    CHECK_FALSE(verify::decide(at_contract_seed, curve(1), c, 0.01, false, {0.0, 1}).promoted);
+    // A candidate that differs from its pair's baseline at the pair's seed is caught.
+    auto differs = fresh;
+    differs[1].second.losses = curve(1.0);
+    d = verify::decide(differs, curve(1), c, 0.01, false, {0.0, 1});
+    CHECK_FALSE(d.promoted);
+    CHECK(std::any_of(d.reasons.begin(), d.reasons.end(), [](const std::string& r) {
+        return r.find("loss differs from the interleaved baseline") != std::string::npos;
+    }));
+}
+
 TEST_CASE("two pairs, one in each order, and a doctor that measured no noise: the plain interval decides") {
     // Deterministic step times (no noise, no order effect): 2x in both pairs is promoted, as without
     // counterbalancing; a pure order effect over the same two pairs is not (its pairs disagree).
