@@ -222,8 +222,8 @@ TEST_CASE("the expected cost prices a run into the time limit") {
     CHECK(expected_trial_cost(50, 0, 0.9, s) > expected_trial_cost(50, 0, 0.1, s));
 }
 
-TEST_CASE("every measured step time teaches the runtime model; what failed for no reason of its own teaches "
-          "nothing") {
+TEST_CASE("every measured step time teaches the runtime model, and a failure that is not the candidate's "
+          "teaches nothing") {
     Job job;
     std::vector<TrialObservation> t(6);
     for (int i = 0; i < 6; ++i)
