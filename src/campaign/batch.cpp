@@ -136,6 +136,10 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         ++arrays.back().tasks;
     }
 
+    // A search trial whose first timed steps are slower than the incumbent by more than the MDE cannot be
+    // promoted: the wrapper stops it there (trial::Outcome::StoppedSlow) rather than run its other steps.
+    const auto slow_stop = kind == "search" ? search_slow_stop() : std::nullopt;
+
     store::Transaction tx(store_->db());
     const auto batch_id = store_->add_batch(kind, "");
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
@@ -210,6 +214,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
             task.args.push_back(
                 contract::substitute({contract_.invariants.seed_arg}, {{"", std::to_string(seed)}})[0]);
         task.sbatch_options = options[i];
+        if (t.kind == TrialKind::Search) task.stop_slow = slow_stop;
         task.index = static_cast<std::uint32_t>(row.array_index);
         task.trial_id = std::to_string(row.id);
         task.kind = store::to_string(t.kind);
@@ -540,6 +545,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         e.record = &rec;
         e.job_output = job_output;
         e.has_result = result.has_value();
+        if (result && result->stopped_slow) e.stopped_slow = result->stopped_slow;
         e.steps = static_cast<int>(steps.size());
         e.summary = summary ? &*summary : nullptr;
         if (!step_lines.empty()) e.step_lines_violation = step_lines;

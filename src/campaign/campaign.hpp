@@ -73,6 +73,12 @@ double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, i
 // model has no estimate (trial_s() == 0).
 int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs);
 
+// The early stop of search trials: slower than the incumbent's step time by more than the MDE over the
+// median of the first max(3, timed / 4) timed steps after the warm-up (timed = steps - warmup_steps). None
+// when that would save too little (fewer than half the timed steps left) or there is no incumbent.
+std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_step_s, double mde, int steps,
+                                                            int warmup_steps);
+
 // Whether the search may start another batch: the wall time used, that batch and the verification reserve
 // must fit in the budget (budget_s <= 0: no wall-time limit).
 struct SearchWallPlan {
@@ -190,6 +196,7 @@ class Campaign {
     std::map<std::string, std::optional<double>> estimates_; // by candidate and build
     std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
     double mde();
+    std::optional<trial::ManifestTask::SlowStop> search_slow_stop(); // slow_stop_rule for the next batch
     // Empty, or a warning for people when the doctor's noise leaves only very large speed-ups promotable.
     std::string noise_warning();
     bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }

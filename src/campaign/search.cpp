@@ -45,6 +45,28 @@ int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs) {
     return static_cast<int>(std::min<double>(pairs, std::floor(wall_left_s / pair_s)));
 }
 
+std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_step_s, double mde, int steps,
+                                                            int warmup_steps) {
+    const int timed = steps - std::max(0, warmup_steps);
+    const int after = std::max(3, timed / 4);
+    if (!(incumbent_step_s > 0) || !std::isfinite(incumbent_step_s) || 2 * after > timed) return std::nullopt;
+    return trial::ManifestTask::SlowStop{incumbent_step_s * (1 + std::max(0.0, mde)),
+                                         std::max(0, warmup_steps), after};
+}
+
+std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop() {
+    // The incumbent: the fastest step time measured so far over every step (the baseline's or a search
+    // trial's that ran every step).
+    double best = 0;
+    for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+                         .state = TrialState::Finished,
+                         .outcome = trial::Outcome::Ok,
+                         .counted = true}))
+        if (t.step_time_s && *t.step_time_s > 0 && (best == 0 || *t.step_time_s < best))
+            best = *t.step_time_s;
+    return slow_stop_rule(best, mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
+}
+
 fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
     std::string set;
     for (const auto& id : c.patches)
@@ -272,15 +294,27 @@ void Campaign::search(const RunOptions& o) {
             ctx.seeds.push_back(space::Candidate::from_json(sd["candidate"]));
         for (const auto& p : catalog_)
             ctx.patches.push_back({p.id, p.tags});
-        for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
-                             .state = TrialState::Finished,
-                             .counted = true})) {
+        const auto finished = store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+                                              .state = TrialState::Finished,
+                                              .counted = true});
+        // A batch in which the baseline itself crashed or broke the contract: its failures say more about the
+        // infrastructure than about the candidates, and the feasibility model does not learn them.
+        const auto base_key = contract_.space.baseline().key();
+        auto own_failure = [](const store::TrialRow& t) {
+            return t.outcome == trial::Outcome::Crash || t.outcome == trial::Outcome::ContractViolation;
+        };
+        std::set<std::int64_t> baseline_failed;
+        for (const auto& t : finished)
+            if (t.candidate_key == base_key && own_failure(t)) baseline_failed.insert(t.batch_id);
+        for (const auto& t : finished) {
             search::Observation ob;
             ob.candidate = space::Candidate::from_json(t.candidate);
             ob.outcome = *t.outcome;
             ob.step_time_s = t.step_time_s;
             ob.peak_memory_bytes = t.peak_memory_bytes;
             ob.cost_node_s = t.cost_node_s;
+            ob.violation = t.violation;
+            ob.infrastructure = own_failure(t) && baseline_failed.count(t.batch_id) > 0;
             ctx.history.push_back(std::move(ob));
         }
         for (const auto& t : tasks)
@@ -288,13 +322,25 @@ void Campaign::search(const RunOptions& o) {
         if (baseline) ctx.baseline_step_s = baseline->median_step_s;
         ctx.noise_floor = mde();
         ctx.memory_limit_bytes = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
+        {
+            const auto cost = trial_cost_model();
+            ctx.time_limit_s = static_cast<double>(contract_.resources.time_limit_s);
+            ctx.trial_steps = contract_.invariants.steps;
+            ctx.trial_overhead_s = cost.overhead_s;
+        }
         ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
         ctx.excluded_patch_sets = excluded;
         ctx.q = q - static_cast<int>(tasks.size());
         ctx.seed = std::hash<std::string>{}(store_->meta("id").value_or("")) + store_->batches().size();
-        if (ctx.q > 0)
+        if (ctx.q > 0) {
             for (auto& p : proposer->propose(ctx))
                 tasks.push_back({p.candidate, TrialKind::Search, p.reason, 0, {}, {}});
+            // Why regions are avoided, for the audit (the campaign log) and for people.
+            for (const auto& note : proposer->notes()) {
+                store_->log(note);
+                say(o, note);
+            }
+        }
         if (tasks.empty()) {
             say(o, "search ends: every candidate of the space has been tried");
             return;

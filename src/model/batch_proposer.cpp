@@ -108,7 +108,7 @@ void validate(const std::vector<Candidate>& candidates, const std::vector<TrialO
         if (t.candidate < 0 || t.candidate >= n)
             throw Error("trial refers to candidate " + std::to_string(t.candidate), "BatchProposer::propose",
                         "an index below " + std::to_string(n));
-        if (t.outcome == Outcome::ok && !(t.step_time_s > 0))
+        if ((t.outcome == Outcome::ok || t.outcome == Outcome::stopped) && !(t.step_time_s > 0))
             throw Error("successful trial of '" + candidates[t.candidate].id + "' has no step time",
                         "BatchProposer::propose");
     }
@@ -129,6 +129,86 @@ std::vector<char> excluded_candidates(const std::vector<Candidate>& candidates,
     for (const auto& t : trials)
         excluded[t.candidate] = 1;
     return excluded;
+}
+
+RuntimePoints runtime_points(const std::vector<Candidate>& candidates,
+                             const std::vector<TrialObservation>& trials) {
+    RuntimePoints p;
+    std::vector<int> use;
+    std::unordered_set<int> measured;
+    for (size_t i = 0; i < trials.size(); ++i) {
+        const auto& t = trials[i];
+        const bool timed = t.outcome == Outcome::ok || t.outcome == Outcome::stopped ||
+                           t.outcome == Outcome::timeout || t.outcome == Outcome::infeasible;
+        if (!timed || !(t.step_time_s > 0) || !std::isfinite(t.step_time_s)) continue;
+        use.push_back(static_cast<int>(i));
+        const bool censored = t.outcome == Outcome::timeout && t.step_time_censored;
+        if (!censored) measured.insert(t.candidate);
+    }
+    p.distinct_measured = static_cast<int>(measured.size());
+    if (use.empty()) return p;
+    const auto d = candidates.front().features.size();
+    p.X.resize(static_cast<Eigen::Index>(use.size()), d);
+    p.y.resize(static_cast<Eigen::Index>(use.size()));
+    for (size_t i = 0; i < use.size(); ++i) {
+        const auto& t = trials[use[i]];
+        p.X.row(i) = candidates[t.candidate].features.transpose();
+        p.y(i) = std::log(t.step_time_s);
+        p.censored.push_back(t.outcome == Outcome::timeout && t.step_time_censored);
+    }
+    return p;
+}
+
+Eigen::VectorXd fit_censored_runtime(GaussianProcess& gp, const RuntimePoints& points, const GpSettings& gs,
+                                     int rounds) {
+    std::vector<int> measured, censored;
+    for (size_t i = 0; i < points.censored.size(); ++i)
+        (points.censored[i] ? censored : measured).push_back(static_cast<int>(i));
+    if (measured.empty()) throw Error("no measured step time to fit", "fit_censored_runtime");
+    Eigen::VectorXd y = points.y;
+    if (censored.empty()) {
+        gp.fit(points.X, y, gs);
+        return y;
+    }
+    // First the measured points alone; then every point, the censored ones at their conditional mean.
+    Eigen::MatrixXd Xm(measured.size(), points.X.cols());
+    Eigen::VectorXd ym(measured.size());
+    for (size_t i = 0; i < measured.size(); ++i) {
+        Xm.row(i) = points.X.row(measured[i]);
+        ym(i) = points.y(measured[i]);
+    }
+    gp.fit(Xm, ym, gs);
+    Eigen::MatrixXd Xc(censored.size(), points.X.cols());
+    for (size_t i = 0; i < censored.size(); ++i)
+        Xc.row(i) = points.X.row(censored[i]);
+    GpSettings next = gs;
+    for (int r = 0; r < std::max(1, rounds); ++r) {
+        const GpPosterior post = gp.posterior(Xc);
+        for (size_t i = 0; i < censored.size(); ++i) {
+            const double bound = points.y(censored[i]);
+            const double sd = std::sqrt(std::max(post.variance(i), 0.0) + gp.noise_variance());
+            const double a = (bound - post.mean(i)) / std::max(sd, 1e-9);
+            // E[y | y > bound] for y ~ N(mean, sd^2): mean + sd * pdf(a) / (1 - cdf(a)).
+            y(censored[i]) = std::max(bound, post.mean(i) + sd * inverse_mills(-a));
+        }
+        next.warm_start = gp.hyperparameters();
+        gp.fit(points.X, y, next);
+    }
+    return y;
+}
+
+void fit_feasibility(FeasibilityModel& model, const std::vector<Candidate>& candidates,
+                     const std::vector<TrialObservation>& trials, const FeasibilitySettings& s) {
+    std::vector<const TrialObservation*> use;
+    for (const auto& t : trials)
+        if (t.outcome != Outcome::failed) use.push_back(&t);
+    Eigen::MatrixXd X(static_cast<Eigen::Index>(use.size()), candidates.front().features.size());
+    std::vector<bool> failed;
+    for (size_t i = 0; i < use.size(); ++i) {
+        X.row(i) = candidates[use[i]->candidate].features.transpose();
+        failed.push_back(use[i]->outcome == Outcome::infeasible);
+    }
+    model.fit(X, failed, s);
 }
 
 std::vector<MemoryPoint> memory_points(const std::vector<Candidate>& candidates,
@@ -253,8 +333,8 @@ std::vector<int> prescreen_pool(std::vector<int> pool, const std::vector<Candida
     for (size_t i = 0; i < pool.size(); ++i) {
         double p = p_oom(pool[i]);
         double run = s.trial_overhead_s + s.trial_steps * std::exp(mu(i));
-        double cost =
-            (1 - p) * run + p * (s.trial_overhead_s + s.oom_cost_fraction * (run - s.trial_overhead_s));
+        // The cost's lower bound: no timeout (the acquisition's upper bound).
+        double cost = expected_trial_cost(run, p, 0.0, s);
         bound[i] = {-expected_improvement(target, mu(i), sd0) * (1 - p) / cost, pool[i]};
     }
     std::nth_element(bound.begin(), bound.begin() + s.exact_pool, bound.end());
@@ -264,9 +344,27 @@ std::vector<int> prescreen_pool(std::vector<int> pool, const std::vector<Candida
     return out;
 }
 
+double expected_trial_cost(double run_s, double p_oom, double p_timeout, const ProposerSettings& s) {
+    const double full = s.time_limit_s > 0 ? std::min(run_s, s.time_limit_s) : run_s;
+    // A run into the limit costs the limit; without one there is no such run.
+    const double finished = s.time_limit_s > 0 ? (1 - p_timeout) * full + p_timeout * s.time_limit_s : full;
+    const double oom = s.trial_overhead_s + s.oom_cost_fraction * (full - s.trial_overhead_s);
+    return (1 - p_oom) * finished + p_oom * oom;
+}
+
+double timeout_probability(double mean, double var, const ProposerSettings& s) {
+    if (!(s.time_limit_s > 0) || !(s.trial_steps > 0)) return 0.0;
+    const double room = s.time_limit_s - s.trial_overhead_s;
+    if (room <= 0) return 1.0;
+    const double bound = std::log(room / s.trial_steps); // log step time at which the steps fill the limit
+    return 1 - normal_cdf((bound - mean) / std::sqrt(std::max(var, 1e-12)));
+}
+
 ScoredPool::ScoredPool(const GaussianProcess& runtime, const std::vector<Candidate>& candidates,
-                       std::function<double(int)> p_oom, double target, const ProposerSettings& s)
-    : runtime_(runtime), candidates_(candidates), p_oom_(std::move(p_oom)), target_(target), s_(s) {}
+                       std::function<double(int)> p_oom, double target, const ProposerSettings& s,
+                       std::function<double(int)> p_fail)
+    : runtime_(runtime), candidates_(candidates), p_oom_(std::move(p_oom)), p_fail_(std::move(p_fail)),
+      target_(target), s_(s) {}
 
 std::optional<std::size_t> ScoredPool::position(int candidate) const {
     const auto it = pos_.find(candidate);
@@ -289,9 +387,11 @@ void ScoredPool::add(const std::vector<int>& idx) {
         pos_[idx[i]] = pool_.size();
         pool_.push_back(idx[i]);
         risk_.push_back(p_oom_(idx[i]));
+        fail_.push_back(p_fail_ ? p_fail_(idx[i]) : 0.0);
+        timeout_.push_back(
+            timeout_probability(p.mean(i), std::max(p.variance(i), 0.0) + runtime_.noise_variance(), s_));
         double run = s_.trial_overhead_s + s_.trial_steps * std::exp(p.mean(i));
         run_cost_.push_back(run);
-        oom_cost_.push_back(s_.trial_overhead_s + s_.oom_cost_fraction * (run - s_.trial_overhead_s));
     }
     if (post_.mean.size() == 0) {
         post_ = std::move(p);
@@ -332,12 +432,15 @@ void ScoredPool::believe(std::size_t b) {
 }
 
 std::string ScoredPool::describe(std::size_t i) const {
-    return fmt::format("EI={:.4f} above MDE, P(OOM)={}, predicted step {:.3g} s, expected cost {:.0f} s",
-                       ei_[i], percent(risk_[i]), predicted_step_s(i), expected_cost(i));
+    std::string extra;
+    if (fail_[i] > 0) extra += ", P(fail)=" + percent(fail_[i]);
+    if (s_.time_limit_s > 0) extra += ", P(timeout)=" + percent(timeout_[i]);
+    return fmt::format("EI={:.4f} above MDE, P(OOM)={}{}, predicted step {:.3g} s, expected cost {:.0f} s",
+                       ei_[i], percent(risk_[i]), extra, predicted_step_s(i), expected_cost(i));
 }
 
 void ScoredPool::take(BatchDraft& batch, std::size_t i, std::string reason) {
-    batch.take({pool_[i], std::move(reason), risk_[i], ei_[i], predicted_step_s(i)});
+    batch.take({pool_[i], std::move(reason), risk_[i], fail_[i], timeout_[i], ei_[i], predicted_step_s(i)});
     believe(i);
 }
 
@@ -402,39 +505,87 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
                                              const ProposerSettings& s) {
     validate(candidates, trials, q, s);
     const int d = static_cast<int>(candidates.front().features.size());
+    const int n = static_cast<int>(candidates.size());
     std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ULL + trials.size());
+    notes_.clear();
 
-    BatchDraft batch(excluded_candidates(candidates, trials));
+    // Hidden constraints: what failed for a reason of its own is avoided where the model is sure.
+    FeasibilitySettings fs = s.feasibility;
+    fs.seed = s.seed + trials.size();
+    fit_feasibility(feasibility_, candidates, trials, fs);
+    std::vector<double> fail(n, 0.0);
+    auto excluded = excluded_candidates(candidates, trials);
+    if (feasibility_.active()) {
+        int avoided = 0;
+        std::vector<int> examples;
+        for (int c = 0; c < n; ++c) {
+            if (excluded[c]) continue;
+            fail[c] = feasibility_.probability(candidates[c].features);
+            if (fail[c] >= s.max_failure_probability) {
+                excluded[c] = 1;
+                if (++avoided <= 3) examples.push_back(c);
+            }
+        }
+        if (avoided > 0) {
+            std::string ex, from;
+            for (int c : examples)
+                ex += (ex.empty() ? "" : "; ") + candidates[c].id;
+            int failures = 0;
+            for (const auto& t : trials)
+                if (t.outcome == Outcome::infeasible && ++failures <= 5)
+                    from += (from.empty() ? "" : "; ") + candidates[t.candidate].id;
+            notes_.push_back(
+                fmt::format("feasibility model: {} of {} untried candidates avoided, P(fail) >= {} (e.g. "
+                            "{}), learned from "
+                            "{} failed trial{} of their own (crash or contract violation: {}{}) against {} "
+                            "that did not fail",
+                            avoided, n, percent(s.max_failure_probability), ex, failures,
+                            failures == 1 ? "" : "s", from, failures > 5 ? "; ..." : "",
+                            std::count_if(trials.begin(), trials.end(), [](const TrialObservation& t) {
+                                return t.outcome != Outcome::failed && t.outcome != Outcome::infeasible;
+                            })));
+        }
+    }
+    BatchDraft batch(std::move(excluded));
     memory_.fit(memory_points(candidates, trials, s.memory_limit_bytes), d, s.memory);
     const std::function<double(int)> p_oom = [&](int c) {
         return memory_.probability_over(candidates[c].features, candidates[c].prior_peak_bytes,
                                         s.memory_limit_bytes);
     };
+    const std::function<double(int)> p_fail = [&](int c) { return fail[c]; };
     add_hints(batch, s.hints, p_oom, q);
 
-    std::vector<int> ok_trials;
-    for (size_t i = 0; i < trials.size(); ++i)
-        if (trials[i].outcome == Outcome::ok) ok_trials.push_back(static_cast<int>(i));
-    runtime_fitted_ = static_cast<int>(ok_trials.size()) >= s.min_model_points;
+    const RuntimePoints points = runtime_points(candidates, trials);
+    runtime_fitted_ = points.distinct_measured >= s.min_model_points;
     if (!runtime_fitted_) {
-        add_space_filling(batch, candidates, trials, p_oom, q, s.initial_max_oom, rng);
+        // The baseline's one-knob neighbours first (each is one change a person would try by hand), then
+        // space-filling; the risk is that of an OOM or of a failure of its own.
+        for (int c : s.initial_design)
+            if (batch.size() < q && c >= 0 && c < n && batch.allowed(c))
+                batch.take({c,
+                            "initial design: one knob away from the baseline; P(OOM)=" + percent(p_oom(c)) +
+                                (fail[c] > 0 ? ", P(fail)=" + percent(fail[c]) : ""),
+                            p_oom(c), fail[c], 0, 0, 0});
+        const std::function<double(int)> risk = [&](int c) { return 1 - (1 - p_oom(c)) * (1 - fail[c]); };
+        add_space_filling(batch, candidates, trials, risk, q, s.initial_max_oom, rng);
         return batch.proposals();
     }
 
-    // Runtime model on log step time, noise floored at the calibrated measurement variance.
-    Eigen::MatrixXd X(ok_trials.size(), d);
-    Eigen::VectorXd y(ok_trials.size());
-    for (size_t i = 0; i < ok_trials.size(); ++i) {
-        const auto& t = trials[ok_trials[i]];
-        X.row(i) = candidates[t.candidate].features.transpose();
-        y(i) = std::log(t.step_time_s);
-    }
+    // Runtime model on log step time, noise floored at the calibrated measurement variance; timeouts
+    // censored.
     GpSettings gs = s.gp;
     gs.noise_variance_floor = std::max(s.noise_variance, 1e-8);
     gs.seed = s.seed + trials.size();
     if (warm_) gs.warm_start = warm_;
-    runtime_.fit(X, y, gs);
+    fit_censored_runtime(runtime_, points, gs);
     warm_ = runtime_.hyperparameters();
+    std::vector<int> ok_trials;
+    for (size_t i = 0; i < trials.size(); ++i)
+        if (trials[i].outcome == Outcome::ok) ok_trials.push_back(static_cast<int>(i));
+    if (ok_trials.empty()) // measured only in part (stopped early, violations): the best of those
+        for (size_t i = 0; i < trials.size(); ++i)
+            if (trials[i].step_time_s > 0 && !trials[i].step_time_censored)
+                ok_trials.push_back(static_cast<int>(i));
 
     // Incumbent: the best posterior mean among tried candidates, robust to one lucky measurement; the target
     // is an improvement by at least the MDE.
@@ -460,7 +611,7 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
 
     auto pool = candidate_pool(candidates, best_tried, batch, s, rng);
     if (pool.empty()) return batch.proposals();
-    ScoredPool scored(runtime_, candidates, p_oom, target, s);
+    ScoredPool scored(runtime_, candidates, p_oom, target, s, p_fail);
     scored.add(prescreen_pool(std::move(pool), candidates, runtime_, target, p_oom, s));
     add_memory_saver_pair(scored, batch, candidates, s, q);
     add_by_acquisition(scored, batch, q);

@@ -2,20 +2,30 @@
 // Model-based batch proposals over a finite candidate set: the runtime GP and the censored memory model,
 // refitted on every call from all trials (OOMs included), and a cost-aware, noise-aware acquisition.
 //
-//   a(x) = EI_mde(x) * (1 - P(OOM | x)) / E[cost(x)]
+//   a(x) = EI_mde(x) * (1 - P(OOM | x)) * (1 - P(fail | x)) / E[cost(x)]
 //
 // EI_mde is expected improvement of log step time over the incumbent minus log(1 + MDE): a gain smaller
 // than the minimum detectable effect counts as zero, because it could never be promoted. E[cost] mixes a
-// full run (overhead + steps x predicted step time) with an OOM that is killed part way (Snoek et al. 2012,
-// "EI per second"; Gelbart et al. 2014 for the constraint-weighted EI).
+// full run (overhead + steps x predicted step time), a run into the time limit (its probability from the
+// runtime model's predictive distribution) and an OOM that is killed part way (Snoek et al. 2012, "EI per
+// second"; Gelbart et al. 2014 for the constraint-weighted EI). P(fail) is the feasibility model's
+// (model/feasibility_model.hpp): crashes and broken contracts by region.
+//
+// Timeouts are right-censored step times: the runtime GP is fitted on the measured ones, each censored one
+// is replaced by its expectation above the bound under that fit, E[y | y > c], and the GP is refitted; twice
+// (the iterative imputation of Schmee & Hahn 1979, as SMAC does for capped runs: Hutter et al. 2013,
+// "Bayesian optimization with censored response data"). A trial stopped early for slowness, a contract
+// violation's timed steps and a timeout's first steps are measured step times like any other.
 //
 // A batch of q distinct candidates is chosen by the kriging believer (Ginsbourger et al. 2010): after each
 // pick, the GP is conditioned on a fantasy observation equal to its mean, which shrinks the variance (and
 // so the EI) of similar candidates. Hard rules, never relaxed: no candidate already tried, none that OOMed,
-// none whose memory key dominates an OOM's (needs at least as much memory on the declared monotone knobs).
+// none whose memory key dominates an OOM's (needs at least as much memory on the declared monotone knobs),
+// none the feasibility model gives P(fail) >= max_failure_probability (until successes say otherwise).
 // When the best-looking candidate is memory-hungry, it is paired with its declared memory-saver variant.
 #include "model/candidate.hpp"
 #include "model/censored_memory_model.hpp"
+#include "model/feasibility_model.hpp"
 #include "model/gaussian_process.hpp"
 
 #include <cstdint>
@@ -35,23 +45,34 @@ struct ProposerSettings {
     double oom_cost_fraction = 0.3;      // an OOM runs this fraction of a full trial before the kill
     double trial_overhead_s = 60;        // start-up per trial (allocation, build cache, init)
     double trial_steps = 20;             // steps per trial
-    std::vector<int> hints;              // candidate indices to start from (contract hints, experience bank)
-    int min_model_points = 3;            // successful trials before the runtime model is trusted
-    double pair_oom_threshold = 0.3;     // best-looking candidate with P(OOM) above this gets a saver pair
-    double max_pair_oom = 0.8;           // ...and is itself proposed only below this
-    double initial_max_oom = 0.5;        // initial design avoids candidates above this P(OOM)
-    int pool_size = 1500;                // random candidates scored per call (plus neighbours of the best)
-    int neighbours = 60;                 // nearest untried candidates of each of the best few trials
-    int exact_pool = 300;                // candidates given an exact posterior (the rest are bounded)
+    double time_limit_s = 0;             // a trial's time limit (0: none): a run into it costs the limit
+    // Never proposed at or above this P(fail) (feasibility model): more likely to fail than not. Three
+    // failures that share a value put the untried candidates with it at about 0.65; two that share a pair,
+    // near 0.45 (weighted by 1 - P(fail) in the acquisition, not excluded).
+    double max_failure_probability = 0.5;
+    std::vector<int> hints;          // candidate indices to start from (contract hints, experience bank)
+    int min_model_points = 3;        // successful trials before the runtime model is trusted
+    double pair_oom_threshold = 0.3; // best-looking candidate with P(OOM) above this gets a saver pair
+    double max_pair_oom = 0.8;       // ...and is itself proposed only below this
+    double initial_max_oom = 0.5;    // initial design avoids candidates above this P(OOM)
+    int pool_size = 1500;            // random candidates scored per call (plus neighbours of the best)
+    int neighbours = 60;             // nearest untried candidates of each of the best few trials
+    int exact_pool = 300;            // candidates given an exact posterior (the rest are bounded)
     std::uint64_t seed = 1;
     GpSettings gp; // noise_variance_floor is overwritten by noise_variance
     MemoryModelSettings memory;
+    FeasibilitySettings feasibility;
+    // The initial design's first candidates after the hints (the baseline's one-knob neighbours), taken while
+    // the runtime model is not fitted.
+    std::vector<int> initial_design;
 };
 
 struct Proposal {
     int candidate = -1;
     std::string reason; // human-readable, for the audit
     double p_oom = 0;
+    double p_fail = 0;    // feasibility model
+    double p_timeout = 0; // runtime model: P(the run reaches the time limit); 0 in the initial design
     double expected_improvement = 0; // in log step time, above the MDE
     double predicted_step_s = 0;     // 0 in the initial design
 };
@@ -68,11 +89,16 @@ class BatchProposer {
     // design.
     const GaussianProcess& runtime_model() const { return runtime_; }
     const CensoredMemoryModel& memory_model() const { return memory_; }
+    const FeasibilityModel& feasibility_model() const { return feasibility_; }
     bool runtime_model_fitted() const { return runtime_fitted_; }
+    // Why regions were avoided in the last call (for the audit): one line per reason, empty when none.
+    const std::vector<std::string>& notes() const { return notes_; }
 
   private:
     GaussianProcess runtime_;
     CensoredMemoryModel memory_;
+    FeasibilityModel feasibility_;
+    std::vector<std::string> notes_;
     bool runtime_fitted_ = false;
     std::optional<GpHyperparameters> warm_; // last fit, as a start for the next
 };
@@ -109,6 +135,25 @@ std::vector<char> excluded_candidates(const std::vector<Candidate>& candidates,
 std::vector<MemoryPoint> memory_points(const std::vector<Candidate>& candidates,
                                        const std::vector<TrialObservation>& trials, double limit_bytes);
 
+// 2b. What the runtime model learns from: every measured step time (ok, stopped early, a violation's or a
+// timeout's timed steps) and each timeout's bound (censored: the step time is at least that).
+struct RuntimePoints {
+    Eigen::MatrixXd X;
+    Eigen::VectorXd y; // log step time (a lower bound where censored)
+    std::vector<bool> censored;
+    int distinct_measured = 0; // candidates with at least one measured (uncensored) step time
+};
+RuntimePoints runtime_points(const std::vector<Candidate>& candidates,
+                             const std::vector<TrialObservation>& trials);
+// Fits `gp` on the measured points, imputes each censored one by E[y | y > bound] under that fit, and refits
+// (`rounds` times). Returns the targets used (the imputed ones in place of the bounds).
+Eigen::VectorXd fit_censored_runtime(GaussianProcess& gp, const RuntimePoints& points, const GpSettings& gs,
+                                     int rounds = 2);
+// 2c. The feasibility model's data: every trial that failed for a reason of its own (infeasible) against
+// every one that did not (ok, oom, timeout, stopped). `failed` outcomes teach nothing.
+void fit_feasibility(FeasibilityModel& model, const std::vector<Candidate>& candidates,
+                     const std::vector<TrialObservation>& trials, const FeasibilitySettings& s);
+
 // 3. The hints (contract, experience bank) first, whatever the phase, up to q.
 void add_hints(BatchDraft& batch, const std::vector<int>& hints, const std::function<double(int)>& p_oom,
                int q);
@@ -132,23 +177,34 @@ std::vector<int> prescreen_pool(std::vector<int> pool, const std::vector<Candida
                                 const GaussianProcess& runtime, double target,
                                 const std::function<double(int)>& p_oom, const ProposerSettings& s);
 
-// 7. The pool's posteriors and acquisition, a(x) = EI_mde(x) (1 - P(OOM)) / E[cost], conditioned on each
-// pick by the kriging believer.
+// What a trial is expected to cost: a full run (`run_s`), cut at the time limit with probability p_timeout,
+// or killed part way by an OOM.
+double expected_trial_cost(double run_s, double p_oom, double p_timeout, const ProposerSettings& s);
+// P(a run reaches the time limit) for log step time ~ N(mean, var): 0 without a limit.
+double timeout_probability(double mean, double var, const ProposerSettings& s);
+
+// 7. The pool's posteriors and acquisition, a(x) = EI_mde(x) (1 - P(OOM)) (1 - P(fail)) / E[cost],
+// conditioned on each pick by the kriging believer.
 class ScoredPool {
   public:
     ScoredPool(const GaussianProcess& runtime, const std::vector<Candidate>& candidates,
-               std::function<double(int)> p_oom, double target, const ProposerSettings& s);
+               std::function<double(int)> p_oom, double target, const ProposerSettings& s,
+               std::function<double(int)> p_fail = {});
     void add(const std::vector<int>& idx); // scores more candidates (savers brought in by pairing)
     std::size_t size() const { return pool_.size(); }
     int candidate(std::size_t i) const { return pool_[i]; }
     std::optional<std::size_t> position(int candidate) const;
     double ei(std::size_t i) const { return ei_[i]; }
     double risk(std::size_t i) const { return risk_[i]; }
+    double failure(std::size_t i) const { return fail_[i]; }
+    double timeout(std::size_t i) const { return timeout_[i]; }
     double run_cost(std::size_t i) const { return run_cost_[i]; }
     double expected_cost(std::size_t i) const {
-        return (1 - risk_[i]) * run_cost_[i] + risk_[i] * oom_cost_[i];
+        return expected_trial_cost(run_cost_[i], risk_[i], timeout_[i], s_);
     }
-    double acquisition(std::size_t i) const { return ei_[i] * (1 - risk_[i]) / expected_cost(i); }
+    double acquisition(std::size_t i) const {
+        return ei_[i] * (1 - risk_[i]) * (1 - fail_[i]) / expected_cost(i);
+    }
     double predicted_step_s(std::size_t i) const;
     double variance(std::size_t i) const { return post_.variance(i); }
     // Kriging believer: conditions on a fantasy observation at pool item b equal to its posterior mean (means
@@ -162,13 +218,13 @@ class ScoredPool {
     void refresh_ei();
     const GaussianProcess& runtime_;
     const std::vector<Candidate>& candidates_;
-    std::function<double(int)> p_oom_;
+    std::function<double(int)> p_oom_, p_fail_;
     double target_;
     const ProposerSettings& s_;
     std::vector<int> pool_;
     std::unordered_map<int, std::size_t> pos_;
     GpPosterior post_;
-    std::vector<double> risk_, run_cost_, oom_cost_, ei_;
+    std::vector<double> risk_, fail_, timeout_, run_cost_, ei_;
     std::vector<Eigen::VectorXd> fantasy_; // rank-one downdates of the pool's posterior covariance
     Eigen::MatrixXd xpool_;
 };

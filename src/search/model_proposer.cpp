@@ -61,13 +61,86 @@ Eigen::VectorXd memory_key(const space::Space& space, const std::map<std::string
     return Eigen::Map<Eigen::VectorXd>(key.data(), static_cast<Eigen::Index>(key.size()));
 }
 
-model::Outcome to_model(const Observation& o) {
-    if (o.outcome == trial::Outcome::OutOfMemory) return model::Outcome::oom;
-    if (o.outcome == trial::Outcome::Ok && o.step_time_s && *o.step_time_s > 0) return model::Outcome::ok;
-    return model::Outcome::failed; // failed, or queued and not yet measured: known, never proposed again
+} // namespace
+
+model::TrialObservation to_model_observation(const Observation& o, double timeout_bound_s) {
+    model::TrialObservation t;
+    const double measured = o.step_time_s && *o.step_time_s > 0 ? *o.step_time_s : 0.0;
+    t.cost_s = o.cost_node_s;
+    t.outcome =
+        model::Outcome::failed; // queued and not yet measured, or nothing to learn: never proposed again
+    switch (o.outcome) {
+    case trial::Outcome::Ok:
+        if (measured > 0) {
+            t.outcome = model::Outcome::ok;
+            t.step_time_s = measured;
+            t.peak_bytes = o.peak_memory_bytes.value_or(0);
+        }
+        break;
+    case trial::Outcome::OutOfMemory:
+        t.outcome = model::Outcome::oom;
+        break;
+    case trial::Outcome::Timeout:
+        t.outcome = model::Outcome::timeout;
+        t.step_time_s = std::max(measured, timeout_bound_s);
+        t.step_time_censored = timeout_bound_s > measured;
+        break;
+    case trial::Outcome::StoppedSlow:
+        if (measured > 0) {
+            t.outcome = model::Outcome::stopped;
+            t.step_time_s = measured;
+        }
+        break;
+    case trial::Outcome::Crash:
+    case trial::Outcome::ContractViolation:
+        if (o.infrastructure) break;
+        t.outcome = model::Outcome::infeasible;
+        // Step times a Timing or Settings violation printed are not the candidate's.
+        if (o.violation != trial::Violation::Timing && o.violation != trial::Violation::Settings)
+            t.step_time_s = measured;
+        break;
+    case trial::Outcome::BuildFailure:
+    case trial::Outcome::NodeFailure:
+    case trial::Outcome::Cancelled:
+        break;
+    }
+    return t;
 }
 
-} // namespace
+std::vector<space::Candidate> baseline_neighbours(const space::Space& space) {
+    std::vector<space::Candidate> out;
+    const auto base = space.baseline();
+    auto keep = [&](space::Candidate c) {
+        try {
+            space.check(c);
+        } catch (const Error&) {
+            return;
+        }
+        if (space.feasible(c)) out.push_back(std::move(c));
+    };
+    for (const auto& k : space.knobs) {
+        const auto it = base.knobs.find(k.name);
+        if (it == base.knobs.end()) continue;
+        const auto domain = k.domain();
+        const auto at = std::find(domain.begin(), domain.end(), it->second);
+        if (at == domain.end()) continue;
+        const auto i = at - domain.begin();
+        for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(domain.size()); ++j) {
+            const bool ordered = k.kind == space::KnobKind::Integer || k.kind == space::KnobKind::Pow2;
+            if (j == i || (ordered && std::abs(j - i) != 1)) continue;
+            auto c = base;
+            c.knobs[k.name] = domain[static_cast<std::size_t>(j)];
+            keep(std::move(c));
+        }
+    }
+    for (const auto& p : space.patches) {
+        if (std::binary_search(base.patches.begin(), base.patches.end(), p)) continue;
+        auto c = base;
+        c.patches.insert(std::upper_bound(c.patches.begin(), c.patches.end(), p), p);
+        keep(std::move(c));
+    }
+    return out;
+}
 
 std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
     if (!ctx.space) throw Error("proposer called without a space", "ModelProposer", "a space");
@@ -103,15 +176,13 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
         return it->second;
     };
     std::vector<model::TrialObservation> trials;
+    const double timeout_bound =
+        ctx.time_limit_s > 0 && ctx.trial_steps > 0
+            ? std::max(0.0, ctx.time_limit_s - std::max(0.0, ctx.trial_overhead_s)) / ctx.trial_steps
+            : 0.0;
     for (const auto& o : ctx.history) {
-        model::TrialObservation t;
+        model::TrialObservation t = to_model_observation(o, timeout_bound);
         t.candidate = add(o.candidate);
-        t.outcome = to_model(o);
-        if (t.outcome == model::Outcome::ok) {
-            t.step_time_s = *o.step_time_s;
-            t.peak_bytes = o.peak_memory_bytes.value_or(0);
-        }
-        t.cost_s = o.cost_node_s;
         trials.push_back(t);
     }
     model::ProposerSettings s;
@@ -124,6 +195,8 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
         }
         if (space.feasible(c) && builds(c)) s.hints.push_back(add(c));
     }
+    for (const auto& c : baseline_neighbours(space))
+        if (builds(c)) s.initial_design.push_back(add(c));
     for (const auto& c : space.enumerate(pool_limit_, ctx.seed))
         if (builds(c)) add(c);
     std::vector<char> known(list.size(), 0);
@@ -191,9 +264,14 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
         s.noise_variance = std::max(1e-6, std::pow(ctx.noise_floor / 2.8, 2));
     }
     s.seed = ctx.seed;
+    s.time_limit_s = ctx.time_limit_s;
+    if (ctx.trial_steps > 0) s.trial_steps = ctx.trial_steps;
+    if (ctx.trial_overhead_s > 0) s.trial_overhead_s = ctx.trial_overhead_s;
 
     std::vector<Proposal> out;
-    for (auto& p : model_.propose(candidates, trials, ctx.q, s)) {
+    auto proposals = model_.propose(candidates, trials, ctx.q, s);
+    notes_ = model_.notes();
+    for (auto& p : proposals) {
         auto reason = std::move(p.reason);
         if (!analytic) reason += "; memory prior: constant (no analytic estimate), learned from OOMs";
         out.push_back({list[static_cast<std::size_t>(p.candidate)], std::move(reason)});

@@ -12,10 +12,21 @@
 //     < full) lower it, patches tagged memory_hungry raise it and memory_saver lower it, gradient
 //     accumulation is ignored; every other knob and patch must match for a dominance claim;
 //   - savers: the same candidate with recompute one step stronger, or with one memory_saver patch added.
-// History: Ok with a step time -> ok (with the measured peak), Ok without one (queued, not yet measured)
-// and every other failure -> failed (never proposed again), OutOfMemory -> oom at the memory limit.
-// Candidates whose patch set contains one that failed to build are not proposed. Without a memory limit the
-// model cannot weigh OOMs: the call falls back to the simple proposer, and says so in the reasons.
+// History (every trial marks its candidate as tried):
+//   Ok with a step time -> ok (with the measured peak); Ok without one (queued, not yet measured) -> failed;
+//   OutOfMemory -> oom at the memory limit;
+//   Timeout -> timeout: the step time is at least (time limit - overhead) / steps, censored, or the median
+//     of the steps it measured when that is larger;
+//   StoppedSlow -> stopped, with the step time its first steps measured;
+//   Crash, ContractViolation -> infeasible (the feasibility model), with the step time of its timed steps
+//     (not for a Timing or Settings violation, whose step times are not the candidate's); a failure the
+//     infrastructure caused (Observation::infrastructure) -> failed, not learned;
+//   BuildFailure, NodeFailure, Cancelled -> failed.
+// The initial design starts with the baseline's one-knob neighbours
+// (model::ProposerSettings::initial_design): every other value of a choice or bool knob, the adjacent values
+// of a numeric one, each patch on its own. Candidates whose patch set contains one that failed to build are
+// not proposed. Without a memory limit the model cannot weigh OOMs: the call falls back to the simple
+// proposer, and says so in the reasons.
 #include "model/batch_proposer.hpp"
 #include "search/proposer.hpp"
 
@@ -29,10 +40,19 @@ class ModelProposer : public Proposer {
     explicit ModelProposer(std::size_t pool_limit = 2000) : pool_limit_(pool_limit) {}
     std::string name() const override { return "model (runtime GP + censored memory model, batch EI)"; }
     std::vector<Proposal> propose(const ProposalContext& context) override;
+    std::vector<std::string> notes() const override { return notes_; }
 
   private:
+    std::vector<std::string> notes_;
     std::size_t pool_limit_;
     model::BatchProposer model_; // keeps the last hyperparameters as the next fit's start
 };
+
+// The model's reading of one trial (see above); `timeout_bound_s` is the least step time a timeout implies
+// (0 when unknown).
+model::TrialObservation to_model_observation(const Observation& o, double timeout_bound_s);
+// The baseline's one-knob neighbours that are in the space and feasible, in knob order, then each patch
+// alone.
+std::vector<space::Candidate> baseline_neighbours(const space::Space& space);
 
 } // namespace infrarsi::search

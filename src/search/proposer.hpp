@@ -16,9 +16,13 @@ namespace infrarsi::search {
 struct Observation {
     space::Candidate candidate;
     trial::Outcome outcome = trial::Outcome::Ok;
-    std::optional<double> step_time_s;       // steady-state median, when measured
+    std::optional<double> step_time_s;       // steady-state median, when measured (a failed trial's too)
     std::optional<double> peak_memory_bytes; // measured peak; for an OOM, the limit (peak > limit)
     double cost_node_s = 0;
+    trial::Violation violation = trial::Violation::None; // how a ContractViolation broke the contract
+    // The failure was the infrastructure's, not the candidate's (the baseline failed as well in the same
+    // batch): not learned by the feasibility model.
+    bool infrastructure = false;
 };
 
 struct PatchFacts {
@@ -33,6 +37,11 @@ struct ProposalContext {
     std::optional<double> baseline_step_s;
     double noise_floor = 0.0; // minimum detectable effect (relative)
     double memory_limit_bytes = 0;
+    // What a trial costs and may take: the contract's time limit (0: none), its steps, and the start-up per
+    // trial (campaign::TrialCostModel). A timeout's step time is at least (time_limit_s - overhead) / steps.
+    double time_limit_s = 0;
+    int trial_steps = 0;
+    double trial_overhead_s = 0;
     int q = 1;
     std::uint64_t seed = 1;
     // Analytic peak-memory estimate of a candidate (the contract's estimate command), when available.
@@ -71,6 +80,8 @@ class Proposer {
     // At most q distinct candidates that are in the space and not in the history; fewer when the space is
     // exhausted.
     virtual std::vector<Proposal> propose(const ProposalContext& context) = 0;
+    // Why the last call avoided regions of the space (for the audit): one line each; empty when none.
+    virtual std::vector<std::string> notes() const { return {}; }
 };
 
 // Space-filling (greedy maximin distance in the encoded space) until a candidate succeeds, then the best

@@ -141,6 +141,22 @@ Settings seen_settings(const ManifestTask& task, const std::map<std::string, std
 
 } // namespace
 
+std::optional<std::string> slow_stop_reason(const std::vector<measure::StepSample>& steps,
+                                            const ManifestTask::SlowStop& rule) {
+    std::vector<double> times;
+    for (std::size_t i = static_cast<std::size_t>(rule.skip_steps); i < steps.size(); ++i)
+        if (steps[i].timed && std::isfinite(steps[i].step_time_s) && steps[i].step_time_s > 0)
+            times.push_back(steps[i].step_time_s);
+    if (static_cast<int>(times.size()) < rule.after_steps) return std::nullopt;
+    times.resize(static_cast<std::size_t>(rule.after_steps));
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    const double median = times[times.size() / 2];
+    if (!(median > rule.step_s)) return std::string();
+    return fmt::format("stopped after {} timed steps: median {:.4g} s/step is above {:.4g} s/step (the "
+                       "incumbent slowed by the minimum detectable effect)",
+                       rule.after_steps, median, rule.step_s);
+}
+
 int execute(const fs::path& manifest_path, int index) {
     if (index < 0)
         throw Error("array index " + std::to_string(index) + " is negative", manifest_path.string());
@@ -166,7 +182,32 @@ int execute(const fs::path& manifest_path, int index) {
     // The output goes to the log file as it arrives (a job killed at its time limit still leaves its steps),
     // with the time each line ended, for formats that print no step time.
     LogSink sink(log);
-    o.on_output = [&sink](std::string_view chunk) { sink.write(chunk); };
+    // A search trial too slow to be promoted is stopped once its first timed steps say so: its process
+    // group gets SIGTERM, and SIGKILL with the next output after 5 s.
+    std::optional<std::string> stopped;
+    bool decided = !task.stop_slow;
+    std::size_t lines_seen = 0;
+    double stop_sent_s = -1;
+    o.on_output = [&](std::string_view chunk) {
+        sink.write(chunk);
+        if (stop_sent_s >= 0) {
+            if (sink.elapsed_s() - stop_sent_s > 5)
+                for (const pid_t p : children())
+                    ::kill(-p, SIGKILL);
+            return;
+        }
+        if (decided || sink.line_times().size() == lines_seen) return;
+        lines_seen = sink.line_times().size();
+        const auto parsed = measure::parse_log(sink.text(), manifest.metrics, &sink.line_times());
+        const auto why = slow_stop_reason(parsed.steps, *task.stop_slow);
+        if (!why) return; // not enough steps yet
+        decided = true;
+        if (why->empty()) return; // fast enough: runs to the end
+        stopped = *why;
+        stop_sent_s = sink.elapsed_s();
+        for (const pid_t p : children())
+            ::kill(-p, SIGTERM);
+    };
     // A job's end (time limit, scancel) signals every process of it: the wrapper keeps draining the output
     // until the workload has gone, and Slurm's SIGKILL ends it after KillWait if need be.
     std::signal(SIGTERM, SIG_IGN);
@@ -210,6 +251,7 @@ int execute(const fs::path& manifest_path, int index) {
     out.log = log.string();
     out.steps = measure::parse_log(sink.text(), manifest.metrics, &sink.line_times());
     out.error = start_error;
+    out.stopped_slow = stopped;
     for (const char* v : {"SLURMD_NODENAME", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"})
         if (const char* e = std::getenv(v)) out.slurm[v] = e;
     write_result(result, out);

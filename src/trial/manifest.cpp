@@ -6,6 +6,7 @@
 #include "util/json_field.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace infrarsi::trial {
@@ -101,6 +102,17 @@ ManifestTask task_from_json(const json& t, const Manifest& m, bool v2, const std
                 throw Error("sbatch option '" + o + "' is not --name or --name=value", at,
                             "long sbatch options as the orchestrator writes them");
     }
+    if (t.contains("stop_slow")) {
+        const json& st = t.at("stop_slow");
+        ManifestTask::SlowStop s;
+        s.step_s = json_field<double>(st, "step_s", at);
+        s.skip_steps = json_field<int>(st, "skip_steps", at);
+        s.after_steps = json_field<int>(st, "after_steps", at);
+        if (!(s.step_s > 0) || !std::isfinite(s.step_s) || s.skip_steps < 0 || s.after_steps < 1 ||
+            s.after_steps > 1000000 || s.skip_steps > 1000000)
+            throw Error("'stop_slow' needs step_s > 0, skip_steps >= 0 and after_steps >= 1", at);
+        e.stop_slow = s;
+    }
     e.build = optional_path(t, "build", at);
     e.workdir = optional_path(t, "workdir", at);
     e.log = optional_path(t, "log", at);
@@ -145,6 +157,10 @@ json to_json(const Manifest& m) {
         if (!t.command.empty()) e["command"] = t.command;
         if (!t.args.empty()) e["args"] = t.args;
         if (!t.sbatch_options.empty()) e["sbatch_options"] = t.sbatch_options;
+        if (t.stop_slow)
+            e["stop_slow"] = {{"step_s", t.stop_slow->step_s},
+                              {"skip_steps", t.stop_slow->skip_steps},
+                              {"after_steps", t.stop_slow->after_steps}};
         for (const auto& [name, value] :
              {std::pair{"build", &t.build}, {"workdir", &t.workdir}, {"log", &t.log}})
             if (!value->empty()) e[name] = *value;

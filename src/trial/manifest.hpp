@@ -41,6 +41,16 @@ struct ManifestTask {
     // the wrapper cannot change them, the batch runner groups tasks into arrays by them.
     std::vector<std::string> sbatch_options;
     std::string build, workdir, log; // absolute paths
+    // Stop the workload early when its first timed steps are too slow to matter (search trials only): once
+    // `after_steps` timed steps past the first `skip_steps` step lines have been printed, their median step
+    // time above `step_s` ends the trial (trial::Outcome::StoppedSlow).
+    struct SlowStop {
+        double step_s = 0;
+        int skip_steps = 0;
+        int after_steps = 0;
+        bool operator==(const SlowStop&) const = default;
+    };
+    std::optional<SlowStop> stop_slow;
     bool operator==(const ManifestTask&) const = default;
 };
 

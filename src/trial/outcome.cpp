@@ -75,6 +75,14 @@ Verdict classify(const Evidence& e, const Limits& limits) {
     LogDiagnosis log = diagnose(e.job_output);
     const bool slurm_oom_in_log =
         is_memory(log.signal) && log.first && log.first->source == LineSource::Slurm;
+    // The wrapper stopped it for slowness (it writes result.json after the workload has gone, so a job that
+    // Slurm ended itself, at a limit or with its node, is never read as stopped).
+    if (e.stopped_slow && (job == slurm::Outcome::Failed || job == slurm::Outcome::Completed) &&
+        !slurm_oom_in_log) {
+        v.outcome = Outcome::StoppedSlow;
+        v.detail = *e.stopped_slow;
+        return v;
+    }
     switch (job) {
     case slurm::Outcome::OutOfMemory:
         v.outcome = Outcome::OutOfMemory;

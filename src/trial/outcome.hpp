@@ -23,6 +23,10 @@ enum class Outcome {
     Crash,             // exited non-zero (or by a signal) for another reason
     BuildFailure,      // its patch set did not build
     ContractViolation, // finished, but broke the contract (Violation says how)
+    // Stopped by the trial wrapper once its first timed steps were slower than the incumbent by more than
+    // the minimum detectable effect (ManifestTask::stop_slower_than_s): it cannot be promoted, so the rest of
+    // its steps would be wasted. Not a failure of the candidate's correctness; its steps were measured.
+    StoppedSlow,
 };
 
 // How a trial broke the contract (Outcome::ContractViolation); None for every other outcome.
@@ -39,7 +43,7 @@ enum class Violation {
     NotEquivalent,    // at the baseline's knobs and a fresh seed, its patch set's losses left the baseline's
 };
 
-inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
+inline constexpr util::EnumNames<Outcome, 9> outcome_names{{{
     {Outcome::Ok, "ok"},
     {Outcome::OutOfMemory, "oom"},
     {Outcome::Timeout, "timeout"},
@@ -48,6 +52,7 @@ inline constexpr util::EnumNames<Outcome, 8> outcome_names{{{
     {Outcome::Crash, "crash"},
     {Outcome::BuildFailure, "build_failure"},
     {Outcome::ContractViolation, "contract_violation"},
+    {Outcome::StoppedSlow, "stopped_slow"},
 }}};
 inline constexpr util::EnumNames<Violation, 10> violation_names{{{
     {Violation::None, ""},
@@ -90,7 +95,9 @@ struct Evidence {
     const slurm::JobRecord* record = nullptr; // Slurm's record of the job (required)
     std::string_view job_output;              // the workload's log and Slurm's output file for the task
     bool has_result = false;                  // the wrapper wrote result.json
-    int steps = 0;                            // step lines measured (from result.json, else from the log)
+    // The wrapper stopped the workload for slowness (result.json's stopped_slow), and why.
+    std::optional<std::string> stopped_slow;
+    int steps = 0; // step lines measured (from result.json, else from the log)
     // check_step_lines's reason (trial/proof.hpp) when the step lines are not exactly the contract's steps,
     // each numbered once in order; nullopt when they are (or too few: that is `steps` above).
     std::optional<std::string> step_lines_violation;

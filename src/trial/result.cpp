@@ -39,6 +39,7 @@ json to_json(const Result& r) {
     if (r.settings) j["settings"] = to_json(*r.settings);
     if (r.leftover_processes_killed) j["leftover_processes_killed"] = r.leftover_processes_killed;
     if (!r.isolation.empty()) j["isolation"] = {{"in_place", r.isolated}, {"detail", r.isolation}};
+    if (r.stopped_slow) j["stopped_slow"] = *r.stopped_slow;
     return j;
 }
 
@@ -88,6 +89,7 @@ Result result_from_json(const json& j, const std::string& where) {
     if (j.contains("settings")) r.settings = settings_from_json(j.at("settings"), where);
     if (j.contains("leftover_processes_killed"))
         r.leftover_processes_killed = json_field<int>(j, "leftover_processes_killed", where);
+    if (j.contains("stopped_slow")) r.stopped_slow = json_field<std::string>(j, "stopped_slow", where);
     if (j.contains("isolation")) {
         r.isolated = json_field<bool>(j.at("isolation"), "in_place", where);
         r.isolation = json_field<std::string>(j.at("isolation"), "detail", where);

@@ -39,6 +39,9 @@ struct Result {
     // empty detail: the manifest is not a campaign's, nothing to hide.
     bool isolated = false;
     std::string isolation;
+    // The wrapper stopped the workload because its first timed steps were too slow (ManifestTask::stop_slow):
+    // why, for people.
+    std::optional<std::string> stopped_slow;
 };
 
 nlohmann::json to_json(const Result& r);

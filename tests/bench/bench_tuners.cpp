@@ -27,6 +27,7 @@ struct Summary {
     std::string tuner;
     TrialsToTarget to_5pct;
     double cost_h = 0, cost_to_5pct_h = 0, best_ratio = 0, invalid = 0;
+    double wasted_h = 0, wasted_fraction = 0; // cost of failed trials (mean per run), and of all cost
 };
 
 Summary summarize(const std::string& name, const std::vector<RunResult>& runs, int limit, double best) {
@@ -37,7 +38,9 @@ Summary summarize(const std::string& name, const std::vector<RunResult>& runs, i
         s.cost_h += r.cost_s / 3600 / runs.size();
         ratio.push_back(r.best_at_fixed / best);
         s.invalid += double(r.invalid) / runs.size();
+        s.wasted_h += r.wasted_s / 3600 / runs.size();
     }
+    s.wasted_fraction = s.cost_h > 0 ? s.wasted_h / s.cost_h : 0;
     s.cost_to_5pct_h = quantile(c5, 0.5);
     s.best_ratio = quantile(ratio, 0.5);
     return s;
@@ -95,6 +98,7 @@ int main(int argc, char** argv) {
     int seeds = 20, budget = 200, fixed_budget = 50, q = 4;
     bool quick = false, no_tpe = false, json_out = false;
     std::string python = "/usr/bin/python3", adapter;
+    std::vector<std::string> peers;
     std::string export_table, export_path;
     int export_repeats = 3;
     app.add_option("--table", tables,
@@ -106,13 +110,18 @@ int main(int argc, char** argv) {
     app.add_flag("--quick", quick, "budget 100, one simulated table unless --table is given");
     app.add_flag("--no-tpe", no_tpe, "skip Optuna (no /usr/bin/python3 with optuna)");
     app.add_flag("--json", json_out, "one JSON object per table and tuner as well");
-    app.add_option("--python", python, "python with optuna 3.x");
+    app.add_option("--python", python, "python with optuna (3.1 for tpe alone; >= 4.2 for tpe-cl and gp)");
+    app.add_option("--peer", peers,
+                   "Optuna peers, repeatable: tpe (multivariate TPE, one ask at a time, OOM failed), tpe-cl "
+                   "(multivariate TPE, constant liar, q asks per batch, OOM as a violated constraint), gp "
+                   "(GPSampler with constraints, q asks per batch); default tpe");
     app.add_option("--adapter", adapter, "path of optuna_adapter.py")->required();
     app.add_option("--export-table", export_table,
                    "write this simulated table in the recorded format and exit");
     app.add_option("--export-path", export_path, "where --export-table writes");
     app.add_option("--export-repeats", export_repeats, "repeats per configuration for --export-table");
     CLI11_PARSE(app, argc, argv);
+    if (peers.empty()) peers = {"tpe"};
 
     try {
         std::map<std::string, model::SimulatorSpec> sims;
@@ -174,15 +183,21 @@ int main(int argc, char** argv) {
             // Optuna runs in its own process; drive it from a second thread while ours runs (2 cores).
             std::thread tpe_thread;
             std::exception_ptr tpe_error;
+            std::map<std::string, std::vector<RunResult>> peer_results;
             if (!no_tpe)
                 tpe_thread = std::thread([&] {
                     try {
-                        PipeChild optuna({python, adapter});
-                        auto runs = timed(
-                            "optuna-tpe",
-                            [&](std::uint64_t s) { return std::make_unique<TpeTuner>(*env, optuna, s); },
-                            budget);
-                        results["optuna-tpe"] = std::move(runs); // main thread reads after join
+                        for (const auto& peer : peers) {
+                            PipeChild optuna({python, adapter});
+                            const int peer_q = peer == "tpe" ? 1 : q;
+                            auto runs = timed(
+                                "optuna-" + peer,
+                                [&](std::uint64_t s) {
+                                    return std::make_unique<TpeTuner>(*env, optuna, s, peer, peer_q);
+                                },
+                                budget);
+                            peer_results["optuna-" + peer] = std::move(runs); // main thread reads after join
+                        }
                     } catch (...) {
                         tpe_error = std::current_exception();
                     }
@@ -200,8 +215,13 @@ int main(int argc, char** argv) {
             results["ours"] = std::move(ours_runs);
             results["random"] = std::move(random_runs);
             results["greedy"] = std::move(greedy);
+            std::vector<std::string> names = {"ours", "random", "greedy"};
+            for (auto& [name, runs] : peer_results) {
+                results[name] = std::move(runs);
+                names.push_back(name);
+            }
             std::vector<Summary> rows;
-            for (const std::string name : {"ours", "random", "greedy", "optuna-tpe"}) {
+            for (const std::string& name : names) {
                 if (!results.count(name)) continue;
                 rows.push_back(summarize(name, results[name], name == "random" ? env->size() : budget, best));
                 if (json_out) {
@@ -212,22 +232,24 @@ int main(int argc, char** argv) {
                     std::cout << "json " << j.dump() << "\n";
                 }
             }
-            std::cout << fmt::format("{:<11} {:>9} {:>16} {:>9} {:>12} {:>12} {:>11} {:>8}\n", "tuner",
+            std::cout << fmt::format("{:<14} {:>9} {:>16} {:>9} {:>12} {:>12} {:>9} {:>11} {:>8}\n", "tuner",
                                      "reached", "to-5% med [IQR]", "OOM frac", "cost h", "cost h to5%",
-                                     fmt::format("best@{}", fixed_budget), "invalid");
+                                     "wasted h", fmt::format("best@{}", fixed_budget), "invalid");
             for (const auto& r : rows)
                 std::cout << fmt::format(
-                    "{:<11} {:>9} {:>16} {:>9.3f} {:>12.1f} {:>12} {:>11.3f} {:>8.1f}\n", r.tuner,
+                    "{:<14} {:>9} {:>16} {:>9.3f} {:>12.1f} {:>12} {:>9.2f} {:>11.3f} {:>8.1f}\n", r.tuner,
                     fmt::format("{}/{}", r.to_5pct.reached, r.to_5pct.runs), trials_text(r.to_5pct),
                     r.to_5pct.oom_fraction, r.cost_h,
                     std::isfinite(r.cost_to_5pct_h) ? fmt::format("{:.1f}", r.cost_to_5pct_h) : "-",
-                    r.best_ratio, r.invalid);
+                    r.wasted_h, r.best_ratio, r.invalid);
             std::cout << fmt::format(
                 "(to-5%: trials until a configuration within 5% of the best feasible has run; "
                 "'>N' = not within N. A run stops once it reached 5% and ran {0} trials, else at "
                 "B={1}; random runs on until it reaches 5%. OOM frac and cost h: over the trials "
                 "of the runs (random: its first B). best@{0}: true step time of the best found / "
-                "best. invalid: asks outside the table, rejected at no cost.)\n",
+                "best. wasted h: cost of the trials that failed, mean per run. invalid: asks outside the "
+                "table, rejected "
+                "at no cost.)\n",
                 fixed_budget, budget);
 
             Timing t500 = time_proposal(*env, 500, 8, 3);
@@ -250,14 +272,33 @@ int main(int argc, char** argv) {
             };
             const Summary* ours = find("ours");
             const Summary* rnd = find("random");
-            const Summary* tpe = find("optuna-tpe");
+            const Summary* tpe = nullptr;
+            for (const auto& r : rows)
+                if (!tpe && r.tuner.rfind("optuna-", 0) == 0) tpe = &r;
+            // The best peer: the fewest median trials to 5%, then the least wasted.
+            const Summary* best_peer = nullptr;
+            for (const auto& r : rows)
+                if (r.tuner != "ours" &&
+                    (!best_peer || r.to_5pct.median < best_peer->to_5pct.median ||
+                     (r.to_5pct.median == best_peer->to_5pct.median && r.wasted_h < best_peer->wasted_h)))
+                    best_peer = &r;
             auto ratio = [](double a, double b) {
                 return b > 0 ? fmt::format("{:.3f}", a / b) : std::string("nan");
             };
+            std::string per_peer;
+            for (const auto& r : rows)
+                if (r.tuner.rfind("optuna-", 0) == 0)
+                    per_peer += fmt::format(" trials_ratio_vs_{}={} wasted_ratio_vs_{}={}", r.tuner,
+                                            ratio(ours->to_5pct.median, r.to_5pct.median), r.tuner,
+                                            ratio(ours->wasted_h, r.wasted_h));
             summaries.push_back(fmt::format(
-                "summary table={} trials_ratio_vs_tpe={} trials_ratio_vs_random={} oom_ratio_vs_tpe={} "
+                "summary table={} best_peer={} trials_ratio_vs_best_peer={} wasted_ratio_vs_best_peer={}{} "
+                "trials_ratio_vs_tpe={} trials_ratio_vs_random={} oom_ratio_vs_tpe={} "
                 "propose_ms_500={:.0f} propose_ms_5000={:.0f}",
-                env->name(), tpe ? ratio(ours->to_5pct.median, tpe->to_5pct.median) : "nan",
+                env->name(), best_peer ? best_peer->tuner : "none",
+                best_peer ? ratio(ours->to_5pct.median, best_peer->to_5pct.median) : "nan",
+                best_peer ? ratio(ours->wasted_h, best_peer->wasted_h) : "nan", per_peer,
+                tpe ? ratio(ours->to_5pct.median, tpe->to_5pct.median) : "nan",
                 ratio(ours->to_5pct.median, rnd->to_5pct.median),
                 tpe ? ratio(ours->to_5pct.oom_fraction, tpe->to_5pct.oom_fraction) : "nan", p500, p5000));
             if (tpe && tpe->to_5pct.median > tpe->to_5pct.limit)

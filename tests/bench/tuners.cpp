@@ -23,6 +23,27 @@ ModelTuner::ModelTuner(const Environment& env, int q, std::uint64_t seed, std::v
     if (std::find(settings_.hints.begin(), settings_.hints.end(), env.baseline()) == settings_.hints.end())
         settings_.hints.push_back(env.baseline());
     settings_.seed = seed;
+    // The baseline's one-knob neighbours open the initial design, as in a campaign
+    // (search::baseline_neighbours): adjacent values of a power-of-two knob, every other value of a choice,
+    // each patch switched.
+    const auto& enc = env.encoding();
+    const auto base = env.configuration(env.baseline());
+    for (const auto& k : enc.knobs()) {
+        const auto at = std::find(k.values.begin(), k.values.end(), base.knobs.at(k.name));
+        if (at == k.values.end()) continue;
+        const auto i = at - k.values.begin();
+        for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(k.values.size()); ++j) {
+            if (j == i || (k.kind == model::KnobSpec::Kind::power_of_two && std::abs(j - i) != 1)) continue;
+            auto c = base;
+            c.knobs[k.name] = k.values[static_cast<std::size_t>(j)];
+            if (const int idx = env.find(c); idx >= 0) settings_.initial_design.push_back(idx);
+        }
+    }
+    for (const auto& p : enc.patches()) {
+        auto c = base;
+        if (!c.patches.erase(p.name)) c.patches.insert(p.name);
+        if (const int idx = env.find(c); idx >= 0) settings_.initial_design.push_back(idx);
+    }
 }
 
 std::vector<int> ModelTuner::ask() {
@@ -113,8 +134,8 @@ void GreedyTuner::tell(const model::TrialObservation& t) {
         t.outcome == model::Outcome::ok ? std::log(t.step_time_s) : std::numeric_limits<double>::infinity();
 }
 
-TpeTuner::TpeTuner(const Environment& env, PipeChild& adapter, std::uint64_t seed)
-    : env_(env), adapter_(adapter) {
+TpeTuner::TpeTuner(const Environment& env, PipeChild& adapter, std::uint64_t seed, std::string sampler, int q)
+    : env_(env), adapter_(adapter), sampler_(std::move(sampler)), q_(std::max(1, q)) {
     json space = json::object();
     for (const auto& k : env.encoding().knobs())
         space[k.name] = k.values;
@@ -126,17 +147,20 @@ TpeTuner::TpeTuner(const Environment& env, PipeChild& adapter, std::uint64_t see
         enqueue[k] = v;
     for (const auto& p : env.encoding().patches())
         enqueue[p.name] = base.patches.count(p.name) ? "on" : "off";
-    adapter_.send(json{{"cmd", "new_study"}, {"seed", seed}, {"space", space}, {"enqueue", enqueue}}.dump());
+    adapter_.send(json{
+        {"cmd", "new_study"}, {"seed", seed}, {"sampler", sampler_}, {"space", space}, {"enqueue", enqueue}}
+                      .dump());
     auto reply = json::parse(adapter_.receive());
     if (!reply.value("ok", false))
         throw Error("optuna adapter refused the study: " + reply.dump(), "TpeTuner");
 }
 
 std::vector<int> TpeTuner::ask() {
-    for (int attempt = 0; attempt < 2000; ++attempt) {
+    std::vector<int> out;
+    for (int attempt = 0; attempt < 2000 && static_cast<int>(out.size()) < q_; ++attempt) {
         adapter_.send(R"({"cmd":"ask"})");
         auto reply = json::parse(adapter_.receive());
-        number_ = reply.at("number").get<long>();
+        const long number = reply.at("number").get<long>();
         model::Configuration c;
         const auto& params = reply.at("params");
         for (const auto& k : env_.encoding().knobs())
@@ -144,18 +168,26 @@ std::vector<int> TpeTuner::ask() {
         for (const auto& p : env_.encoding().patches())
             if (params.at(p.name).get<std::string>() == "on") c.patches.insert(p.name);
         int i = env_.find(c);
-        if (i >= 0) return {i};
+        if (i >= 0) {
+            out.push_back(i);
+            pending_.push_back(number);
+            continue;
+        }
         ++invalid_;
-        adapter_.send(json{{"cmd", "tell"}, {"number", number_}, {"state", "fail"}}.dump());
+        adapter_.send(json{{"cmd", "tell"}, {"number", number}, {"state", "fail"}}.dump());
         adapter_.receive();
     }
-    return {};
+    return out;
 }
 
 void TpeTuner::tell(const model::TrialObservation& t) {
-    json msg = {{"cmd", "tell"}, {"number", number_}};
+    if (pending_.empty()) throw Error("a result told for no pending trial", "TpeTuner::tell");
+    json msg = {{"cmd", "tell"}, {"number", pending_.front()}};
+    pending_.erase(pending_.begin());
     if (t.outcome == model::Outcome::ok)
         msg["state"] = "complete", msg["value"] = std::log(t.step_time_s);
+    else if (t.outcome == model::Outcome::oom)
+        msg["state"] = "infeasible";
     else
         msg["state"] = "fail";
     adapter_.send(msg.dump());
@@ -183,6 +215,7 @@ RunResult run(const Environment& env, Tuner& tuner, const RunLimits& limits, std
                 r.trials = n;
                 r.cost_s = cost;
                 if (t.outcome == model::Outcome::oom) ++r.ooms;
+                if (t.outcome != model::Outcome::ok) r.wasted_s += t.cost_s;
             }
             if (t.outcome == model::Outcome::ok) best = std::min(best, env.true_step_time(i));
             if (n == limits.fixed_budget) r.best_at_fixed = best;

@@ -78,12 +78,14 @@ class GreedyTuner : public Tuner {
     bool done_ = false;
 };
 
-// Optuna's TPE through tests/bench/optuna_adapter.py (ask/tell over a pipe). OOM and other failures are
-// reported as failed trials, as Optuna users do; a combination outside the table is also told as failed but
-// costs nothing and is not counted as a trial.
+// An Optuna sampler through tests/bench/optuna_adapter.py (ask/tell over a pipe), `q` asks per batch like
+// ours (the constant liar sees the pending ones). `sampler`: the adapter's name (tpe: OOM a failed trial, as
+// the Debian 3.1 peer always ran; tpe-cl and gp: an OOM a completed trial whose constraint is violated). A
+// combination outside the table is told as failed but costs nothing and is not counted as a trial.
 class TpeTuner : public Tuner {
   public:
-    TpeTuner(const Environment& env, PipeChild& adapter, std::uint64_t seed);
+    TpeTuner(const Environment& env, PipeChild& adapter, std::uint64_t seed, std::string sampler = "tpe",
+             int q = 1);
     std::vector<int> ask() override;
     void tell(const model::TrialObservation& t) override;
     int invalid_asks() const override { return invalid_; }
@@ -91,7 +93,9 @@ class TpeTuner : public Tuner {
   private:
     const Environment& env_;
     PipeChild& adapter_;
-    long number_ = -1;
+    std::string sampler_;
+    int q_;
+    std::vector<long> pending_; // trial numbers asked, in the order their results will be told
     int invalid_ = 0;
 };
 
@@ -108,6 +112,7 @@ struct RunResult {
     int to_5pct = 0; // trials until within 5% (0: not within search_limit)
     int trials = 0, ooms = 0, invalid = 0;
     double cost_s = 0, cost_to_5pct_s = 0;
+    double wasted_s = 0; // cost of the trials that did not succeed (within the budget)
     double best_at_fixed = std::numeric_limits<double>::infinity(); // true time of the best ok configuration
     std::vector<model::TrialObservation> history;                   // every trial run, in order
 };
