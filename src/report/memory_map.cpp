@@ -51,7 +51,7 @@ namespace {
 json memory_map(campaign::Campaign& c, std::size_t max_values, bool try_analytic, bool& analytic_held) {
     const auto& k = c.contract();
     const auto& space = k.space;
-    const double limit = static_cast<double>(k.resources.mem_bytes);
+    const double limit = static_cast<double>(contract::modeled_memory_limit_bytes(k.resources));
     if (!(limit > 0) || space.knobs.empty()) return nullptr;
     const auto base = space.baseline();
     // Candidates without patches: the map is about knobs.

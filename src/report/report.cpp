@@ -283,7 +283,7 @@ json build(campaign::Campaign& c) {
                    {"node_hours", k.budget.node_hours},
                    {"wall_s", use.wall_s},
                    {"wall_time_s", k.budget.wall_time_s}};
-    r["memory_limit_bytes"] = k.resources.mem_bytes; // the limit OOMs are censored at
+    r["memory_limit_bytes"] = contract::modeled_memory_limit_bytes(k.resources); // the limit OOMs are censored at
     // Where each figure comes from.
     r["sources"] = {
         {"steps", "the job's output (stdout and stderr), read as " + measure::describe(k.metrics)},
