@@ -190,6 +190,8 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         task.env = contract_.workload.env;
         for (const auto& [k, v] : contract_.space.environment(t.candidate))
             task.env[k] = v;
+        // The doctor reads the baseline's NCCL transports from its output (nccl_check.cpp).
+        if (t.kind == TrialKind::Doctor && contract::uses_nccl(contract_)) task.env["NCCL_DEBUG"] = "INFO";
         if (!contract_.invariants.steps_env.empty())
             task.env[contract_.invariants.steps_env] = std::to_string(contract_.invariants.steps);
         const long long seed = t.seed.value_or(contract_.invariants.seed);

@@ -163,6 +163,9 @@ class Campaign {
     void resume_open_batches(const RunOptions& o);
     void ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records);
     void finish_doctor();
+    // nccl_check.cpp: the baseline's NCCL transports against the nodes' NICs, for a job that uses NCCL;
+    // throws (or logs, with [nccl] fallback = "warn") when NCCL fell back to a slower transport.
+    void check_nccl_transport(const std::vector<store::TrialRow>& doctor_runs);
     // The job submitted with --infrarsi=tune as the doctor's first run (submitted_job.cpp): its batch, made
     // now, or nullopt (not a tune campaign, adopted before, or Slurm no longer knows it: said why).
     std::optional<std::int64_t> adopt_submitted_job(const RunOptions& o);

@@ -164,6 +164,7 @@ void Campaign::finish_doctor() {
         throw Error(fmt::format("the baseline completed only {} of {} doctor runs: {}", medians.size(),
                                 trials.size(), failures),
                     dir_.string(), "a baseline that runs (check the contract's resources and command)");
+    if (contract::uses_nccl(contract_)) check_nccl_transport(trials);
     auto noise = measure::calibrate(medians, within, contract_.repeats.verify);
     store::Baseline d;
     d.repeats = static_cast<int>(trials.size());

@@ -93,6 +93,9 @@ std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
             content["limit_bytes"] = limit;
             if (auto est = estimate(c, cand); est && *est > 0) content["estimate_factor"] = peak / *est;
         }
+        // A limit per GPU ([resources] gpu_mem): capacity settings carry to other GPUs by it.
+        if (const auto gpu = c.contract->resources.gpu_mem_bytes; gpu > 0)
+            content["gpu_limit_bytes"] = static_cast<double>(gpu);
         out.push_back(finding("knob_setting", true, content, support));
         // Each change's own effect (ablation.cpp): the bundle's speed-up only for a bundle of one change; a
         // change of a larger bundle gets what its ablation measured, or no speed-up (unverified) when that
@@ -219,7 +222,30 @@ std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, const CampaignView
         if (!space.feasible(cand)) continue;
         std::string adapted;
         nlohmann::json rule;
-        if (f.content.contains("memory_ratio") && limit > 0) {
+        // A limit per GPU on either side: the capacity rule scales by the memory of one GPU, the limit the
+        // contract gives or else the GPU memory of the hardware key; without both sides known, the finding
+        // cannot be carried (its settings may not fit).
+        const double gpu_here = static_cast<double>(c.contract->resources.gpu_mem_bytes);
+        const double gpu_there = f.content.value("gpu_limit_bytes", 0.0);
+        const bool per_gpu = (gpu_here > 0 || gpu_there > 0) && !estimate(c, cand);
+        if (per_gpu) {
+            const double here = gpu_here > 0 ? gpu_here : hardware.accelerator_memory_bytes;
+            const double there = gpu_there > 0 ? gpu_there : prior.hardware.accelerator_memory_bytes;
+            if (!(here > 0 && there > 0)) continue;
+            if (std::abs(here / there - 1) > 0.01) {
+                auto scaled = space::scale_capacity(space, cand, here / there);
+                if (!scaled) continue;
+                adapted = fmt::format("; capacity rule: {:.0f} MiB per GPU here vs {:.0f} MiB where verified "
+                                      "(x{:.2f}): {}",
+                                      here / 1048576, there / 1048576, here / there,
+                                      scaled->change.empty() ? "no setting changes" : scaled->change);
+                rule = {{"rule", "gpu_memory_scale"},
+                        {"from", cand.to_json()},
+                        {"scale", here / there},
+                        {"change", scaled->change}};
+                cand = scaled->candidate;
+            }
+        } else if (f.content.contains("memory_ratio") && limit > 0) {
             const double ratio = std::max(f.content["memory_ratio"].get<double>(), 0.5);
             const double factor = f.content.value("estimate_factor", 1.0);
             if (estimate(c, cand)) {

@@ -1,5 +1,6 @@
 #include "contract/contract.hpp"
 
+#include "space/presets.hpp"
 #include "util/error.hpp"
 #include "util/number.hpp"
 
@@ -265,7 +266,7 @@ void read_resources(const Reader& r, const toml::table& root, Contract& c) {
         try {
             res.gpu_mem_bytes = parse_memory(res.gpu_mem);
         } catch (const Error& e) {
-            throw Error(e.problem(), r.at_key(t, "gpu_mem"), "a memory size per GPU such as \"80G\"");
+            throw Error(e.problem(), r.at_key(t, "gpu_mem"), "the memory of one GPU such as \"80G\"");
         }
     }
     res.time_limit = *r.str(t, "time_limit", "resources", true);
@@ -384,6 +385,10 @@ void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
     // options are given in that order).
     std::vector<std::pair<std::uint32_t, space::Knob>> declared;
     for (auto&& [key, node] : *knobs) {
+        if (key.str() == "include") {
+            c.knob_presets = r.strings(*knobs, "include", "knobs");
+            continue;
+        }
         space::Knob k;
         k.name = std::string(key.str());
         const std::string path = "knobs." + k.name;
@@ -392,7 +397,7 @@ void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
         const toml::table& t = *node.as_table();
         r.known_keys(t, path,
                      {"kind", "min", "max", "step", "values", "env", "arg", "sbatch_option", "baseline",
-                      "description"});
+                      "description", "unset"});
         std::string kind = *r.str(t, "kind", path, true);
         if (kind == "integer")
             k.kind = space::KnobKind::Integer;
@@ -433,12 +438,40 @@ void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
                    "baseline " + space::to_string(k.baseline) + " of knob '" + k.name +
                        "' is outside its domain",
                    "a value in the knob's range (powers of two for pow2, one of values for choice)");
+        if (auto unset = r.str(t, "unset", path)) {
+            if (k.kind != space::KnobKind::Choice || k.delivery != space::Delivery::Env ||
+                std::find(k.choices.begin(), k.choices.end(), *unset) == k.choices.end())
+                throw Error("'" + path + ".unset' is '" + *unset + "'", r.at_key(t, "unset"),
+                            "one of the values of a choice knob delivered by env: the value that leaves the "
+                            "variable unset");
+            k.unset_choice = *unset;
+        }
         declared.emplace_back(key.source().begin.line, std::move(k));
     }
     std::stable_sort(declared.begin(), declared.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [line, k] : declared)
         c.space.knobs.push_back(std::move(k));
+    // Presets after the declared knobs; a declared knob of the same name or variable replaces the preset's.
+    std::set<std::string> included;
+    for (const auto& name : c.knob_presets) {
+        const auto preset = space::preset_knobs(name);
+        if (!preset)
+            throw Error("unknown knob preset '" + name + "'", r.at_key(*knobs, "include"),
+                        space::preset_names());
+        for (const auto& k : *preset) {
+            if (c.space.knob(k.name) || deliveries.count("env " + k.env) || !included.insert(k.name).second)
+                continue;
+            if (c.workload.env.count(k.env))
+                throw Error("preset '" + name + "' tunes " + k.env + ", which [workload.env] fixes",
+                            r.at_key(*knobs, "include"),
+                            "the variable in one place: a knob [knobs." + k.name +
+                                "] with the fixed value "
+                                "as its baseline, or no preset");
+            deliveries.insert("env " + k.env);
+            c.space.knobs.push_back(k);
+        }
+    }
     // A knob's option given again in [resources].sbatch_args would leave sbatch to pick one of the two.
     for (const auto& k : c.space.knobs) {
         if (k.delivery != space::Delivery::SbatchOption) continue;
@@ -733,7 +766,26 @@ void read_memory(const Reader& r, const toml::table& root, Contract& c) {
     c.memory_transformer = p;
 }
 
+void read_nccl(const Reader& r, const toml::table& root, Contract& c) {
+    if (const toml::table* t = r.table(root, "nccl", "nccl", false)) {
+        r.known_keys(*t, "nccl", {"used", "fallback"});
+        c.nccl.used = r.boolean(*t, "used", "nccl").value_or(false);
+        const std::string fallback = r.str(*t, "fallback", "nccl").value_or("stop");
+        if (fallback != "stop" && fallback != "warn")
+            throw Error("unknown nccl.fallback '" + fallback + "'", r.at_key(*t, "fallback"),
+                        "stop (the doctor ends the campaign) or warn (it logs and goes on)");
+        c.nccl.stop_on_fallback = fallback == "stop";
+    }
+}
+
 } // namespace
+
+bool uses_nccl(const Contract& c) {
+    if (c.nccl.used) return true;
+    for (const auto& k : c.space.knobs)
+        if (k.delivery == space::Delivery::Env && k.env.rfind("NCCL_", 0) == 0) return true;
+    return false;
+}
 
 long long parse_memory(const std::string& text) {
     std::size_t i = 0;
@@ -832,7 +884,7 @@ Contract load(const fs::path& file) {
     }
     r.known_keys(root, "(top level)",
                  {"name", "workload", "resources", "knobs", "constants", "constraints", "patches",
-                  "invariants", "metrics", "budget", "repeats", "memory"});
+                  "invariants", "metrics", "budget", "repeats", "memory", "nccl"});
     c.name = r.str(root, "name", "(top level)").value_or(c.file.stem().string());
     read_workload(r, root, c);
     read_resources(r, root, c);
@@ -844,6 +896,7 @@ Contract load(const fs::path& file) {
     read_budget(r, root, c);
     read_repeats(r, root, c);
     read_memory(r, root, c);
+    read_nccl(r, root, c);
     return c;
 }
 

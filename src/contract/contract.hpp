@@ -98,6 +98,13 @@ struct TransformerMemoryPrior {
     std::string ranks_knob; // the knob whose value is the ranks per node; empty: resources.ntasks_per_node
 };
 
+// [nccl]: whether the job communicates through NCCL, and what the doctor does when the baseline's NCCL fell
+// back to a slower transport than the nodes have (trial/nccl_fallback.hpp; docs/orchestrator.md, doctor).
+struct NcclSettings {
+    bool used = false;            // [nccl] used; also true with an NCCL preset or a knob on an NCCL_ variable
+    bool stop_on_fallback = true; // [nccl] fallback = "stop" (default) or "warn"
+};
+
 struct Contract {
     fs::path file; // absolute path of the contract
     fs::path dir;  // its directory; relative paths are relative to it
@@ -117,7 +124,13 @@ struct Contract {
     Repeats repeats;
     std::vector<std::string> memory_estimate; // argv printing {"estimated_peak_bytes":N}; knob env set
     std::optional<TransformerMemoryPrior> memory_transformer; // the prior when there is no command
+    std::vector<std::string> knob_presets; // [knobs] include: the presets (space/presets.hpp) in the space
+    NcclSettings nccl;
 };
+
+// Whether the doctor reads the baseline's NCCL output: [nccl] used, an NCCL preset, or a knob that sets an
+// NCCL_ variable.
+bool uses_nccl(const Contract& c);
 
 // Parses and validates; throws infrarsi::Error naming file:line and what was expected.
 Contract load(const fs::path& file);

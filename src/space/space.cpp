@@ -412,7 +412,11 @@ const Value& value_of(const Knob& k, const Candidate& c) {
 std::map<std::string, std::string> Space::environment(const Candidate& c) const {
     std::map<std::string, std::string> env;
     for (const auto& k : knobs)
-        if (k.delivery == Delivery::Env && !k.env.empty()) env[k.env] = env_value(value_of(k, c));
+        if (k.delivery == Delivery::Env && !k.env.empty()) {
+            const Value& v = value_of(k, c);
+            if (!k.unset_choice.empty() && v == Value(k.unset_choice)) continue;
+            env[k.env] = env_value(v);
+        }
     return env;
 }
 

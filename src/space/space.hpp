@@ -37,6 +37,9 @@ struct Knob {
     std::string arg;           // Arg: one argv element, "{}" replaced by the value ("--batch_size={}")
     std::string sbatch_option; // SbatchOption: a long sbatch option of the trial ("--cpus-per-task")
     Value baseline;            // the user's current setting
+    // Env delivery of a Choice knob: the choice that leaves the variable out of the trial's environment (the
+    // job's own setting, or the library's default, applies). Empty: every choice sets the variable.
+    std::string unset_choice;
     // The domain is computed, never stored: an integer knob 1 MiB..64 MiB by 1 has 64M values. size() and
     // at() in O(1) (Pow2: O(63)), saturating at UINT64_MAX; values ascend for Integer and Pow2.
     std::uint64_t size() const;
@@ -90,7 +93,8 @@ class Space {
     std::vector<Candidate> neighbours(const Candidate& c) const;
     Eigen::VectorXd encode(const Candidate& c) const;
     std::vector<std::string> feature_names() const;
-    // The environment knobs' variables (KNOB_ENV=value) for a candidate.
+    // The environment knobs' variables (KNOB_ENV=value) for a candidate; a knob at its unset_choice is left
+    // out.
     std::map<std::string, std::string> environment(const Candidate& c) const;
     // The argument knobs' argv elements for a candidate, in knob declaration order. A bool knob whose
     // template has no "{}" is a flag: present when true, absent when false.

@@ -45,9 +45,10 @@ TEST_CASE("a near twin is seen hardware, a newer and larger GPU node is unseen b
 
     CHECK(similarity(a, twin) > 0.95);
     CHECK(similarity(a, twin) > similarity(a, b));
-    // Twice the cores and twice the PCIe bandwidth: two doublings, exp(-1) ~ 0.37.
+    // Twice the cores and twice the PCIe bandwidth: two doublings; and another GPU model (A100 against H100,
+    // by PCI id): 2 more, exp(-2) ~ 0.14.
     CHECK(similarity(a, b) < kSeenHardwareSimilarity);
-    CHECK(similarity(a, b) == doctest::Approx(std::exp(-1.0)).epsilon(0.1));
+    CHECK(similarity(a, b) == doctest::Approx(std::exp(-2.0)).epsilon(0.1));
 
     // As priors: A's verified finding is a result on the twin, a hypothesis on B, and still counts there.
     auto dir = fs::temp_directory_path() / ("infrarsi-bank-transfer-" + std::to_string(::getpid()));
