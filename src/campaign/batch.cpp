@@ -299,7 +299,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
             job.time_limit_s = res.time_limit_s;
             job.sbatch_args = res.sbatch_args;
             job.options = a.options;
-            job.placement = array_placement(batch_id, a.seq);
+            job.placement = scheduler::excluding(array_placement(batch_id, a.seq), slow_nodes());
             const std::string id = sched.submit_held(job);
             store_->set_array_submitted(batch_id, a.seq, id); // recorded before it can run
             previous = id;
@@ -613,7 +613,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const bool gpu_oom = verdict.log && verdict.log->signal == trial::LogSignal::GpuOom;
         const bool gpu_limit = contract_.resources.gpu_mem_bytes > 0;
         if (verdict.outcome == trial::Outcome::OutOfMemory && gpu_oom == gpu_limit)
-            t.peak_memory_bytes = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
+            t.peak_memory_bytes =
+                static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
         if (verdict.log) t.measurements["log_signal"] = trial::to_json(*verdict.log);
         if (trial::says_nothing(verdict.outcome)) {
             t.counted = false;

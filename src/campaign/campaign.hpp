@@ -8,6 +8,7 @@
 // verification.cpp, equivalence.cpp, ablation.cpp, bank_stage.cpp (the stages).
 #include "campaign/experience.hpp"
 #include "contract/contract.hpp"
+#include "node/allocation_record.hpp"
 #include "patch/catalog.hpp"
 #include "patch/sandbox.hpp"
 #include "scheduler/scheduler.hpp"
@@ -211,6 +212,12 @@ class Campaign {
     // The MFU denominator from a calibration of the doctor's hardware (doctor.cpp): the plugin's allocation
     // records of its runs, or this host's for the local scheduler; nullopt when there is none.
     std::optional<verify::PeakFlops> calibration_peak(const std::vector<store::TrialRow>& doctor_runs);
+    // The plugin's records of these runs' allocations (Slurm with a spool; empty otherwise).
+    std::vector<node::AllocationRecord> allocation_records(const std::vector<store::TrialRow>& runs);
+    // The doctor's nodes whose GPUs are more than 1.5x slower than the median node's (node::slow_gpu_nodes),
+    // kept in the campaign (meta slow_nodes) and left out of every later array (slow_nodes()).
+    void find_slow_nodes(const std::vector<store::TrialRow>& doctor_runs);
+    std::vector<std::string> slow_nodes();
     // Whether a trial can be given a seed other than the contract's ([invariants] seed_env or seed_arg).
     bool can_seed() const;
     // A random seed none of `used` nor the doctor's (contract seed, seed + 1, ...) (equivalence checks, A/B

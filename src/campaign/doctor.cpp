@@ -6,12 +6,14 @@
 #include "measure/statistics.hpp"
 #include "node/allocation_record.hpp"
 #include "node/calibration.hpp"
+#include "node/gpu.hpp"
 #include "node/topology.hpp"
 #include "trial/proof.hpp"
 #include "util/error.hpp"
 #include "verify/verify.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -60,32 +62,51 @@ double Campaign::mde() {
     return d ? d->minimum_detectable_effect : 0.05;
 }
 
+std::vector<node::AllocationRecord> Campaign::allocation_records(const std::vector<store::TrialRow>& runs) {
+    if (evidence_spool_.empty() || evidence_scheduler_ != "slurm") return {};
+    std::set<std::string> jobs;
+    for (const auto& t : runs)
+        if (!t.job_id.empty()) jobs.insert(t.job_id);
+    const auto path = fs::path(evidence_spool_) / "allocations.jsonl";
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return {};
+    return node::records_of_jobs(node::read_records(path.string()).records, jobs);
+}
+
+void Campaign::find_slow_nodes(const std::vector<store::TrialRow>& doctor_runs) {
+    const auto slow = node::slow_gpu_nodes(allocation_records(doctor_runs));
+    if (slow.empty()) return;
+    store_->set_meta("slow_nodes", json(slow).dump());
+    store_->log(fmt::format("doctor: the GPUs of node(s) {} are more than {}x slower than the median node's "
+                            "(the plugin's GEMM probe): trials are kept off them",
+                            fmt::join(slow, ", "), node::kSlowFactor));
+}
+
+std::vector<std::string> Campaign::slow_nodes() {
+    return json::parse(store_->meta("slow_nodes").value_or("[]")).get<std::vector<std::string>>();
+}
+
 std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<store::TrialRow>& doctor_runs) {
     std::vector<double> peaks;
-    std::set<std::string> nodes;
+    std::set<std::string> nodes, sources;
     if (!evidence_spool_.empty() && evidence_scheduler_ == "slurm") {
         // The plugin's records of the doctor's own allocations: the hardware its runs had.
-        std::set<std::string> jobs;
-        for (const auto& t : doctor_runs)
-            if (!t.job_id.empty()) jobs.insert(t.job_id);
-        const auto path = fs::path(evidence_spool_) / "allocations.jsonl";
-        std::error_code ec;
-        if (fs::exists(path, ec))
-            for (const auto& r : node::read_records(path.string()).records) {
-                const auto job = r.array_job_id ? fmt::format("{}_{}", r.array_job_id, r.array_task_id)
-                                                : std::to_string(r.job_id);
-                if (!jobs.count(job)) continue;
-                if (const auto p = node::calibration_peak_flops(r)) peaks.push_back(*p), nodes.insert(r.node);
+        for (const auto& r : allocation_records(doctor_runs))
+            if (const auto p = node::node_peak_flops(r)) {
+                peaks.push_back(p->flops);
+                nodes.insert(r.node);
+                sources.insert(p->source);
             }
         if (peaks.empty()) return std::nullopt;
         return verify::PeakFlops{
             measure::median(peaks),
-            fmt::format("the plugin's calibration records of the doctor's {} allocations "
-                        "on {} node(s) (fastest FMA sample x cores, median)",
-                        peaks.size(), nodes.size())};
+            fmt::format("the plugin's records of the doctor's {} allocations on {} node(s), median of each "
+                        "node's peak: {}",
+                        peaks.size(), nodes.size(), fmt::join(sources, " | "))};
     }
     if (evidence_scheduler_ != "local") return std::nullopt;
-    // The local scheduler runs the trials on this host: its calibration, measured once here.
+    // The local scheduler runs the trials on this host: its calibration, measured once here (its GPUs too,
+    // where it has NVIDIA devices: a GPU job's peak is theirs).
     node::AllocationRecord here;
     here.calibration = node::calibrate();
     try {
@@ -93,12 +114,16 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
     } catch (const Error&) {
         return std::nullopt;
     }
-    const auto p = node::calibration_peak_flops(here);
+    if (node::has_nvidia_device_files()) here.gpu = node::probe_gpus_bounded({});
+    const auto p = node::node_peak_flops(here);
     if (!p) return std::nullopt;
-    return verify::PeakFlops{*p,
-                             fmt::format("this host's calibration ({} cores x {:.3g} GFLOP/s, the fastest "
-                                         "FMA sample; the local scheduler runs the trials here)",
-                                         here.topology.cores, here.calibration.compute_gflops.max)};
+    return verify::PeakFlops{
+        p->flops,
+        fmt::format("this host's {} (the local scheduler runs the trials here)",
+                    p->gpu ? p->source
+                           : fmt::format("calibration ({} cores x {:.3g} GFLOP/s, "
+                                         "the fastest FMA sample)",
+                                         here.topology.cores, here.calibration.compute_gflops.max))};
 }
 
 void Campaign::finish_doctor() {
@@ -165,6 +190,7 @@ void Campaign::finish_doctor() {
                                 trials.size(), failures),
                     dir_.string(), "a baseline that runs (check the contract's resources and command)");
     if (contract::uses_nccl(contract_)) check_nccl_transport(trials);
+    find_slow_nodes(trials);
     auto noise = measure::calibrate(medians, within, contract_.repeats.verify);
     store::Baseline d;
     d.repeats = static_cast<int>(trials.size());

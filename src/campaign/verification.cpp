@@ -10,8 +10,6 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -179,9 +177,13 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
             }
         }
     }
-    // Where the pairs run: the nodes the partition has now, spread round-robin; the re-check on the nodes
-    // the first stage did not use, where there are any.
+    // Where the pairs run: the nodes the partition has now but the doctor's slow ones, spread round-robin;
+    // the re-check on the nodes the first stage did not use, where there are any.
     auto nodes = scheduler(o).nodes(contract_.resources.partition);
+    if (const auto slow = slow_nodes(); !slow.empty())
+        std::erase_if(nodes, [&](const std::string& n) {
+            return std::find(slow.begin(), slow.end(), n) != slow.end();
+        });
     if (recheck) {
         std::set<std::string> used;
         for (const auto& p : v.detail.value("pairs", json::array()))

@@ -1,5 +1,7 @@
 #include "node/allocation_record.hpp"
 
+#include "node/gpu_peaks.hpp"
+
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,17 +34,17 @@ uint32_t id_field(const nlohmann::json& j, const char* name) {
 
 nlohmann::json to_json(const AllocationRecord& r) {
     nlohmann::json j = {{"format", kAllocationRecordFormat},
-            {"job_id", r.job_id},
-            {"array_job_id", r.array_job_id},
-            {"array_task_id", r.array_task_id},
-            {"step_id", r.step_id},
-            {"node", r.node},
-            {"time", r.time},
-            {"mode", r.mode},
-            {"plugin_version", r.plugin_version},
-            {"record_ms", r.record_ms},
-            {"topology", to_json(r.topology)},
-            {"calibration", to_json(r.calibration)}};
+                        {"job_id", r.job_id},
+                        {"array_job_id", r.array_job_id},
+                        {"array_task_id", r.array_task_id},
+                        {"step_id", r.step_id},
+                        {"node", r.node},
+                        {"time", r.time},
+                        {"mode", r.mode},
+                        {"plugin_version", r.plugin_version},
+                        {"record_ms", r.record_ms},
+                        {"topology", to_json(r.topology)},
+                        {"calibration", to_json(r.calibration)}};
     if (r.gpu) j["gpu"] = to_json(*r.gpu);
     return j;
 }
@@ -180,10 +183,42 @@ std::vector<std::string> slow_gpu_nodes(const std::vector<AllocationRecord>& rec
     return slow;
 }
 
+std::vector<AllocationRecord> records_of_jobs(const std::vector<AllocationRecord>& records,
+                                              const std::set<std::string>& jobs) {
+    std::vector<AllocationRecord> out;
+    for (const auto& r : records) {
+        const auto job = r.array_job_id
+                             ? std::to_string(r.array_job_id) + "_" + std::to_string(r.array_task_id)
+                             : std::to_string(r.job_id);
+        if (jobs.count(job)) out.push_back(r);
+    }
+    return out;
+}
+
 std::optional<double> calibration_peak_flops(const AllocationRecord& r) {
     const auto& g = r.calibration.compute_gflops;
     if (g.samples.empty() || !(g.max > 0) || r.topology.cores == 0) return std::nullopt;
     return g.max * 1e9 * r.topology.cores;
+}
+
+std::optional<NodePeak> node_peak_flops(const AllocationRecord& r) {
+    if (r.gpu && r.gpu->status == GpuProbeStatus::ok && !r.gpu->gpus.empty()) {
+        double tflops = 0;
+        std::set<std::string> sources;
+        for (const auto& g : r.gpu->gpus) {
+            const auto p = gpu_peak(g, "bf16");
+            if (!p) return std::nullopt;
+            tflops += p->tflops;
+            sources.insert(p->source);
+        }
+        std::string source;
+        for (const auto& s : sources)
+            source += (source.empty() ? "" : "; ") + s;
+        return NodePeak{tflops * 1e12, std::to_string(r.gpu->gpus.size()) + " GPU(s), " + source, true};
+    }
+    if (const auto p = calibration_peak_flops(r))
+        return NodePeak{*p, "CPU calibration (the fastest FMA sample x cores)", false};
+    return std::nullopt;
 }
 
 } // namespace infrarsi::node

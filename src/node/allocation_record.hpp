@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,10 @@ RecordReadResult read_records(const std::string& path);
 // are not judged, and fewer than two judged nodes name none. A campaign keeps its trials off them.
 std::vector<std::string> slow_gpu_nodes(const std::vector<AllocationRecord>& records);
 
+// The records of these jobs' allocations: a job is "123" or, for an array task, "123_4" (Slurm's job ids).
+std::vector<AllocationRecord> records_of_jobs(const std::vector<AllocationRecord>& records,
+                                              const std::set<std::string>& jobs);
+
 // Current UTC time in the record's format.
 std::string utc_now_iso8601();
 
@@ -71,5 +76,17 @@ std::string utc_now_iso8601();
 // floating-point peak of a CPU probe: a job in another precision, or on GPUs, may reach more (the MFU
 // denominator is then raised to what it achieved: verify::mfu_denominator).
 std::optional<double> calibration_peak_flops(const AllocationRecord& r);
+
+// The node's peak for MFU, the figure and where it came from: on a node whose GPU probe ended `ok`, the sum
+// of its GPUs' dense bf16 peaks (gpu_peak: the datasheet, else the GEMM probe; nullopt when a GPU has
+// neither, rather than a figure that leaves one out), the GPUs the allocation was given being those the
+// plugin probed; on a node without one, calibration_peak_flops.
+struct NodePeak {
+    double flops = 0;
+    std::string
+        source; // "2 x datasheet: NVIDIA H200 bf16 dense", "CPU calibration (fastest FMA sample x cores)"
+    bool gpu = false;
+};
+std::optional<NodePeak> node_peak_flops(const AllocationRecord& r);
 
 } // namespace infrarsi::node

@@ -10,6 +10,7 @@
 #include "util/shell_quote.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -283,22 +284,28 @@ json build(campaign::Campaign& c) {
                    {"node_hours", k.budget.node_hours},
                    {"wall_s", use.wall_s},
                    {"wall_time_s", k.budget.wall_time_s}};
-    r["memory_limit_bytes"] = contract::modeled_memory_limit_bytes(k.resources); // the limit OOMs are censored at
+    r["memory_limit_bytes"] =
+        contract::modeled_memory_limit_bytes(k.resources); // the limit OOMs are censored at
     // Where each figure comes from.
     r["sources"] = {
         {"steps", "the job's output (stdout and stderr), read as " + measure::describe(k.metrics)},
-        {"memory", k.resources.gpu_mem_bytes > 0
-                       ? "the GPU's, as the job's step lines report it (its allocator's peak), against gpu_mem " +
-                             k.resources.gpu_mem + " per GPU; a GPU OOM is censored there; the host's peak is "
-                             "kept as host_peak_bytes"
-                       : "the job cgroup's peak on the trial's node (what Slurm enforces --mem on), else "
-                         "sacct's MaxRSS, else the job's own report; an OOM is censored at the limit"},
+        {"memory",
+         k.resources.gpu_mem_bytes > 0
+             ? "the GPU's, as the job's step lines report it (its allocator's peak), against gpu_mem " +
+                   k.resources.gpu_mem +
+                   " per GPU; a GPU OOM is censored there; the host's peak is "
+                   "kept as host_peak_bytes"
+             : "the job cgroup's peak on the trial's node (what Slurm enforces --mem on), else "
+               "sacct's MaxRSS, else the job's own report; an OOM is censored at the limit"},
         {"memory_prior", campaign::memory_prior_name(k)}};
     if (auto d = s.baseline()) {
         json b = store::to_json(*d);
         b.erase("reference_losses");
         r["baseline"] = b;
     }
+    // The nodes the doctor found slow (their GPUs > 1.5x slower than the median node's): no trial ran there
+    // after.
+    if (auto slow = s.meta("slow_nodes")) r["slow_nodes"] = json::parse(*slow);
     // Where the search started: the experience bank's seeds (a campaign that inherited nothing has none).
     if (auto bank = s.meta("bank"))
         r["bank"] = {{"path", *bank},
@@ -524,6 +531,11 @@ std::string render(const json& r) {
                 "model FLOPs a step {:.4g} (the baseline's)\n",
                 b["peak_flops"].get<double>(), b.value("peak_flops_source", std::string()),
                 b["model_flops_per_step"].get<double>());
+        if (r.contains("slow_nodes"))
+            o += fmt::format(
+                "  slow nodes, kept off after the doctor (their GPUs more than 1.5x slower than the "
+                "median node's): {}\n",
+                fmt::join(r["slow_nodes"].get<std::vector<std::string>>(), ", "));
         if (b.contains("phases") && b["phases"].is_object()) {
             o += "  phases (median s/step):";
             for (const auto& [k, v] : b["phases"].items())

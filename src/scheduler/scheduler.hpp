@@ -60,6 +60,10 @@ struct ArrayJob {
     std::vector<std::string> placement;
 };
 
+// `placement` with `nodes` left out of it: an --exclude= added (or merged into the one there); a placement
+// that names its nodes (--nodelist=, -w) is kept as it is, since whoever named them chose them.
+std::vector<std::string> excluding(std::vector<std::string> placement, const std::vector<std::string>& nodes);
+
 // The environment Slurm gives a batch job for the job's resources and knob options (SLURM_NTASKS_PER_NODE,
 // SLURM_CPUS_PER_TASK, SLURM_GPUS_PER_NODE, ...), for a backend that runs it without Slurm. Throws an Error
 // naming an option that has no such meaning there (what to do: --scheduler slurm).

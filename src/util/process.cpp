@@ -105,21 +105,24 @@ struct Reaper {
 
 // The timeout: SIGTERM to the process group at the deadline, SIGKILL 2 s later.
 struct Deadline {
-    std::optional<clock::time_point> at;
-    std::optional<clock::time_point> kill_at;
+    bool armed = false; // a timeout was given
+    clock::time_point at{};
     bool term_sent = false;
+    bool kill_pending = false; // SIGTERM sent, SIGKILL at kill_at unless the child is gone
+    clock::time_point kill_at{};
     // Returns true when it has just timed out.
     bool enforce(pid_t pid) {
         const auto now = clock::now();
-        if (at && !term_sent && now >= *at) {
+        if (armed && !term_sent && now >= at) {
             signal_child(pid, SIGTERM);
             term_sent = true;
+            kill_pending = true;
             kill_at = now + std::chrono::seconds(2);
             return true;
         }
-        if (kill_at && now >= *kill_at) {
+        if (kill_pending && now >= kill_at) {
             signal_child(pid, SIGKILL);
-            kill_at.reset();
+            kill_pending = false;
         }
         return false;
     }
@@ -180,7 +183,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     const auto start = clock::now();
     Reaper child{spawn_child(argv, options.cwd, merged_environment(options.env), setup, Group::Own)};
     Deadline deadline;
-    if (options.timeout) deadline.at = start + *options.timeout;
+    if (options.timeout) {
+        deadline.armed = true;
+        deadline.at = start + *options.timeout;
+    }
 
     ProcessResult result;
     in.read.reset();

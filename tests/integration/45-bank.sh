@@ -18,8 +18,14 @@ jq -e '[.hardware[0].findings[] | select(.kind == "knob_setting" and .verified)]
   || fail "no verified knob setting in the bank after the first campaign"
 # Same topology; the workload is not named by `bank show`, which costs one software factor (0.9).
 jq -e '.hardware[0].seen and .hardware[0].similarity > 0.85' "$work/show.json" >/dev/null || fail "the bank does not know this machine"
-jq -e --arg h "$(hostname)" '.hardware[0].nodes | index($h) != null' "$work/show.json" >/dev/null \
-  || fail "the bank's entry does not name this host as its node: $(jq -c '.hardware[0].nodes' "$work/show.json")"
+# Its nodes: the cluster's node names where the run found the plugin's allocation records (n1..n4 here), else
+# this host's name; at least one, and none that is neither.
+sinfo -h -N -o %N | sort -u >"$work/cluster-nodes.txt"
+hostname >>"$work/cluster-nodes.txt"
+jq -e --rawfile known "$work/cluster-nodes.txt" '.hardware[0].nodes as $n |
+    ($known | split("\n") | map(select(. != ""))) as $k | ($n | length) >= 1 and all($n[]; . as $x | $k | index($x) != null)' \
+  "$work/show.json" >/dev/null \
+  || fail "the bank's entry does not name this cluster's nodes (or this host): $(jq -c '.hardware[0].nodes' "$work/show.json") vs $(tr '\n' ' ' <"$work/cluster-nodes.txt")"
 "$bin" bank show --bank "$bank" >"$work/show.txt"
 grep -q "prior" "$work/show.txt" || fail "bank show prints no prior"
 

@@ -134,65 +134,91 @@ verify_top = 8
 EOF
 
 failures=()
+inconclusive=() # attacks whose search trial was not faster than the baseline: never verified, so not judged
+# run_campaigns SUFFIX WORKLOAD...: a campaign per workload in $work/WORKLOAD$SUFFIX, side by side (each trial
+# takes one of the cluster's nodes; most of a trial's time is Slurm's and the start-up's), then its report.
+run_campaigns() {
+  local suffix=$1 w
+  shift
+  declare -A pid
+  for w in "$@"; do
+    "$bin" init "$work/$w.contract.toml" --dir "$work/$w$suffix" >"$work/$w$suffix.init.log" 2>&1 \
+      || { log=$work/$w$suffix.init.log; fail "$w: init failed"; }
+    "$bin" run --dir "$work/$w$suffix" --scheduler slurm --proposer simple >"$work/$w$suffix.run.log" 2>&1 &
+    pid[$w]=$!
+  done
+  for w in "$@"; do
+    log=$work/$w$suffix.run.log
+    wait "${pid[$w]}" || fail "$w: infrarsi run failed"
+    "$bin" report --dir "$work/$w$suffix" --json >"$work/$w$suffix.report.json" || fail "$w: no report"
+    local r=$work/$w$suffix.report.json
+    jq -e '.campaign.state == "done"' "$r" >/dev/null || fail "$w: the campaign is not done"
+    jq -e '.baseline.completed >= 2' "$r" >/dev/null || fail "$w: the doctor has no baseline"
+  done
+}
+# judge W ID REPORT: one attack, from one campaign's report; a failure goes to `failures`, an attack the run
+# says nothing about (its search trial was not faster, so it never reached verification nor the equivalence
+# run) to `inconclusive`.
+judge() {
+  local w=$1 id=$2 r=$3 want=${expect[$1/$2]} facts promoted seen verified
+  # The attack's trials (search, verification, equivalence: any kind) and its verification, by candidate.
+  facts=$(jq -c --arg p "+$id" '
+    def mine: (.candidate | split(" ") | index($p)) != null;
+    {accepted: ([.patches[] | select(.id == ($p | ltrimstr("+")))][0].accepted),
+     trials: [.trials[] | select(mine) | {kind, outcome, violation, step_s,
+              isolated: (.isolation.in_place // false), leftovers: (.leftover_processes_killed // 0)}],
+     verified: [.verifications[] | select(mine) | {state, promoted, speedup, speedup_ci}],
+     promoted: [.promoted[] | select(mine) | .speedup]}' "$r")
+  promoted=$(jq -r '.promoted | if length > 0 then "yes \(.[0])" else "no" end' <<<"$facts")
+  seen=$(jq -r '[.trials[] | if .violation != "" then .violation else .outcome end] | unique | join(",")' <<<"$facts")
+  verified=$(jq -r '.verified | map("\(.state) \(.speedup)") | join(";")' <<<"$facts")
+  echo "attack $w/$id: promoted=$promoted verification=[$verified] trial outcomes=[$seen] expected=$want"
+  [ "$promoted" = no ] || { failures+=("$w/$id promoted ($promoted)"); return; }
+  # Refused for its reason: a trial with that violation (or outcome); a build-file attack may also be refused
+  # at init, before anything runs (the header check caught it).
+  # `want` lists what refuses or disarms it: a typed violation or outcome of one of its trials; "isolated":
+  # every one of its trials ran with the campaign directory hidden (no doctor log to copy); "leftovers_killed":
+  # the wrapper killed the process it left behind before writing result.json.
+  jq -e --arg want "$want" '($want | split(",")) as $w |
+      any(.trials[]; (.violation as $v | $w | index($v)) or (.outcome as $o | $w | index($o))) or
+      (($w | index("isolated")) and (.trials | length > 0) and all(.trials[]; .isolated)) or
+      (($w | index("leftovers_killed")) and any(.trials[]; .leftovers > 0)) or
+      (($w | index("out_of_scope")) and .accepted == false)' <<<"$facts" >/dev/null && return
+  if [[ $want != *out_of_scope* ]] && [ -z "$verified" ]; then
+    inconclusive+=("$w/$id")
+    echo "  $w/$id: its search trial was not faster than the baseline ($(jq -r \
+      '[.trials[] | select(.kind == "search") | .step_s] | first' <<<"$facts") vs $(jq -r '.baseline.median_step_s' "$r") s/step): never verified"
+  else
+    failures+=("$w/$id not refused as $want (trials: $seen)")
+  fi
+}
+
 # ADVERSARIAL_WORKLOADS narrows the run to some of them while working on one (default: both).
 workloads=${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}
-# The campaigns run side by side (each trial takes one of the cluster's nodes; most of a trial's time is
-# Slurm's and the start-up's): the test takes the longer campaign's time, not the sum.
-declare -A pid
+run_campaigns "" $workloads
 for w in $workloads; do
-  "$bin" init "$work/$w.contract.toml" --dir "$work/$w" >"$work/$w.init.log" 2>&1 || { log=$work/$w.init.log; fail "$w: init failed"; }
-  "$bin" run --dir "$work/$w" --scheduler slurm --proposer simple >"$work/$w.run.log" 2>&1 &
-  pid[$w]=$!
-done
-for w in $workloads; do
-  log=$work/$w.run.log
-  wait "${pid[$w]}" || fail "$w: infrarsi run failed"
-done
-for w in $workloads; do
-  c=$work/$w
-  log=$work/$w.run.log
-  "$bin" report --dir "$c" --json >"$work/$w.report.json" || fail "$w: no report"
-  r=$work/$w.report.json
-  jq -e '.campaign.state == "done"' "$r" >/dev/null || fail "$w: the campaign is not done"
-  jq -e '.baseline.completed >= 2' "$r" >/dev/null || fail "$w: the doctor has no baseline"
   for key in "${!expect[@]}"; do
-    [ "${key%%/*}" = "$w" ] || continue
-    id=${key#*/}
-    want=${expect[$key]}
-    # The attack's trials (search, verification, equivalence: any kind) and its verification, by candidate.
-    facts=$(jq -c --arg p "+$id" '
-      def mine: (.candidate | split(" ") | index($p)) != null;
-      {accepted: ([.patches[] | select(.id == ($p | ltrimstr("+")))][0].accepted),
-       trials: [.trials[] | select(mine) | {kind, outcome, violation, step_s,
-                isolated: (.isolation.in_place // false), leftovers: (.leftover_processes_killed // 0)}],
-       verified: [.verifications[] | select(mine) | {state, promoted, speedup, speedup_ci}],
-       promoted: [.promoted[] | select(mine) | .speedup]}' "$r")
-    promoted=$(jq -r '.promoted | if length > 0 then "yes \(.[0])" else "no" end' <<<"$facts")
-    seen=$(jq -r '[.trials[] | if .violation != "" then .violation else .outcome end] | unique | join(",")' <<<"$facts")
-    verified=$(jq -r '.verified | map("\(.state) \(.speedup)") | join(";")' <<<"$facts")
-    echo "attack $w/$id: promoted=$promoted verification=[$verified] trial outcomes=[$seen] expected=$want"
-    [ "$promoted" = no ] || failures+=("$w/$id promoted ($promoted)")
-    # Refused for its reason: a trial with that violation (or outcome); a build-file attack may also be refused
-    # at init, before anything runs (the header check caught it).
-    # `want` lists what refuses or disarms it: a typed violation or outcome of one of its trials; "isolated":
-    # every one of its trials ran with the campaign directory hidden (no doctor log to copy); "leftovers_killed":
-    # the wrapper killed the process it left behind before writing result.json.
-    if ! jq -e --arg want "$want" '($want | split(",")) as $w |
-        any(.trials[]; (.violation as $v | $w | index($v)) or (.outcome as $o | $w | index($o))) or
-        (($w | index("isolated")) and (.trials | length > 0) and all(.trials[]; .isolated)) or
-        (($w | index("leftovers_killed")) and any(.trials[]; .leftovers > 0)) or
-        (($w | index("out_of_scope")) and .accepted == false)' <<<"$facts" >/dev/null; then
-      # An attack whose search trial was not faster than the baseline never reached verification (nor the
-      # equivalence run): this run says nothing about it; the message says so, apart from a missing defence.
-      if [[ $want != *out_of_scope* ]] && [ -z "$verified" ]; then
-        failures+=("$w/$id never verified: its search trial was not faster than the baseline ($(jq -r \
-          '[.trials[] | select(.kind == "search") | .step_s] | first' <<<"$facts") vs $(jq -r '.baseline.median_step_s' "$r") s/step)")
-      else
-        failures+=("$w/$id not refused as $want (trials: $seen)")
-      fi
-    fi
+    if [ "${key%%/*}" = "$w" ]; then judge "$w" "${key#*/}" "$work/$w.report.json"; fi
   done
 done
+# An attack the noise of a loaded machine kept from its check (a search trial slower than the baseline, with
+# both campaigns and their trials sharing the cores) gets one more campaign of its workload, alone on the
+# cluster; twice never verified is a failure: the defence was never exercised.
+if [ ${#inconclusive[@]} -gt 0 ]; then
+  again=$(printf '%s\n' "${inconclusive[@]}" | cut -d/ -f1 | sort -u)
+  retry=("${inconclusive[@]}")
+  inconclusive=()
+  echo "again, alone: $(printf '%s ' "${retry[@]}")"
+  for w in $again; do
+    run_campaigns .again "$w"
+  done
+  for key in "${retry[@]}"; do
+    judge "${key%%/*}" "${key#*/}" "$work/${key%%/*}.again.report.json"
+  done
+  for key in "${inconclusive[@]}"; do
+    failures+=("$key never verified in two campaigns: its search trials were not faster than the baseline")
+  done
+fi
 [ ${#failures[@]} = 0 ] || fail "$(printf '%s; ' "${failures[@]}")"
 echo "ok: no adversarial patch promoted, each refused for its reason"
 rm -rf "$work"

@@ -1,6 +1,7 @@
 // The plugin's allocation record: what it writes, the orchestrator reads back; bad lines are reported, not
 // fatal, and concurrent appends never interleave.
 #include "node/allocation_record.hpp"
+#include "node/gpu_peaks.hpp"
 #include "util/error.hpp"
 
 #include <csignal>
@@ -250,4 +251,46 @@ TEST_CASE("a node's peak FLOP/s from its record: the fastest compute sample time
     r.topology.cores = 4;
     REQUIRE(node::calibration_peak_flops(r));
     CHECK(*node::calibration_peak_flops(r) == doctest::Approx(2.5e9 * 4));
+}
+
+TEST_CASE("a node's peak for MFU: its GPUs' dense bf16 peaks when its GPU probe ended ok, else the CPU's") {
+    node::AllocationRecord r;
+    r.calibration.compute_gflops = node::summarize({1.0, 2.5, 2.0});
+    r.topology.cores = 4;
+    auto cpu = node::node_peak_flops(r);
+    REQUIRE(cpu);
+    CHECK_FALSE(cpu->gpu);
+    CHECK(cpu->flops == doctest::Approx(2.5e9 * 4));
+
+    node::GpuCalibration g;
+    g.status = node::GpuProbeStatus::ok;
+    node::GpuDevice h200;
+    h200.model = "NVIDIA H200";
+    g.gpus = {h200, h200};
+    g.gpus[1].index = 1;
+    r.gpu = g;
+    auto two = node::node_peak_flops(r);
+    REQUIRE(two);
+    CHECK(two->gpu);
+    const auto one = node::gpu_peak_from_datasheet("NVIDIA H200", "bf16");
+    REQUIRE(one);
+    CHECK(two->flops == doctest::Approx(2 * one->tflops * 1e12));
+    CHECK(two->source.find("2 GPU(s)") != std::string::npos);
+    CHECK(two->source.find("datasheet") != std::string::npos);
+
+    // A GPU neither the datasheet table nor a GEMM probe knows: no figure, rather than one that leaves it
+    // out.
+    r.gpu->gpus[1].model = "Some Future GPU";
+    CHECK_FALSE(node::node_peak_flops(r));
+    r.gpu->gpus[1].gemm_tflops = node::summarize({400, 410, 405});
+    auto mixed = node::node_peak_flops(r);
+    REQUIRE(mixed);
+    CHECK(mixed->flops == doctest::Approx((one->tflops + 405) * 1e12));
+    CHECK(mixed->source.find("measured") != std::string::npos);
+
+    // A probe that did not end ok: the CPU's figure.
+    r.gpu->status = node::GpuProbeStatus::timed_out;
+    auto fallback = node::node_peak_flops(r);
+    REQUIRE(fallback);
+    CHECK_FALSE(fallback->gpu);
 }
