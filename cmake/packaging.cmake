@@ -78,7 +78,7 @@ set(CPACK_PACKAGE_NAME infrarsi)
 set(CPACK_PACKAGE_VENDOR "InfraRSI")
 set(CPACK_PACKAGE_CONTACT "${INFRARSI_PACKAGE_CONTACT}")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Slurm-native tuner for distributed LLM training jobs")
+# No CPACK_PACKAGE_DESCRIPTION_SUMMARY: CPackDeb would put it before each description's own first line.
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr) # the conffiles in cmake/deb name /etc, which this prefix gives
 set(CPACK_STRIP_FILES ON)
 set(CPACK_GENERATOR DEB)
@@ -94,7 +94,7 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_INFRARSI_PACKAGE_NAME infrarsi)
-set(CPACK_COMPONENT_INFRARSI_DESCRIPTION "Slurm-native tuner for distributed LLM training jobs
+set(CPACK_DEBIAN_INFRARSI_DESCRIPTION "Slurm-native tuner for distributed LLM training jobs
 InfraRSI turns an existing distributed training job on a Slurm cluster into a verified, faster one: it
 co-optimizes launch settings and code patches under a fixed task contract, runs every candidate as a Slurm
 job-array trial, and promotes only changes that keep the loss, fit in memory and are faster beyond noise.
@@ -111,7 +111,7 @@ set(CPACK_DEBIAN_INFRARSI_PACKAGE_CONTROL_EXTRA
     "${CMAKE_SOURCE_DIR}/cmake/deb/infrarsi/conffiles;${CMAKE_SOURCE_DIR}/cmake/deb/infrarsi/postinst;${CMAKE_SOURCE_DIR}/cmake/deb/infrarsi/prerm;${CMAKE_SOURCE_DIR}/cmake/deb/infrarsi/postrm")
 
 set(CPACK_DEBIAN_INFRARSI-SPANK_PACKAGE_NAME infrarsi-spank)
-set(CPACK_COMPONENT_INFRARSI-SPANK_DESCRIPTION "InfraRSI SPANK plugin for Slurm (--infrarsi)
+set(CPACK_DEBIAN_INFRARSI-SPANK_DESCRIPTION "InfraRSI SPANK plugin for Slurm (--infrarsi)
 Adds --infrarsi to srun, salloc and sbatch: records each allocation's hwloc topology and noise in a spool,
 runs InfraRSI's trial array tasks with their settings, and files tune requests for the infrarsid daemon.
 Enabled by /etc/slurm/plugstack.conf.d/infrarsi.conf, which Debian's /etc/slurm/plugstack.conf includes;
