@@ -5,6 +5,7 @@
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <type_traits>
 #include <unistd.h>
+#include <vector>
 
 namespace infrarsi::node {
 namespace {
@@ -71,6 +73,39 @@ OsDevice describe(hwloc_obj_t osdev, const char* kind) {
     return d;
 }
 
+hwloc_obj_t pci_parent(hwloc_obj_t osdev) {
+    for (hwloc_obj_t p = osdev->parent; p; p = p->parent)
+        if (p->type == HWLOC_OBJ_PCI_DEVICE) return p;
+    return nullptr;
+}
+
+// NicLink::kind for two PCI devices, from their closest common ancestor in hwloc's tree.
+std::string pci_path_kind(hwloc_obj_t a, hwloc_obj_t b) {
+    // By walking up (hwloc_get_common_ancestor_obj compares depths, which I/O objects do not have).
+    std::vector<hwloc_obj_t> above_a;
+    for (hwloc_obj_t p = a; p; p = p->parent)
+        above_a.push_back(p);
+    hwloc_obj_t common = b;
+    while (common && std::find(above_a.begin(), above_a.end(), common) == above_a.end())
+        common = common->parent;
+    if (!common) return "system";
+    if (common->type == HWLOC_OBJ_PCI_DEVICE) return "pcie-switch"; // functions of one device
+    if (common->type == HWLOC_OBJ_BRIDGE) {
+        if (common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) return "host-bridge";
+        // A PCIe switch is an upstream port (the common bridge) above one downstream port per device: one
+        // bridge between each device and it; more is a switch below a switch.
+        const auto bridges_between = [&](hwloc_obj_t x) {
+            int n = 0;
+            for (hwloc_obj_t p = x->parent; p && p != common; p = p->parent)
+                n += p->type == HWLOC_OBJ_BRIDGE;
+            return n;
+        };
+        return bridges_between(a) <= 1 && bridges_between(b) <= 1 ? "pcie-switch" : "pcie-switches";
+    }
+    // Above the host bridges: one NUMA node, or the whole machine.
+    return common->nodeset && hwloc_bitmap_weight(common->nodeset) == 1 ? "numa-node" : "system";
+}
+
 TopologyFeatures extract(hwloc_topology_t t, std::string source) {
     TopologyFeatures f;
     f.source = std::move(source);
@@ -86,6 +121,7 @@ TopologyFeatures extract(hwloc_topology_t t, std::string source) {
 
     // A GPU shows up under several OS names (nvml, cuda, opencl, display): one entry per PCI device.
     std::map<std::string, size_t> gpu_by_pci;
+    std::vector<hwloc_obj_t> gpu_pci, nic_pci; // the PCI device of each entry of f.gpus and f.nics, or null
     for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o; o = hwloc_get_next_osdev(t, o)) {
         switch (o->attr->osdev.type) {
         case HWLOC_OBJ_OSDEV_GPU:
@@ -98,18 +134,26 @@ TopologyFeatures extract(hwloc_topology_t t, std::string source) {
                 if (!fresh) break;
             }
             f.gpus.push_back(std::move(d));
+            gpu_pci.push_back(pci_parent(o));
             break;
         }
         case HWLOC_OBJ_OSDEV_NETWORK:
             f.nics.push_back(describe(o, "network"));
+            nic_pci.push_back(pci_parent(o));
             break;
         case HWLOC_OBJ_OSDEV_OPENFABRICS:
             f.nics.push_back(describe(o, "openfabrics"));
+            nic_pci.push_back(pci_parent(o));
             break;
         default:
             break;
         }
     }
+    for (size_t g = 0; g < f.gpus.size(); ++g)
+        for (size_t n = 0; n < f.nics.size(); ++n)
+            if (gpu_pci[g] && nic_pci[n])
+                f.gpu_nic_links.push_back({f.gpus[g].pci_busid.empty() ? f.gpus[g].name : f.gpus[g].pci_busid,
+                                           f.nics[n].name, pci_path_kind(gpu_pci[g], nic_pci[n])});
     return f;
 }
 
@@ -233,18 +277,25 @@ nlohmann::json to_json(const TopologyFeatures& t) {
         gpus.push_back(device_json(d));
     for (const auto& d : t.nics)
         nics.push_back(device_json(d));
-    return {{"packages", t.packages},
-            {"numa_nodes", t.numa_nodes},
-            {"cores", t.cores},
-            {"pus", t.pus},
-            {"l1d_bytes", t.l1d_bytes},
-            {"l2_bytes", t.l2_bytes},
-            {"l3_bytes", t.l3_bytes},
-            {"l3_count", t.l3_count},
-            {"memory_bytes", t.memory_bytes},
-            {"gpus", std::move(gpus)},
-            {"nics", std::move(nics)},
-            {"source", t.source}};
+    nlohmann::json j = {{"packages", t.packages},
+                        {"numa_nodes", t.numa_nodes},
+                        {"cores", t.cores},
+                        {"pus", t.pus},
+                        {"l1d_bytes", t.l1d_bytes},
+                        {"l2_bytes", t.l2_bytes},
+                        {"l3_bytes", t.l3_bytes},
+                        {"l3_count", t.l3_count},
+                        {"memory_bytes", t.memory_bytes},
+                        {"gpus", std::move(gpus)},
+                        {"nics", std::move(nics)},
+                        {"source", t.source}};
+    // Only where there are any: a node without both has the record (and the bank's fingerprint) it had.
+    if (!t.gpu_nic_links.empty()) {
+        auto& links = j["gpu_nic_links"] = nlohmann::json::array();
+        for (const auto& l : t.gpu_nic_links)
+            links.push_back({{"gpu", l.gpu}, {"nic", l.nic}, {"kind", l.kind}});
+    }
+    return j;
 }
 
 TopologyFeatures topology_from_json(const nlohmann::json& j) {
@@ -262,6 +313,19 @@ TopologyFeatures topology_from_json(const nlohmann::json& j) {
     t.gpus = devices_from_json(j, "gpus");
     t.nics = devices_from_json(j, "nics");
     t.source = field<std::string>(j, "source");
+    if (j.contains("gpu_nic_links")) {
+        const auto& links = j["gpu_nic_links"];
+        if (!links.is_array()) throw Error("field 'gpu_nic_links' must be an array", "topology");
+        for (const auto& l : links) {
+            NicLink k{field<std::string>(l, "gpu"), field<std::string>(l, "nic"),
+                      field<std::string>(l, "kind")};
+            if (std::find(std::begin(kNicLinkKinds), std::end(kNicLinkKinds), k.kind) ==
+                std::end(kNicLinkKinds))
+                throw Error("gpu_nic_links: unknown kind '" + k.kind + "'", "topology",
+                            "pcie-switch, pcie-switches, host-bridge, numa-node or system");
+            t.gpu_nic_links.push_back(std::move(k));
+        }
+    }
     if (t.cores == 0 || t.pus < t.cores)
         throw Error("cores must be > 0 and pus >= cores (got cores=" + std::to_string(t.cores) +
                         " pus=" + std::to_string(t.pus) + ")",

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace infrarsi::node {
@@ -22,6 +23,19 @@ struct OsDevice {
     bool operator==(const OsDevice&) const = default;
 };
 
+// How close a GPU and a NIC of the node are on the PCIe tree, in the words NVML uses between two GPUs
+// (GpuLink): "pcie-switch" (at most one PCIe switch between them: GPUDirect RDMA's best case),
+// "pcie-switches" (several switches, no host bridge), "host-bridge", "numa-node" (different host bridges of
+// one NUMA node), "system" (across NUMA nodes or sockets).
+inline constexpr std::string_view kNicLinkKinds[] = {"pcie-switch", "pcie-switches", "host-bridge",
+                                                     "numa-node", "system"};
+struct NicLink {
+    std::string gpu; // the GPU's PCI bus id, else its OS name
+    std::string nic; // the NIC's OS name: "mlx5_0", "ib0", "eth0"
+    std::string kind;
+    bool operator==(const NicLink&) const = default;
+};
+
 struct TopologyFeatures {
     unsigned packages = 0;
     unsigned numa_nodes = 0;
@@ -32,11 +46,12 @@ struct TopologyFeatures {
     uint64_t l1d_bytes = 0;
     uint64_t l2_bytes = 0;
     uint64_t l3_bytes = 0;
-    unsigned l3_count = 0;      // how many L3 caches: cores sharing one L3 matters for placement
-    uint64_t memory_bytes = 0;  // total memory of all NUMA nodes
-    std::vector<OsDevice> gpus; // one per physical GPU (PCI device), however many OS names it has
-    std::vector<OsDevice> nics; // network and openfabrics devices
-    std::string source;         // "live", "xml:<path>", "synthetic:<description>"
+    unsigned l3_count = 0;              // how many L3 caches: cores sharing one L3 matters for placement
+    uint64_t memory_bytes = 0;          // total memory of all NUMA nodes
+    std::vector<OsDevice> gpus;         // one per physical GPU (PCI device), however many OS names it has
+    std::vector<OsDevice> nics;         // network and openfabrics devices
+    std::vector<NicLink> gpu_nic_links; // each GPU with each NIC, where hwloc placed both on the PCIe tree
+    std::string source;                 // "live", "xml:<path>", "synthetic:<description>"
     bool operator==(const TopologyFeatures&) const = default;
 };
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <doctest/doctest.h>
+#include <map>
 #include <nlohmann/json.hpp>
 
 using namespace infrarsi;
@@ -126,4 +127,33 @@ TEST_CASE("a bounded live load gives the same topology, and one past its budget 
     CHECK(bounded == topology_from_live());
     CHECK_THROWS_WITH_AS(topology_from_live(std::chrono::milliseconds(0)), doctest::Contains("within 0 ms"),
                          Error);
+}
+
+TEST_CASE(
+    "each GPU-NIC path is classed as NVML classes GPU pairs: one switch, several, host bridge, NUMA node, "
+    "system") {
+    auto t = topology_from_xml(hwloc_fixture("gpu-nic-paths.xml"));
+    REQUIRE(t.gpus.size() == 1);
+    REQUIRE(t.nics.size() == 4);
+    std::map<std::string, std::string> kind;
+    for (const auto& l : t.gpu_nic_links) {
+        CHECK(l.gpu == "0000:03:00.0");
+        kind[l.nic] = l.kind;
+    }
+    CHECK(kind == std::map<std::string, std::string>{{"mlx5_0", "pcie-switch"},
+                                                     {"mlx5_3", "pcie-switches"},
+                                                     {"mlx5_1", "numa-node"},
+                                                     {"mlx5_2", "system"}});
+    // A VM's devices all hang off its one host bridge.
+    for (const auto& l : topology_from_xml(hwloc_fixture("kvm-2core-gpu-ib.xml")).gpu_nic_links)
+        CHECK(l.kind == "host-bridge");
+    // Without GPUs there are none, and the JSON has no such field (a CPU node's record is as it was).
+    auto cpu = topology_from_xml(hwloc_fixture("kvm-2core-eth.xml"));
+    CHECK(cpu.gpu_nic_links.empty());
+    CHECK_FALSE(to_json(cpu).contains("gpu_nic_links"));
+    // They survive JSON; an unknown kind is refused.
+    auto j = to_json(t);
+    CHECK(topology_from_json(j) == t);
+    j["gpu_nic_links"][0]["kind"] = "warp-drive";
+    CHECK_THROWS_WITH_AS(topology_from_json(j), doctest::Contains("warp-drive"), Error);
 }
