@@ -535,13 +535,20 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         if (rec.max_rss_bytes)
             t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
         // With a per-GPU limit the memory that decides is the GPU's, as the job's step lines report it (its
-        // allocator's peak); the host's stays in the measurements.
+        // allocator's peak), else as the wrapper's nvidia-smi samples saw it; the host's stays in the
+        // measurements.
         if (contract_.resources.gpu_mem_bytes > 0) {
             if (t.peak_memory_bytes) t.measurements["host_peak_bytes"] = *t.peak_memory_bytes;
             t.peak_memory_bytes.reset();
             for (const auto& s : steps)
                 if (s.peak_device_bytes)
                     t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *s.peak_device_bytes);
+            if (t.peak_memory_bytes) {
+                t.measurements["gpu_memory_source"] = "step lines";
+            } else if (result && result->gpu_sampled_peak_bytes) {
+                t.peak_memory_bytes = *result->gpu_sampled_peak_bytes;
+                t.measurements["gpu_memory_source"] = "nvidia-smi samples";
+            }
         }
         trial::Evidence e;
         e.record = &rec;

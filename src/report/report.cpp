@@ -291,7 +291,8 @@ json build(campaign::Campaign& c) {
         {"steps", "the job's output (stdout and stderr), read as " + measure::describe(k.metrics)},
         {"memory",
          k.resources.gpu_mem_bytes > 0
-             ? "the GPU's, as the job's step lines report it (its allocator's peak), against gpu_mem " +
+             ? "the GPU's, as the job's step lines report it (its allocator's peak), else as the trial "
+               "wrapper's nvidia-smi samples of the job's processes saw it (gpu_memory_source), against gpu_mem " +
                    k.resources.gpu_mem +
                    " per GPU; a GPU OOM is censored there; the host's peak is "
                    "kept as host_peak_bytes"

@@ -1,6 +1,7 @@
 #include "trial/exec.hpp"
 
 #include "measure/log_format.hpp"
+#include "trial/gpu_memory.hpp"
 #include "trial/isolation.hpp"
 #include "trial/manifest.hpp"
 #include "trial/memory_peak.hpp"
@@ -9,6 +10,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/process.hpp"
+#include "util/process_tree.hpp"
 
 #include <fmt/core.h>
 
@@ -18,9 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
-#include <fstream>
 #include <set>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -73,27 +73,9 @@ class LogSink {
     std::vector<double> times_seen_;
 };
 
-// The children of this process, from /proc (a child subreaper inherits every orphaned descendant).
+// The children of this process (a child subreaper inherits every orphaned descendant).
 std::vector<pid_t> children() {
-    std::vector<pid_t> out;
-    const pid_t self = ::getpid();
-    DIR* d = ::opendir("/proc");
-    if (!d) return out;
-    while (const dirent* e = ::readdir(d)) {
-        char* end = nullptr;
-        const long pid = std::strtol(e->d_name, &end, 10);
-        if (pid <= 0 || *end) continue;
-        std::ifstream in(fmt::format("/proc/{}/stat", pid));
-        std::string text((std::istreambuf_iterator<char>(in)), {});
-        const auto close = text.rfind(')');
-        if (close == std::string::npos) continue;
-        char state = 0;
-        long ppid = 0;
-        if (std::sscanf(text.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
-            out.push_back(static_cast<pid_t>(pid));
-    }
-    ::closedir(d);
-    return out;
+    return children_of(::getpid());
 }
 
 // Every descendant the workload left behind (a daemon that would rewrite result.json later) is killed and
@@ -226,12 +208,20 @@ int execute(const fs::path& manifest_path, int index) {
     argv.insert(argv.end(), task.args.begin(), task.args.end());
     ProcessResult r;
     std::string start_error;
+    // On a GPU node, the workload's GPU memory as nvidia-smi sees it, for a job whose log prints no peak
+    // (trial/gpu_memory.hpp); stopped before the leftovers are killed (its own nvidia-smi is no leftover).
+    std::optional<GpuMemorySampler> gpu_sampler;
+    if (auto query = nvidia_smi_query())
+        gpu_sampler.emplace(
+            std::move(*query), [] { return descendants_of(::getpid()); }, std::chrono::seconds(1));
     try {
         r = run_process(argv, o);
     } catch (const Error& e) {
         start_error = e.what();
     }
     const double wall = sink.elapsed_s();
+    const auto gpu_sampled_peak = gpu_sampler ? gpu_sampler->peak_bytes() : std::nullopt;
+    gpu_sampler.reset();
     const int leftovers = kill_leftovers(std::chrono::milliseconds(500));
     rusage ru{};
     getrusage(RUSAGE_CHILDREN, &ru);
@@ -248,6 +238,7 @@ int execute(const fs::path& manifest_path, int index) {
     out.wall_s = wall;
     out.max_rss_children_bytes = static_cast<double>(ru.ru_maxrss) * 1024.0;
     out.job_cgroup_peak_bytes = job_cgroup_peak_bytes();
+    out.gpu_sampled_peak_bytes = gpu_sampled_peak;
     out.log = log.string();
     out.steps = measure::parse_log(sink.text(), manifest.metrics, &sink.line_times());
     out.error = start_error;

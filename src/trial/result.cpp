@@ -36,6 +36,7 @@ json to_json(const Result& r) {
     if (!r.error.empty()) j["error"] = r.error;
     if (!r.slurm.empty()) j["slurm"] = r.slurm;
     if (r.job_cgroup_peak_bytes) j["job_cgroup_peak_bytes"] = *r.job_cgroup_peak_bytes;
+    if (r.gpu_sampled_peak_bytes) j["gpu_sampled_peak_bytes"] = *r.gpu_sampled_peak_bytes;
     if (r.settings) j["settings"] = to_json(*r.settings);
     if (r.leftover_processes_killed) j["leftover_processes_killed"] = r.leftover_processes_killed;
     if (!r.isolation.empty()) j["isolation"] = {{"in_place", r.isolated}, {"detail", r.isolation}};
@@ -86,6 +87,8 @@ Result result_from_json(const json& j, const std::string& where) {
     if (j.contains("slurm")) r.slurm = json_field<std::map<std::string, std::string>>(j, "slurm", where);
     if (j.contains("job_cgroup_peak_bytes"))
         r.job_cgroup_peak_bytes = json_field<double>(j, "job_cgroup_peak_bytes", where);
+    if (j.contains("gpu_sampled_peak_bytes"))
+        r.gpu_sampled_peak_bytes = json_field<double>(j, "gpu_sampled_peak_bytes", where);
     if (j.contains("settings")) r.settings = settings_from_json(j.at("settings"), where);
     if (j.contains("leftover_processes_killed"))
         r.leftover_processes_killed = json_field<int>(j, "leftover_processes_killed", where);

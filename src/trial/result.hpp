@@ -27,6 +27,9 @@ struct Result {
     double max_rss_children_bytes = 0;
     // The job cgroup's peak on the wrapper's node (trial/memory_peak.hpp): what Slurm's --mem is enforced on.
     std::optional<double> job_cgroup_peak_bytes;
+    // On a GPU node, the largest GPU memory of the workload's processes in nvidia-smi's samples, once a
+    // second (trial/gpu_memory.hpp); absent elsewhere or when no sample found it on a GPU.
+    std::optional<double> gpu_sampled_peak_bytes;
     std::string log;
     measure::StepLog steps;                   // the workload's step lines, its malformed count and summary
     std::string error;                        // why the workload could not be started; empty when it ran

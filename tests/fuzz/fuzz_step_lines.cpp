@@ -1,8 +1,10 @@
 // libFuzzer: the step-line parsers of every log format (the job writes these lines). The first byte picks
 // the format; the rest is the log. Only infrarsi::Error may come out of parse_log. The same log goes through
-// the NCCL INFO reader and the doctor's transport check, which never throw.
+// the NCCL INFO reader and the doctor's transport check, and the reader of nvidia-smi's compute processes,
+// which never throw.
 #include "measure/log_format.hpp"
 #include "measure/steps.hpp"
+#include "trial/gpu_memory.hpp"
 #include "trial/nccl_fallback.hpp"
 #include "trial/nccl_log.hpp"
 #include "util/error.hpp"
@@ -26,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const infrarsi::Error&) {
     }
     parse_step_log(text, "INFRARSI_STEP", "INFRARSI_SUMMARY");
+    (void)infrarsi::trial::largest_gpu_bytes(infrarsi::trial::parse_compute_apps(text), {1, 2, 3});
     const auto nccl = infrarsi::trial::read_nccl_log(text);
     for (const auto& f : infrarsi::trial::nccl_fallbacks(nccl, {2, {"mlx5_0"}, (data[0] & 1) != 0}))
         (void)f.message();

@@ -32,6 +32,7 @@ TEST_CASE("with gpu_mem, a trial's memory is the GPU figure of its step lines an
             REQUIRE(t.outcome == trial::Outcome::Ok);
             REQUIRE(t.peak_memory_bytes);
             CHECK(*t.peak_memory_bytes == doctest::Approx(300.0 * (1 << 20)));
+            CHECK(t.measurements.value("gpu_memory_source", "") == "step lines");
             // The host's peak is kept beside it (the local scheduler's reading of the trial's processes).
             CHECK(t.measurements.contains("host_peak_bytes"));
             ++ok;
