@@ -276,6 +276,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     // recorded held arrays and, at most, one held one that a later submit cancels by name), and all are
     // released once all are recorded. Each waits for the one before it, so the throttle holds across them.
     const auto arrays = store_->arrays(batch_id);
+    const auto avoid = nodes_to_avoid(sched); // the doctor's slow nodes, where enough others remain
     std::string previous;
     for (const auto& a : arrays) {
         if (a.job_id.empty()) {
@@ -299,7 +300,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
             job.time_limit_s = res.time_limit_s;
             job.sbatch_args = res.sbatch_args;
             job.options = a.options;
-            job.placement = scheduler::excluding(array_placement(batch_id, a.seq), slow_nodes());
+            job.placement = scheduler::excluding(array_placement(batch_id, a.seq), avoid);
             const std::string id = sched.submit_held(job);
             store_->set_array_submitted(batch_id, a.seq, id); // recorded before it can run
             previous = id;

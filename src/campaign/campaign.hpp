@@ -218,6 +218,9 @@ class Campaign {
     // kept in the campaign (meta slow_nodes) and left out of every later array (slow_nodes()).
     void find_slow_nodes(const std::vector<store::TrialRow>& doctor_runs);
     std::vector<std::string> slow_nodes();
+    // Those of them to keep this campaign's jobs off now (scheduler::nodes_to_avoid over the partition's
+    // nodes).
+    std::vector<std::string> nodes_to_avoid(scheduler::Scheduler& sched);
     // Whether a trial can be given a seed other than the contract's ([invariants] seed_env or seed_arg).
     bool can_seed() const;
     // A random seed none of `used` nor the doctor's (contract seed, seed + 1, ...) (equivalence checks, A/B

@@ -86,6 +86,13 @@ std::vector<std::string> Campaign::slow_nodes() {
     return json::parse(store_->meta("slow_nodes").value_or("[]")).get<std::vector<std::string>>();
 }
 
+std::vector<std::string> Campaign::nodes_to_avoid(scheduler::Scheduler& sched) {
+    const auto slow = slow_nodes();
+    if (slow.empty()) return {};
+    return scheduler::nodes_to_avoid(slow, sched.nodes(contract_.resources.partition),
+                                     contract_.resources.nodes);
+}
+
 std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<store::TrialRow>& doctor_runs) {
     std::vector<double> peaks;
     std::set<std::string> nodes, sources;

@@ -321,7 +321,8 @@ void Campaign::search(const RunOptions& o) {
             ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
         if (baseline) ctx.baseline_step_s = baseline->median_step_s;
         ctx.noise_floor = mde();
-        ctx.memory_limit_bytes = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
+        ctx.memory_limit_bytes =
+            static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
         {
             const auto cost = trial_cost_model();
             ctx.time_limit_s = static_cast<double>(contract_.resources.time_limit_s);

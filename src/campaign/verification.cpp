@@ -180,7 +180,8 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // Where the pairs run: the nodes the partition has now but the doctor's slow ones, spread round-robin;
     // the re-check on the nodes the first stage did not use, where there are any.
     auto nodes = scheduler(o).nodes(contract_.resources.partition);
-    if (const auto slow = slow_nodes(); !slow.empty())
+    if (const auto slow = scheduler::nodes_to_avoid(slow_nodes(), nodes, contract_.resources.nodes);
+        !slow.empty())
         std::erase_if(nodes, [&](const std::string& n) {
             return std::find(slow.begin(), slow.end(), n) != slow.end();
         });

@@ -7,6 +7,16 @@
 
 namespace infrarsi::scheduler {
 
+std::vector<std::string> nodes_to_avoid(const std::vector<std::string>& slow,
+                                        const std::vector<std::string>& partition_nodes, int needed) {
+    std::vector<std::string> avoid;
+    for (const auto& n : slow)
+        if (std::find(partition_nodes.begin(), partition_nodes.end(), n) != partition_nodes.end())
+            avoid.push_back(n);
+    if (partition_nodes.size() - avoid.size() < static_cast<size_t>(std::max(1, needed))) return {};
+    return avoid;
+}
+
 std::vector<std::string> excluding(std::vector<std::string> placement,
                                    const std::vector<std::string>& nodes) {
     if (nodes.empty()) return placement;

@@ -60,6 +60,12 @@ struct ArrayJob {
     std::vector<std::string> placement;
 };
 
+// Which of `slow` to keep jobs off: those the partition has (`partition_nodes`, Scheduler::nodes), as long as
+// `needed` nodes (a trial's) remain; none when the partition's nodes are unknown or too few would remain (a
+// job that could never start is worse than a slow node).
+std::vector<std::string> nodes_to_avoid(const std::vector<std::string>& slow,
+                                        const std::vector<std::string>& partition_nodes, int needed);
+
 // `placement` with `nodes` left out of it: an --exclude= added (or merged into the one there); a placement
 // that names its nodes (--nodelist=, -w) is kept as it is, since whoever named them chose them.
 std::vector<std::string> excluding(std::vector<std::string> placement, const std::vector<std::string>& nodes);

@@ -18,3 +18,14 @@ TEST_CASE("a placement that names its nodes is kept as it is") {
     CHECK(excluding({"--nodelist=n3"}, {"n3"}) == V{"--nodelist=n3"});
     CHECK(excluding({"-wn1"}, {"n1"}) == V{"-wn1"});
 }
+
+TEST_CASE("slow nodes are avoided only where the partition has them and enough others remain") {
+    using infrarsi::scheduler::nodes_to_avoid;
+    const V four{"n1", "n2", "n3", "n4"};
+    CHECK(nodes_to_avoid({"n3"}, four, 1) == V{"n3"});
+    CHECK(nodes_to_avoid({"n3", "x9"}, four, 2) == V{"n3"}); // x9: not in this partition
+    CHECK(nodes_to_avoid({"n3"}, four, 3) == V{"n3"});
+    CHECK(nodes_to_avoid({"n3"}, four, 4).empty()); // a 4-node trial would never start
+    CHECK(nodes_to_avoid({"n1", "n2"}, {"n1", "n2"}, 1).empty());
+    CHECK(nodes_to_avoid({"n1"}, {}, 1).empty()); // the partition's nodes unknown
+}
