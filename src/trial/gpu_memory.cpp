@@ -2,11 +2,10 @@
 
 #include "node/gpu.hpp"
 #include "util/error.hpp"
+#include "util/number.hpp"
 #include "util/process.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <sstream>
 
 namespace infrarsi::trial {
 namespace {
@@ -17,13 +16,6 @@ std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
         s.remove_suffix(1);
     return s;
-}
-
-template <class T> std::optional<T> number(std::string_view s) {
-    T v{};
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-    return v;
 }
 
 } // namespace
@@ -43,10 +35,10 @@ std::vector<GpuAppMemory> parse_compute_apps(std::string_view text) {
             rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
         }
         if (n != 3 || !trim(rest).empty() || f[0].empty()) continue;
-        const auto pid = number<long>(f[1]);
-        const auto mib = number<long long>(f[2]);
-        if (!pid || *pid <= 0 || *pid > 0x3fffffff || !mib || *mib < 0) continue;
-        out.push_back({std::string(f[0]), static_cast<pid_t>(*pid), static_cast<double>(*mib) * 1024 * 1024});
+        const auto pid = parse_integer<pid_t>(f[1], 1);
+        const auto mib = parse_integer<long long>(f[2], 0);
+        if (!pid || !mib) continue;
+        out.push_back({std::string(f[0]), *pid, static_cast<double>(*mib) * 1024 * 1024});
     }
     return out;
 }

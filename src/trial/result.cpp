@@ -87,8 +87,11 @@ Result result_from_json(const json& j, const std::string& where) {
     if (j.contains("slurm")) r.slurm = json_field<std::map<std::string, std::string>>(j, "slurm", where);
     if (j.contains("job_cgroup_peak_bytes"))
         r.job_cgroup_peak_bytes = json_field<double>(j, "job_cgroup_peak_bytes", where);
-    if (j.contains("gpu_sampled_peak_bytes"))
+    if (j.contains("gpu_sampled_peak_bytes")) {
         r.gpu_sampled_peak_bytes = json_field<double>(j, "gpu_sampled_peak_bytes", where);
+        if (!(*r.gpu_sampled_peak_bytes >= 0))
+            throw Error("field 'gpu_sampled_peak_bytes' must not be negative", where);
+    }
     if (j.contains("settings")) r.settings = settings_from_json(j.at("settings"), where);
     if (j.contains("leftover_processes_killed"))
         r.leftover_processes_killed = json_field<int>(j, "leftover_processes_killed", where);

@@ -156,4 +156,8 @@ TEST_CASE(
     CHECK(topology_from_json(j) == t);
     j["gpu_nic_links"][0]["kind"] = "warp-drive";
     CHECK_THROWS_WITH_AS(topology_from_json(j), doctest::Contains("warp-drive"), Error);
+    j["gpu_nic_links"][0].erase("kind");
+    CHECK_THROWS_WITH_AS(topology_from_json(j), doctest::Contains("kind"), Error);
+    j["gpu_nic_links"] = "mlx5_0";
+    CHECK_THROWS_WITH_AS(topology_from_json(j), doctest::Contains("gpu_nic_links"), Error);
 }

@@ -71,6 +71,13 @@ TEST_CASE("a result with foreign content is refused with the field, and the firs
     j["index"] = -1;
     refused(j, "'index'");
     j = good;
+    j["gpu_sampled_peak_bytes"] = "lots";
+    refused(j, "'gpu_sampled_peak_bytes'");
+    j["gpu_sampled_peak_bytes"] = -1.0;
+    refused(j, "'gpu_sampled_peak_bytes'");
+    j["gpu_sampled_peak_bytes"] = 1e9;
+    CHECK(trial::result_from_json(j, "r.json").gpu_sampled_peak_bytes == 1e9);
+    j = good;
     j["steps"] = json::array({json{{"step", 1}}});
     refused(j, "steps[0]");
     j = good;
