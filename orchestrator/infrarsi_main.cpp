@@ -7,6 +7,7 @@
 #include "node/calibration.hpp"
 #include "node/gpu.hpp"
 #include "node/gpu_libraries.hpp"
+#include "node/nccl_allreduce.hpp"
 #include "node/topology.hpp"
 #include "report/bank_report.hpp"
 #include "report/html.hpp"
@@ -158,7 +159,31 @@ static int run_main(int argc, char** argv) {
     node_cmd->add_option("--gpu-ms", node_gpu_ms, "GPU probe budget, CUDA's start-up included")
         ->capture_default_str()
         ->check(CLI::Range(0, 60000));
+    bool node_nccl = false;
+    int nccl_ms = 10000, nccl_mib = 256;
+    node_cmd->add_flag("--nccl-allreduce", node_nccl,
+                       "the node's GPUs in one NCCL all-reduce: bus bandwidth (libnccl loaded at run time)");
+    node_cmd->add_option("--nccl-ms", nccl_ms, "the all-reduce probe's budget, NCCL's start-up included")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 60000));
     node_cmd->add_flag("--json", as_json, "machine-readable");
+
+    std::string nccl_rendezvous;
+    auto* nccl_cmd = app.add_subcommand(
+        "nccl-probe",
+        "an allocation's GPUs in one NCCL all-reduce, one task per GPU under srun: rank 0 prints the "
+        "bus bandwidth");
+    nccl_cmd
+        ->add_option("--rendezvous", nccl_rendezvous,
+                     "a directory every task sees (a shared file system): rank 0 leaves NCCL's id there")
+        ->required();
+    nccl_cmd->add_option("--budget-ms", nccl_ms, "the probe's budget, the wait for the other ranks included")
+        ->capture_default_str()
+        ->check(CLI::Range(1000, 600000));
+    nccl_cmd->add_option("--mib", nccl_mib, "MiB per all-reduce (float32, the same on every rank)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 16384));
+    nccl_cmd->add_flag("--json", as_json, "machine-readable");
 
     std::string manifest;
     int index = 0;
@@ -277,9 +302,33 @@ static int run_main(int argc, char** argv) {
                 go.library_dirs = node::cuda_library_dirs_from_env();
                 gpu = node::probe_gpus(go);
             }
-            auto j = report::describe_node(node::topology_from_live(), node::calibrate(co), gpu);
+            std::optional<node::NcclAllreduce> allreduce;
+            if (node_nccl) {
+                node::NcclProbeOptions no;
+                no.budget = std::chrono::milliseconds(nccl_ms);
+                no.bytes = std::uint64_t(nccl_mib) << 20;
+                no.library_dirs = node::cuda_library_dirs_from_env();
+                allreduce = node::probe_nccl_allreduce_node(no);
+            }
+            auto j = report::describe_node(node::topology_from_live(), node::calibrate(co), gpu, allreduce);
             fmt::print("{}\n", as_json ? j.dump(2) : report::render_node(j));
             return 0;
+        }
+        if (*nccl_cmd) {
+            const auto rank = node::slurm_rank([](const char* name) { return std::getenv(name); });
+            node::NcclProbeOptions no;
+            no.budget = std::chrono::milliseconds(nccl_ms);
+            no.bytes = std::uint64_t(nccl_mib) << 20;
+            no.library_dirs = node::cuda_library_dirs_from_env();
+            const auto r = node::probe_nccl_allreduce_rank(
+                no, rank.place, std::filesystem::path(nccl_rendezvous) / rank.rendezvous_name);
+            const auto j = node::to_json(r);
+            // Rank 0 speaks for the communicator; another rank only when it failed.
+            if (rank.place.rank == 0)
+                fmt::print("{}", as_json ? j.dump(2) + "\n" : report::render_nccl_allreduce(j));
+            else if (r.status != node::GpuProbeStatus::ok)
+                fmt::print(stderr, "rank {}: {}", rank.place.rank, report::render_nccl_allreduce(j));
+            return r.status == node::GpuProbeStatus::ok ? 0 : 1;
         }
         if (*trial) return trial::execute(manifest, index);
         if (*classify) {

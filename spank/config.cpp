@@ -99,10 +99,15 @@ Config parse_config(const std::vector<std::string>& args) {
             c.allow_off = parse_yes_no(key, value);
         } else if (key == "nccl") {
             c.nccl = parse_yes_no(key, value);
+        } else if (key == "nccl_allreduce") {
+            c.nccl_allreduce = parse_yes_no(key, value);
+        } else if (key == "nccl_allreduce_ms") {
+            c.nccl_allreduce_budget = std::chrono::milliseconds(parse_ms(key, value, kMaxNcclAllreduceMs));
         } else {
-            throw Error("unknown plugstack argument '" + key + "'", "plugstack.conf",
-                        "one of spool, default_mode, calibration_ms, allow_off, nccl, gpu, gpu_calibration_ms, "
-                        "cuda_libs");
+            throw Error(
+                "unknown plugstack argument '" + key + "'", "plugstack.conf",
+                "one of spool, default_mode, calibration_ms, allow_off, nccl, gpu, gpu_calibration_ms, "
+                "cuda_libs, nccl_allreduce, nccl_allreduce_ms");
         }
     }
     return c;

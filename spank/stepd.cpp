@@ -95,6 +95,14 @@ void write_record(spank_t sp, const Context& ctx, const Mode& mode) {
         g.library_dirs = ctx.config.cuda_library_dirs;
         // In a forked child killed at its budget: CUDA must not start in slurmstepd itself.
         r.gpu = node::probe_gpus_bounded(g);
+        // The node's GPUs together, where the site asks and there is more than one to reduce over.
+        if (ctx.config.nccl_allreduce && r.gpu->status == node::GpuProbeStatus::ok &&
+            r.gpu->gpus.size() > 1) {
+            node::NcclProbeOptions n;
+            n.budget = ctx.config.nccl_allreduce_budget;
+            n.library_dirs = ctx.config.cuda_library_dirs;
+            r.nccl_allreduce = node::probe_nccl_allreduce_node(n);
+        }
     }
     r.record_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     node::append_record(spool + "/allocations.jsonl", r);

@@ -45,6 +45,15 @@ TEST_CASE("plugstack arguments: defaults, every key, and the site's record defau
     CHECK(g.cuda_library_dirs == std::vector<std::string>{"/usr/local/cuda/lib64", "/opt/nv/lib"});
     CHECK(parse_config({"gpu=yes"}).gpu == GpuProbe::yes);
     CHECK(parse_config({"gpu=auto"}).gpu == GpuProbe::automatic);
+    // The NCCL all-reduce probe: off unless the site asks.
+    CHECK_FALSE(d.nccl_allreduce);
+    CHECK(d.nccl_allreduce_budget.count() == 5000);
+    auto n = parse_config({"nccl_allreduce=yes", "nccl_allreduce_ms=12000"});
+    CHECK(n.nccl_allreduce);
+    CHECK(n.nccl_allreduce_budget.count() == 12000);
+    CHECK_THROWS_WITH_AS(parse_config({"nccl_allreduce_ms=90000"}), doctest::Contains("nccl_allreduce_ms"),
+                         Error);
+    CHECK_THROWS_WITH_AS(parse_config({"nccl_allreduce=maybe"}), doctest::Contains("nccl_allreduce"), Error);
 }
 
 TEST_CASE("an unknown plugstack key is refused with its name") {

@@ -46,6 +46,7 @@ nlohmann::json to_json(const AllocationRecord& r) {
                         {"topology", to_json(r.topology)},
                         {"calibration", to_json(r.calibration)}};
     if (r.gpu) j["gpu"] = to_json(*r.gpu);
+    if (r.nccl_allreduce) j["nccl_allreduce"] = to_json(*r.nccl_allreduce);
     return j;
 }
 
@@ -80,6 +81,7 @@ AllocationRecord record_from_json(const nlohmann::json& j) {
     r.topology = topology_from_json(field<nlohmann::json>(j, "topology"));
     r.calibration = calibration_from_json(field<nlohmann::json>(j, "calibration"));
     if (j.contains("gpu")) r.gpu = gpu_calibration_from_json(j.at("gpu"));
+    if (j.contains("nccl_allreduce")) r.nccl_allreduce = nccl_allreduce_from_json(j.at("nccl_allreduce"));
     return r;
 }
 

@@ -4,6 +4,7 @@
 // <spool>/allocations.jsonl; the orchestrator and the experience bank read them back with read_records.
 #include "node/calibration.hpp"
 #include "node/gpu.hpp"
+#include "node/nccl_allreduce.hpp"
 #include "node/topology.hpp"
 
 #include <chrono>
@@ -32,6 +33,8 @@ struct AllocationRecord {
     Calibration calibration;
     std::optional<GpuCalibration> gpu; // absent when the site's plugin does not probe GPUs (gpu=no, or auto
                                        // on a node without NVIDIA device files)
+    // The node's GPUs reducing together (nccl_allreduce.hpp): only where the site asks (nccl_allreduce=yes).
+    std::optional<NcclAllreduce> nccl_allreduce;
     bool operator==(const AllocationRecord&) const = default;
 };
 

@@ -1,7 +1,7 @@
 #pragma once
-// The few CUDA runtime, cuBLAS and NVML entry points the GPU probes call, declared here so that nothing links
-// them: the probes load the libraries at run time (gpu_libraries.cpp), and a node without them records "no
-// GPU". These are stable C ABIs; where the toolkit's headers are present (-DINFRARSI_WITH_CUDA=ON) the
+// The few CUDA runtime, cuBLAS, NVML and NCCL entry points the GPU probes call, declared here so that nothing
+// links them: the probes load the libraries at run time (gpu_libraries.cpp), and a node without them records
+// "no GPU". These are stable C ABIs; where the toolkit's headers are present (-DINFRARSI_WITH_CUDA=ON) the
 // build checks every signature and constant below against them (tests/cuda/abi_check.cpp).
 #include <cstddef>
 
@@ -10,6 +10,7 @@ struct CUevent_st;
 struct CUstream_st;
 struct cublasContext;
 struct nvmlDevice_st;
+struct ncclComm;
 
 namespace infrarsi::node::cuda_abi {
 
@@ -19,6 +20,7 @@ using Event = ::CUevent_st*;
 using Stream = ::CUstream_st*;
 using BlasHandle = ::cublasContext*;
 using NvmlDevice = ::nvmlDevice_st*;
+using NcclComm = ::ncclComm*;
 
 inline constexpr int kMemcpyHostToDevice = 1;
 inline constexpr int kMemcpyDeviceToDevice = 3;
@@ -37,6 +39,14 @@ inline constexpr int kNvmlNvlinkMaxLinks = 18;
 inline constexpr int kNvmlFeatureEnabled = 1;
 inline constexpr int kNvmlP2pCapsNvlink = 2; // NVML_P2P_CAPS_INDEX_NVLINK
 inline constexpr int kNvmlP2pStatusOk = 0;
+inline constexpr int kNcclFloat32 = 7;         // ncclFloat32
+inline constexpr int kNcclSum = 0;             // ncclSum
+inline constexpr int kNcclUniqueIdBytes = 128; // NCCL_UNIQUE_ID_BYTES
+
+// ncclUniqueId: passed by value to ncclCommInitRank, so its size is part of the ABI.
+struct NcclUniqueId {
+    char internal[kNcclUniqueIdBytes];
+};
 
 struct NvmlMemory {
     unsigned long long total, free, used;
@@ -60,6 +70,10 @@ using DeviceSynchronize = Status (*)();
 using GetErrorString = const char* (*)(Status);
 using DriverGetVersion = Status (*)(int*);
 using RuntimeGetVersion = Status (*)(int*);
+using Memset = Status (*)(void*, int, size_t);
+using StreamCreate = Status (*)(Stream*);
+using StreamSynchronize = Status (*)(Stream);
+using StreamDestroy = Status (*)(Stream);
 // libcublas (the v2 API's exported names: cublasCreate_v2, cublasDestroy_v2)
 using BlasCreate = Status (*)(BlasHandle*);
 using BlasDestroy = Status (*)(BlasHandle);
@@ -77,5 +91,15 @@ using NvmlDeviceGetMaxClockInfo = Status (*)(NvmlDevice, int, unsigned*);
 using NvmlDeviceGetNvLinkState = Status (*)(NvmlDevice, unsigned, int*);
 using NvmlDeviceGetTopologyCommonAncestor = Status (*)(NvmlDevice, NvmlDevice, int*);
 using NvmlDeviceGetP2PStatus = Status (*)(NvmlDevice, NvmlDevice, int, int*);
+// libnccl (ncclResult_t and ncclDataType_t/ncclRedOp_t are C enums of int size; 0 is success)
+using NcclGetVersion = Status (*)(int*);
+using NcclGetUniqueId = Status (*)(NcclUniqueId*);
+using NcclCommInitRank = Status (*)(NcclComm*, int, NcclUniqueId, int);
+using NcclCommInitAll = Status (*)(NcclComm*, int, const int*);
+using NcclCommDestroy = Status (*)(NcclComm);
+using NcclAllReduce = Status (*)(const void*, void*, size_t, int, int, NcclComm, Stream);
+using NcclGroupStart = Status (*)();
+using NcclGroupEnd = Status (*)();
+using NcclGetErrorString = const char* (*)(Status);
 
 } // namespace infrarsi::node::cuda_abi

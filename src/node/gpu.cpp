@@ -1,7 +1,7 @@
 #include "node/gpu.hpp"
 
+#include "node/cuda_call.hpp"
 #include "node/gpu_libraries.hpp"
-#include "util/bounded_child.hpp"
 #include "util/enum_names.hpp"
 #include "util/error.hpp"
 #include "util/json_field.hpp"
@@ -27,43 +27,6 @@ constexpr util::EnumNames<GpuProbeStatus, 5> kStatusNames{{{{GpuProbeStatus::ok,
 double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-
-// A failed CUDA call ends the probe of that GPU with the call's name and CUDA's words in the record.
-struct CudaFailure {
-    std::string what;
-};
-
-class Cuda {
-  public:
-    explicit Cuda(const CudaRuntime& rt) : rt_(rt) {}
-    void check(abi::Status s, const char* call) const {
-        if (s == 0) return;
-        const char* words = rt_.get_error_string ? rt_.get_error_string(s) : nullptr;
-        throw CudaFailure{std::string(call) + ": " + (words ? words : "error " + std::to_string(s))};
-    }
-    const CudaRuntime& rt() const { return rt_; }
-
-  private:
-    const CudaRuntime& rt_;
-};
-
-// Device memory freed on every path out of a probe.
-class DeviceBuffer {
-  public:
-    DeviceBuffer(const Cuda& cuda, size_t bytes) : cuda_(cuda) {
-        cuda.check(cuda.rt().malloc(&p_, bytes), "cudaMalloc");
-    }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    ~DeviceBuffer() {
-        if (p_) cuda_.rt().free(p_);
-    }
-    void* get() const { return p_; }
-
-  private:
-    const Cuda& cuda_;
-    void* p_ = nullptr;
-};
 
 class EventPair {
   public:
@@ -331,35 +294,9 @@ GpuCalibration probe_gpus(const GpuProbeOptions& options) {
 }
 
 GpuCalibration probe_gpus_bounded(const GpuProbeOptions& options) {
-    GpuCalibration c;
-    c.budget_ms = static_cast<double>(options.budget.count());
-    const auto t0 = Clock::now();
-    ChildOutput child;
-    try {
-        child = run_in_child([&] { return to_json(probe_gpus(options)).dump(); }, options.budget + std::chrono::seconds(1),
-                             size_t(1) << 20);
-    } catch (const Error& e) {
-        c.status = GpuProbeStatus::failed;
-        c.detail = e.what();
-        return c;
-    }
-    if (child.end == ChildEnd::finished) {
-        try {
-            return gpu_calibration_from_json(nlohmann::json::parse(child.out));
-        } catch (const std::exception& e) {
-            c.status = GpuProbeStatus::failed;
-            c.detail = std::string("the probe's output is not a GPU calibration: ") + e.what();
-        }
-    } else if (child.end == ChildEnd::timed_out) {
-        c.status = GpuProbeStatus::timed_out;
-        c.detail = "the GPU probe did not finish within its budget of " + std::to_string(options.budget.count()) +
-                   " ms (a hung driver, or GPUs still initializing)";
-    } else {
-        c.status = GpuProbeStatus::failed;
-        c.detail = "the GPU probe's child process failed (a crash in a vendor library?)";
-    }
-    c.elapsed_ms = ms_since(t0);
-    return c;
+    return run_bounded_probe<GpuCalibration>(
+        options.budget, [&] { return probe_gpus(options); }, gpu_calibration_from_json, "GPU probe",
+        "a hung driver, or GPUs still initializing");
 }
 
 bool has_nvidia_device_files() { return ::access("/dev/nvidiactl", F_OK) == 0 || ::access("/dev/nvidia0", F_OK) == 0; }

@@ -49,7 +49,7 @@ std::string joined(const std::vector<std::string>& dirs, bool loader_path) {
 
 } // namespace
 
-GpuLibraries::GpuLibraries(const std::vector<std::string>& dirs, bool loader_path) {
+GpuLibraries::GpuLibraries(const std::vector<std::string>& dirs, bool loader_path, bool with_nccl) {
     auto load = [&](const char* what, const std::vector<std::string>& names) {
         void* h = open_first(dirs, loader_path, names);
         if (h)
@@ -78,6 +78,10 @@ GpuLibraries::GpuLibraries(const std::vector<std::string>& dirs, bool loader_pat
         b(r.get_error_string, "cudaGetErrorString");
         b(r.driver_get_version, "cudaDriverGetVersion");
         b(r.runtime_get_version, "cudaRuntimeGetVersion");
+        b(r.memset, "cudaMemset");
+        b(r.stream_create, "cudaStreamCreate");
+        b(r.stream_synchronize, "cudaStreamSynchronize");
+        b(r.stream_destroy, "cudaStreamDestroy");
         runtime_loaded_ = b.ok();
     }
     if (void* h = load("libcublas", {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"})) {
@@ -102,6 +106,21 @@ GpuLibraries::GpuLibraries(const std::vector<std::string>& dirs, bool loader_pat
         b(n.device_get_topology_common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
         b(n.device_get_p2p_status, "nvmlDeviceGetP2PStatus");
         nvml_loaded_ = b.ok();
+    }
+    if (!with_nccl) return;
+    if (void* h = load("libnccl", {"libnccl.so.2", "libnccl.so"})) {
+        Binder b(h, "libnccl", missing_);
+        auto& n = nccl_;
+        b(n.get_version, "ncclGetVersion");
+        b(n.get_unique_id, "ncclGetUniqueId");
+        b(n.comm_init_rank, "ncclCommInitRank");
+        b(n.comm_init_all, "ncclCommInitAll");
+        b(n.comm_destroy, "ncclCommDestroy");
+        b(n.all_reduce, "ncclAllReduce");
+        b(n.group_start, "ncclGroupStart");
+        b(n.group_end, "ncclGroupEnd");
+        b(n.get_error_string, "ncclGetErrorString");
+        nccl_loaded_ = b.ok();
     }
 }
 

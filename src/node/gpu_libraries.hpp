@@ -1,5 +1,5 @@
 #pragma once
-// The CUDA runtime, cuBLAS and NVML, loaded at run time (dlopen) rather than linked: the plugin and the
+// The CUDA runtime, cuBLAS, NVML and NCCL, loaded at run time (dlopen) rather than linked: the plugin and the
 // orchestrator run on nodes without them. Each library is looked for in the given directories first, then
 // by the loader's search path, under its versioned names (libcudart.so.13, .12, .11.0, libcudart.so).
 #include "node/cuda_abi.hpp"
@@ -28,6 +28,10 @@ struct CudaRuntime {
     cuda_abi::GetErrorString get_error_string = nullptr;
     cuda_abi::DriverGetVersion driver_get_version = nullptr;
     cuda_abi::RuntimeGetVersion runtime_get_version = nullptr;
+    cuda_abi::Memset memset = nullptr;
+    cuda_abi::StreamCreate stream_create = nullptr;
+    cuda_abi::StreamSynchronize stream_synchronize = nullptr;
+    cuda_abi::StreamDestroy stream_destroy = nullptr;
 };
 
 struct Cublas {
@@ -50,13 +54,26 @@ struct Nvml {
     cuda_abi::NvmlDeviceGetP2PStatus device_get_p2p_status = nullptr;
 };
 
+struct Nccl {
+    cuda_abi::NcclGetVersion get_version = nullptr;
+    cuda_abi::NcclGetUniqueId get_unique_id = nullptr;
+    cuda_abi::NcclCommInitRank comm_init_rank = nullptr;
+    cuda_abi::NcclCommInitAll comm_init_all = nullptr;
+    cuda_abi::NcclCommDestroy comm_destroy = nullptr;
+    cuda_abi::NcclAllReduce all_reduce = nullptr;
+    cuda_abi::NcclGroupStart group_start = nullptr;
+    cuda_abi::NcclGroupEnd group_end = nullptr;
+    cuda_abi::NcclGetErrorString get_error_string = nullptr;
+};
+
 // The loaded libraries; a member is empty (std::nullopt-like: its `loaded` false) when its library or one of
 // its symbols is missing, and `missing` says which, for the record.
 class GpuLibraries {
   public:
     // Searches `dirs` (then the loader's path). Never throws: what is absent is recorded.
-    // loader_path false: `dirs` only.
-    explicit GpuLibraries(const std::vector<std::string>& dirs, bool loader_path = true);
+    // loader_path false: `dirs` only. NCCL is loaded only when `with_nccl` (the all-reduce probe).
+    explicit GpuLibraries(const std::vector<std::string>& dirs, bool loader_path = true,
+                          bool with_nccl = false);
     GpuLibraries(const GpuLibraries&) = delete;
     GpuLibraries& operator=(const GpuLibraries&) = delete;
     ~GpuLibraries();
@@ -64,9 +81,11 @@ class GpuLibraries {
     bool has_runtime() const { return runtime_loaded_; }
     bool has_cublas() const { return cublas_loaded_; }
     bool has_nvml() const { return nvml_loaded_; }
+    bool has_nccl() const { return nccl_loaded_; }
     const CudaRuntime& runtime() const { return runtime_; }
     const Cublas& cublas() const { return cublas_; }
     const Nvml& nvml() const { return nvml_; }
+    const Nccl& nccl() const { return nccl_; }
     // "libcudart (not found in: ...)", "libcublas: no symbol cublasGemmEx", one entry per problem.
     const std::vector<std::string>& missing() const { return missing_; }
 
@@ -75,7 +94,8 @@ class GpuLibraries {
     CudaRuntime runtime_;
     Cublas cublas_;
     Nvml nvml_;
-    bool runtime_loaded_ = false, cublas_loaded_ = false, nvml_loaded_ = false;
+    Nccl nccl_;
+    bool runtime_loaded_ = false, cublas_loaded_ = false, nvml_loaded_ = false, nccl_loaded_ = false;
     std::vector<std::string> missing_;
 };
 

@@ -7,7 +7,8 @@
 namespace infrarsi::report {
 
 nlohmann::json describe_node(const node::TopologyFeatures& topology, const node::Calibration& calibration,
-                             const std::optional<node::GpuCalibration>& gpu) {
+                             const std::optional<node::GpuCalibration>& gpu,
+                             const std::optional<node::NcclAllreduce>& allreduce) {
     nlohmann::json j = {{"format", "infrarsi-node/1"},
                         {"topology", node::to_json(topology)},
                         {"calibration", node::to_json(calibration)}};
@@ -22,6 +23,7 @@ nlohmann::json describe_node(const node::TopologyFeatures& topology, const node:
         }
         j["gpu_peaks"] = peaks;
     }
+    if (allreduce) j["nccl_allreduce"] = node::to_json(*allreduce);
     return j;
 }
 
@@ -44,6 +46,7 @@ std::string render_node(const nlohmann::json& j) {
                        c.at("compute_gflops").value("median", 0.0), c.at("compute_gflops").value("cv", 0.0),
                        c.at("memory_gbs").value("median", 0.0), c.at("memory_gbs").value("cv", 0.0),
                        c.at("timer_overshoot_us").value("median", 0.0));
+    if (j.contains("nccl_allreduce")) out += render_nccl_allreduce(j.at("nccl_allreduce"));
     if (!j.contains("gpu")) return out;
     const auto& g = j.at("gpu");
     out += fmt::format("gpu probe: {} in {:.0f} ms of {:.0f}", g.at("status").get<std::string>(),
@@ -79,6 +82,22 @@ std::string render_node(const nlohmann::json& j) {
     for (const auto& s : g.at("slow"))
         out += fmt::format("  SLOW: gpu {} is more than {}x slower than this node's median\n", s.get<int>(),
                            node::kSlowFactor);
+    return out;
+}
+
+std::string render_nccl_allreduce(const nlohmann::json& j) {
+    std::string out =
+        fmt::format("nccl all-reduce: {} in {:.0f} ms of {:.0f}", j.value("status", std::string()),
+                    j.value("elapsed_ms", 0.0), j.value("budget_ms", 0.0));
+    const int version = j.value("version", 0);
+    if (version > 0)
+        out += fmt::format(", NCCL {}.{}.{}", version / 10000, version / 100 % 100, version % 100);
+    if (j.value("status", std::string()) == "ok")
+        out += fmt::format(", {} ranks, {:.0f} MiB: bus bandwidth {:.1f} GB/s (cv {:.3f})",
+                           j.value("ranks", 0), j.value("bytes", 0.0) / double(1u << 20),
+                           j.at("bus_gbs").value("median", 0.0), j.at("bus_gbs").value("cv", 0.0));
+    out += "\n";
+    if (!j.value("detail", std::string()).empty()) out += "  " + j.at("detail").get<std::string>() + "\n";
     return out;
 }
 

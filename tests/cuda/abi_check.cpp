@@ -5,6 +5,7 @@
 
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 #include <type_traits>
 
 namespace abi = infrarsi::node::cuda_abi;
@@ -54,3 +55,30 @@ using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOpera
                                   const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
                                   cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 [[maybe_unused]] static const GemmEx kGemmEx = static_cast<GemmEx>(&cublasGemmEx);
+
+// The runtime's stream and memset calls of the NCCL probe.
+static_assert(std::is_same_v<decltype(&cudaMemset), cudaError_t (*)(void*, int, size_t)>);
+static_assert(std::is_same_v<decltype(static_cast<cudaError_t (*)(cudaStream_t*)>(&cudaStreamCreate)),
+                             cudaError_t (*)(cudaStream_t*)>);
+static_assert(std::is_same_v<decltype(&cudaStreamSynchronize), cudaError_t (*)(cudaStream_t)>);
+static_assert(std::is_same_v<decltype(&cudaStreamDestroy), cudaError_t (*)(cudaStream_t)>);
+
+// NCCL: the unique id passed by value, the enums as int, the communicator handle.
+static_assert(sizeof(ncclUniqueId) == sizeof(abi::NcclUniqueId) &&
+              NCCL_UNIQUE_ID_BYTES == abi::kNcclUniqueIdBytes);
+static_assert(sizeof(ncclResult_t) == sizeof(abi::Status) && sizeof(ncclDataType_t) == sizeof(int) &&
+              sizeof(ncclRedOp_t) == sizeof(int));
+static_assert(ncclFloat32 == abi::kNcclFloat32 && ncclSum == abi::kNcclSum);
+static_assert(std::is_same_v<ncclComm_t, abi::NcclComm>);
+static_assert(std::is_same_v<decltype(&ncclGetVersion), ncclResult_t (*)(int*)>);
+static_assert(std::is_same_v<decltype(&ncclGetUniqueId), ncclResult_t (*)(ncclUniqueId*)>);
+static_assert(
+    std::is_same_v<decltype(&ncclCommInitRank), ncclResult_t (*)(ncclComm_t*, int, ncclUniqueId, int)>);
+static_assert(std::is_same_v<decltype(&ncclCommInitAll), ncclResult_t (*)(ncclComm_t*, int, const int*)>);
+static_assert(std::is_same_v<decltype(&ncclCommDestroy), ncclResult_t (*)(ncclComm_t)>);
+static_assert(
+    std::is_same_v<decltype(&ncclAllReduce), ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t,
+                                                              ncclRedOp_t, ncclComm_t, cudaStream_t)>);
+static_assert(std::is_same_v<decltype(&ncclGroupStart), ncclResult_t (*)()>);
+static_assert(std::is_same_v<decltype(&ncclGroupEnd), ncclResult_t (*)()>);
+static_assert(std::is_same_v<decltype(&ncclGetErrorString), const char* (*)(ncclResult_t)>);
