@@ -189,6 +189,17 @@ class Campaign {
     std::optional<nlohmann::json> run_equivalence(const space::Candidate& c, const RunOptions& o);
     void finish_equivalence(std::int64_t batch_id);
     std::vector<std::vector<std::string>> not_equivalent_patch_sets(); // every failed check's patch set
+    // The verdict of a patch set's run against the same knobs without it at one seed: state passed, failed
+    // or incomplete (a run that did not complete says nothing about the math), the compared values and the
+    // trial ids; a failed patch set run gets the typed violation not_equivalent.
+    nlohmann::json judge_equivalence(const std::optional<store::TrialRow>& base,
+                                     const std::optional<store::TrialRow>& cand, double tolerance);
+    // [invariants] equivalence_tolerance, or loss_tolerance where a patch is tagged math_changing (said in
+    // *math_changing).
+    double equivalence_tolerance(const space::Candidate& c, bool* math_changing = nullptr) const;
+    // A patch set that failed a spot check (verification.cpp) is recorded as a failed equivalence check:
+    // never promoted, never proposed again.
+    void record_not_equivalent(const space::Candidate& c, const nlohmann::json& check);
     // ablation.cpp: each promoted bundle of several changes, with each change removed in turn, A/B against
     // the bundle as far as the wall-time budget allows; the result in the verification's detail.
     void ablate(const RunOptions& o);

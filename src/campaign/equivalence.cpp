@@ -86,8 +86,7 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
     json records = json::parse(store_->meta(kMeta).value_or("[]"));
     const auto& inv = contract_.invariants;
     bool math_changing = false;
-    for (const auto& id : c.patches)
-        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
+    const double tolerance = equivalence_tolerance(c, &math_changing);
     // A fresh seed: random, and none the campaign has used (the contract's, the doctor's, earlier checks').
     std::set<long long> used;
     for (const auto& r : records)
@@ -110,8 +109,6 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
     const space::Candidate& patched = c;
     space::Candidate unpatched = c;
     unpatched.patches.clear();
-    const double tolerance =
-        math_changing ? std::max(inv.equivalence_tolerance, inv.loss_tolerance) : inv.equivalence_tolerance;
     json r = {{"patches", c.patches},
               {"candidate", c.describe()},
               {"candidate_key", c.key()},
@@ -150,15 +147,8 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
     return equivalence_record(c);
 }
 
-void Campaign::finish_equivalence(std::int64_t batch_id) {
-    json records = json::parse(store_->meta(kMeta).value_or("[]"));
-    json* r = nullptr;
-    for (auto& x : records)
-        if (x.value("batch_id", std::int64_t{-1}) == batch_id) r = &x;
-    if (!r) return;
-    std::optional<store::TrialRow> base, cand;
-    for (const auto& t : store_->trials_of_batch(batch_id))
-        (t.kind == TrialKind::EquivalenceBaseline ? base : cand) = t;
+json Campaign::judge_equivalence(const std::optional<store::TrialRow>& base,
+                                 const std::optional<store::TrialRow>& cand, double tolerance) {
     const auto& inv = contract_.invariants;
     auto losses = [](const std::optional<store::TrialRow>& t) {
         return t && t->measurements.contains("losses") ? t->measurements["losses"].get<std::vector<double>>()
@@ -169,43 +159,77 @@ void Campaign::finish_equivalence(std::int64_t batch_id) {
             return t->measurements["eval_loss"].get<double>();
         return std::nullopt;
     };
-    if (base) (*r)["baseline_trial"] = base->id;
-    if (cand) (*r)["candidate_trial"] = cand->id;
+    json r = json::object();
+    if (base) r["baseline_trial"] = base->id;
+    if (cand) r["candidate_trial"] = cand->id;
     const bool base_ok = base && base->outcome == trial::Outcome::Ok;
     const bool cand_ran =
         cand && (cand->outcome == trial::Outcome::Ok || cand->outcome == trial::Outcome::ContractViolation);
     if (!base_ok || !cand_ran || static_cast<int>(losses(cand).size()) < inv.steps) {
-        // Not a verdict on the math: a run did not complete (its outcome says why). Not promoted now.
-        (*r)["state"] = "incomplete";
-        (*r)["reason"] = fmt::format("the check did not complete: baseline {}, patch set {}",
-                                     base ? store::outcome_name(*base) + " " + base->detail : "missing",
-                                     cand ? store::outcome_name(*cand) + " " + cand->detail : "missing");
-    } else {
-        const auto e = verify::compare_losses(losses(base), losses(cand), inv.steps,
-                                              (*r)["tolerance"].get<double>(), eval(base), eval(cand));
-        auto to_json = [](const std::vector<verify::StepDifference>& ds) {
-            json a = json::array();
-            for (const auto& d : ds)
-                a.push_back({{"step", d.step},
-                             {"baseline", d.baseline},
-                             {"candidate", d.candidate},
-                             {"relative", std::isfinite(d.relative) ? json(d.relative) : json("inf")}});
-            return a;
-        };
-        (*r)["state"] = e.equivalent ? "passed" : "failed";
-        (*r)["max_relative"] = std::isfinite(e.max_relative) ? json(e.max_relative) : json("inf");
-        (*r)["compared"] = e.compared;
-        (*r)["values"] = to_json(e.values);
-        (*r)["beyond"] = to_json(e.beyond);
-        (*r)["reason"] = e.reason;
-        if (!e.equivalent) {
-            auto t = *cand;
-            t.outcome = trial::Outcome::ContractViolation;
-            t.violation = trial::Violation::NotEquivalent;
-            t.detail = "not equivalent to the baseline apart from knobs: " + e.reason;
-            store_->update_trial(t);
-        }
+        // Not a verdict on the math: a run did not complete (its outcome says why).
+        r["state"] = "incomplete";
+        r["reason"] = fmt::format("the check did not complete: baseline {}, patch set {}",
+                                  base ? store::outcome_name(*base) + " " + base->detail : "missing",
+                                  cand ? store::outcome_name(*cand) + " " + cand->detail : "missing");
+        return r;
     }
+    const auto e =
+        verify::compare_losses(losses(base), losses(cand), inv.steps, tolerance, eval(base), eval(cand));
+    auto to_json = [](const std::vector<verify::StepDifference>& ds) {
+        json a = json::array();
+        for (const auto& d : ds)
+            a.push_back({{"step", d.step},
+                         {"baseline", d.baseline},
+                         {"candidate", d.candidate},
+                         {"relative", std::isfinite(d.relative) ? json(d.relative) : json("inf")}});
+        return a;
+    };
+    r["state"] = e.equivalent ? "passed" : "failed";
+    r["max_relative"] = std::isfinite(e.max_relative) ? json(e.max_relative) : json("inf");
+    r["compared"] = e.compared;
+    r["values"] = to_json(e.values);
+    r["beyond"] = to_json(e.beyond);
+    r["reason"] = e.reason;
+    if (!e.equivalent) {
+        auto t = *cand;
+        t.outcome = trial::Outcome::ContractViolation;
+        t.violation = trial::Violation::NotEquivalent;
+        t.detail = "not equivalent to the baseline apart from knobs: " + e.reason;
+        store_->update_trial(t);
+    }
+    return r;
+}
+
+double Campaign::equivalence_tolerance(const space::Candidate& c, bool* math_changing) const {
+    bool changing = false;
+    for (const auto& id : c.patches)
+        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) changing = true;
+    if (math_changing) *math_changing = changing;
+    const auto& inv = contract_.invariants;
+    return changing ? std::max(inv.equivalence_tolerance, inv.loss_tolerance) : inv.equivalence_tolerance;
+}
+
+void Campaign::record_not_equivalent(const space::Candidate& c, const json& check) {
+    json records = json::parse(store_->meta(kMeta).value_or("[]"));
+    json r = check;
+    r["patches"] = c.patches;
+    r["candidate"] = c.describe();
+    r["candidate_key"] = c.key();
+    r["state"] = "failed";
+    records.push_back(r);
+    store_->set_meta(kMeta, records.dump());
+}
+
+void Campaign::finish_equivalence(std::int64_t batch_id) {
+    json records = json::parse(store_->meta(kMeta).value_or("[]"));
+    json* r = nullptr;
+    for (auto& x : records)
+        if (x.value("batch_id", std::int64_t{-1}) == batch_id) r = &x;
+    if (!r) return;
+    std::optional<store::TrialRow> base, cand;
+    for (const auto& t : store_->trials_of_batch(batch_id))
+        (t.kind == TrialKind::EquivalenceBaseline ? base : cand) = t;
+    r->update(judge_equivalence(base, cand, (*r)["tolerance"].get<double>()));
     store::Transaction tx(store_->db());
     store_->set_meta(kMeta, records.dump());
     const auto set = fmt::format("{}", fmt::join((*r)["patches"].get<std::vector<std::string>>(), "+"));

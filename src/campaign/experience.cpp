@@ -79,7 +79,10 @@ std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
         for (const auto& t : st.trials()) {
             if (t.verification_id != v.id) continue;
             support.push_back(t.id);
-            peak = std::max(peak, t.peak_memory_bytes.value_or(0));
+            // The change's own memory: its candidate runs (not the baseline's, nor a spot check's run without
+            // its patches).
+            if (t.kind == store::TrialKind::VerifyCandidate)
+                peak = std::max(peak, t.peak_memory_bytes.value_or(0));
         }
         auto cand = space::Candidate::from_json(v.candidate);
         nlohmann::json content = {

@@ -199,6 +199,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // The order of each pair: counterbalanced, shuffled by a seed drawn now and recorded.
     const std::uint64_t seed = std::random_device{}();
     const auto orders = verify::counterbalanced_orders(pairs, seed);
+    std::mt19937_64 rng(std::random_device{}());
     // Each pair at a seed of its own, drawn now, both its runs at it: no loss the candidate could have
     // memorized from an earlier run exists at it (the contract's seed only where the job cannot be seeded).
     std::set<long long> used;
@@ -212,6 +213,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     json plan = json::array();
     std::vector<Task> tasks;
     std::vector<TaskPlacement> where;
+    std::vector<std::vector<std::string>> pair_args;
     for (int i = 0; i < pairs; ++i) {
         const auto order = orders[i];
         std::vector<std::string> placement;
@@ -231,17 +233,36 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
             tasks.push_back(b), tasks.push_back(a);
         where.push_back({i, placement});
         where.push_back({i, placement});
+        pair_args.push_back(placement);
         plan.push_back({{"pair", i + 1}, {"order", verify::to_string(order)}, {"nodes", on}});
         if (pair_seed) plan.back()["seed"] = *pair_seed;
     }
+    // The spot check of a candidate with patches: one pair, drawn now at random, also runs the candidate's
+    // knobs without its patches at that pair's seed, and the pair's candidate run must print the same losses
+    // (finish_verification). The patch set cannot tell the run that is checked from the others: it is an A/B
+    // pair like them, so one that computes honestly only when it guesses it is being checked (the equivalence
+    // run, told apart by a run count it keeps outside the campaign) is caught in the pairs it cheats in.
+    json spot;
+    if (!cand.patches.empty() && can_seed() && pairs > 0) {
+        const int j = std::uniform_int_distribution<int>(0, pairs - 1)(rng);
+        space::Candidate unpatched = cand;
+        unpatched.patches.clear();
+        tasks.push_back({unpatched, TrialKind::EquivalenceBaseline,
+                         fmt::format("spot check: pair {}'s knobs without its patches, its seed", j + 1), 0,
+                         v.id, plan[j]["seed"].get<long long>()});
+        where.push_back({pairs, pair_args[j]});
+        spot = {{"pair", j + 1}, {"seed", plan[j]["seed"]}};
+    }
     const auto batch = plan_batch("verify", tasks, where);
     json stage = {{"batch", batch}, {"order_seed", seed}, {"plan", plan}};
+    if (!spot.is_null()) stage["spot_check"] = spot;
     if (recheck) {
         v.detail["recheck"] = stage;
     } else {
         v.batch_id = batch;
         v.detail["order_seed"] = seed;
         v.detail["plan"] = plan;
+        if (!spot.is_null()) v.detail["spot_check"] = spot;
     }
     store_->update_verification(v);
     submit_batch(batch, o);
@@ -259,6 +280,13 @@ void Campaign::finish_verification(std::int64_t vid) {
     auto trials = store_->trials({.verification_id = vid});
     std::erase_if(trials, [&](const TrialRow& t) { return t.batch_id != batch_id; });
     std::sort(trials.begin(), trials.end(), [](const TrialRow& x, const TrialRow& y) { return x.id < y.id; });
+    // The spot check's run (the candidate's knobs without its patches) is not one of the pairs.
+    std::optional<TrialRow> twin;
+    std::erase_if(trials, [&](const TrialRow& t) {
+        if (t.kind != TrialKind::EquivalenceBaseline) return false;
+        twin = t;
+        return true;
+    });
     const auto& inv = contract_.invariants;
     auto arm = [&](const TrialRow& t, bool first) {
         verify::Arm x;
@@ -276,6 +304,7 @@ void Campaign::finish_verification(std::int64_t vid) {
     };
     // Trials were planned two a pair, each pair's in the order it ran.
     std::vector<std::pair<verify::Arm, verify::Arm>> ab;
+    std::vector<TrialRow> candidate_runs; // each pair's candidate run, by pair
     json pairs = json::array();
     for (std::size_t i = 0; i + 1 < trials.size(); i += 2) {
         const auto& t1 = trials[i];
@@ -283,6 +312,7 @@ void Campaign::finish_verification(std::int64_t vid) {
         const bool ab_order = t1.kind == TrialKind::VerifyBaseline;
         const TrialRow& ta = ab_order ? t1 : t2;
         const TrialRow& tb = ab_order ? t2 : t1;
+        candidate_runs.push_back(tb);
         ab.emplace_back(arm(ta, ab_order), arm(tb, !ab_order));
         const bool seeded = i / 2 < plan.size() && plan[i / 2].contains("seed");
         ab.back().first.at_reference_seed = ab.back().second.at_reference_seed = !seeded;
@@ -311,6 +341,38 @@ void Campaign::finish_verification(std::int64_t vid) {
         eval = verify::eval_reference(b->eval_losses);
     }
     auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing, noise, eval);
+    // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
+    // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
+    json& stage = recheck ? v.detail["recheck"] : v.detail;
+    if (stage.contains("spot_check")) {
+        json& spot = stage["spot_check"];
+        const int j = spot["pair"].get<int>() - 1;
+        std::optional<TrialRow> checked;
+        if (j >= 0 && j < static_cast<int>(candidate_runs.size()))
+            checked = candidate_runs[static_cast<size_t>(j)];
+        spot.update(judge_equivalence(twin, checked, equivalence_tolerance(cand)));
+        spot["tolerance"] = equivalence_tolerance(cand);
+        const auto state = spot["state"].get<std::string>();
+        if (state == "failed") {
+            record_not_equivalent(cand, spot);
+            v.detail["not_equivalent"] = true;
+            d.promoted = false;
+            d.reasons.insert(d.reasons.begin(),
+                             fmt::format("spot check: pair {}'s candidate run is not the same math as the "
+                                         "candidate's knobs without its patches at its seed {}: {}",
+                                         j + 1, spot["seed"].get<long long>(),
+                                         spot["reason"].get<std::string>()));
+        } else if (state == "incomplete") {
+            if (d.promoted)
+                d.reasons.push_back("spot check did not complete: " + spot["reason"].get<std::string>());
+            d.promoted = false;
+        } else {
+            d.evidence.push_back(
+                fmt::format("spot check of pair {} at its seed passed (largest difference {:.3g} "
+                            "relative)",
+                            j + 1, spot["max_relative"].get<double>()));
+        }
+    }
     if (v.detail.contains("budget_note")) {
         d.evidence.push_back(v.detail["budget_note"].get<std::string>());
         if (!d.promoted) d.reasons.push_back(v.detail["budget_note"].get<std::string>());

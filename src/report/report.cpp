@@ -348,7 +348,10 @@ json build(campaign::Campaign& c) {
         auto vt = s.trials({.verification_id = v.id});
         std::vector<store::TrialRow> base, cnd;
         for (const auto& t : vt)
-            (t.kind == store::TrialKind::VerifyBaseline ? base : cnd).push_back(t);
+            if (t.kind == store::TrialKind::VerifyBaseline)
+                base.push_back(t);
+            else if (t.kind == store::TrialKind::VerifyCandidate)
+                cnd.push_back(t); // not a spot check's run without the patches
         json entry = {{"id", v.id},
                       {"candidate", cand.describe()},
                       {"state", v.state},
@@ -376,6 +379,7 @@ json build(campaign::Campaign& c) {
             entry["candidate_step_s"] = v.detail["mfu"]["candidate_step_s"];
         }
         if (v.detail.contains("equivalence")) entry["equivalence"] = v.detail["equivalence"];
+        if (v.detail.contains("spot_check")) entry["spot_check"] = v.detail["spot_check"];
         if (v.detail.contains("ablation")) entry["ablation"] = v.detail["ablation"];
         verifications.push_back(entry);
         if (!is_promoted.count(v.id)) continue;
@@ -459,6 +463,20 @@ std::string render_loss_comparison(const json& l) {
         o += fmt::format(" {}: {:.6g}/{:.6g}", st["step"].get<int>(), st["baseline"].get<double>(),
                          st["candidate"].get<double>());
     return o + "\n";
+}
+
+// The spot check of a verification stage with patches (campaign/verification.cpp): one pair's candidate run
+// against the candidate's knobs without its patches at that pair's seed.
+std::string render_spot_check(const json& s, const std::string& stage) {
+    if (!s.is_object() || !s.contains("state")) return {};
+    return fmt::format(
+        "      spot check{}: pair {}'s candidate run vs its knobs without the patches at seed {}: {}, "
+        "largest difference {} (tolerance {:.3g})\n",
+        stage, s.value("pair", 0), s.value("seed", 0LL), s.value("state", ""),
+        s.contains("max_relative") && s["max_relative"].is_number()
+            ? fmt::format("{:.3g}", s["max_relative"].get<double>())
+            : std::string("-"),
+        s.value("tolerance", 0.0));
 }
 
 std::string render_equivalence(const json& e, bool has_patches) {
@@ -577,6 +595,9 @@ std::string render(const json& r) {
         o += "\n";
         o += render_loss_comparison(p.value("loss_comparison", json()));
         o += render_equivalence(p.value("equivalence", json()), !p["patches"].empty());
+        o += render_spot_check(p.value("spot_check", json()), "");
+        if (p.value("recheck", json()).is_object())
+            o += render_spot_check(p["recheck"].value("spot_check", json()), " (re-check)");
         o += render_ablation(p.value("ablation", json()));
     }
     o += "\nVerifications:\n";

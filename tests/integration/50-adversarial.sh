@@ -25,6 +25,8 @@ declare -A expect=(
   [minigpt/rewritten-evidence]=timing,leftovers_killed # evidence the job cannot rewrite; no leftover processes
   [minigpt/skipped-block]=not_equivalent,loss_invariant # the equivalence run, whatever the loss mode for knobs;
                                                     # or the loose loss check itself, where one block fewer shows
+  [minigpt/two-faced]=not_equivalent,loss_invariant # honest in its 2nd run only (the equivalence check's): the spot
+                                                    # check of a random A/B pair; or the loose loss check
   [torchgpt/forged-step-lines]=step_lines
   [torchgpt/slow-clock]=timing
   [torchgpt/index-header-launcher]=out_of_scope
@@ -32,6 +34,7 @@ declare -A expect=(
   [torchgpt/copied-losses]=not_equivalent,isolated
   [torchgpt/rewritten-evidence]=timing,leftovers_killed
   [torchgpt/skipped-block]=not_equivalent,loss_invariant
+  [torchgpt/two-faced]=not_equivalent,loss_invariant
 )
 # A sandbox build through ccache where the machine has it: the workload is built once per attack.
 # (CCACHE_BASEDIR: the sandboxes' paths differ from run to run, so ccache hashes them relative to $work.)

@@ -179,6 +179,70 @@ TEST_CASE("a patch that prints the contract seed's losses whatever seed it gets 
     CHECK(c.store().promotions().empty());
 }
 
+TEST_CASE(
+    "a two-faced patch, honest only in the run it guesses is the equivalence check, passes that check "
+    "and is caught by the spot check of an A/B pair drawn at random: never promoted, never proposed again") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(
+        test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = [\"twofaced\"]"}}));
+    c.run(test::local_run_options());
+    REQUIRE(c.finished());
+    // The up-front check was fooled: its run (the patch set's third) was the honest one.
+    const auto records = equivalence_records(c);
+    REQUIRE(records.size() >= 1);
+    REQUIRE_MESSAGE(
+        records[0]["state"] == "passed",
+        "the two-faced patch is honest on its third run only: the search must try it twice first");
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 1);
+    const auto& v = vs[0];
+    CHECK_FALSE(v.promoted);
+    // The A/B pairs alone would have promoted it: twice as fast, losses inside the per-step loss tolerance.
+    CHECK(v.speedup.value_or(0) > 1.5);
+    REQUIRE(v.detail.contains("spot_check"));
+    const auto& spot = v.detail["spot_check"];
+    CHECK(spot["state"] == "failed");
+    const int pair = spot["pair"].get<int>();
+    CHECK((pair == 1 || pair == 2));
+    // At the drawn pair's own seed, against a run of the candidate's knobs without its patches.
+    CHECK(spot["seed"] == v.detail["plan"][pair - 1]["seed"]);
+    const auto twins = c.store().trials({.kinds = {TrialKind::EquivalenceBaseline}, .verification_id = v.id});
+    REQUIRE(twins.size() == 1);
+    CHECK(twins[0].outcome == trial::Outcome::Ok);
+    CHECK(space::Candidate::from_json(twins[0].candidate).patches.empty());
+    CHECK(spot["baseline_trial"] == twins[0].id);
+    const auto checked = spot["candidate_trial"].get<std::int64_t>();
+    CHECK(checked == v.detail["pairs"][pair - 1]["candidate_trial"].get<std::int64_t>());
+    for (const auto& t : c.store().trials({.verification_id = v.id}))
+        if (t.id == checked) CHECK(t.violation == trial::Violation::NotEquivalent);
+    CHECK(v.detail["reasons"][0].get<std::string>().find("spot check") != std::string::npos);
+    CHECK(v.detail["not_equivalent"] == true);
+    // Recorded as a failed check of its patch set: never proposed again.
+    bool recorded = false;
+    for (const auto& r : equivalence_records(c))
+        recorded |= r["state"] == "failed" && r["patches"] == json::array({"twofaced"});
+    CHECK(recorded);
+    CHECK(c.store().promotions().empty());
+    const auto j = report::build(c);
+    REQUIRE(j["verifications"].size() == 1);
+    CHECK(j["verifications"][0]["spot_check"]["state"] == "failed");
+}
+
+TEST_CASE("an honest patch passes the spot check of its A/B pairs, and the report says so") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(test::stepload_campaign(d));
+    c.run(test::local_run_options());
+    REQUIRE(c.finished());
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 1);
+    REQUIRE(vs[0].detail.contains("spot_check"));
+    CHECK(vs[0].detail["spot_check"]["state"] == "passed");
+    REQUIRE(vs[0].promoted);
+    const auto text = report::render(report::build(c));
+    CHECK(text.find("spot check: pair") != std::string::npos);
+    CHECK(text.find("spot check (re-check): pair") != std::string::npos);
+}
+
 TEST_CASE("the search never proposes a candidate containing a patch set that failed its equivalence check") {
     TempDir d("infrarsi-equiv");
     campaign::Campaign c(test::stepload_campaign(d, {{"trials = 3", "trials = 8"}}));

@@ -159,7 +159,11 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, pairs s
     int pinned = 0;
     for (const auto& pl : placed->placements)
         pinned += pl.size() == 1 && pl[0].rfind("--nodelist=n", 0) == 0;
-    CHECK(pinned == 6); // 2 stages x 3 pairs, one array each (the two trials' sbatch options are the same)
+    // 2 stages x 3 pairs, one array each (the two trials' sbatch options are the same), and each stage's spot
+    // check of its patches (the candidate's knobs without them, on the drawn pair's node).
+    CHECK(pinned == 8);
+    CHECK(v.detail["spot_check"]["state"] == "passed");
+    CHECK(v.detail["recheck"]["spot_check"]["state"] == "passed");
     // MFU: one denominator (the calibration of the host the trials ran on, or what a run achieved where that
     // is lower), named with its source, the baseline's model FLOPs; the ratio is the speed-up, never above 1.
     const auto b = c.store().baseline();
