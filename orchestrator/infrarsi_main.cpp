@@ -24,6 +24,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <csignal>
@@ -335,7 +336,14 @@ static int run_main(int argc, char** argv) {
             fmt::print("{}\n", trial::classify_request(classify_request).dump());
             return 0;
         }
-        campaign::Campaign c(dir);
+        // status, report and apply only read: a finished campaign stays readable after the user changed its
+        // tree or contract (applying its result to the job script, say), with a warning naming what changed.
+        const bool drives = *doctor || *run || *verify;
+        campaign::Campaign c(dir, drives ? campaign::Campaign::Open::checked
+                                         : campaign::Campaign::Open::read_only);
+        if (!c.changed_inputs().empty())
+            fmt::print(stderr, "infrarsi: warning: {}: changed since init: {}; shown as the campaign ran\n",
+                       c.dir().string(), fmt::join(c.changed_inputs(), ", "));
         // One process drives a campaign: held until this command ends.
         std::optional<campaign::CampaignLock> lock;
         if (*doctor || *run || *verify) lock.emplace(c.dir());

@@ -616,6 +616,14 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         t.outcome = verdict.outcome;
         t.violation = verdict.violation;
         t.detail = verdict.detail;
+        // The job the user submitted ran as the user runs it, without the contract's [workload] args (a short
+        // run's step count, say): fewer step lines than a trial prints says it ran another run than the
+        // trials, not that the baseline breaks the contract. Not a baseline run then, and no failure.
+        if (b.kind == kSubmittedBatch && verdict.violation == trial::Violation::MissingSteps) {
+            t.counted = false;
+            store_->set_meta("submitted_job", "not adopted after it ran: " + verdict.detail +
+                                                  " (it ran without the contract's [workload] args)");
+        }
         // Censored: an OOM's peak is only known to exceed the limit of the memory that ran out, and says
         // nothing of the other's: a GPU's of the host's, a host's of the GPU's.
         const bool gpu_oom = verdict.log && verdict.log->signal == trial::LogSignal::GpuOom;

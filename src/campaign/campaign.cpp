@@ -4,7 +4,9 @@
 
 #include "patch/hash.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/install_paths.hpp"
+#include "verify/verify.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -47,6 +49,8 @@ void Campaign::init(const fs::path& contract_file, const fs::path& dir) {
     s.set_meta("id", fmt::format("{:08x}", rd()));
     s.set_meta("name", c.name);
     s.set_meta("contract", c.file.string());
+    // Its text as locked: a read-only open after the file was edited still describes what ran.
+    s.set_meta("contract_text", read_regular_file(c.file.string(), {.max_bytes = 1u << 20}));
     s.set_meta("created", fmt::format("{:.3f}", store::now_seconds()));
     for (const auto& l : compute_locks(c))
         s.add_lock(l);
@@ -74,7 +78,7 @@ void Campaign::init(const fs::path& contract_file, const fs::path& dir) {
     tx.commit();
 }
 
-Campaign::Campaign(const fs::path& dir) : dir_(fs::absolute(dir).lexically_normal()) {
+Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexically_normal()) {
     if (!fs::exists(db_path(dir_)))
         throw Error("no campaign here", dir_.string(),
                     "a directory made by `infrarsi init CONTRACT --dir DIR`");
@@ -83,7 +87,10 @@ Campaign::Campaign(const fs::path& dir) : dir_(fs::absolute(dir).lexically_norma
     if (!file)
         throw Error("the campaign store has no contract", db_path(dir_).string(),
                     "a store made by infrarsi init");
-    contract_ = contract::load(*file);
+    // Read-only: the contract as it ran, kept at init (a campaign of an older release kept no text: the
+    // file).
+    const auto text = mode == Open::read_only ? store_->meta("contract_text") : std::nullopt;
+    contract_ = text ? contract::load_text(*text, *file) : contract::load(*file);
     // Everything locked at init must be unchanged, or the campaign's measurements mean nothing.
     std::map<std::pair<std::string, std::string>, std::string> now;
     for (const auto& l : compute_locks(contract_))
@@ -93,7 +100,9 @@ Campaign::Campaign(const fs::path& dir) : dir_(fs::absolute(dir).lexically_norma
         auto it = now.find({l.kind, l.path});
         if (it == now.end() || it->second != l.hash) changed.push_back(l.kind + " " + l.path);
     }
-    if (!changed.empty()) {
+    if (!changed.empty() && mode == Open::read_only) {
+        changed_inputs_ = changed;
+    } else if (!changed.empty()) {
         std::string list;
         for (const auto& c : changed)
             list += (list.empty() ? "" : ", ") + c;
@@ -221,6 +230,15 @@ void Campaign::run(const RunOptions& o) {
         say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%", b->median_step_s,
                            100 * b->minimum_detectable_effect));
         if (const auto warning = noise_warning(); !warning.empty()) say(o, warning);
+        // docs/contract.md: "`infrarsi run` logs the calibrated tolerance after the doctor"; it was only in
+        // the store's events (finish_doctor), never on the terminal or in the daemon's log.
+        if (contract_.invariants.loss_mode == contract::LossMode::FinalEval && !b->eval_losses.empty()) {
+            const auto ref = verify::eval_reference(b->eval_losses);
+            say(o, fmt::format("final evaluation loss {:.6g} +- {:.3g} over {} baseline runs at different "
+                               "seeds: a candidate's must lie within {:.3g}{}",
+                               ref.mean, ref.sd, ref.runs, verify::eval_tolerance(ref, contract_.invariants),
+                               ref.sd == 0.0 ? " (no spread: the floor loss_tolerance x |mean|)" : ""));
+        }
         store_->advance_stage(Stage::Search);
     }
     seed_from_bank(o);

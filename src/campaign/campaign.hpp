@@ -98,8 +98,13 @@ class Campaign {
     // Creates the campaign directory and store; records the locks. Refuses an existing campaign.
     static void init(const fs::path& contract_file, const fs::path& dir);
     // Opens a campaign and re-checks the locks (contract, baseline tree, protected files); throws an Error
-    // naming what changed.
-    explicit Campaign(const fs::path& dir);
+    // naming what changed. Open::read_only (status, report, apply): what changed is kept in changed_inputs()
+    // instead, and the contract is the text it had at init, so a finished campaign stays readable after the
+    // user edits the job as its result says; the stages (doctor, run, verify) refuse to start then.
+    enum class Open { checked, read_only };
+    explicit Campaign(const fs::path& dir, Open mode = Open::checked);
+    // "contract PATH", "tree PATH", ...: the locked inputs that differ from init (read-only opens only).
+    const std::vector<std::string>& changed_inputs() const { return changed_inputs_; }
 
     const contract::Contract& contract() const { return contract_; }
     store::CampaignStore& store() { return *store_; }
@@ -241,6 +246,7 @@ class Campaign {
     void say(const RunOptions& o, const std::string& msg);
 
     fs::path dir_;
+    std::vector<std::string> changed_inputs_;
     contract::Contract contract_;
     std::unique_ptr<store::CampaignStore> store_;
     std::vector<patch::PatchInfo> catalog_;

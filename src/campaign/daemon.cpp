@@ -150,8 +150,10 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
                     }
                     locks.emplace(d, std::move(*lock));
                 }
+                // A finished campaign is left alone, also once the user has changed its tree or contract
+                // (applying its result): only one that still runs must find its inputs as at init.
+                if (Campaign(d, Campaign::Open::read_only).finished()) continue;
                 Campaign c(d);
-                if (c.finished()) continue;
                 ++open;
                 fmt::print("infrarsid: running campaign {}\n", d.string());
                 std::fflush(stdout);

@@ -228,6 +228,17 @@ void Campaign::finish_doctor() {
             fmt::format("doctor: final evaluation loss {:.6g} +- {:.3g} (sd over {} seeds); tolerance "
                         "{:.3g}",
                         ref.mean, ref.sd, ref.runs, verify::eval_tolerance(ref, inv)));
+        // Runs at different seeds that agree to the last printed digit: the seed most likely never reached
+        // the job (unmodified nanoGPT hard-codes torch.manual_seed(1337) and has no seed setting), and the
+        // tolerance is the contract's floor, not a measured spread. Say so where the user reads it.
+        if (ref.runs >= 2 && ref.sd == 0.0)
+            store_->log(fmt::format(
+                "doctor: warning: the {} baseline runs at seeds {}..{} printed the same final evaluation "
+                "loss "
+                "{:.6g}: does the job read {}? The loss tolerance is the floor loss_tolerance x |mean| = "
+                "{:.3g}, not calibrated from a spread",
+                ref.runs, inv.seed, inv.seed + ref.runs - 1, ref.mean,
+                inv.seed_env.empty() ? inv.seed_arg : "$" + inv.seed_env, verify::eval_tolerance(ref, inv)));
     }
     if (!mfus.empty()) d.mfu = measure::median(mfus);
     // MFU's one denominator: declared in the contract, else measured once, here, by the baseline's runs.

@@ -2,6 +2,7 @@
 
 #include "space/presets.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/number.hpp"
 
 #include <fmt/core.h>
@@ -868,16 +869,21 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv,
 }
 
 Contract load(const fs::path& file) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::absolute(file, ec)))
+        throw Error("contract file does not exist", file.string(), "a TOML contract file");
+    return load_text(read_regular_file(fs::absolute(file, ec).string(), {.max_bytes = 1u << 20}), file);
+}
+
+Contract load_text(const std::string& text, const fs::path& file) {
     Contract c;
     std::error_code ec;
     c.file = fs::absolute(file, ec).lexically_normal();
     c.dir = c.file.parent_path();
-    if (!fs::is_regular_file(c.file))
-        throw Error("contract file does not exist", file.string(), "a TOML contract file");
     Reader r(c.file.string());
     toml::table root;
     try {
-        root = toml::parse_file(c.file.string());
+        root = toml::parse(text, c.file.string());
     } catch (const toml::parse_error& e) {
         throw Error(std::string("TOML syntax error: ") + std::string(e.description()), r.at(e.source()),
                     "valid TOML (https://toml.io)");

@@ -134,6 +134,9 @@ bool uses_nccl(const Contract& c);
 
 // Parses and validates; throws infrarsi::Error naming file:line and what was expected.
 Contract load(const fs::path& file);
+// The same for the text `file` had (a campaign keeps its contract's text from init, so it can still describe
+// what it ran after the file was edited); relative paths resolve against `file`'s directory.
+Contract load_text(const std::string& text, const fs::path& file);
 
 // "2000M", "4G", "512K", "1000" (MiB, as Slurm) -> bytes. Throws on anything else, and on a size that does
 // not fit in a long long (never wraps).

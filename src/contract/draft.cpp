@@ -486,14 +486,32 @@ Draft draft_contract(const DraftOptions& o) {
 
     // [invariants]
     w.line("[invariants]");
+    // The sample says how many step lines the script's own step count prints: nanoGPT prints iter 0 to
+    // iter max_iters, one more than max_iters (13 lines for --max_iters=12).
+    const auto sampled = o.sample_log.empty() ? std::nullopt : guess_format(o.sample_log);
+    long long extra = 0;
+    if (sampled && steps && integer(steps->arg.value)) {
+        const long long d = static_cast<long long>(sampled->second) - *integer(steps->arg.value);
+        if (d == 0 || d == 1) extra = d;
+    }
     if (steps && !steps->arg.flag)
-        w.check("steps", "20", "the step lines a trial prints with the args above");
+        w.check("steps", std::to_string(20 + extra),
+                extra
+                    ? fmt::format("the step lines a trial prints with the args above (the sample printed {} "
+                                  "for {}={})",
+                                  sampled->second, steps->arg.name, steps->arg.value)
+                    : std::string("the step lines a trial prints with the args above"));
     else
         w.fill("steps", "the step lines a trial prints (the script sets no step count draft knows)");
     w.kv("warmup_steps", "3", "left out of the timing: start-up, first allocations");
     if (const Found* seed = role(Role::Seed); seed && integer(seed->arg.value))
         w.kv("seed", seed->arg.value, "the script's " + seed->arg.name);
-    w.kv("loss_mode", q("last_k_mean"));
+    if (sampled && sampled->first == measure::LogFormatKind::NanoGpt)
+        w.check("loss_mode", q("last_k_mean"),
+                "nanoGPT draws a random batch per micro-step: a micro-batch knob trains on other samples, "
+                "use final_eval with a seed (docs/contract.md, which loss mode)");
+    else
+        w.kv("loss_mode", q("last_k_mean"));
     w.check("loss_tolerance", "0.02", "how far a candidate's loss may stray from the baseline's");
     w.kv("loss_last_k", "5");
     w.line();

@@ -7,9 +7,15 @@
 namespace infrarsi::patch {
 
 namespace {
+// Left out of the hash and of every sandbox copy: version control, byte-code caches, and build
+// directories. A directory is a build directory when it is named "build", or when its name starts with
+// "build" and it holds a CMakeCache.txt (build-release/, build_debug/): a source directory that only starts
+// with "build" (a Python package builders/, build_utils/) is code and must reach the sandbox.
 bool skipped_dir(const fs::path& p) {
     auto name = p.filename().string();
-    return name == ".git" || name.rfind("build", 0) == 0 || name == "__pycache__";
+    if (name == ".git" || name == "__pycache__" || name == "build") return true;
+    std::error_code ec;
+    return name.rfind("build", 0) == 0 && fs::exists(p / "CMakeCache.txt", ec);
 }
 } // namespace
 

@@ -82,7 +82,7 @@ steps = 8
 steps_env = "MINIGPT_STEPS"
 seed = 1234
 seed_env = "MINIGPT_SEED"
-warmup_steps = 2
+warmup_steps = 3
 loss_mode = "last_k_mean"
 loss_tolerance = 0.02
 loss_last_k = 3
@@ -120,7 +120,7 @@ protected = ["train.py"]
 format = "nanogpt"
 [invariants]
 steps = 8
-warmup_steps = 2
+warmup_steps = 3
 seed = 1337
 seed_arg = "--seed={}"
 loss_mode = "last_k_mean"
@@ -196,6 +196,9 @@ judge() {
   fi
 }
 
+# Both contracts time 5 of their 8 steps (warmup_steps = 3): too few for the early stop of slow search trials
+# (it needs twice 3 timed steps), so every attack's search trial runs to its end and reaches its own check.
+# With the early stop, a loaded machine's slow first steps stopped attacks before the lines they forge at exit.
 # ADVERSARIAL_WORKLOADS narrows the run to some of them while working on one (default: both).
 workloads=${ADVERSARIAL_WORKLOADS:-minigpt torchgpt}
 run_campaigns "" $workloads

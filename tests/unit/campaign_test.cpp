@@ -54,6 +54,34 @@ TEST_CASE("init locks the inputs; a changed protected file stops every later com
     CHECK_THROWS_WITH_AS(campaign::Campaign(tmp.path / "c"), doctest::Contains("protected loss.c"), Error);
 }
 
+TEST_CASE("a campaign opened read-only (status, report, apply) after its inputs changed: readable, with what "
+          "changed, and the contract as it ran") {
+    TempDir tmp;
+    auto contract = copy_fixture(tmp.path);
+    campaign::Campaign::init(contract, tmp.path / "c");
+    const auto name = campaign::Campaign(tmp.path / "c").contract().name;
+    // The user applies a result: edits the contract (here: breaks it) and a protected file.
+    std::ofstream(contract, std::ios::app) << "\nnot toml at all [[[\n";
+    std::ofstream(tmp.path / "toyload" / "loss.c", std::ios::app) << "/* edited */\n";
+    CHECK_THROWS_AS(campaign::Campaign(tmp.path / "c"), Error); // a stage would run from changed inputs
+    campaign::Campaign c(tmp.path / "c", campaign::Campaign::Open::read_only);
+    CHECK(c.contract().name == name); // the text locked at init, not the file as it is now
+    const auto& changed = c.changed_inputs();
+    // The contract, the tree (loss.c is in it) and the protected file, in the store's order.
+    REQUIRE(changed.size() == 3);
+    auto has = [&](const std::string& prefix) {
+        return std::any_of(changed.begin(), changed.end(),
+                           [&](const auto& x) { return x.rfind(prefix, 0) == 0; });
+    };
+    CHECK(has("contract "));
+    CHECK(has("tree "));
+    CHECK(has("protected loss.c"));
+    // Unchanged inputs: nothing to say.
+    TempDir other;
+    campaign::Campaign::init(copy_fixture(other.path), other.path / "c");
+    CHECK(campaign::Campaign(other.path / "c", campaign::Campaign::Open::read_only).changed_inputs().empty());
+}
+
 TEST_CASE("the trial wrapper resolves its index in the manifest and writes result.json with the step lines") {
     TempDir tmp;
     trial::Manifest m;

@@ -160,6 +160,31 @@ TEST_CASE("torchgpt's job script drafts a contract init accepts as written, the 
     CHECK(campaign::Campaign(campaigns.path / "c").contract().name == "job");
 }
 
+TEST_CASE("a nanoGPT sample that prints iter 0 to max_iters: the draft's steps count that line more, and "
+          "its loss mode is marked for a random batch per micro-step") {
+    TempDir d;
+    std::ofstream(d.path / "job.sbatch")
+        << "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --mem=3000M\n"
+           "cd \"$(dirname \"$0\")\"\n"
+           "exec python train.py --batch_size=8 --gradient_accumulation_steps=2 "
+           "--max_iters=12 \"$@\"\n";
+    std::ofstream(d.path / "train.py") << "print('iter')\n";
+    std::string sample;
+    for (int i = 0; i <= 12; ++i)
+        sample += "iter " + std::to_string(i) + ": loss 4.1, time 40.00ms, mfu -100.00%\n";
+    contract::DraftOptions o;
+    o.script = d.path / "job.sbatch";
+    o.output = d.path / "job.contract.toml";
+    o.sample_log = sample;
+    o.sample_log_name = "sample.out";
+    const auto draft = contract::draft_contract(o);
+    INFO(draft.text);
+    CHECK(has_line(draft.text, "args = [\"--max_iters=20\"]"));
+    CHECK(has_line(draft.text, "steps = 21"));                                     // iter 0 .. iter 20
+    CHECK(has_line(draft.text, "loss_mode = \"last_k_mean\"   # CHECK: nanoGPT")); // final_eval, with a seed
+    CHECK(draft.text.find("final_eval") != std::string::npos);
+}
+
 TEST_CASE("the Megatron draft marks what the script does not say, and init accepts it once filled in") {
     TempDir d;
     fs::copy_file(fixtures / "scripts" / "megatron-gpt.sbatch", d.path / "megatron-gpt.sbatch");

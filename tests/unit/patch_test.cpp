@@ -258,3 +258,25 @@ TEST_CASE("a patch applies with its whole context or not at all (no fuzz)") {
     CHECK(sb.detail.find("does not apply") != std::string::npos);
     fs::remove_all(root);
 }
+
+TEST_CASE(
+    "the tree's hash and sandbox copy leave out build directories, not code whose name starts with build") {
+    const auto root = fs::temp_directory_path() / ("infrarsi-hash-" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    fs::create_directories(root / "builders");
+    fs::create_directories(root / "build");
+    fs::create_directories(root / "build-release");
+    std::ofstream(root / "main.py") << "import builders\n";
+    std::ofstream(root / "builders" / "util.py") << "x = 1\n";
+    std::ofstream(root / "build" / "out.o") << "object\n";
+    std::ofstream(root / "build-release" / "CMakeCache.txt") << "cache\n";
+    const auto before = patch::hash_tree(root);
+    // A build's outputs change nothing.
+    std::ofstream(root / "build" / "out.o") << "another object\n";
+    std::ofstream(root / "build-release" / "CMakeCache.txt") << "another cache\n";
+    CHECK(patch::hash_tree(root) == before);
+    // A package named builders/ is code: a change there is a change of the tree.
+    std::ofstream(root / "builders" / "util.py") << "x = 2\n";
+    CHECK(patch::hash_tree(root) != before);
+    fs::remove_all(root);
+}

@@ -140,6 +140,13 @@ TEST_CASE("final_eval: the final evaluation loss within a tolerance calibrated f
     // Seeds that agree exactly (a deterministic job): the floor, loss_tolerance relative.
     const auto same = verify::eval_reference({2.0, 2.0, 2.0});
     CHECK(verify::eval_tolerance(same, c.invariants) == doctest::Approx(0.002));
+    // ... and a rejection says it is the floor, not a calibration (a seed the job never read looks like
+    // this).
+    const auto floor_why = verify::check_eval_loss(same, 2.01, c.invariants);
+    CHECK(floor_why.find("the floor loss_tolerance x |mean|") != std::string::npos);
+    CHECK(floor_why.find("calibrated") == std::string::npos);
+    CHECK(verify::check_eval_loss(ref, 2.06, c.invariants).find("calibrated from 5 baseline runs") !=
+          std::string::npos);
 
     // decide() uses it instead of the per-step curve: a candidate whose curve differs (another split of the
     // micro-batches) but whose final evaluation agrees is promoted; one whose evaluation is off is not.
