@@ -128,9 +128,8 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
         p->flops,
         fmt::format("this host's {} (the local scheduler runs the trials here)",
                     p->gpu ? p->source
-                           : fmt::format("calibration ({} cores x {:.3g} GFLOP/s, "
-                                         "the fastest FMA sample)",
-                                         here.topology.cores, here.calibration.compute_gflops.max))};
+                           : fmt::format("{}: {} cores x {:.3g} GFLOP/s", p->source, here.topology.cores,
+                                         p->flops / 1e9 / here.topology.cores))};
 }
 
 void Campaign::finish_doctor() {

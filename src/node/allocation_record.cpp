@@ -198,7 +198,10 @@ std::vector<AllocationRecord> records_of_jobs(const std::vector<AllocationRecord
 }
 
 std::optional<double> calibration_peak_flops(const AllocationRecord& r) {
-    const auto& g = r.calibration.compute_gflops;
+    // The vector FMA probe where the record has it (the peak a GEMM can reach), else the scalar one (an older
+    // plugin's record: far below what a vectorized training step achieves).
+    const auto& v = r.calibration.vector_gflops;
+    const auto& g = !v.samples.empty() && v.max > 0 ? v : r.calibration.compute_gflops;
     if (g.samples.empty() || !(g.max > 0) || r.topology.cores == 0) return std::nullopt;
     return g.max * 1e9 * r.topology.cores;
 }
@@ -219,7 +222,12 @@ std::optional<NodePeak> node_peak_flops(const AllocationRecord& r) {
         return NodePeak{tflops * 1e12, std::to_string(r.gpu->gpus.size()) + " GPU(s), " + source, true};
     }
     if (const auto p = calibration_peak_flops(r))
-        return NodePeak{*p, "CPU calibration (the fastest FMA sample x cores)", false};
+        return NodePeak{*p,
+                        r.calibration.vector_gflops.samples.empty()
+                            ? "CPU calibration (the fastest scalar FMA sample x cores)"
+                            : "CPU calibration (the fastest " + r.calibration.vector_isa +
+                                  " single-precision FMA sample x cores)",
+                        false};
     return std::nullopt;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <dlfcn.h>
+#include <immintrin.h>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -39,6 +40,80 @@ double compute_sample(double slice_ms) {
     double secs = ms_since(t0) / 1e3;
     g_sink = std::accumulate(std::begin(a), std::end(a), 0.0);
     return flops / secs / 1e9;
+}
+
+// Twelve independent accumulators of fused multiply-adds (more than the FMA latency times the FMA ports),
+// each `lanes` floats wide: what one core's vector units do at most. One function per instruction set, chosen
+// at run time, so the binary runs on any x86-64.
+constexpr int kVectorChains = 12;
+
+__attribute__((target("avx512f"))) double fma_avx512(double slice_ms) {
+    __m512 a[kVectorChains];
+    for (int k = 0; k < kVectorChains; ++k)
+        a[k] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(k));
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    uint64_t flops = 0;
+    const auto t0 = Clock::now();
+    do {
+        for (int i = 0; i < 1024; ++i)
+            for (auto& x : a)
+                x = _mm512_fmadd_ps(x, m, c);
+        flops += uint64_t(1024) * kVectorChains * 16 * 2;
+    } while (ms_since(t0) < slice_ms);
+    const double secs = ms_since(t0) / 1e3;
+    float out[16];
+    _mm512_storeu_ps(out, a[0]);
+    g_sink = out[0];
+    return flops / secs / 1e9;
+}
+
+__attribute__((target("avx2,fma"))) double fma_avx2(double slice_ms) {
+    __m256 a[kVectorChains];
+    for (int k = 0; k < kVectorChains; ++k)
+        a[k] = _mm256_set1_ps(1.0f + 0.01f * static_cast<float>(k));
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    uint64_t flops = 0;
+    const auto t0 = Clock::now();
+    do {
+        for (int i = 0; i < 1024; ++i)
+            for (auto& x : a)
+                x = _mm256_fmadd_ps(x, m, c);
+        flops += uint64_t(1024) * kVectorChains * 8 * 2;
+    } while (ms_since(t0) < slice_ms);
+    const double secs = ms_since(t0) / 1e3;
+    float out[8];
+    _mm256_storeu_ps(out, a[0]);
+    g_sink = out[0];
+    return flops / secs / 1e9;
+}
+
+// SSE2 (every x86-64): a multiply and an add, 4 floats each.
+double fma_sse2(double slice_ms) {
+    __m128 a[kVectorChains];
+    for (int k = 0; k < kVectorChains; ++k)
+        a[k] = _mm_set1_ps(1.0f + 0.01f * static_cast<float>(k));
+    const __m128 m = _mm_set1_ps(0.999999f), c = _mm_set1_ps(1e-7f);
+    uint64_t flops = 0;
+    const auto t0 = Clock::now();
+    do {
+        for (int i = 0; i < 1024; ++i)
+            for (auto& x : a)
+                x = _mm_add_ps(_mm_mul_ps(x, m), c);
+        flops += uint64_t(1024) * kVectorChains * 4 * 2;
+    } while (ms_since(t0) < slice_ms);
+    const double secs = ms_since(t0) / 1e3;
+    float out[4];
+    _mm_storeu_ps(out, a[0]);
+    g_sink = out[0];
+    return flops / secs / 1e9;
+}
+
+// The widest vector FMA this CPU has, by name, and its probe.
+std::pair<const char*, double (*)(double)> vector_probe() {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return {"avx512f", fma_avx512};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2+fma", fma_avx2};
+    return {"sse2", fma_sse2};
 }
 
 double memory_sample(double* x, const double* y, const double* z, size_t n, double slice_ms) {
@@ -149,17 +224,21 @@ Calibration calibrate(const CalibrationOptions& options) {
     size_t n = std::max<size_t>(options.memory_bytes / (3 * sizeof(double)), 1024);
     std::vector<double> x(n, 0.0), y(n, 1.0), z(n, 2.0);
 
-    // Budget split: compute 40 %, memory 40 %, timer 20 % of what is left, minus a small reserve for the
-    // slice overshoot (a slice ends after the iteration that crosses its end).
+    // Budget split: compute 25 %, vector compute 15 %, memory 40 %, timer 20 % of what is left, minus a small
+    // reserve for the slice overshoot (a slice ends after the iteration that crosses its end).
     double left = std::max(0.0, c.budget_ms - ms_since(t0)) * 0.9;
     double per = left / options.repeats;
-    std::vector<double> comp, mem, tim;
+    const auto [isa, vector_sample] = vector_probe();
+    c.vector_isa = isa;
+    std::vector<double> comp, vec, mem, tim;
     // Interleaved, so a burst of interference shows up as spread in every probe instead of biasing one.
     for (unsigned r = 0; r < options.repeats; ++r) {
-        comp.push_back(compute_sample(per * 0.4));
+        comp.push_back(compute_sample(per * 0.25));
+        vec.push_back(vector_sample(per * 0.15));
         mem.push_back(memory_sample(x.data(), y.data(), z.data(), n, per * 0.4));
         tim.push_back(timer_overshoot_sample(per * 0.2));
     }
+    c.vector_gflops = summarize(std::move(vec));
     c.compute_gflops = summarize(std::move(comp));
     c.memory_gbs = summarize(std::move(mem));
     c.timer_overshoot_us = summarize(std::move(tim));
@@ -175,6 +254,10 @@ nlohmann::json to_json(const Calibration& c) {
                         {"elapsed_ms", c.elapsed_ms},
                         {"budget_ms", c.budget_ms}};
     if (c.nccl) j["nccl"] = {{"available", c.nccl->available}, {"version", c.nccl->version}};
+    if (!c.vector_gflops.samples.empty()) {
+        j["vector_gflops"] = to_json(c.vector_gflops);
+        j["vector_isa"] = c.vector_isa;
+    }
     return j;
 }
 
@@ -188,6 +271,11 @@ Calibration calibration_from_json(const nlohmann::json& j) {
     c.elapsed_ms = field<double>(j, "elapsed_ms");
     c.budget_ms = field<double>(j, "budget_ms");
     if (c.elapsed_ms < 0 || c.budget_ms < 0) throw Error("negative elapsed_ms or budget_ms", "calibration");
+    // Absent in an older plugin's record.
+    if (j.contains("vector_gflops")) {
+        c.vector_gflops = probe_stats_from_json(j, "vector_gflops", "calibration");
+        c.vector_isa = field<std::string>(j, "vector_isa");
+    }
     if (j.contains("nccl")) {
         NcclInfo n;
         n.available = field<bool>(j.at("nccl"), "available");

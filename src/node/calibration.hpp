@@ -34,7 +34,12 @@ struct NcclInfo {
 };
 
 struct Calibration {
-    ProbeStats compute_gflops;      // double-precision FMA throughput of one core
+    ProbeStats compute_gflops; // double-precision FMA throughput of one core
+    // Single-precision vector FMA throughput of one core, with the widest vector unit the CPU has
+    // (vector_isa: "avx512f", "avx2+fma", "sse2"): the per-core peak a training step's GEMMs can reach, so
+    // cores x it is the node's MFU denominator. Empty in a record of an older plugin.
+    ProbeStats vector_gflops;
+    std::string vector_isa;
     ProbeStats memory_gbs;          // STREAM-triad bandwidth of one core
     ProbeStats timer_overshoot_us;  // how late a 100 us sleep wakes up (scheduler noise)
     double timer_resolution_ns = 0; // smallest non-zero step of CLOCK_MONOTONIC seen
@@ -54,7 +59,8 @@ ProbeStats summarize(std::vector<double> samples);
 NcclInfo probe_nccl();
 
 nlohmann::json to_json(const ProbeStats& s);
-// {"samples": [...], ...} under `name`, re-summarized from its samples; throws infrarsi::Error naming `where`.
+// {"samples": [...], ...} under `name`, re-summarized from its samples; throws infrarsi::Error naming
+// `where`.
 ProbeStats probe_stats_from_json(const nlohmann::json& j, const char* name, const std::string& where);
 
 nlohmann::json to_json(const Calibration& c);

@@ -46,6 +46,10 @@ std::string render_node(const nlohmann::json& j) {
                        c.at("compute_gflops").value("median", 0.0), c.at("compute_gflops").value("cv", 0.0),
                        c.at("memory_gbs").value("median", 0.0), c.at("memory_gbs").value("cv", 0.0),
                        c.at("timer_overshoot_us").value("median", 0.0));
+    if (c.contains("vector_gflops"))
+        out += fmt::format("cpu vector ({}): {:.2f} single-precision GFLOP/s per core (cv {:.3f})\n",
+                           c.value("vector_isa", std::string()), c.at("vector_gflops").value("median", 0.0),
+                           c.at("vector_gflops").value("cv", 0.0));
     if (j.contains("nccl_allreduce")) out += render_nccl_allreduce(j.at("nccl_allreduce"));
     if (!j.contains("gpu")) return out;
     const auto& g = j.at("gpu");

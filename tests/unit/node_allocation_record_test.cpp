@@ -251,6 +251,13 @@ TEST_CASE("a node's peak FLOP/s from its record: the fastest compute sample time
     r.topology.cores = 4;
     REQUIRE(node::calibration_peak_flops(r));
     CHECK(*node::calibration_peak_flops(r) == doctest::Approx(2.5e9 * 4));
+    // With the vector FMA probe (a current plugin's record): its fastest sample, the peak a GEMM can reach.
+    r.calibration.vector_gflops = node::summarize({60.0, 64.0, 58.0});
+    r.calibration.vector_isa = "avx2+fma";
+    CHECK(*node::calibration_peak_flops(r) == doctest::Approx(64e9 * 4));
+    const auto peak = node::node_peak_flops(r);
+    REQUIRE(peak);
+    CHECK(peak->source.find("avx2+fma") != std::string::npos);
 }
 
 TEST_CASE("a node's peak for MFU: its GPUs' dense bf16 peaks when its GPU probe ended ok, else the CPU's") {

@@ -29,6 +29,11 @@ TEST_CASE("a 150 ms calibration measures every probe a few times and stays near 
     CHECK(c.timer_overshoot_us.samples.size() == 3);
     CHECK(c.compute_gflops.median > 0.01);
     CHECK(c.memory_gbs.median > 0.01);
+    // The vector FMA probe: the CPU's widest unit, several times the scalar chains' rate (x86-64 has SSE2 at
+    // least: 4 floats a lane; AVX2 + FMA does 8 a lane and fuses the add).
+    CHECK(c.vector_gflops.samples.size() == 3);
+    CHECK((c.vector_isa == "avx512f" || c.vector_isa == "avx2+fma" || c.vector_isa == "sse2"));
+    CHECK(c.vector_gflops.max > c.compute_gflops.max);
     CHECK(c.timer_resolution_ns > 0);
     // Budget plus one iteration's overshoot per slice; a loaded CI machine can be late, not 2x late.
     CHECK(c.elapsed_ms < 2 * 150);
@@ -65,4 +70,11 @@ TEST_CASE("calibration JSON round-trips and rejects negative samples") {
     CHECK_THROWS_WITH_AS(calibration_from_json(j), doctest::Contains("memory_gbs"), Error);
     j.erase("memory_gbs");
     CHECK_THROWS_WITH_AS(calibration_from_json(j), doctest::Contains("memory_gbs"), Error);
+    // An older plugin's record has no vector probe: read as empty, and written back without it.
+    auto old_record = to_json(c);
+    old_record.erase("vector_gflops");
+    old_record.erase("vector_isa");
+    const auto read = calibration_from_json(old_record);
+    CHECK(read.vector_gflops.samples.empty());
+    CHECK_FALSE(to_json(read).contains("vector_gflops"));
 }
