@@ -15,6 +15,11 @@
 
 namespace infrarsi::node {
 
+// Milliseconds since `t0` on the steady clock: the probes' budgets and timings.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 struct CudaFailure {
     std::string what;
 };
@@ -83,7 +88,7 @@ Record run_bounded_probe(std::chrono::milliseconds budget, const std::function<R
         r.status = GpuProbeStatus::failed;
         r.detail = "the " + what + "'s child process failed (a crash in a vendor library?)";
     }
-    r.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    r.elapsed_ms = ms_since(t0);
     return r;
 }
 

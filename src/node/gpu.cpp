@@ -24,9 +24,6 @@ constexpr util::EnumNames<GpuProbeStatus, 5> kStatusNames{{{{GpuProbeStatus::ok,
                                                               {GpuProbeStatus::failed, "failed"},
                                                               {GpuProbeStatus::timed_out, "timed_out"}}}};
 
-double ms_since(Clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 class EventPair {
   public:

@@ -25,9 +25,6 @@ using Clock = std::chrono::steady_clock;
 namespace abi = cuda_abi;
 namespace fs = std::filesystem;
 
-double ms_since(Clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 void check_nccl(const Nccl& nccl, abi::Status s, const char* call) {
     if (s == 0) return;
