@@ -25,7 +25,6 @@ using Clock = std::chrono::steady_clock;
 namespace abi = cuda_abi;
 namespace fs = std::filesystem;
 
-
 void check_nccl(const Nccl& nccl, abi::Status s, const char* call) {
     if (s == 0) return;
     const char* words = nccl.get_error_string ? nccl.get_error_string(s) : nullptr;
@@ -195,7 +194,8 @@ NcclAllreduce rank_probe(const NcclProbeOptions& options, const RankPlace& place
         const Nccl& nccl = libs.nccl();
         r.ranks = place.ranks;
         int count = 0;
-        if (const abi::Status st = libs.runtime().get_device_count(&count); st != 0 || place.device >= count) {
+        if (const abi::Status st = libs.runtime().get_device_count(&count);
+            st != 0 || place.device >= count) {
             r.status = GpuProbeStatus::no_gpu;
             r.detail = st != 0 ? fmt::format("cudaGetDeviceCount: {}", libs.runtime().get_error_string(st))
                                : fmt::format("rank {} wants device {}; this process sees {}", place.rank,
@@ -203,8 +203,8 @@ NcclAllreduce rank_probe(const NcclProbeOptions& options, const RankPlace& place
             return;
         }
         abi::NcclUniqueId id{};
-        // Rank 0's id file goes when it leaves, whatever happened: once every rank has joined (or never will),
-        // it has served its purpose, and no later run may find it.
+        // Rank 0's id file goes when it leaves, whatever happened: once every rank has joined (or never
+        // will), it has served its purpose, and no later run may find it.
         struct Unpublish {
             const fs::path* path = nullptr;
             ~Unpublish() {
@@ -253,8 +253,8 @@ double allreduce_bus_gbs(double bytes, double seconds, int ranks) {
 
 NcclAllreduce probe_nccl_allreduce_node(const NcclProbeOptions& options) {
     return run_bounded_probe<NcclAllreduce>(
-        options.budget, [&] { return node_probe(options); }, nccl_allreduce_from_json, "NCCL all-reduce probe",
-        "a hung driver");
+        options.budget, [&] { return node_probe(options); }, nccl_allreduce_from_json,
+        "NCCL all-reduce probe", "a hung driver");
 }
 
 NcclAllreduce probe_nccl_allreduce_rank(const NcclProbeOptions& options, const RankPlace& place,
