@@ -546,6 +546,31 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
                             })));
         }
     }
+    // What failed every time it ran is not tried again, however unsure the model still is.
+    {
+        std::vector<Eigen::VectorXd> xs;
+        std::vector<bool> ran;
+        for (const auto& t : trials) {
+            if (t.outcome == Outcome::failed) continue; // nothing to learn (the infrastructure's, or queued)
+            xs.push_back(candidates[t.candidate].features);
+            ran.push_back(t.outcome != Outcome::infeasible);
+        }
+        const FailureRule rule = consistent_failures(xs, ran);
+        int avoided = 0;
+        std::string ex;
+        for (int c = 0; c < n; ++c) {
+            if (excluded[c] || !rule.avoids(candidates[c].features)) continue;
+            excluded[c] = 1;
+            fail[c] = 1.0;
+            if (++avoided <= 3) ex += (ex.empty() ? "" : "; ") + candidates[c].id;
+        }
+        if (avoided > 0)
+            notes_.push_back(fmt::format(
+                "failed every time: {} untried candidate{} avoided (e.g. {}): they share {} value{} and {} "
+                "pair{} of values that failed at least twice for a reason of their own and never ran",
+                avoided, avoided == 1 ? "" : "s", ex, rule.values.size(), rule.values.size() == 1 ? "" : "s",
+                rule.pairs.size(), rule.pairs.size() == 1 ? "" : "s"));
+    }
     BatchDraft batch(std::move(excluded));
     memory_.fit(memory_points(candidates, trials, s.memory_limit_bytes), d, s.memory);
     const std::function<double(int)> p_oom = [&](int c) {

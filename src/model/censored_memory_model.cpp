@@ -47,10 +47,15 @@ void CensoredMemoryModel::fit(const std::vector<MemoryPoint>& points, int featur
     if (feature_count < 0) throw Error("negative feature count", "CensoredMemoryModel::fit");
     feature_count_ = feature_count;
     const int p = feature_count + 2;
-    Eigen::VectorXd prior_var(p);
-    prior_var.setConstant(s.feature_prior_sd * s.feature_prior_sd);
-    prior_var(0) = s.intercept_prior_sd * s.intercept_prior_sd;
-    prior_var(p - 1) = s.prior_slope_prior_sd * s.prior_slope_prior_sd;
+    if (s.feature_prior_sd_grid.empty() || s.residual_sd_grid.empty())
+        throw Error("empty prior grid", "CensoredMemoryModel::fit");
+    auto prior_variance = [&](double feature_sd) {
+        Eigen::VectorXd v(p);
+        v.setConstant(feature_sd * feature_sd);
+        v(0) = s.intercept_prior_sd * s.intercept_prior_sd;
+        v(p - 1) = s.prior_slope_prior_sd * s.prior_slope_prior_sd;
+        return v;
+    };
 
     ref_ = 0;
     for (const auto& pt : points) {
@@ -65,8 +70,9 @@ void CensoredMemoryModel::fit(const std::vector<MemoryPoint>& points, int featur
             double& at = censored_[key(pt.features, pt.prior_peak_bytes)];
             at = std::max(at, pt.bytes);
         }
+    mixture_.clear();
     w_ = Eigen::VectorXd::Zero(p);
-    cov_ = prior_var.asDiagonal();
+    cov_ = prior_variance(s.feature_prior_sd_grid.front()).asDiagonal();
     sigma_ = s.residual_sd_prior_median;
     if (points.empty()) return;
 
@@ -79,6 +85,7 @@ void CensoredMemoryModel::fit(const std::vector<MemoryPoint>& points, int featur
         t(i) = std::log(points[i].bytes) - std::log(points[i].prior_peak_bytes);
         cens[i] = points[i].censored;
     }
+    Eigen::VectorXd prior_var = prior_variance(s.feature_prior_sd_grid.front());
     Eigen::VectorXd prior_prec = prior_var.cwiseInverse();
 
     // Log posterior (up to constants), gradient and Hessian in w for a fixed residual sd.
@@ -109,39 +116,51 @@ void CensoredMemoryModel::fit(const std::vector<MemoryPoint>& points, int featur
     };
 
     double best_evidence = -std::numeric_limits<double>::infinity();
-    Eigen::VectorXd w = Eigen::VectorXd::Zero(p);
-    for (double sigma : s.residual_sd_grid) {
-        // Damped Newton from the previous optimum (the grid is sorted, optima move smoothly).
-        Eigen::VectorXd g;
-        Eigen::MatrixXd H;
-        double f = evaluate(w, sigma, &g, &H);
-        for (int it = 0; it < 50; ++it) {
-            Eigen::VectorXd step = H.ldlt().solve(g);
-            double a = 1.0, fn = f;
-            Eigen::VectorXd wn;
-            for (int ls = 0; ls < 30; ++ls, a *= 0.5) {
-                wn = w + a * step;
-                fn = evaluate(wn, sigma, nullptr, nullptr);
-                if (fn >= f - 1e-12) break;
+    for (double feature_sd : s.feature_prior_sd_grid) {
+        prior_var = prior_variance(feature_sd);
+        prior_prec = prior_var.cwiseInverse();
+        Eigen::VectorXd w = Eigen::VectorXd::Zero(p);
+        for (double sigma : s.residual_sd_grid) {
+            // Damped Newton from the previous optimum (the grid is sorted, optima move smoothly).
+            Eigen::VectorXd g;
+            Eigen::MatrixXd H;
+            double f = evaluate(w, sigma, &g, &H);
+            for (int it = 0; it < 50; ++it) {
+                Eigen::VectorXd step = H.ldlt().solve(g);
+                double a = 1.0, fn = f;
+                Eigen::VectorXd wn;
+                for (int ls = 0; ls < 30; ++ls, a *= 0.5) {
+                    wn = w + a * step;
+                    fn = evaluate(wn, sigma, nullptr, nullptr);
+                    if (fn >= f - 1e-12) break;
+                }
+                bool done = std::abs(fn - f) < 1e-9 * std::max(1.0, std::abs(f));
+                w = wn, f = evaluate(w, sigma, &g, &H);
+                if (done || g.norm() < 1e-8) break;
             }
-            bool done = std::abs(fn - f) < 1e-9 * std::max(1.0, std::abs(f));
-            w = wn, f = evaluate(w, sigma, &g, &H);
-            if (done || g.norm() < 1e-8) break;
-        }
-        // Laplace evidence: log p(D|w*) + log N(w*; 0, prior) + p/2 log 2pi - 1/2 log det H.
-        Eigen::LLT<Eigen::MatrixXd> llt(H);
-        double logdet_h = 2.0 * Eigen::MatrixXd(llt.matrixL()).diagonal().array().log().sum();
-        double log_prior_norm = -0.5 * (prior_var.array().log().sum() + p * kLog2Pi);
-        double evidence = f + log_prior_norm + 0.5 * p * kLog2Pi - 0.5 * logdet_h;
-        double zs = std::log(sigma / s.residual_sd_prior_median);
-        evidence += -0.5 * zs * zs;
-        if (evidence > best_evidence) {
-            best_evidence = evidence;
-            w_ = w;
-            cov_ = llt.solve(Eigen::MatrixXd::Identity(p, p));
-            sigma_ = sigma;
+            // Laplace evidence: log p(D|w*) + log N(w*; 0, prior) + p/2 log 2pi - 1/2 log det H.
+            Eigen::LLT<Eigen::MatrixXd> llt(H);
+            double logdet_h = 2.0 * Eigen::MatrixXd(llt.matrixL()).diagonal().array().log().sum();
+            double log_prior_norm = -0.5 * (prior_var.array().log().sum() + p * kLog2Pi);
+            double evidence = f + log_prior_norm + 0.5 * p * kLog2Pi - 0.5 * logdet_h;
+            double zs = std::log(sigma / s.residual_sd_prior_median);
+            evidence += -0.5 * zs * zs;
+            mixture_.push_back({w, llt.solve(Eigen::MatrixXd::Identity(p, p)), sigma, evidence});
+            if (evidence > best_evidence) {
+                best_evidence = evidence;
+                w_ = w;
+                cov_ = mixture_.back().cov;
+                sigma_ = sigma;
+            }
         }
     }
+    // Weights of the grid's fits by their evidence: the prediction averages over the prior's scales rather
+    // than trusting the best one (a point choice makes the interval too narrow with few trials).
+    double total = 0;
+    for (auto& c : mixture_)
+        total += c.weight = std::exp(c.weight - best_evidence);
+    for (auto& c : mixture_)
+        c.weight /= total;
 }
 
 MemoryPrediction CensoredMemoryModel::predict(const Eigen::VectorXd& features,
@@ -149,8 +168,21 @@ MemoryPrediction CensoredMemoryModel::predict(const Eigen::VectorXd& features,
     if (feature_count_ < 0) throw Error("memory model used before fit", "CensoredMemoryModel::predict");
     Eigen::VectorXd z = design(features, prior_peak_bytes);
     MemoryPrediction out;
-    out.mean_log = std::log(prior_peak_bytes) + z.dot(w_);
-    out.sd_log = std::sqrt(z.dot(cov_ * z) + sigma_ * sigma_);
+    if (mixture_.empty()) { // no data: the prior
+        out.mean_log = std::log(prior_peak_bytes) + z.dot(w_);
+        out.sd_log = std::sqrt(z.dot(cov_ * z) + sigma_ * sigma_);
+        return out;
+    }
+    // The mixture's mean and variance (moment-matched to one normal).
+    double mean = 0, second = 0;
+    for (const auto& c : mixture_) {
+        if (c.weight < 1e-6) continue;
+        const double m = z.dot(c.w), v = z.dot(c.cov * z) + c.sigma * c.sigma;
+        mean += c.weight * m;
+        second += c.weight * (v + m * m);
+    }
+    out.mean_log = std::log(prior_peak_bytes) + mean;
+    out.sd_log = std::sqrt(std::max(1e-12, second - mean * mean));
     return out;
 }
 

@@ -9,11 +9,14 @@
 //
 // The analytic estimate is the prior mean; w is a linear correction, so one OOM moves the prediction of
 // every configuration that shares its features. Fit: MAP for w by Newton's method (the Tobit log-likelihood
-// is concave in w for fixed s), Laplace approximation of the posterior of w, and s chosen on a grid by the
-// Laplace approximation of the evidence. Cost is linear in the number of trials, so it scales to thousands.
-// Why linear and not a GP correction: the errors of analytic memory estimates are systematic per term
-// (activations, buffers, fragmentation), which a linear correction over the encoded knobs captures with
-// few observations; a GP correction would need many more OOMs to move.
+// is concave in w for fixed s), Laplace approximation of the posterior of w, for every s and feature prior
+// scale tau of a grid; a prediction averages the grid's fits weighted by their Laplace evidence (Bayesian
+// model averaging over the hyperparameters, moment-matched to one normal: a point choice of s made the 90%
+// interval cover ~80% of held-out peaks, scripts/bench-tuners). Without an analytic estimate (one constant
+// prior) the evidence picks a wide tau: the features then carry the whole memory effect. Cost is linear in
+// the number of trials, so it scales to thousands. Why linear and not a GP correction: the errors of analytic
+// memory estimates are systematic per term (activations, buffers, fragmentation), which a linear correction
+// over the encoded knobs captures with few observations; a GP correction would need many more OOMs to move.
 #include <Eigen/Dense>
 #include <cstdint>
 #include <unordered_map>
@@ -29,8 +32,10 @@ struct MemoryPoint {
 };
 
 struct MemoryModelSettings {
-    double intercept_prior_sd = 0.7;   // log scale: a prior off by 2x is one sd away
-    double feature_prior_sd = 0.15;    // per encoded feature
+    double intercept_prior_sd = 0.7; // log scale: a prior off by 2x is one sd away
+    // Per encoded feature, chosen with the residual sd by the evidence: small corrections of an analytic
+    // estimate, or, without one (a constant prior), the features must carry the whole memory effect.
+    std::vector<double> feature_prior_sd_grid = {0.15, 0.4, 1.0};
     double prior_slope_prior_sd = 0.2; // on log prior estimate (errors that grow with size)
     std::vector<double> residual_sd_grid = {0.02, 0.04, 0.07, 0.12, 0.2, 0.35};
     double residual_sd_prior_median = 0.07; // weak log-normal prior on s (sd 1 in log)
@@ -65,8 +70,14 @@ class CensoredMemoryModel {
     std::uint64_t key(const Eigen::VectorXd& features, double prior_peak_bytes) const;
     double censored_at(const Eigen::VectorXd& features, double prior_peak_bytes) const; // 0 when none
     std::unordered_map<std::uint64_t, double> censored_; // OOMed configurations -> largest limit exceeded
-    Eigen::VectorXd w_;
-    Eigen::MatrixXd cov_; // Laplace posterior covariance of w
+    struct Fit {
+        Eigen::VectorXd w;
+        Eigen::MatrixXd cov;
+        double sigma = 0, weight = 0; // weight: the evidence while fitting, then its normalized share
+    };
+    std::vector<Fit> mixture_; // one per (feature prior sd, residual sd) of the grid
+    Eigen::VectorXd w_;        // the best fit's (by evidence)
+    Eigen::MatrixXd cov_;      // Laplace posterior covariance of w
     double sigma_ = 0.07, ref_ = 0;
     int feature_count_ = -1;
 };

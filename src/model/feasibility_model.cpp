@@ -118,4 +118,60 @@ double FeasibilityModel::probability(const Eigen::VectorXd& x) const {
     return sigmoid(mean / std::sqrt(1 + M_PI * var / 8));
 }
 
+bool FailureRule::avoids(const Eigen::VectorXd& x) const {
+    for (const auto& v : values)
+        if (x(v.feature) == v.value) return true;
+    for (const auto& [a, b] : pairs)
+        if (x(a.feature) == a.value && x(b.feature) == b.value) return true;
+    return false;
+}
+
+FailureRule consistent_failures(const std::vector<Eigen::VectorXd>& trial_features,
+                                const std::vector<bool>& ran, int min_failures) {
+    FailureRule rule;
+    if (trial_features.empty()) return rule;
+    const auto d = static_cast<int>(trial_features.front().size());
+    const auto n = trial_features.size();
+    // Greedy cover: take the value (then the pair) that never ran and explains the most failures not yet
+    // explained, until none explains min_failures more. A value that only appears in failures another value
+    // already explains (the micro-batch of two crashed trials that both had the crashing optimizer) is not
+    // blamed.
+    std::vector<char> explained(n, 0);
+    auto matches = [&](std::size_t t, int j, double v) { return trial_features[t](j) == v; };
+    for (int pass = 0; pass < 2; ++pass) { // 0: single values, 1: pairs
+        for (;;) {
+            int best_failed = 0;
+            FailureRule::Value best_a, best_b;
+            for (std::size_t i = 0; i < n; ++i) {
+                if (ran[i] || explained[i]) continue;
+                const auto& x = trial_features[i];
+                for (int j = 0; j < d; ++j)
+                    for (int k = pass == 0 ? j : j + 1; k < (pass == 0 ? j + 1 : d); ++k) {
+                        int failed = 0;
+                        bool never_ran = true;
+                        for (std::size_t t = 0; t < n && never_ran; ++t) {
+                            if (!matches(t, j, x(j)) || !matches(t, k, x(k))) continue;
+                            if (ran[t])
+                                never_ran = false;
+                            else if (!explained[t])
+                                ++failed;
+                        }
+                        if (never_ran && failed > best_failed)
+                            best_failed = failed, best_a = {j, x(j)}, best_b = {k, x(k)};
+                    }
+            }
+            if (best_failed < min_failures) break;
+            if (pass == 0)
+                rule.values.push_back(best_a);
+            else
+                rule.pairs.push_back({best_a, best_b});
+            for (std::size_t t = 0; t < n; ++t)
+                if (!ran[t] && matches(t, best_a.feature, best_a.value) &&
+                    matches(t, best_b.feature, best_b.value))
+                    explained[t] = 1;
+        }
+    }
+    return rule;
+}
+
 } // namespace infrarsi::model

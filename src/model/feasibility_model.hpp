@@ -59,4 +59,23 @@ class FeasibilityModel {
     Eigen::MatrixXd L_; // chol(I + W^1/2 K W^1/2)
 };
 
+// The rule beside the model: a value that failed every time it ran is not tried again. An encoded feature's
+// value (a knob value, a patch on or off) seen in at least `min_failures` trials that failed for a reason of
+// their own and in none that ran (ok, OOM, timeout, stopped) is avoided; so is a pair of values that failed
+// every time. Values are blamed greedily, the one that explains the most failures first, and a value whose
+// failures are all explained already is not blamed. The model above may stay unsure after two
+// crashes of one value (its prior calls failures rare); what failed every time needs no more evidence until
+// something changes (a new campaign). `ran[i]`: trial i ran (false: it failed for a reason of its own).
+struct FailureRule {
+    struct Value {
+        int feature = 0;
+        double value = 0;
+    };
+    std::vector<Value> values;                  // each avoided alone
+    std::vector<std::pair<Value, Value>> pairs; // each avoided together
+    bool avoids(const Eigen::VectorXd& x) const;
+};
+FailureRule consistent_failures(const std::vector<Eigen::VectorXd>& trial_features,
+                                const std::vector<bool>& ran, int min_failures = 2);
+
 } // namespace infrarsi::model

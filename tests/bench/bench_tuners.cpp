@@ -3,6 +3,7 @@
 // run (median and IQR), fraction of OOM trials, cost, best found at a fixed budget; then the time of one
 // model refit plus batch proposal at 500 and 5,000 trials. Everything printed is measured in this run.
 #include "environment.hpp"
+#include "memory_quality.hpp"
 #include "tuners.hpp"
 #include "util/error.hpp"
 
@@ -167,17 +168,29 @@ int main(int argc, char** argv) {
                     return std::string("?");
                 }(),
                 env->true_step_time(env->baseline()));
-            auto timed = [&](const std::string& name, auto make, int limit) {
+            auto timed = [&](const std::string& name, const Environment& on, auto make, int limit) {
                 auto t0 = std::chrono::steady_clock::now();
                 std::vector<RunResult> runs;
                 for (int s = 0; s < seeds; ++s) {
                     auto tuner = make(static_cast<std::uint64_t>(s + 1));
                     runs.push_back(
-                        run(*env, *tuner, {budget, fixed_budget, limit}, static_cast<std::uint64_t>(s + 1)));
+                        run(on, *tuner, {budget, fixed_budget, limit}, static_cast<std::uint64_t>(s + 1)));
                 }
                 double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                 std::cerr << fmt::format("  {} on {}: {:.1f} s\n", name, env->name(), secs);
                 return runs;
+            };
+            // Ours with the memory prior the table has, and without it, halved and doubled; a table of a job
+            // without a memory estimate has only "none". The peers never read a prior: they run once.
+            std::vector<PriorVariant> variants = {PriorVariant::none};
+            if (env->analytic_prior())
+                variants = {PriorVariant::given, PriorVariant::none, PriorVariant::half, PriorVariant::twice};
+            std::vector<std::unique_ptr<PriorVariantEnvironment>> variant_envs;
+            for (auto v : variants)
+                variant_envs.push_back(std::make_unique<PriorVariantEnvironment>(*env, v));
+            auto ours_name = [&](std::size_t k) {
+                return variants.size() == 1 ? std::string("ours")
+                                            : "ours/prior=" + prior_variant_name(variants[k]);
             };
             std::map<std::string, std::vector<RunResult>> results;
             // Optuna runs in its own process; drive it from a second thread while ours runs (2 cores).
@@ -191,7 +204,7 @@ int main(int argc, char** argv) {
                             PipeChild optuna({python, adapter});
                             const int peer_q = peer == "tpe" ? 1 : q;
                             auto runs = timed(
-                                "optuna-" + peer,
+                                "optuna-" + peer, *env,
                                 [&](std::uint64_t s) {
                                     return std::make_unique<TpeTuner>(*env, optuna, s, peer, peer_q);
                                 },
@@ -202,20 +215,27 @@ int main(int argc, char** argv) {
                         tpe_error = std::current_exception();
                     }
                 });
-            auto ours_runs = timed(
-                "ours", [&](std::uint64_t s) { return std::make_unique<ModelTuner>(*env, q, s); }, budget);
+            std::vector<std::string> names;
+            for (std::size_t k = 0; k < variants.size(); ++k) {
+                const Environment& on = *variant_envs[k];
+                results[ours_name(k)] = timed(
+                    ours_name(k), on, [&](std::uint64_t s) { return std::make_unique<ModelTuner>(on, q, s); },
+                    budget);
+                names.push_back(ours_name(k));
+            }
             // Random search is cheap to run on: it goes on past the budget until it reaches 5%.
             auto random_runs = timed(
-                "random", [&](std::uint64_t s) { return std::make_unique<RandomTuner>(*env, s); },
+                "random", *env, [&](std::uint64_t s) { return std::make_unique<RandomTuner>(*env, s); },
                 env->size());
             auto greedy = timed(
-                "greedy", [&](std::uint64_t s) { return std::make_unique<GreedyTuner>(*env, s); }, budget);
+                "greedy", *env, [&](std::uint64_t s) { return std::make_unique<GreedyTuner>(*env, s); },
+                budget);
             if (tpe_thread.joinable()) tpe_thread.join();
             if (tpe_error) std::rethrow_exception(tpe_error);
-            results["ours"] = std::move(ours_runs);
             results["random"] = std::move(random_runs);
             results["greedy"] = std::move(greedy);
-            std::vector<std::string> names = {"ours", "random", "greedy"};
+            names.push_back("random");
+            names.push_back("greedy");
             for (auto& [name, runs] : peer_results) {
                 results[name] = std::move(runs);
                 names.push_back(name);
@@ -232,24 +252,31 @@ int main(int argc, char** argv) {
                     std::cout << "json " << j.dump() << "\n";
                 }
             }
-            std::cout << fmt::format("{:<14} {:>9} {:>16} {:>9} {:>12} {:>12} {:>9} {:>11} {:>8}\n", "tuner",
-                                     "reached", "to-5% med [IQR]", "OOM frac", "cost h", "cost h to5%",
-                                     "wasted h", fmt::format("best@{}", fixed_budget), "invalid");
+            std::cout << fmt::format("{:<18} {:>7} {:>16} {:>20} {:>9} {:>11} {:>9} {:>7} {:>9} {:>7}\n",
+                                     "tuner", "reached", "to-5% med [IQR]", "fail oom/crash/time", "cost h",
+                                     "cost h to5%", "wasted h", "wasted",
+                                     fmt::format("best@{}", fixed_budget), "invalid");
             for (const auto& r : rows)
                 std::cout << fmt::format(
-                    "{:<14} {:>9} {:>16} {:>9.3f} {:>12.1f} {:>12} {:>9.2f} {:>11.3f} {:>8.1f}\n", r.tuner,
-                    fmt::format("{}/{}", r.to_5pct.reached, r.to_5pct.runs), trials_text(r.to_5pct),
-                    r.to_5pct.oom_fraction, r.cost_h,
-                    std::isfinite(r.cost_to_5pct_h) ? fmt::format("{:.1f}", r.cost_to_5pct_h) : "-",
-                    r.wasted_h, r.best_ratio, r.invalid);
+                    "{:<18} {:>7} {:>16} {:>20} {:>9.2f} {:>11} {:>9.3f} {:>6.1f}% {:>9.3f} {:>7.1f}\n",
+                    r.tuner, fmt::format("{}/{}", r.to_5pct.reached, r.to_5pct.runs), trials_text(r.to_5pct),
+                    fmt::format("{:.3f}/{:.3f}/{:.3f}", r.to_5pct.oom_fraction, r.to_5pct.crash_fraction,
+                                r.to_5pct.timeout_fraction),
+                    r.cost_h, std::isfinite(r.cost_to_5pct_h) ? fmt::format("{:.2f}", r.cost_to_5pct_h) : "-",
+                    r.wasted_h, 100 * r.wasted_fraction, r.best_ratio, r.invalid);
             std::cout << fmt::format(
                 "(to-5%: trials until a configuration within 5% of the best feasible has run; "
                 "'>N' = not within N. A run stops once it reached 5% and ran {0} trials, else at "
-                "B={1}; random runs on until it reaches 5%. OOM frac and cost h: over the trials "
-                "of the runs (random: its first B). best@{0}: true step time of the best found / "
-                "best. wasted h: cost of the trials that failed, mean per run. invalid: asks outside the "
-                "table, rejected "
-                "at no cost.)\n",
+                "B={1}; random runs on until it reaches 5%. fail: fraction of the trials that ran out of "
+                "memory, crashed or broke the contract, and hit the time limit; cost h: over the trials of "
+                "the "
+                "runs (random: its first B). best@{0}: true step time of the best found / best. wasted h: "
+                "cost "
+                "of the trials that failed, mean per run, and its share of the cost. invalid: asks outside "
+                "the "
+                "table, rejected at no cost. ours/prior=: ours with the table's memory estimate, none, "
+                "halved "
+                "or doubled.)\n",
                 fixed_budget, budget);
 
             Timing t500 = time_proposal(*env, 500, 8, 3);
@@ -270,7 +297,6 @@ int main(int argc, char** argv) {
                     if (r.tuner == n) return &r;
                 return nullptr;
             };
-            const Summary* ours = find("ours");
             const Summary* rnd = find("random");
             const Summary* tpe = nullptr;
             for (const auto& r : rows)
@@ -278,31 +304,44 @@ int main(int argc, char** argv) {
             // The best peer: the fewest median trials to 5%, then the least wasted.
             const Summary* best_peer = nullptr;
             for (const auto& r : rows)
-                if (r.tuner != "ours" &&
+                if (r.tuner.rfind("ours", 0) != 0 &&
                     (!best_peer || r.to_5pct.median < best_peer->to_5pct.median ||
                      (r.to_5pct.median == best_peer->to_5pct.median && r.wasted_h < best_peer->wasted_h)))
                     best_peer = &r;
             auto ratio = [](double a, double b) {
-                return b > 0 ? fmt::format("{:.3f}", a / b) : std::string("nan");
+                return b > 0 ? fmt::format("{:.3f}", a / b) : std::string(a > 0 ? "inf" : "nan");
             };
-            std::string per_peer;
-            for (const auto& r : rows)
-                if (r.tuner.rfind("optuna-", 0) == 0)
-                    per_peer += fmt::format(" trials_ratio_vs_{}={} wasted_ratio_vs_{}={}", r.tuner,
-                                            ratio(ours->to_5pct.median, r.to_5pct.median), r.tuner,
-                                            ratio(ours->wasted_h, r.wasted_h));
-            summaries.push_back(fmt::format(
-                "summary table={} best_peer={} trials_ratio_vs_best_peer={} wasted_ratio_vs_best_peer={}{} "
-                "trials_ratio_vs_tpe={} trials_ratio_vs_random={} oom_ratio_vs_tpe={} "
-                "propose_ms_500={:.0f} propose_ms_5000={:.0f}",
-                env->name(), best_peer ? best_peer->tuner : "none",
-                best_peer ? ratio(ours->to_5pct.median, best_peer->to_5pct.median) : "nan",
-                best_peer ? ratio(ours->wasted_h, best_peer->wasted_h) : "nan", per_peer,
-                tpe ? ratio(ours->to_5pct.median, tpe->to_5pct.median) : "nan",
-                ratio(ours->to_5pct.median, rnd->to_5pct.median),
-                tpe ? ratio(ours->to_5pct.oom_fraction, tpe->to_5pct.oom_fraction) : "nan", p500, p5000));
+            const Summary* with_prior = find(ours_name(0));
+            for (std::size_t k = 0; k < variants.size(); ++k) {
+                const Summary* ours = find(ours_name(k));
+                const MemoryQuality mq = memory_quality(*variant_envs[k], 20, seeds, 4242);
+                std::cout << fmt::format(
+                    "memory model, prior {}: 90% interval covers {:.3f} of {} held-out peaks, Brier score of "
+                    "P(OOM) {:.4f} over {} held-out runs (fitted on 20 random trials, {} times)\n",
+                    prior_variant_name(variants[k]), mq.coverage, mq.peaks, mq.brier, mq.runs, seeds);
+                std::string per_peer;
+                for (const auto& r : rows)
+                    if (r.tuner.rfind("optuna-", 0) == 0)
+                        per_peer += fmt::format(" trials_ratio_vs_{}={} wasted_ratio_vs_{}={}", r.tuner,
+                                                ratio(ours->to_5pct.median, r.to_5pct.median), r.tuner,
+                                                ratio(ours->wasted_h, r.wasted_h));
+                std::string vs_prior;
+                if (variants[k] != PriorVariant::given && variants.size() > 1)
+                    vs_prior = " trials_ratio_vs_prior_given=" +
+                               ratio(ours->to_5pct.median, with_prior->to_5pct.median);
+                summaries.push_back(fmt::format(
+                    "summary table={} prior={} best_peer={} trials_ratio_vs_best_peer={} "
+                    "wasted_ratio_vs_best_peer={} interval_coverage={:.3f} brier={:.4f} "
+                    "propose_ms_500={:.0f} "
+                    "propose_ms_5000={:.0f}{}{} trials_ratio_vs_random={} wasted_fraction={:.3f}",
+                    env->name(), prior_variant_name(variants[k]), best_peer ? best_peer->tuner : "none",
+                    best_peer ? ratio(ours->to_5pct.median, best_peer->to_5pct.median) : "nan",
+                    best_peer ? ratio(ours->wasted_h, best_peer->wasted_h) : "nan", mq.coverage, mq.brier,
+                    p500, p5000, vs_prior, per_peer, ratio(ours->to_5pct.median, rnd->to_5pct.median),
+                    ours->wasted_fraction));
+            }
             if (tpe && tpe->to_5pct.median > tpe->to_5pct.limit)
-                std::cout << "note: TPE's median is censored at the budget, so trials_ratio_vs_tpe is an "
+                std::cout << "note: a peer's median is censored at the budget, so the ratio against it is an "
                              "upper bound\n";
         }
         std::cout << "\n";

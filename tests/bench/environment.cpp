@@ -119,7 +119,13 @@ RecordedTableEnvironment::RecordedTableEnvironment(const std::string& path) {
                 continue;
             }
             configs_.push_back(parse_config(j));
-            priors.push_back(j.at("prior_peak_bytes").get<double>());
+            // A table of a job without a memory estimate has no priors at all; a partial set is an error.
+            const bool has_prior = j.contains("prior_peak_bytes");
+            if (configs_.size() == 1) analytic_prior_ = has_prior;
+            if (has_prior != analytic_prior_)
+                throw Error("prior_peak_bytes on some configurations only", where,
+                            "on every configuration, or on none (no memory estimate)");
+            priors.push_back(has_prior ? j.at("prior_peak_bytes").get<double>() : 0.5 * limit_);
             std::vector<model::TrialObservation> reps;
             for (const auto& r : j.at("repeats")) {
                 model::TrialObservation t;
@@ -132,9 +138,15 @@ RecordedTableEnvironment::RecordedTableEnvironment(const std::string& path) {
                 } else if (outcome == "oom") {
                     t.outcome = model::Outcome::oom;
                 } else if (outcome == "failed") {
-                    t.outcome = model::Outcome::failed;
+                    // The job's own failure (a crash, a broken contract), as a campaign records it.
+                    t.outcome = model::Outcome::infeasible;
+                } else if (outcome == "timeout") {
+                    // Killed at the time limit; the steps it timed are a lower bound of its step time.
+                    t.outcome = model::Outcome::timeout;
+                    t.step_time_s = r.value("step_time_s", 0.0);
+                    t.step_time_censored = t.step_time_s > 0;
                 } else {
-                    throw Error("outcome '" + outcome + "'", where, "ok, oom or failed");
+                    throw Error("outcome '" + outcome + "'", where, "ok, oom, timeout or failed");
                 }
                 t.cost_s = r.at("cost_s").get<double>();
                 reps.push_back(t);
@@ -171,6 +183,39 @@ model::TrialObservation RecordedTableEnvironment::run(int i, std::mt19937_64& rn
     return t;
 }
 
+std::string prior_variant_name(PriorVariant v) {
+    switch (v) {
+    case PriorVariant::given:
+        return "given";
+    case PriorVariant::none:
+        return "none";
+    case PriorVariant::half:
+        return "half";
+    case PriorVariant::twice:
+        return "double";
+    }
+    return "given";
+}
+
+PriorVariantEnvironment::PriorVariantEnvironment(const Environment& env, PriorVariant variant)
+    : env_(env), variant_(variant), candidates_(env.candidates()) {
+    for (auto& c : candidates_)
+        switch (variant) {
+        case PriorVariant::given:
+            break;
+        case PriorVariant::none:
+            c.prior_peak_bytes = 0.5 * env.memory_limit_bytes();
+            break;
+        case PriorVariant::half:
+            c.prior_peak_bytes *= 0.5;
+            break;
+        case PriorVariant::twice:
+            c.prior_peak_bytes *= 2;
+            break;
+        }
+    index_configurations();
+}
+
 void write_table(const Environment& env, const std::string& path, int repeats, std::uint64_t seed) {
     std::ofstream out(path);
     if (!out) throw Error("cannot write table", path);
@@ -202,16 +247,17 @@ void write_table(const Environment& env, const std::string& path, int repeats, s
     std::mt19937_64 rng(seed);
     for (int i = 0; i < env.size(); ++i) {
         json row = config_json(env.configuration(i));
-        row["prior_peak_bytes"] = env.candidates()[i].prior_peak_bytes;
+        if (env.analytic_prior()) row["prior_peak_bytes"] = env.candidates()[i].prior_peak_bytes;
         row["features"] =
             std::vector<double>(env.candidates()[i].features.data(),
                                 env.candidates()[i].features.data() + env.candidates()[i].features.size());
         json reps = json::array();
         for (int r = 0; r < repeats; ++r) {
             auto t = env.run(i, rng);
-            json rj = {{"outcome", t.outcome == model::Outcome::ok    ? "ok"
-                                   : t.outcome == model::Outcome::oom ? "oom"
-                                                                      : "failed"},
+            json rj = {{"outcome", t.outcome == model::Outcome::ok        ? "ok"
+                                   : t.outcome == model::Outcome::oom     ? "oom"
+                                   : t.outcome == model::Outcome::timeout ? "timeout"
+                                                                          : "failed"},
                        {"cost_s", t.cost_s}};
             if (t.outcome == model::Outcome::ok)
                 rj["step_time_s"] = t.step_time_s, rj["peak_bytes"] = t.peak_bytes;

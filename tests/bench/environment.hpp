@@ -28,6 +28,9 @@ class Environment {
     virtual double noise_variance() const = 0;
     virtual double trial_steps() const = 0;
     virtual double startup_s() const = 0;
+    // Whether candidates' prior_peak_bytes are an analytic estimate (else one constant for all, as a
+    // campaign without a memory estimate has: half the limit).
+    virtual bool analytic_prior() const { return true; }
 
     int size() const { return static_cast<int>(candidates().size()); }
     // Index of a configuration, or -1 when it is not in the table (an invalid combination).
@@ -78,9 +81,11 @@ class RecordedTableEnvironment : public Environment {
     double noise_variance() const override { return noise_variance_; }
     double trial_steps() const override { return steps_; }
     double startup_s() const override { return startup_; }
+    bool analytic_prior() const override { return analytic_prior_; }
 
   private:
     std::string name_;
+    bool analytic_prior_ = true;
     std::unique_ptr<model::FeatureEncoding> encoding_;
     std::vector<model::Configuration> configs_;
     std::vector<model::Candidate> candidates_;
@@ -89,6 +94,35 @@ class RecordedTableEnvironment : public Environment {
     std::vector<char> feasible_;
     int baseline_ = -1;
     double limit_ = 0, noise_variance_ = 0, steps_ = 0, startup_ = 0;
+};
+
+// The memory prior a campaign might have instead of the environment's own: none (one constant, half the
+// limit, as a campaign without an estimate has), or the estimate halved or doubled (a systematic error).
+// Everything else is the wrapped environment's, so runs draw the same outcomes.
+enum class PriorVariant { given, none, half, twice };
+std::string prior_variant_name(PriorVariant v); // given, none, half, double
+
+class PriorVariantEnvironment : public Environment {
+  public:
+    PriorVariantEnvironment(const Environment& env, PriorVariant variant);
+    std::string name() const override { return env_.name(); }
+    const model::FeatureEncoding& encoding() const override { return env_.encoding(); }
+    const std::vector<model::Candidate>& candidates() const override { return candidates_; }
+    model::Configuration configuration(int i) const override { return env_.configuration(i); }
+    model::TrialObservation run(int i, std::mt19937_64& rng) const override { return env_.run(i, rng); }
+    double true_step_time(int i) const override { return env_.true_step_time(i); }
+    bool feasible(int i) const override { return env_.feasible(i); }
+    int baseline() const override { return env_.baseline(); }
+    double memory_limit_bytes() const override { return env_.memory_limit_bytes(); }
+    double noise_variance() const override { return env_.noise_variance(); }
+    double trial_steps() const override { return env_.trial_steps(); }
+    double startup_s() const override { return env_.startup_s(); }
+    bool analytic_prior() const override { return variant_ != PriorVariant::none && env_.analytic_prior(); }
+
+  private:
+    const Environment& env_;
+    PriorVariant variant_;
+    std::vector<model::Candidate> candidates_;
 };
 
 // Writes an environment as a table with `repeats` draws per configuration (to exercise the format; a

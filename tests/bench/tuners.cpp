@@ -215,6 +215,9 @@ RunResult run(const Environment& env, Tuner& tuner, const RunLimits& limits, std
                 r.trials = n;
                 r.cost_s = cost;
                 if (t.outcome == model::Outcome::oom) ++r.ooms;
+                if (t.outcome == model::Outcome::timeout) ++r.timeouts;
+                if (t.outcome == model::Outcome::infeasible || t.outcome == model::Outcome::failed)
+                    ++r.crashes;
                 if (t.outcome != model::Outcome::ok) r.wasted_s += t.cost_s;
             }
             if (t.outcome == model::Outcome::ok) best = std::min(best, env.true_step_time(i));
@@ -241,15 +244,19 @@ TrialsToTarget trials_to_target(const std::vector<RunResult>& runs, int limit) {
     s.runs = static_cast<int>(runs.size());
     s.limit = limit;
     std::vector<double> t;
-    int trials = 0, ooms = 0;
+    int trials = 0, ooms = 0, crashes = 0, timeouts = 0;
     for (const auto& r : runs) {
         s.reached += r.to_5pct > 0;
         t.push_back(r.to_5pct > 0 ? r.to_5pct : limit + 1);
         trials += r.trials;
         ooms += r.ooms;
+        crashes += r.crashes;
+        timeouts += r.timeouts;
     }
     s.median = quantile(t, 0.5), s.q25 = quantile(t, 0.25), s.q75 = quantile(t, 0.75);
     s.oom_fraction = trials ? double(ooms) / trials : 0;
+    s.crash_fraction = trials ? double(crashes) / trials : 0;
+    s.timeout_fraction = trials ? double(timeouts) / trials : 0;
     return s;
 }
 

@@ -110,7 +110,7 @@ struct RunLimits {
 };
 struct RunResult {
     int to_5pct = 0; // trials until within 5% (0: not within search_limit)
-    int trials = 0, ooms = 0, invalid = 0;
+    int trials = 0, ooms = 0, crashes = 0, timeouts = 0, invalid = 0; // crashes: every other failure
     double cost_s = 0, cost_to_5pct_s = 0;
     double wasted_s = 0; // cost of the trials that did not succeed (within the budget)
     double best_at_fixed = std::numeric_limits<double>::infinity(); // true time of the best ok configuration
@@ -127,6 +127,7 @@ struct TrialsToTarget {
     int reached = 0, runs = 0, limit = 0;
     double median = 0, q25 = 0, q75 = 0;
     double oom_fraction = 0; // OOM trials over all trials of the runs (within their budget)
+    double crash_fraction = 0, timeout_fraction = 0;
 };
 TrialsToTarget trials_to_target(const std::vector<RunResult>& runs, int limit);
 // "12", or ">100" for a value past the limit.

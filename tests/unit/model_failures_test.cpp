@@ -171,6 +171,43 @@ TEST_CASE("the feasibility model learns a pair that fails together, not each of 
     CHECK(pair > patch_alone + 0.15);
 }
 
+TEST_CASE("a value that failed every time it ran is avoided, and one that only shared its failures is not") {
+    Job job;
+    auto rule_of = [&](const std::vector<std::pair<int, bool>>& seen) {
+        std::vector<Eigen::VectorXd> xs;
+        std::vector<bool> ran;
+        for (const auto& [i, failed] : seen)
+            xs.push_back(job.cands[i].features), ran.push_back(!failed);
+        return consistent_failures(xs, ran);
+    };
+    // The reference BLAS crashed twice, with mb=8 both times (mb=8 never ran either); mkl and openblas ran.
+    auto rule = rule_of({{job.index("1", "reference", "1", "8", false), true},
+                         {job.index("2", "reference", "2", "8", true), true},
+                         {job.index("1", "openblas", "1", "1", false), false},
+                         {job.index("2", "mkl", "2", "4", false), false}});
+    CHECK(rule.values.size() == 1);
+    CHECK(rule.pairs.empty());
+    CHECK(rule.avoids(job.cands[job.index("4", "reference", "1", "2", false)].features));
+    // mb=8 is not blamed: the reference BLAS explains both failures.
+    CHECK_FALSE(rule.avoids(job.cands[job.index("4", "openblas", "1", "8", false)].features));
+    // One failure is not enough.
+    CHECK(rule_of({{job.index("1", "reference", "1", "8", false), true},
+                   {job.index("1", "openblas", "1", "1", false), false}})
+              .values.empty());
+    // A value that also ran is not avoided: ranks=2 failed twice with the patch and ran without it; the pair
+    // (ranks=2, patch) failed every time.
+    rule = rule_of({{job.index("1", "openblas", "2", "1", true), true},
+                    {job.index("2", "mkl", "2", "4", true), true},
+                    {job.index("1", "openblas", "2", "2", false), false},
+                    {job.index("4", "openblas", "1", "1", true), false},
+                    {job.index("2", "mkl", "1", "4", false), false}});
+    CHECK(rule.values.empty());
+    REQUIRE(rule.pairs.size() >= 1);
+    CHECK(rule.avoids(job.cands[job.index("4", "reference", "2", "8", true)].features));
+    CHECK_FALSE(rule.avoids(job.cands[job.index("4", "reference", "2", "8", false)].features));
+    CHECK_FALSE(rule.avoids(job.cands[job.index("4", "reference", "1", "8", true)].features));
+}
+
 TEST_CASE("timeouts are right-censored step times: the imputed value lies above the bound and above what the "
           "measured points alone predict there") {
     Job job;

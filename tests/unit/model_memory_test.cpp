@@ -124,3 +124,48 @@ TEST_CASE("P(OOM) is calibrated on held-out simulator points") {
     }
     CHECK(ece <= 0.10);
 }
+
+// A job without an analytic estimate: every configuration gets one constant prior (half the limit, as
+// search::ModelProposer gives it), so the features must carry the whole memory effect. The evidence picks a
+// wide feature scale, and the averaged prediction's 90% interval covers the held-out peaks; the narrow scale
+// alone (what an analytic estimate needs) shrinks the effect and reads the rest as noise: worse predictions
+// behind wider intervals.
+TEST_CASE("without an estimate the memory model learns the effect from the features") {
+    Synthetic s(300, 5);
+    std::mt19937_64 rng(9);
+    std::normal_distribution<double> noise(0.0, 0.05);
+    std::vector<double> truth(300);
+    for (int i = 0; i < 300; ++i)
+        truth[i] = s.prior[i] * std::exp(noise(rng)); // 20..72 GB, 5% noise
+    const double constant = 40e9;
+    std::vector<MemoryPoint> pts;
+    for (int i = 0; i < 25; ++i)
+        pts.push_back({s.x[i], constant, false, truth[i]});
+    auto held_out = [&](const CensoredMemoryModel& m, double& coverage, double& mean_sd) {
+        double worst = 0;
+        int covered = 0;
+        mean_sd = 0;
+        for (int i = 25; i < 300; ++i) {
+            const auto p = m.predict(s.x[i], constant);
+            worst = std::max(worst, std::abs(p.mean_log - std::log(truth[i])));
+            covered += std::abs(std::log(truth[i]) - p.mean_log) <= 1.645 * p.sd_log;
+            mean_sd += p.sd_log / 275.0;
+        }
+        coverage = covered / 275.0;
+        return worst;
+    };
+    CensoredMemoryModel wide;
+    wide.fit(pts, 3);
+    double wide_coverage = 0, wide_sd = 0;
+    const double wide_worst = held_out(wide, wide_coverage, wide_sd);
+    CHECK(wide_worst < std::log(1.25));
+    CHECK(wide_coverage >= 0.85);
+    MemoryModelSettings narrow_only;
+    narrow_only.feature_prior_sd_grid = {0.15};
+    CensoredMemoryModel narrow;
+    narrow.fit(pts, 3, narrow_only);
+    double narrow_coverage = 0, narrow_sd = 0;
+    const double narrow_worst = held_out(narrow, narrow_coverage, narrow_sd);
+    CHECK(narrow_worst > wide_worst);
+    CHECK(narrow_sd > 1.5 * wide_sd);
+}

@@ -244,7 +244,14 @@ def main(argv=None):
             losses[name] = total.item() / a.eval_sequences
     log(f"step {a.max_iters}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
     if ddp:
-        dist.destroy_process_group()
+        # PyTorch 1.13's gloo process group can deadlock in its destructor: the main thread holds the GIL while
+        # it joins gloo's worker thread, which waits for the GIL to free a tensor (seen here at exit with two
+        # ranks: the job printed every line, then hung until its time limit). Every rank has finished its
+        # collectives; leave without destroying the group.
+        dist.barrier()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
