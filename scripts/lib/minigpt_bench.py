@@ -91,12 +91,9 @@ def classify(job_id, out_path, steps, mem):
     return json.loads(done.stdout)
 
 
-def run_once(binary, env, args, out_path):
-    """One trial as a Slurm batch job; waits for it with a short poll (sbatch --wait polls every 10 s)."""
-    job_id = subprocess.run(["sbatch", "--parsable", *args, "-o", out_path,
-                             os.path.join(REPO, "sbatch", "minigpt.sbatch")],
-                            env=dict(env, MINIGPT_BIN=binary), check=True, capture_output=True,
-                            text=True).stdout.strip().split(";")[0]
+def wait_for_job(job_id):
+    """Polls scontrol until the job has ended; returns its record and the allocation time it was billed
+    (EndTime - StartTime, whole seconds; NaN when Slurm gives no times)."""
     terminal = {"COMPLETED", "FAILED", "OUT_OF_MEMORY", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED"}
     while True:
         info = scontrol_job(job_id)
@@ -109,6 +106,16 @@ def run_once(binary, env, args, out_path):
                 datetime.datetime.strptime(info["StartTime"], fmt)).total_seconds()
     except (KeyError, ValueError):
         cost = float("nan")
+    return info, cost
+
+
+def run_once(binary, env, args, out_path):
+    """One trial as a Slurm batch job; waits for it with a short poll (sbatch --wait polls every 10 s)."""
+    job_id = subprocess.run(["sbatch", "--parsable", *args, "-o", out_path,
+                             os.path.join(REPO, "sbatch", "minigpt.sbatch")],
+                            env=dict(env, MINIGPT_BIN=binary), check=True, capture_output=True,
+                            text=True).stdout.strip().split(";")[0]
+    info, cost = wait_for_job(job_id)
     text = open(out_path, errors="replace").read() if os.path.exists(out_path) else ""
     summary = None
     for line in text.splitlines():

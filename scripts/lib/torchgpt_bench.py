@@ -2,14 +2,12 @@
 (job.sbatch under torchrun, knobs as its arguments, --ntasks-per-node and the BLAS as the job gets them), with
 its outcome as the product classifies it, its steady-state step time from the job's own nanoGPT lines and the
 job cgroup's memory peak (what --mem is enforced on)."""
-import datetime
 import os
 import re
 import statistics
 import subprocess
-import time
 
-from minigpt_bench import REPO, classify, scontrol_job
+from minigpt_bench import REPO, classify, wait_for_job
 
 TORCHGPT = os.path.join(REPO, "workloads", "torchgpt")
 ITER = re.compile(r"^iter (\d+): loss ([0-9.]+), time ([0-9.]+)ms")
@@ -60,18 +58,7 @@ def run_once(knobs, fixed_args, global_batch, cores, steps, warmup, mem, time_li
         ["sbatch", "--parsable", "--nodes=1", f"--mem={mem}", f"--time={time_limit}", *sbatch_opts,
          "-o", out_path, "-D", TORCHGPT, wrapper, *fixed_args, f"--max_iters={steps}", *args],
         env=job_env, check=True, capture_output=True, text=True).stdout.strip().split(";")[0]
-    terminal = {"COMPLETED", "FAILED", "OUT_OF_MEMORY", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED"}
-    while True:
-        info = scontrol_job(job_id)
-        if info.get("JobState") in terminal:
-            break
-        time.sleep(0.3)
-    fmt = "%Y-%m-%dT%H:%M:%S"
-    try:
-        cost = (datetime.datetime.strptime(info["EndTime"], fmt) -
-                datetime.datetime.strptime(info["StartTime"], fmt)).total_seconds()
-    except (KeyError, ValueError):
-        cost = float("nan")
+    info, cost = wait_for_job(job_id)
     text = open(out_path, errors="replace").read() if os.path.exists(out_path) else ""
     times, peak = {}, None
     for line in text.splitlines():
@@ -79,7 +66,10 @@ def run_once(knobs, fixed_args, global_batch, cores, steps, warmup, mem, time_li
         if m:
             times[int(m.group(1))] = float(m.group(3)) / 1000
         elif line.startswith("RECORD_JOB_PEAK_BYTES "):
-            peak = float(line.split()[1])
+            try:  # the job's own output: a line cut short or forged by the job is no peak
+                peak = float(line.split()[1])
+            except (IndexError, ValueError):
+                peak = None
     timed = [times[i] for i in range(warmup, steps) if i in times]
     # The job's own lines say it ran (the product reads them in the contract's format); `trial classify`
     # says why one did not.
