@@ -5,9 +5,17 @@ Requests on stdin, one reply line each on stdout:
   {"cmd":"new_study","seed":S,"sampler":NAME,"space":{"knob":["v1",...],...},"enqueue":{"knob":"v",...}}
                                                           -> {"ok":true}
   {"cmd":"ask"}                                           -> {"number":N,"params":{"knob":"v",...}}
+                                                             or {"exhausted":true}: the sampler has nothing
+                                                             left to propose (SMAC3 once it has tried every
+                                                             configuration of a small space)
   {"cmd":"tell","number":N,"state":"complete","value":X}  -> {"ok":true}   (X: log step time, minimized)
   {"cmd":"tell","number":N,"state":"infeasible"}          -> {"ok":true}   (an OOM: see below)
-  {"cmd":"tell","number":N,"state":"fail"}                -> {"ok":true}   (invalid: TrialState.FAIL)
+  {"cmd":"tell","number":N,"state":"fail"}                -> {"ok":true}   (a crash: TrialState.FAIL)
+  {"cmd":"tell","number":N,"state":"invalid"}             -> {"ok":true}   (a combination outside the table:
+                                                             for tpe-cl and gp a violated constraint, so the
+                                                             sampler learns the region for free; GPSampler
+                                                             ignores failed trials and would propose the same
+                                                             point again; for tpe and smac as "fail")
 End of input ends the process.
 
 Samplers (NAME):
@@ -54,7 +62,12 @@ class SmacStudy:
         self.number = 0
 
     def ask(self):
-        info = self.smac.ask()
+        from smac.main.exceptions import ConfigurationSpaceExhaustedException
+
+        try:
+            info = self.smac.ask()
+        except ConfigurationSpaceExhaustedException:
+            return None, None
         self.number += 1
         self.pending[self.number] = info
         return self.number, {k: str(v) for k, v in dict(info.config).items()}
@@ -121,7 +134,7 @@ def main():
             reply = {"ok": True}
         elif cmd == "ask" and isinstance(study, SmacStudy):
             number, params = study.ask()
-            reply = {"number": number, "params": params}
+            reply = {"exhausted": True} if number is None else {"number": number, "params": params}
         elif cmd == "tell" and isinstance(study, SmacStudy):
             if msg["state"] == "complete":
                 value = float(msg["value"])
@@ -143,7 +156,7 @@ def main():
                 if name in ("tpe-cl", "gp"):
                     set_constraint(trial, -1.0, own)
                 study.tell(trial, value)
-            elif msg["state"] == "infeasible" and name in ("tpe-cl", "gp"):
+            elif msg["state"] in ("infeasible", "invalid") and name in ("tpe-cl", "gp"):
                 set_constraint(trial, 1.0, own)
                 study.tell(trial, worst if worst is not None else 0.0)
             else:

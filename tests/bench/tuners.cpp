@@ -160,6 +160,7 @@ std::vector<int> TpeTuner::ask() {
     for (int attempt = 0; attempt < 2000 && static_cast<int>(out.size()) < q_; ++attempt) {
         adapter_.send(R"({"cmd":"ask"})");
         auto reply = json::parse(adapter_.receive());
+        if (reply.value("exhausted", false)) break; // the sampler has tried all it will
         const long number = reply.at("number").get<long>();
         model::Configuration c;
         const auto& params = reply.at("params");
@@ -174,7 +175,7 @@ std::vector<int> TpeTuner::ask() {
             continue;
         }
         ++invalid_;
-        adapter_.send(json{{"cmd", "tell"}, {"number", number}, {"state", "fail"}}.dump());
+        adapter_.send(json{{"cmd", "tell"}, {"number", number}, {"state", "invalid"}}.dump());
         adapter_.receive();
     }
     return out;

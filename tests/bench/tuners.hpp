@@ -80,8 +80,10 @@ class GreedyTuner : public Tuner {
 
 // An Optuna sampler through tests/bench/optuna_adapter.py (ask/tell over a pipe), `q` asks per batch like
 // ours (the constant liar sees the pending ones). `sampler`: the adapter's name (tpe: OOM a failed trial, as
-// the Debian 3.1 peer always ran; tpe-cl and gp: an OOM a completed trial whose constraint is violated). A
-// combination outside the table is told as failed but costs nothing and is not counted as a trial.
+// the Debian 3.1 peer always ran; tpe-cl and gp: an OOM a completed trial whose constraint is violated; smac:
+// a crashed trial). A combination outside the table costs nothing and is not counted as a trial; the adapter
+// tells it as a violated constraint where the sampler takes constraints (else as failed). A sampler that says
+// it has nothing left to propose (SMAC3 on a small space) ends the run.
 class TpeTuner : public Tuner {
   public:
     TpeTuner(const Environment& env, PipeChild& adapter, std::uint64_t seed, std::string sampler = "tpe",
