@@ -91,13 +91,41 @@ Timing time_proposal(const Environment& env, int n, int q, int repeats) {
     return {quantile(cpu, 0.5), quantile(wall, 0.5)};
 }
 
+const char* outcome_text(model::Outcome o) {
+    switch (o) {
+    case model::Outcome::ok:
+        return "ok";
+    case model::Outcome::oom:
+        return "oom";
+    case model::Outcome::failed:
+        return "failed";
+    case model::Outcome::timeout:
+        return "timeout";
+    case model::Outcome::stopped:
+        return "stopped";
+    case model::Outcome::infeasible:
+        return "crash";
+    }
+    return "?";
+}
+
+// One seed's trials in the order they ran, with the true step time relative to the table's best.
+void print_trace(const std::string& tuner, const Environment& env, const RunResult& run) {
+    const double best = env.best_feasible_time();
+    int n = 0;
+    for (const auto& t : run.history)
+        std::cout << fmt::format("trace {} #{:<3} {:<10} true/best {:.3f}  {}\n", tuner, ++n,
+                                 outcome_text(t.outcome), env.true_step_time(t.candidate) / best,
+                                 env.candidates()[static_cast<std::size_t>(t.candidate)].id);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{"InfraRSI tuner benchmark: ours vs random, greedy coordinate descent and Optuna TPE"};
     std::vector<std::string> tables;
     int seeds = 20, budget = 200, fixed_budget = 50, q = 4;
-    bool quick = false, no_tpe = false, json_out = false;
+    bool quick = false, no_tpe = false, json_out = false, trace = false;
     std::string python = "/usr/bin/python3", adapter;
     std::vector<std::string> peers;
     std::string export_table, export_path;
@@ -111,6 +139,7 @@ int main(int argc, char** argv) {
     app.add_flag("--quick", quick, "budget 100, one simulated table unless --table is given");
     app.add_flag("--no-tpe", no_tpe, "skip Optuna (no /usr/bin/python3 with optuna)");
     app.add_flag("--json", json_out, "one JSON object per table and tuner as well");
+    app.add_flag("--trace", trace, "print each tuner's trials of its first seed (what it tried, in order)");
     app.add_option("--python", python, "python with optuna (3.1 for tpe alone; >= 4.2 for tpe-cl and gp)");
     app.add_option("--peer", peers,
                    "Optuna peers, repeatable: tpe (multivariate TPE, one ask at a time, OOM failed), tpe-cl "
@@ -251,6 +280,7 @@ int main(int argc, char** argv) {
                         j["to_5pct"].push_back(r.to_5pct);
                     std::cout << "json " << j.dump() << "\n";
                 }
+                if (trace && !results[name].empty()) print_trace(name, *env, results[name].front());
             }
             std::cout << fmt::format("{:<18} {:>7} {:>16} {:>20} {:>9} {:>11} {:>9} {:>7} {:>9} {:>7}\n",
                                      "tuner", "reached", "to-5% med [IQR]", "fail oom/crash/time", "cost h",

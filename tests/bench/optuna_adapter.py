@@ -60,13 +60,18 @@ class SmacStudy:
                                                      overwrite=True, logging_level=40)
         self.pending = {}
         self.number = 0
+        self.exhausted = False
 
     def ask(self):
         from smac.main.exceptions import ConfigurationSpaceExhaustedException
 
+        if self.exhausted:
+            return None, None
         try:
             info = self.smac.ask()
-        except ConfigurationSpaceExhaustedException:
+        except (ConfigurationSpaceExhaustedException, StopIteration):
+            # StopIteration: SMAC's trial generator ends after it has raised the exhaustion once.
+            self.exhausted = True
             return None, None
         self.number += 1
         self.pending[self.number] = info
