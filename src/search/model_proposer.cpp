@@ -108,36 +108,20 @@ model::TrialObservation to_model_observation(const Observation& o, double timeou
 }
 
 std::vector<space::Candidate> baseline_neighbours(const space::Space& space) {
-    std::vector<space::Candidate> out;
-    const auto base = space.baseline();
-    auto keep = [&](space::Candidate c) {
-        try {
-            space.check(c);
-        } catch (const Error&) {
-            return;
-        }
-        if (space.feasible(c)) out.push_back(std::move(c));
-    };
-    for (const auto& k : space.knobs) {
-        const auto it = base.knobs.find(k.name);
-        if (it == base.knobs.end()) continue;
-        const auto domain = k.domain();
-        const auto at = std::find(domain.begin(), domain.end(), it->second);
-        if (at == domain.end()) continue;
-        const auto i = at - domain.begin();
-        for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(domain.size()); ++j) {
-            const bool ordered = k.kind == space::KnobKind::Integer || k.kind == space::KnobKind::Pow2;
-            if (j == i || (ordered && std::abs(j - i) != 1)) continue;
-            auto c = base;
-            c.knobs[k.name] = domain[static_cast<std::size_t>(j)];
-            keep(std::move(c));
-        }
+    // Grouped by the first knob a neighbour moves (or its patch), then interleaved: one move of each knob
+    // and each patch before a second move of any, so that a first batch spans different knobs.
+    std::vector<std::vector<space::Candidate>> groups;
+    std::map<std::string, std::size_t> group_of;
+    for (auto& m : space.moves(space.baseline())) {
+        auto [it, fresh] = group_of.emplace(m.what, groups.size());
+        if (fresh) groups.emplace_back();
+        groups[it->second].push_back(std::move(m.to));
     }
-    for (const auto& p : space.patches) {
-        if (std::binary_search(base.patches.begin(), base.patches.end(), p)) continue;
-        auto c = base;
-        c.patches.insert(std::upper_bound(c.patches.begin(), c.patches.end(), p), p);
-        keep(std::move(c));
+    std::vector<space::Candidate> out;
+    for (std::size_t round = 0, added = 1; added > 0; ++round) {
+        added = 0;
+        for (auto& g : groups)
+            if (round < g.size()) out.push_back(std::move(g[round])), ++added;
     }
     return out;
 }

@@ -51,8 +51,9 @@ class ModelProposer : public Proposer {
 // The model's reading of one trial (see above); `timeout_bound_s` is the least step time a timeout implies
 // (0 when unknown).
 model::TrialObservation to_model_observation(const Observation& o, double timeout_bound_s);
-// The baseline's one-knob neighbours that are in the space and feasible, in knob order, then each patch
-// alone.
+// The baseline's one-knob neighbours that are in the space and feasible (space::Space::neighbours: a knob
+// moved, with the compensating moves a constraint needs, or a patch toggled), one move of each knob and patch
+// before a second move of any.
 std::vector<space::Candidate> baseline_neighbours(const space::Space& space);
 
 } // namespace infrarsi::search

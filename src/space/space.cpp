@@ -287,10 +287,18 @@ std::vector<Candidate> Space::enumerate(std::size_t limit, std::uint64_t seed) c
 
 std::vector<Candidate> Space::neighbours(const Candidate& c) const {
     std::vector<Candidate> out;
+    for (auto& m : moves(c))
+        out.push_back(std::move(m.to));
+    return out;
+}
+
+std::vector<Space::Move> Space::moves(const Candidate& c) const {
+    std::vector<Move> out;
     std::set<std::string> seen{c.key()};
+    std::string what; // the knob or patch being moved
     auto add = [&](Candidate n) {
         std::sort(n.patches.begin(), n.patches.end());
-        if (feasible(n) && seen.insert(n.key()).second) out.push_back(std::move(n));
+        if (feasible(n) && seen.insert(n.key()).second) out.push_back({what, std::move(n)});
     };
     // The values next to v: every other choice, or the neighbours in order.
     auto adjacent = [&](const Knob& k, const Value& v) {
@@ -313,6 +321,7 @@ std::vector<Candidate> Space::neighbours(const Candidate& c) const {
     for (const auto& k : knobs) {
         auto cur = c.knobs.find(k.name);
         if (cur == c.knobs.end()) continue;
+        what = k.name;
         for (const auto& v : adjacent(k, cur->second)) {
             Candidate n = c;
             n.knobs[k.name] = v;
@@ -321,10 +330,13 @@ std::vector<Candidate> Space::neighbours(const Candidate& c) const {
                 continue;
             }
             // Compensate through a second knob (micro_batch x2 with accumulation /2 keeps the global batch).
+            const std::size_t before = out.size();
+            std::vector<const Knob*> others;
             for (const auto& k2 : knobs) {
                 if (k2.name == k.name) continue;
                 auto cur2 = n.knobs.find(k2.name);
                 if (cur2 == n.knobs.end()) continue;
+                others.push_back(&k2);
                 for (const auto& v2 : compensations(k2, cur2->second)) {
                     if (v2 == cur2->second) continue;
                     Candidate m = n;
@@ -332,9 +344,33 @@ std::vector<Candidate> Space::neighbours(const Candidate& c) const {
                     add(m);
                 }
             }
+            if (out.size() > before) continue;
+            // Else through two (ranks x2 under a fixed global batch and a core budget: accumulation /2 and
+            // threads /2), only between knobs the move's constraints name.
+            std::vector<const Knob*> tied;
+            for (const Knob* k2 : others)
+                for (const auto& con : constraints)
+                    if (std::count(con.factors.begin(), con.factors.end(), k.name) &&
+                        std::count(con.factors.begin(), con.factors.end(), k2->name)) {
+                        tied.push_back(k2);
+                        break;
+                    }
+            for (std::size_t a = 0; a < tied.size(); ++a)
+                for (std::size_t b = a + 1; b < tied.size(); ++b) {
+                    const Value va0 = n.knobs.at(tied[a]->name), vb0 = n.knobs.at(tied[b]->name);
+                    for (const auto& va : compensations(*tied[a], va0))
+                        for (const auto& vb : compensations(*tied[b], vb0)) {
+                            if (va == va0 || vb == vb0) continue;
+                            Candidate m = n;
+                            m.knobs[tied[a]->name] = va;
+                            m.knobs[tied[b]->name] = vb;
+                            add(m);
+                        }
+                }
         }
     }
     for (const auto& p : patches) {
+        what = "+" + p;
         Candidate n = c;
         auto it = std::find(n.patches.begin(), n.patches.end(), p);
         if (it == n.patches.end())

@@ -89,8 +89,16 @@ class Space {
     // them (deterministic in seed).
     std::vector<Candidate> enumerate(std::size_t limit = 100000, std::uint64_t seed = 1) const;
     // Feasible candidates one step away: one knob moved to an adjacent value, or one patch toggled. Where a
-    // product constraint ties knobs, a move of one knob with a compensating move of another is included.
+    // product constraint ties knobs, a move of one knob with a compensating move of another is included;
+    // where no single compensation makes the move feasible, a compensating move of two knobs that share a
+    // constraint with it (two ranks at a fixed global batch and core budget: accumulation and threads).
     std::vector<Candidate> neighbours(const Candidate& c) const;
+    // The same, each with what was moved: a knob's name, or "+" and a patch's id for a patch toggled.
+    struct Move {
+        std::string what;
+        Candidate to;
+    };
+    std::vector<Move> moves(const Candidate& c) const;
     Eigen::VectorXd encode(const Candidate& c) const;
     std::vector<std::string> feature_names() const;
     // The environment knobs' variables (KNOB_ENV=value) for a candidate; a knob at its unset_choice is left

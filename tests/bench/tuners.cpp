@@ -26,24 +26,31 @@ ModelTuner::ModelTuner(const Environment& env, int q, std::uint64_t seed, std::v
     settings_.seed = seed;
     // The baseline's one-knob neighbours open the initial design, as in a campaign
     // (search::baseline_neighbours): adjacent values of a power-of-two knob, every other value of a choice,
-    // each patch switched.
+    // each patch switched; one move of each knob and patch before a second move of any.
     const auto& enc = env.encoding();
     const auto base = env.configuration(env.baseline());
+    std::vector<std::vector<int>> groups;
     for (const auto& k : enc.knobs()) {
         const auto at = std::find(k.values.begin(), k.values.end(), base.knobs.at(k.name));
         if (at == k.values.end()) continue;
         const auto i = at - k.values.begin();
+        groups.emplace_back();
         for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(k.values.size()); ++j) {
             if (j == i || (k.kind == model::KnobSpec::Kind::power_of_two && std::abs(j - i) != 1)) continue;
             auto c = base;
             c.knobs[k.name] = k.values[static_cast<std::size_t>(j)];
-            if (const int idx = env.find(c); idx >= 0) settings_.initial_design.push_back(idx);
+            if (const int idx = env.find(c); idx >= 0) groups.back().push_back(idx);
         }
     }
     for (const auto& p : enc.patches()) {
         auto c = base;
         if (!c.patches.erase(p.name)) c.patches.insert(p.name);
-        if (const int idx = env.find(c); idx >= 0) settings_.initial_design.push_back(idx);
+        if (const int idx = env.find(c); idx >= 0) groups.push_back({idx});
+    }
+    for (std::size_t round = 0, added = 1; added > 0; ++round) {
+        added = 0;
+        for (const auto& g : groups)
+            if (round < g.size()) settings_.initial_design.push_back(g[round]), ++added;
     }
 }
 

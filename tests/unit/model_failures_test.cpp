@@ -385,6 +385,79 @@ TEST_CASE("the baseline's one-knob neighbours: every other value of a choice, th
     }
 }
 
+TEST_CASE("the baseline's neighbours under a fixed global batch and a core budget: a move with the "
+          "compensations it needs, one move of each knob before a second of any") {
+    // The shape of most training jobs: micro_batch x grad_accum x ranks == global batch, ranks x threads <=
+    // cores. Two ranks from the baseline need the accumulation (or the micro-batch) halved and the threads
+    // halved: a one-knob move with two compensations, which a person would try by hand.
+    space::Space s;
+    auto pow2 = [](std::string name, long long max, long long base) {
+        space::Knob k;
+        k.name = std::move(name);
+        k.kind = space::KnobKind::Pow2;
+        k.min = 1;
+        k.max = max;
+        k.env = "E_" + k.name;
+        k.baseline = base;
+        return k;
+    };
+    space::Knob recompute;
+    recompute.name = "recompute";
+    recompute.kind = space::KnobKind::Choice;
+    recompute.choices = {"none", "full"};
+    recompute.env = "E_RECOMPUTE";
+    recompute.baseline = std::string("none");
+    s.knobs = {pow2("micro_batch", 16, 4), pow2("grad_accum", 16, 4), recompute, pow2("ranks", 2, 1),
+               pow2("threads", 2, 2)};
+    s.constants = {{"global_batch", 16}, {"cores", 2}};
+    space::Constraint batch;
+    batch.factors = {"micro_batch", "grad_accum", "ranks"};
+    batch.rhs_name = "global_batch";
+    batch.text = "micro_batch * grad_accum * ranks == global_batch";
+    space::Constraint cores;
+    cores.kind = space::Constraint::Kind::ProductAtMost;
+    cores.factors = {"ranks", "threads"};
+    cores.rhs_name = "cores";
+    cores.text = "ranks * threads <= cores";
+    s.constraints = {batch, cores};
+    s.patches = {"p1", "p2"};
+
+    const auto n = search::baseline_neighbours(s);
+    std::set<std::string> keys;
+    bool two_ranks = false;
+    for (const auto& c : n) {
+        CHECK(s.feasible(c));
+        CHECK(keys.insert(c.key()).second); // no neighbour twice
+        auto v = [&](const char* k) { return std::get<long long>(c.knobs.at(k)); };
+        if (v("ranks") == 2) {
+            two_ranks = true;
+            CHECK(v("threads") == 1);
+            CHECK(v("micro_batch") * v("grad_accum") == 8);
+        }
+    }
+    CHECK(two_ranks);
+    // micro_batch 2 and 8 (accumulation compensated; the accumulation's own moves are the same
+    // candidates), recompute full, ranks 2 (two ways), threads 1, each patch.
+    CHECK(n.size() == 8);
+    // The first round moves each knob or patch once: micro_batch, recompute, ranks, threads, p1, p2.
+    REQUIRE(n.size() >= 6);
+    std::multiset<std::string> first;
+    for (std::size_t i = 0; i < 6; ++i) {
+        auto v = [&](const char* k) { return n[i].knobs.at(k); };
+        if (!n[i].patches.empty())
+            first.insert(n[i].patches.front());
+        else if (v("ranks") == space::Value(2LL))
+            first.insert("ranks");
+        else if (v("threads") == space::Value(1LL))
+            first.insert("threads");
+        else if (v("recompute") != space::Value(std::string("none")))
+            first.insert("recompute");
+        else
+            first.insert("micro_batch");
+    }
+    CHECK(first == std::multiset<std::string>{"micro_batch", "recompute", "ranks", "threads", "p1", "p2"});
+}
+
 TEST_CASE("the early stop: a search trial's first timed steps against the incumbent slowed by the MDE") {
     // The rule: the median of the first max(3, timed / 4) timed steps after the warm-up.
     auto r = campaign::slow_stop_rule(1.0, 0.05, 22, 2);
