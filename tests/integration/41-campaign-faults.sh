@@ -18,7 +18,7 @@ grep -q "\.bad-$$.contract.toml:$line: 'invariants.steps' is a string (expected 
 "$daemon" --campaign "$work/a" --once --idle 1 >"$work/a.log" 2>&1 || { cat "$work/a.log"; fail "daemon run failed"; }
 "$bin" report --dir "$work/a" --json >"$work/a.json"
 jq -e '[.trials[] | select(.outcome == "oom")] | length >= 1' "$work/a.json" >/dev/null || fail "no OOM trial recorded"
-jq -e '[.trials[] | select(.outcome == "oom")][0] | (.peak_memory_bytes == 120 * 1048576) and (.detail | test("limit 120M"))' \
+jq -e '[.trials[] | select(.outcome == "oom")][0] | (.peak_memory_bytes == 70 * 1048576) and (.detail | test("limit 70M"))' \
   "$work/a.json" >/dev/null || fail "OOM trial without its limit"
 jq -e '[.trials[] | select(.outcome == "build_failure" and (.candidate | test("broken_build")))] | length >= 1' "$work/a.json" \
   >/dev/null || fail "non-compiling patch not recorded as a build failure"
