@@ -292,7 +292,8 @@ json build(campaign::Campaign& c) {
         {"memory",
          k.resources.gpu_mem_bytes > 0
              ? "the GPU's, as the job's step lines report it (its allocator's peak), else as the trial "
-               "wrapper's nvidia-smi samples of the job's processes saw it (gpu_memory_source), against gpu_mem " +
+               "wrapper's nvidia-smi samples of the job's processes saw it (gpu_memory_source), against "
+               "gpu_mem " +
                    k.resources.gpu_mem +
                    " per GPU; a GPU OOM is censored there; the host's peak is "
                    "kept as host_peak_bytes"
@@ -620,15 +621,18 @@ std::string render(const json& r) {
     o += "\nTrials by outcome (cost in node-seconds):\n";
     for (const auto& [k, v] : r["outcomes"].items())
         o += fmt::format("  {:<20} {:>4}  {:>9.1f}\n", k, v.get<int>(), r["cost_node_s"].value(k, 0.0));
-    o += fmt::format(
-        "  failed trials cost {:.1f} of {:.1f} node-seconds\n",
-        [&] {
-            double s = 0;
-            for (const auto& [k, v] : r["failed_cost_node_s"].items())
-                s += v.get<double>();
-            return s;
-        }(),
-        r["total_cost_node_s"].get<double>());
+    // A trial stopped as slower than the incumbent is a measured search step, not a failure of the candidate:
+    // its cost is said apart from the failures'.
+    const std::string stopped = trial::to_string(trial::Outcome::StoppedSlow);
+    double failed = 0;
+    for (const auto& [k, v] : r["failed_cost_node_s"].items())
+        if (k != stopped) failed += v.get<double>();
+    const double total = r["total_cost_node_s"].get<double>();
+    o += fmt::format("  failed trials cost {:.1f} of {:.1f} node-seconds ({:.1f}%)\n", failed, total,
+                     total > 0 ? 100 * failed / total : 0.0);
+    if (r["failed_cost_node_s"].contains(stopped))
+        o += fmt::format("  trials stopped early as slower than the incumbent cost {:.1f} node-seconds\n",
+                         r["failed_cost_node_s"][stopped].get<double>());
     if (r.contains("bank")) {
         const auto& bk = r["bank"];
         o += fmt::format("\nExperience bank {}: {}; {} seeds for this hardware{}\n",

@@ -12,6 +12,7 @@
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -96,4 +97,30 @@ TEST_CASE("bank show --json of a fixture bank matches its golden file, format in
     auto j = normalized(report::describe_bank(bank, a), d.path.string());
     CHECK(j["format"] == json({{"name", "infrarsi-bank"}, {"version", 1}}));
     check_golden(j, "bank");
+}
+
+TEST_CASE(
+    "the text report gives the failed trials' share of the cost apart from the trials stopped as slow") {
+    test::TempDir d;
+    campaign::Campaign c(test::fixture_campaign(d));
+    auto j = report::build(c);
+    const double failed = [&] {
+        double s = 0;
+        for (const auto& [k, v] : j["failed_cost_node_s"].items())
+            s += v.get<double>();
+        return s;
+    }();
+    REQUIRE(failed > 0);
+    // A trial stopped after its first steps, slower than the incumbent: 20 node-seconds more, not a failure.
+    j["outcomes"]["stopped_slow"] = 1;
+    j["cost_node_s"]["stopped_slow"] = 20.0;
+    j["failed_cost_node_s"]["stopped_slow"] = 20.0;
+    const double total = j["total_cost_node_s"].get<double>() + 20.0;
+    j["total_cost_node_s"] = total;
+    const auto text = report::render(j);
+    CHECK_MESSAGE(text.find(fmt::format("failed trials cost {:.1f} of {:.1f} node-seconds ({:.1f}%)", failed,
+                                        total, 100 * failed / total)) != std::string::npos,
+                  text);
+    CHECK(text.find("trials stopped early as slower than the incumbent cost 20.0 node-seconds") !=
+          std::string::npos);
 }
