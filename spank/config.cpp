@@ -91,8 +91,23 @@ Config parse_config(const std::vector<std::string>& args) {
                 if (end == std::string::npos) end = value.size();
                 std::string dir = value.substr(start, end - start);
                 if (dir.empty() || dir[0] != '/')
-                    throw Error("cuda_libs=" + value + " is not a list of absolute directories", "plugstack.conf");
+                    throw Error("cuda_libs=" + value + " is not a list of absolute directories",
+                                "plugstack.conf");
                 c.cuda_library_dirs.push_back(dir);
+                start = end + 1;
+            }
+        } else if (key == "campaign_roots") {
+            c.campaign_roots.clear();
+            for (std::size_t start = 0; start <= value.size();) {
+                std::size_t end = value.find(':', start);
+                if (end == std::string::npos) end = value.size();
+                std::string dir = value.substr(start, end - start);
+                // "/" would hide the whole file system from a trial.
+                if (dir.size() < 2 || dir[0] != '/')
+                    throw Error("campaign_roots=" + value +
+                                    " is not a list of absolute directories other than /",
+                                "plugstack.conf");
+                c.campaign_roots.push_back(dir);
                 start = end + 1;
             }
         } else if (key == "allow_off") {
@@ -107,7 +122,7 @@ Config parse_config(const std::vector<std::string>& args) {
             throw Error(
                 "unknown plugstack argument '" + key + "'", "plugstack.conf",
                 "one of spool, default_mode, calibration_ms, allow_off, nccl, gpu, gpu_calibration_ms, "
-                "cuda_libs, nccl_allreduce, nccl_allreduce_ms");
+                "cuda_libs, nccl_allreduce, nccl_allreduce_ms, campaign_roots");
         }
     }
     return c;

@@ -32,13 +32,16 @@ struct Config {
     std::chrono::milliseconds calibration{300};
     bool allow_off = true; // whether users may say --infrarsi=off when the site default is record
     bool nccl = false;     // look for NCCL in the calibration (dlopen libnccl.so.2)
-    GpuProbe gpu = GpuProbe::automatic;    // probe the node's GPUs (src/node/gpu.hpp) in record mode
+    GpuProbe gpu = GpuProbe::automatic; // probe the node's GPUs (src/node/gpu.hpp) in record mode
     std::chrono::milliseconds gpu_calibration{3000}; // its budget, CUDA's start-up included
     std::vector<std::string> cuda_library_dirs;      // searched before the loader's path (cuda_libs=A:B)
     // The node's GPUs in one NCCL all-reduce (src/node/nccl_allreduce.hpp) after the GPU probe: off by
     // default, as it takes every GPU of the node for its budget while the job waits.
     bool nccl_allreduce = false;
     std::chrono::milliseconds nccl_allreduce_budget{5000};
+    // Directories that hold campaigns (campaign_roots=DIR[:DIR]): hidden whole from every step of a trial,
+    // besides its own campaign's parent, the bank and the spool (trial/isolation.hpp).
+    std::vector<std::string> campaign_roots;
 };
 
 inline constexpr int kMaxCalibrationMs = 10000;
@@ -47,7 +50,8 @@ inline constexpr int kMaxNcclAllreduceMs = 60000;
 
 // plugstack.conf arguments, key=value: spool=DIR default_mode=record|off calibration_ms=N allow_off=yes|no
 // nccl=yes|no gpu=auto|yes|no gpu_calibration_ms=N cuda_libs=DIR[:DIR] nccl_allreduce=yes|no
-// nccl_allreduce_ms=N. Throws infrarsi::Error naming the argument for an unknown key or a bad value.
+// nccl_allreduce_ms=N campaign_roots=DIR[:DIR]. Throws infrarsi::Error naming the argument for an unknown key
+// or a bad value.
 Config parse_config(const std::vector<std::string>& args);
 
 } // namespace infrarsi::spank

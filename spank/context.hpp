@@ -27,6 +27,17 @@ struct Context {
         bool started = false;
     } trial_run;
 
+    // Containment (stepd.cpp, trial/isolation.hpp): every step of a trial job runs in the private view.
+    // Decided in init_post_opt (root): by the marker the job's batch step left in the spool, else by the
+    // step's own environment; entered in task_init, in each task, as the job's user.
+    struct Containment {
+        bool wanted = false;
+        bool required = false; // a task whose manifest cannot be read does not run (else: logged, runs)
+        std::string manifest;
+        uint32_t index = 0;
+        bool marker_written = false; // by this (batch) step: removed when it ends
+    } contain;
+
     Mode effective_mode() const { return option ? *option : Mode{config.default_mode, {}}; }
 };
 
@@ -45,5 +56,8 @@ int stepd_user_init(spank_t sp, Context& ctx);      // trial mode's environment 
 int stepd_task_init(spank_t sp, Context& ctx);      // reports errors kept from user_init
 int stepd_task_post_fork(spank_t sp, Context& ctx); // trial evidence: the task's start (root)
 int stepd_task_exit(spank_t sp, Context& ctx);      // trial evidence: its end, exit and memory peak (root)
+int stepd_contain_init(spank_t sp, Context& ctx);   // containment: is this step a trial's (root)
+int stepd_contain_task(spank_t sp, Context& ctx);   // containment: each task enters the view (the user)
+int stepd_contain_exit(spank_t sp, Context& ctx);   // containment: the batch step removes its marker (root)
 
 } // namespace infrarsi::spank

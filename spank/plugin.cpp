@@ -52,6 +52,9 @@ INFRARSI_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
 INFRARSI_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
     try {
         if (spank_context() != S_CTX_REMOTE) return 0;
+        // Containment first: it decides on its own failures (a trial step that cannot be contained does not
+        // run), whatever the record does.
+        infrarsi::spank::stepd_contain_init(sp, context());
         return infrarsi::spank::stepd_init_post_opt(sp, context());
     } catch (const std::exception& e) {
         slurm_error("infrarsi: %s", e.what());
@@ -69,9 +72,12 @@ INFRARSI_EXPORT int slurm_spank_user_init(spank_t sp, int, char**) {
     }
 }
 
+// In each task, as the job's user, before it executes the job's program: a task of a trial job enters the
+// private view (stepd.cpp, stepd_contain_task), as container plugins do.
 INFRARSI_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {
     if (spank_context() != S_CTX_REMOTE) return 0;
-    return infrarsi::spank::stepd_task_init(sp, context());
+    if (const int rc = infrarsi::spank::stepd_task_init(sp, context()); rc != 0) return rc;
+    return infrarsi::spank::stepd_contain_task(sp, context());
 }
 
 // Trial evidence (stepd.cpp): root's record of a trial's start, end, exit status and memory peak. It never
@@ -92,6 +98,17 @@ INFRARSI_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
         return infrarsi::spank::stepd_task_exit(sp, context());
     } catch (const std::exception& e) {
         slurm_error("infrarsi: trial evidence not written: %s", e.what());
+        return 0;
+    }
+}
+
+// The end of a step in slurmstepd (root): the batch step of a trial job removes its containment marker.
+INFRARSI_EXPORT int slurm_spank_exit(spank_t sp, int, char**) {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    try {
+        return infrarsi::spank::stepd_contain_exit(sp, context());
+    } catch (const std::exception& e) {
+        slurm_error("infrarsi: containment marker not removed: %s", e.what());
         return 0;
     }
 }

@@ -6,6 +6,7 @@
 #include "spool.hpp"
 #include "submit_args.hpp"
 #include "trial/evidence.hpp"
+#include "trial/isolation.hpp"
 #include "trial/manifest.hpp"
 #include "trial/memory_peak.hpp"
 #include "trial/tune_request.hpp"
@@ -14,9 +15,13 @@
 #include "node/calibration.hpp"
 #include "node/topology.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/number.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <infrarsi/build_info.hpp>
@@ -24,6 +29,7 @@
 #include <optional>
 #include <pwd.h>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -265,6 +271,134 @@ int stepd_task_exit(spank_t sp, Context& ctx) {
     write_new_file(dir, name, trial::to_json(e).dump() + "\n");
     slurm_verbose("infrarsi: trial evidence for job %s: %.3f s, exit %d signal %d", run.job.c_str(),
                   e.elapsed_s, e.exit_code, e.signal);
+    return 0;
+}
+
+namespace {
+
+constexpr int kTrialNotContainedExit = 98; // a trial task that could not enter its private view
+
+// The batch step's marker for its job's later steps: "<array index>\n<manifest path>\n", root's, 0600.
+std::string contain_marker_dir(const Context& ctx) {
+    return ctx.config.spool + "/contain";
+}
+
+// The marker of job `job`, when the batch step left one: only a root-owned regular file nobody else may
+// write, in the safe spool, counts (nothing a user planted decides how a job's steps run).
+std::optional<std::pair<uint32_t, std::string>> read_contain_marker(const Context& ctx, uint32_t job) {
+    const std::string dir = contain_marker_dir(ctx);
+    const std::string path = dir + "/" + std::to_string(job);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+    ensure_safe_dir(ctx.config.spool);
+    ensure_safe_dir(dir);
+    if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022))
+        throw Error("not a marker the plugin wrote (owner, type or mode)", path);
+    const std::string text = read_regular_file(path, {8192, false});
+    const auto nl = text.find('\n');
+    const auto index = parse_integer<uint32_t>(text.substr(0, nl));
+    std::string manifest = nl == std::string::npos ? "" : text.substr(nl + 1);
+    if (!manifest.empty() && manifest.back() == '\n') manifest.pop_back();
+    if (!index || !valid_path_value(manifest)) throw Error("malformed containment marker", path);
+    return std::pair{*index, manifest};
+}
+
+} // namespace
+
+int stepd_contain_init(spank_t sp, Context& ctx) {
+    auto& c = ctx.contain;
+    const Mode mode = ctx.effective_mode();
+    const uint32_t job = item_u32(sp, S_JOB_ID);
+    const bool batch = item_u32(sp, S_JOB_STEPID) == kBatchStep;
+    const std::string env_manifest = job_env(sp, "INFRARSI_MANIFEST");
+    try {
+        if (!batch) {
+            // A later step of a trial job (srun, srun --overlap): contained whatever its own environment or
+            // --infrarsi says, which its user may have cleared.
+            if (auto marker = read_contain_marker(ctx, job)) {
+                c = {true, true, marker->second, marker->first};
+                return 0;
+            }
+        }
+    } catch (const std::exception& e) {
+        c = {true, true, {}, 0};
+        c.manifest.clear();
+        slurm_error("infrarsi: job %u: containment marker: %s", job, e.what());
+        return 0;
+    }
+    // A trial job as the evidence counts one (stepd_init_post_opt): --infrarsi=trial, or the manifest the
+    // orchestrator submits under the site's record mode.
+    const bool trial = mode.kind == ModeKind::trial || (mode.kind != ModeKind::off && !env_manifest.empty());
+    if (!trial || env_manifest.empty()) return 0;
+    c = {true, mode.kind == ModeKind::trial, env_manifest, array_task(sp).value_or(0)};
+    if (!batch) return 0;
+    // For the job's later steps, whose environment is the user's to clear.
+    try {
+        ensure_safe_dir(ctx.config.spool);
+        ensure_safe_dir(contain_marker_dir(ctx));
+        c.marker_written = write_new_file(contain_marker_dir(ctx), std::to_string(job),
+                                          std::to_string(c.index) + "\n" + env_manifest + "\n", 0600);
+    } catch (const std::exception& e) {
+        // Its later steps are then contained only while they keep the variables: a trial-mode job must not
+        // run so (task_init refuses it); under record mode it is logged.
+        slurm_error("infrarsi: job %u: containment marker not written: %s", job, e.what());
+        if (c.required) ctx.deferred_error = std::string("containment marker not written: ") + e.what();
+    }
+    return 0;
+}
+
+int stepd_contain_task(spank_t sp, Context& ctx) {
+    const auto& c = ctx.contain;
+    if (!c.wanted) return 0;
+    // A trial task that cannot be contained never runs: it ends here, before the job's program, saying why on
+    // its stderr (under `optional` Slurm would ignore an error return).
+    auto refuse = [&](const std::string& why) {
+        std::fprintf(stderr, "infrarsi: trial step not run: it cannot be contained: %s\n", why.c_str());
+        std::fflush(stderr);
+        ::_exit(kTrialNotContainedExit);
+    };
+    std::optional<trial::Manifest> m;
+    try {
+        if (c.manifest.empty()) throw Error("no manifest for this job's steps");
+        m = trial::read_manifest(c.manifest);
+    } catch (const std::exception& e) {
+        if (c.required) refuse(e.what());
+        // Record mode with a stray INFRARSI_MANIFEST: not a trial we can tell; the job runs.
+        slurm_error("infrarsi: step not contained: %s", e.what());
+        return 0;
+    }
+    try {
+        // As the job's user now (slurmstepd has switched to it for the task): the user's own permissions
+        // apply to everything the plan reads and to the namespace (an unprivileged user namespace).
+        trial::ContainmentSite site;
+        struct passwd pw {
+        }, *found = nullptr;
+        char buf[4096];
+        if (getpwuid_r(::getuid(), &pw, buf, sizeof buf, &found) == 0 && found && found->pw_dir)
+            site.home = found->pw_dir;
+        site.bank = trial::bank_files([&](const char* name) { return job_env(sp, name); }, site.home);
+        for (const auto& r : ctx.config.campaign_roots)
+            site.roots.emplace_back(r);
+        site.roots.emplace_back(ctx.config.spool);
+        if (const auto bin = job_env(sp, "INFRARSI_BIN"); !bin.empty() && bin[0] == '/')
+            site.inputs.emplace_back(bin);
+        const auto iso = trial::contain(c.manifest, m->task(c.index), site);
+        if (!iso) return 0; // a manifest written by hand, outside any campaign: nothing to hide
+        // A campaign's trial: run contained or not at all.
+        if (!iso->in_place) refuse(iso->detail);
+        slurm_verbose("infrarsi: job %u step %u contained: %s", item_u32(sp, S_JOB_ID),
+                      item_u32(sp, S_JOB_STEPID), iso->detail.c_str());
+    } catch (const std::exception& e) {
+        refuse(e.what());
+    }
+    return 0;
+}
+
+int stepd_contain_exit(spank_t sp, Context& ctx) {
+    if (!ctx.contain.marker_written) return 0;
+    ctx.contain.marker_written = false;
+    const std::string path = contain_marker_dir(ctx) + "/" + std::to_string(item_u32(sp, S_JOB_ID));
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw Error(std::strerror(errno), path);
     return 0;
 }
 

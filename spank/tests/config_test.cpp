@@ -39,7 +39,8 @@ TEST_CASE("plugstack arguments: defaults, every key, and the site's record defau
     CHECK(d.gpu == GpuProbe::automatic);
     CHECK(d.gpu_calibration.count() == 3000);
     CHECK(d.cuda_library_dirs.empty());
-    auto g = parse_config({"gpu=no", "gpu_calibration_ms=8000", "cuda_libs=/usr/local/cuda/lib64:/opt/nv/lib"});
+    auto g =
+        parse_config({"gpu=no", "gpu_calibration_ms=8000", "cuda_libs=/usr/local/cuda/lib64:/opt/nv/lib"});
     CHECK(g.gpu == GpuProbe::no);
     CHECK(g.gpu_calibration.count() == 8000);
     CHECK(g.cuda_library_dirs == std::vector<std::string>{"/usr/local/cuda/lib64", "/opt/nv/lib"});
@@ -73,4 +74,13 @@ TEST_CASE("bad plugstack values are refused with the value") {
     CHECK_THROWS_WITH_AS(parse_config({"gpu_calibration_ms=90000"}), doctest::Contains("0..60000"), Error);
     CHECK_THROWS_WITH_AS(parse_config({"cuda_libs=lib64"}), doctest::Contains("absolute"), Error);
     CHECK_THROWS_WITH_AS(parse_config({"cuda_libs=/a::/b"}), doctest::Contains("absolute"), Error);
+}
+
+TEST_CASE("campaign_roots names the directories of campaigns a trial's steps never see; / is refused") {
+    CHECK(parse_config({}).campaign_roots.empty());
+    CHECK(parse_config({"campaign_roots=/srv/campaigns:/scratch/infrarsi"}).campaign_roots ==
+          std::vector<std::string>{"/srv/campaigns", "/scratch/infrarsi"});
+    CHECK_THROWS_WITH_AS(parse_config({"campaign_roots=/"}), doctest::Contains("other than /"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"campaign_roots=srv"}), doctest::Contains("absolute"), Error);
+    CHECK_THROWS_WITH_AS(parse_config({"campaign_roots=/a::/b"}), doctest::Contains("absolute"), Error);
 }

@@ -290,6 +290,9 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
             job.output = (bdir / "slurm-%A_%a.out").string();
             job.workdir = bdir;
             job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
+            // The bank this run uses (--bank may differ from the environment's): hidden from the trial's
+            // steps.
+            if (!o.bank.empty()) job.env["INFRARSI_BANK"] = fs::absolute(o.bank).string();
             job.partition = res.partition;
             job.nodes = res.nodes;
             job.ntasks_per_node = res.ntasks_per_node;
@@ -366,6 +369,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
             }
         }
     }
+    user_jobs_ = jobs_not_ours(sched, batch_id);
     ingest(batch_id, all);
 }
 
@@ -523,6 +527,15 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         if (!evidence.is_null()) t.measurements["evidence"] = evidence;
         if (result && !result->isolation.empty())
             t.measurements["isolation"] = {{"in_place", result->isolated}, {"detail", result->isolation}};
+        // Jobs of the user submitted while this trial ran that the campaign did not submit: a warning on the
+        // trial, not a violation (self_submitted.cpp says why).
+        if (auto jobs = self_submitted_during(rec); !jobs.empty()) {
+            t.measurements["self_submitted_jobs"] = jobs;
+            store_->log(
+                fmt::format("trial {}: {} job(s) of this user submitted while it ran that the campaign "
+                            "did not submit (first: {})",
+                            t.id, jobs.size(), jobs[0]["job"].get<std::string>()));
+        }
         // Processes the workload left behind, killed by the wrapper before it wrote result.json.
         if (result && result->leftover_processes_killed > 0)
             t.measurements["leftover_processes_killed"] = result->leftover_processes_killed;

@@ -168,6 +168,10 @@ class Campaign {
     void await_batch(std::int64_t batch_id, const RunOptions& o);
     void resume_open_batches(const RunOptions& o);
     void ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records);
+    // self_submitted.cpp: the user's jobs submitted since the batch was, that this campaign did not submit
+    // (read by await_batch into user_jobs_), and those submitted while one trial's job ran.
+    std::vector<slurm::UserJob> jobs_not_ours(const scheduler::Scheduler& sched, std::int64_t batch_id);
+    nlohmann::json self_submitted_during(const slurm::JobRecord& rec) const;
     void finish_doctor();
     // nccl_check.cpp: the baseline's NCCL transports against the nodes' NICs, for a job that uses NCCL;
     // throws (or logs, with [nccl] fallback = "warn") when NCCL fell back to a slower transport.
@@ -256,6 +260,7 @@ class Campaign {
     // name of the scheduler whose records it reads; set by await_batch.
     std::string evidence_spool_;
     std::string evidence_scheduler_;
+    std::vector<slurm::UserJob> user_jobs_; // jobs_not_ours, for ingest
 };
 
 // Which prior the memory model starts from, for people: the estimate command, the transformer formulas, or

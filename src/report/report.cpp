@@ -28,30 +28,35 @@ json opt(const std::optional<double>& v) {
 }
 
 json trial_json(const store::TrialRow& t) {
-    return {{"id", t.id},
-            {"batch", t.batch_id},
-            {"kind", store::to_string(t.kind)},
-            {"candidate", space::Candidate::from_json(t.candidate).describe()},
-            {"state", store::to_string(t.state)},
-            {"outcome", store::outcome_name(t)},
-            {"violation", trial::to_string(t.violation)},
-            {"detail", t.detail},
-            {"job_id", t.job_id},
-            {"node", t.node},
-            {"step_s", opt(t.step_time_s)},
-            {"step_s_ci", t.step_time_lo ? json::array({*t.step_time_lo, *t.step_time_hi}) : json()},
-            {"mfu", opt(t.mfu)},
-            {"tokens_per_s", opt(t.tokens_per_s)},
-            {"peak_memory_bytes", opt(t.peak_memory_bytes)},
-            {"cost_node_s", t.cost_node_s},
-            {"counted", t.counted},
-            {"reason", t.reason},
-            {"result", t.result_path},
-            // What the candidate's code could not write (docs/orchestrator.md, "Evidence").
-            {"evidence", t.measurements.is_object() ? t.measurements.value("evidence", json()) : json()},
-            {"isolation", t.measurements.is_object() ? t.measurements.value("isolation", json()) : json()},
-            {"leftover_processes_killed",
-             t.measurements.is_object() ? t.measurements.value("leftover_processes_killed", 0) : 0}};
+    json j = {{"id", t.id},
+              {"batch", t.batch_id},
+              {"kind", store::to_string(t.kind)},
+              {"candidate", space::Candidate::from_json(t.candidate).describe()},
+              {"state", store::to_string(t.state)},
+              {"outcome", store::outcome_name(t)},
+              {"violation", trial::to_string(t.violation)},
+              {"detail", t.detail},
+              {"job_id", t.job_id},
+              {"node", t.node},
+              {"step_s", opt(t.step_time_s)},
+              {"step_s_ci", t.step_time_lo ? json::array({*t.step_time_lo, *t.step_time_hi}) : json()},
+              {"mfu", opt(t.mfu)},
+              {"tokens_per_s", opt(t.tokens_per_s)},
+              {"peak_memory_bytes", opt(t.peak_memory_bytes)},
+              {"cost_node_s", t.cost_node_s},
+              {"counted", t.counted},
+              {"reason", t.reason},
+              {"result", t.result_path},
+              // What the candidate's code could not write (docs/orchestrator.md, "Evidence").
+              {"evidence", t.measurements.is_object() ? t.measurements.value("evidence", json()) : json()},
+              {"isolation", t.measurements.is_object() ? t.measurements.value("isolation", json()) : json()},
+              {"leftover_processes_killed",
+               t.measurements.is_object() ? t.measurements.value("leftover_processes_killed", 0) : 0}};
+    // Jobs of the user submitted while the trial ran that the campaign did not submit: a warning
+    // (campaign/self_submitted.cpp), present only when there were any.
+    if (t.measurements.is_object() && t.measurements.contains("self_submitted_jobs"))
+        j["self_submitted_jobs"] = t.measurements["self_submitted_jobs"];
+    return j;
 }
 
 std::string fmt_opt(const json& v, const char* spec = "{:.4f}") {
@@ -643,6 +648,20 @@ std::string render(const json& r) {
             o += fmt::format("  seed {}: {}\n", space::Candidate::from_json(sd["candidate"]).describe(),
                              sd["reason"].get<std::string>());
     }
+    // Warnings on trials: jobs the user submitted while they ran (possibly from inside the trial, outside its
+    // private view).
+    std::string warnings;
+    for (const auto& t : r["trials"]) {
+        if (!t.contains("self_submitted_jobs")) continue;
+        std::string jobs;
+        for (const auto& j : t["self_submitted_jobs"])
+            jobs += fmt::format("{}{} ('{}', {}, submitted {})", jobs.empty() ? "" : ", ", j.value("job", ""),
+                                j.value("name", ""), j.value("state", ""), j.value("submitted", ""));
+        warnings +=
+            fmt::format("  trial #{}: jobs submitted while it ran that the campaign did not submit: {}\n",
+                        t["id"].get<int>(), jobs);
+    }
+    if (!warnings.empty()) o += "\nWarnings:\n" + warnings;
     o += "\nSearch trials:\n";
     for (const auto& t : r["trials"]) {
         if (t["kind"] != "search") continue;

@@ -9,6 +9,7 @@
 //          orchestrator re-attaches to a batch as it does to a Slurm job.
 #include "slurm/job.hpp"
 #include "slurm/plugstack.hpp"
+#include "slurm/user_jobs.hpp"
 
 #include <fmt/format.h>
 
@@ -106,6 +107,12 @@ class Scheduler {
     virtual slurm::SpoolDiscovery plugin_spool(const std::string& given) const {
         if (!given.empty()) return {given, "--spool"};
         return {"", fmt::format("the {} scheduler has no plugin", name())};
+    }
+    // This user's jobs submitted at or after `since_epoch` (slurm/user_jobs.hpp): what a trial may have
+    // submitted itself. The local backend has no queue a trial could submit to: none.
+    virtual std::vector<slurm::UserJob> jobs_submitted_since(double since_epoch) const {
+        (void)since_epoch;
+        return {};
     }
 };
 

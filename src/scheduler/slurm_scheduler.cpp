@@ -65,6 +65,10 @@ class SlurmScheduler final : public Scheduler {
 
     void cancel(const std::string& job_id) override { client_.cancel(job_id); }
 
+    std::vector<slurm::UserJob> jobs_submitted_since(double since_epoch) const override {
+        return slurm::user_jobs_submitted_since(since_epoch, client_.accounting_works());
+    }
+
     std::vector<std::string> nodes(const std::string& partition) const override {
         std::vector<std::string> argv = {"sinfo", "-h", "-N", "-o", "%N %t"};
         if (!partition.empty()) argv.push_back("--partition=" + partition);

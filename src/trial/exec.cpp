@@ -198,10 +198,11 @@ int execute(const fs::path& manifest_path, int index) {
     // is written (kill_leftovers): nothing of the trial outlives its result file.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
-    // The workload sees its own trial directory and sandbox of the campaign directory, nothing else of it:
-    // no other trial's output, no doctor log, no campaign database (trial/isolation.hpp).
-    Isolation isolation;
-    if (const auto plan = isolation_plan(fs::absolute(manifest_path), task)) isolation = isolate(*plan);
+    // The workload sees its own trial directory and sandbox of the campaign directory, nothing else of it
+    // and no other campaign or bank (trial/isolation.hpp): the plugin's private view where it made one for
+    // every step of the job, else one of the wrapper's own.
+    Isolation isolation =
+        contain(fs::absolute(manifest_path), task, site_of_this_process()).value_or(Isolation{});
 
     // The knobs' arguments follow the command and its fixed arguments: argv elements, never a shell line.
     std::vector<std::string> argv = task.command;
