@@ -379,7 +379,7 @@ int stepd_contain_task(spank_t sp, Context& ctx) {
         site.bank = trial::bank_files([&](const char* name) { return job_env(sp, name); }, site.home);
         for (const auto& r : ctx.config.campaign_roots)
             site.roots.emplace_back(r);
-        site.roots.emplace_back(ctx.config.spool);
+        site.spool = ctx.config.spool;
         if (const auto bin = job_env(sp, "INFRARSI_BIN"); !bin.empty() && bin[0] == '/')
             site.inputs.emplace_back(bin);
         const auto iso = trial::contain(c.manifest, m->task(c.index), site);

@@ -105,9 +105,10 @@ class Client {
 
     // The build's view of the cluster's configuration (scontrol show config), cached.
     const std::map<std::string, std::string>& config() const;
+    // Whether sacct answers (AccountingStorageType is not accounting_storage/none).
+    bool accounting_works() const;
 
   private:
-    bool accounting_works() const;
     mutable std::optional<bool> accounting_;
     mutable std::map<std::string, std::string> config_;
     mutable std::string last_skip_report_;

@@ -44,7 +44,7 @@ bool strictly_inside(const fs::path& p, const fs::path& dir) {
     return p != dir && within(p, dir);
 }
 
-std::optional<fs::path> canonical(const fs::path& p) {
+std::optional<fs::path> canonical_or_none(const fs::path& p) {
     std::error_code ec;
     fs::path c = fs::canonical(p, ec);
     if (ec) return std::nullopt;
@@ -167,14 +167,14 @@ std::vector<fs::path> bank_files(const std::function<std::string(const char*)>& 
 
 std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const ManifestTask& task,
                                             const ContainmentSite& site) {
-    const auto m = canonical(manifest);
+    const auto m = canonical_or_none(manifest);
     if (!m) return std::nullopt;
     const fs::path batches = m->parent_path().parent_path();
     if (batches.filename() != "batches") return std::nullopt;
     const fs::path campaign = batches.parent_path();
     std::error_code ec;
     if (!fs::is_regular_file(campaign / "campaign.db", ec)) return std::nullopt;
-    const fs::path home = canonical(site.home).value_or(site.home);
+    const fs::path home = canonical_or_none(site.home).value_or(site.home);
 
     IsolationPlan plan;
     plan.campaign = campaign;
@@ -186,12 +186,18 @@ std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const Mani
         forbidden.push_back(std::move(c));
     plan.hide = forbidden;
     for (const auto& r : site.roots)
-        if (auto c = canonical(r); c && fs::is_directory(*c, ec) && *c != "/") {
-            forbidden.push_back(*c);
+        if (auto c = canonical_or_none(r); c && fs::is_directory(*c, ec) && *c != "/") {
             plan.hide.push_back(*c);
+            for (auto& inner : campaigns_in(*c))
+                forbidden.push_back(std::move(inner));
         }
+    if (auto c = canonical_or_none(site.spool);
+        !site.spool.empty() && c && fs::is_directory(*c, ec) && *c != "/") {
+        plan.hide.push_back(*c);
+        forbidden.push_back(*c);
+    }
     for (const auto& b : site.bank) {
-        const auto dir = canonical(b.parent_path());
+        const auto dir = canonical_or_none(b.parent_path());
         if (!dir || !fs::is_directory(*dir, ec)) continue;
         if (!too_shared(*dir, home)) {
             forbidden.push_back(*dir);
@@ -224,7 +230,7 @@ std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const Mani
         if (p.empty()) continue;
         fs::path d = p;
         if (!fs::is_directory(d, ec)) d = d.parent_path();
-        auto c = canonical(d);
+        auto c = canonical_or_none(d);
         if (!c || !strictly_inside(*c, campaign)) continue;
         const auto rel = c->lexically_relative(campaign);
         if (*rel.begin() == "sandboxes") {
@@ -252,7 +258,7 @@ std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const Mani
     auto named = named_paths(task);
     named.insert(named.end(), site.inputs.begin(), site.inputs.end());
     for (const auto& n : named) {
-        const auto c = canonical(n);
+        const auto c = canonical_or_none(n);
         if (!c || !hidden(*c) || in_own(*c)) continue;
         const bool in_forbidden =
             std::any_of(forbidden.begin(), forbidden.end(), [&](const fs::path& f) { return within(*c, f); });

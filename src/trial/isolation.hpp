@@ -21,9 +21,10 @@ struct ManifestTask;
 
 // What the host adds to what a campaign's manifest says: where else campaigns and evidence live.
 struct ContainmentSite {
-    // Directories hidden whole: the site's campaign roots (plugstack `campaign_roots=`) and the plugin's
-    // spool.
+    // Directories that hold campaigns (plugstack `campaign_roots=`): hidden whole; of what they hold, only
+    // what the task names and is no campaign is bound back.
     std::vector<std::filesystem::path> roots;
+    std::filesystem::path spool;               // the plugin's spool: hidden whole, nothing of it bound back
     std::vector<std::filesystem::path> bank;   // the experience bank files the job could reach (bank_files)
     std::vector<std::filesystem::path> inputs; // further paths the job needs (the wrapper, INFRARSI_BIN)
     std::filesystem::path home;                // the user's home directory: never hidden whole

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <grp.h>
 #include <optional>
@@ -54,7 +55,7 @@ struct Layout {
     trial::ContainmentSite site() const {
         trial::ContainmentSite s;
         s.bank = {bankdir / "bank.sqlite"};
-        s.roots = {spool};
+        s.spool = spool;
         return s;
     }
     void write(trial::ManifestTask t) {
@@ -117,6 +118,13 @@ TEST_CASE("what a task's command, arguments and environment name in a hidden sit
     REQUIRE(plan->refused.size() == 2);
     CHECK(plan->refused[0].find("bank/bank.sqlite: inside a campaign or the bank") != std::string::npos);
     CHECK(plan->refused[1].find("other/campaign.db: inside a campaign or the bank") != std::string::npos);
+    // Nothing of the spool, whatever the task names.
+    l.task.env["PEEK"] = l.spool.string();
+    l.write(l.task);
+    const auto again = trial::isolation_plan(l.manifest, l.task, s);
+    REQUIRE(again);
+    CHECK(std::find(again->refused.begin(), again->refused.end(),
+                    l.spool.string() + ": inside a campaign or the bank") != again->refused.end());
     for (const auto& k : plan->keep) {
         CHECK(k.path != l.other);
         CHECK(k.path != site);
@@ -143,6 +151,8 @@ TEST_CASE("a manifest outside a campaign has no plan; the bank files follow the 
     TempDir tmp;
     fs::create_directories(tmp.path / "x");
     trial::ManifestTask t;
+    t.trial_id = "1";
+    t.result = (tmp.path / "x/0/result.json").string();
     trial::Manifest m;
     m.campaign = "c1";
     m.tasks = {t};
