@@ -34,7 +34,7 @@ env -i PATH="$PATH" SLURM_CONF="$SLURM_CONF" HOME="$HOME" \
 (echo x >"$BANKDIR/planted") && echo "ATTACK wrote the bank's directory"
 env -i PATH="$PATH" SLURM_CONF="$SLURM_CONF" HOME="$HOME" \
   sbatch --parsable -J self-submitted-containment -o /dev/null --wrap "sleep 120" | sed 's/^/submitted: /'
-for s in 1 2 3; do echo "INFRARSI_STEP {\"step\":$s,\"loss\":1.0,\"step_time_s\":0.1}"; done
+for s in 1 2 3 4 5 6; do echo "INFRARSI_STEP {\"step\":$s,\"loss\":1.0,\"step_time_s\":0.1}"; done
 EOF
 
 cat >"$work/containment.contract.toml" <<EOF
@@ -59,7 +59,7 @@ max = 2
 env = "UNUSED"
 baseline = 1
 [invariants]
-steps = 3
+steps = 6
 warmup_steps = 1
 [budget]
 trials = 1
@@ -71,7 +71,7 @@ verify_top = 0
 EOF
 "$bin" init "$work/containment.contract.toml" --dir "$work/c" >/dev/null
 log=$work/doctor.log
-"$bin" doctor --dir "$work/c" --scheduler slurm >"$log" 2>&1 || true
+"$bin" doctor --dir "$work/c" >"$log" 2>&1 || true
 "$bin" report --dir "$work/c" --json >"$work/report.json" || fail "no report"
 "$bin" report --dir "$work/c" >"$work/report.txt" || fail "no text report"
 r=$work/report.json
