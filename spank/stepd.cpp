@@ -1,6 +1,7 @@
-// slurmstepd (remote context, root): record mode's per-node record, tune mode's request and trial mode's
-// environment. What runs as root reads nothing a user names; the manifest is read in user_init, where
-// slurmstepd has dropped to the job's user, so the user's own permissions apply to it.
+// slurmstepd (remote context, root): record mode's per-node record, tune mode's request, trial mode's
+// environment and the containment of every step of a trial job. What runs as root reads nothing a user
+// names; the manifest is read in user_init, where slurmstepd has dropped to the job's user, and in each
+// task's task_init (containment), where the task runs as the user, so the user's own permissions apply.
 #include "context.hpp"
 #include "node_identity.hpp"
 #include "spool.hpp"
