@@ -100,4 +100,42 @@ jq -e --arg other "$work/other" '[.trials[] | select(.isolation.detail | contain
 jq -e '[.trials[] | .self_submitted_jobs // [] | .[] | select(.name == "self-submitted-containment")] | length >= 1' \
   "$r" >/dev/null || fail "the self-submitted job is not in the report: $(jq -c '[.trials[] | .self_submitted_jobs]' "$r")"
 grep -q "self-submitted-containment" "$work/report.txt" || fail "the text report has no warning for the job"
+# The same from a job of an unprivileged user, the way a site runs trials: slurmstepd switches each task to the
+# user before the plugin makes the view, which it then makes inside a user namespace of the user's own. A
+# campaign's layout written by hand (a manifest the plugin reads; no orchestrator needed).
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+  u=$work/as-nobody
+  mkdir -p "$u/c/batches/1/0" "$u/other"
+  echo db >"$u/c/campaign.db"
+  echo db >"$u/other/campaign.db"
+  cat >"$u/c/batches/1/manifest.json" <<EOF
+{"format":"infrarsi-manifest/3","campaign":"nobody","knobs":{},"tasks":[{"index":0,"trial_id":"t0","env":{},
+ "result":"$u/c/batches/1/0/result.json","workdir":"$u/c/batches/1/0","log":"$u/c/batches/1/0/log.txt"}]}
+EOF
+  # $1 the campaign, $2 the step's name.
+  cat >"$u/probe.sh" <<'EOF'
+echo STEP-RAN
+[ -e "$1/campaign.db" ] && echo "ATTACK $2 sees campaign.db"
+(echo x >"$1/planted-$2") 2>/dev/null && echo "ATTACK $2 wrote the campaign"
+true
+EOF
+  cat >"$u/job.sh" <<EOF
+#!/bin/bash
+bash "$u/probe.sh" "$u/c" batch
+srun --overlap -N1 -n1 bash "$u/probe.sh" "$u/c" overlap
+env -i PATH="\$PATH" SLURM_CONF="\$SLURM_CONF" srun --jobid="\$SLURM_JOB_ID" --overlap -N1 -n1 bash "$u/probe.sh" "$u/c" envless
+(echo x >"$u/other/planted") 2>/dev/null && echo "ATTACK wrote the sibling campaign"
+(echo x >"$u/c/batches/1/0/own") && echo OWN-WRITTEN
+EOF
+  chmod 755 "$work" "$u/job.sh"
+  chown -R nobody "$u"
+  su -s /bin/bash nobody -c "SLURM_CONF='$SLURM_CONF' INFRARSI_MANIFEST='$u/c/batches/1/manifest.json' \
+    sbatch --wait -o '$u/out.txt' --chdir '$u/c/batches/1' '$u/job.sh'" >/dev/null \
+    || fail "the job of nobody failed: $(cat "$u/out.txt")"
+  [ "$(grep -c STEP-RAN "$u/out.txt")" = 3 ] || fail "not every step of nobody's job ran: $(cat "$u/out.txt")"
+  if grep -q ATTACK "$u/out.txt"; then fail "an unprivileged trial reached past its view: $(cat "$u/out.txt")"; fi
+  grep -q OWN-WRITTEN "$u/out.txt" || fail "nobody's trial could not write its own directory: $(cat "$u/out.txt")"
+  for f in "$u"/c/planted-* "$u/other/planted"; do [ ! -e "$f" ] || fail "$f was written by nobody's trial"; done
+  echo "ok: an unprivileged user's trial is contained in every step too"
+fi
 echo "ok: $n trial(s) contained in every step; the self-submitted job is named"
