@@ -26,7 +26,9 @@ static int run_main(int argc, char** argv) {
     std::string root;
     int idle = 10;
     app.add_option("--campaign,-c", campaigns, "a campaign directory (repeatable)");
-    app.add_option("--root", root, "drive every campaign directory under this one");
+    app.add_option("--root", root,
+                   "drive every campaign directory under this one (as root: each directory a user controls "
+                   "as that user, never as root)");
     app.add_option(
         "--spool", o.run.spool,
         "the plugin's spool: its tune requests (tune/) become campaigns under --root; its allocation "

@@ -2,11 +2,13 @@
 
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/privilege.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +29,15 @@ std::string octal(unsigned mode) {
 
 void ensure_safe_dir(const std::string& dir) {
     if (dir.empty() || dir[0] != '/') throw Error("spool path is not absolute", dir);
+    // The directories on the way first: one a user may change could swap the spool (or the name root is about
+    // to mkdir) for a link to anywhere between our check and our open.
+    const auto parent = std::filesystem::path(dir).lexically_normal().parent_path();
+    if (const auto pc = path_control(parent, ::geteuid()); !pc.root_only())
+        throw Error(pc.why.empty() ? "spool's parent " + parent.string() + " is controlled by uid " +
+                                         std::to_string(pc.uid) + "; refusing to write under it"
+                                   : "spool's path can be changed by others (" + pc.why +
+                                         "); refusing to write under it",
+                    dir, "a path of directories only root may change");
     struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0) {
         if (errno != ENOENT) throw Error(sys_error("lstat"), dir);
@@ -61,13 +72,20 @@ bool claim_marker(const std::string& path) {
     throw Error(sys_error("cannot create marker"), path);
 }
 
-bool write_new_file(const std::string& dir, const std::string& name, const std::string& content,
-                    mode_t mode) {
+bool write_new_file(const std::string& dir, const std::string& name, const std::string& content, mode_t mode,
+                    gid_t group) {
     const std::string path = dir + "/" + name;
     const std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
     {
         UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
         if (!f) throw Error(sys_error("cannot create"), tmp);
+        // The group first: a reader's group never sees the file before it has its final mode.
+        if (group != static_cast<gid_t>(-1) && ::fchown(f.get(), static_cast<uid_t>(-1), group) != 0) {
+            const int e = errno;
+            ::unlink(tmp.c_str());
+            errno = e;
+            throw Error(sys_error("cannot give the file its group"), tmp);
+        }
         ::fchmod(f.get(), mode); // whatever the umask
         try {
             write_all(f.get(), content, tmp);

@@ -144,7 +144,11 @@ void write_tune_request(spank_t sp, const Context& ctx) {
     ensure_safe_dir(ctx.config.spool);
     ensure_safe_dir(ctx.config.spool + "/tune");
     // A requeued job runs its batch step again: the first request stands.
-    if (write_new_file(ctx.config.spool + "/tune", std::to_string(r.job_id) + ".json", j.dump(2) + "\n"))
+    // Root's, readable by the job's group (its user's daemon reads it), not by others: it names their files.
+    gid_t gid = 0;
+    spank_get_item(sp, S_JOB_GID, &gid);
+    if (write_new_file(ctx.config.spool + "/tune", std::to_string(r.job_id) + ".json", j.dump(2) + "\n", 0640,
+                       gid))
         slurm_info("infrarsi: tune request for job %u written to %s/tune", r.job_id,
                    ctx.config.spool.c_str());
 }
@@ -269,7 +273,9 @@ int stepd_task_exit(spank_t sp, Context& ctx) {
     ensure_safe_dir(dir);
     const auto name = trial::evidence_file_prefix(run.job) +
                       std::to_string(static_cast<long long>(run.start_boot * 1e9)) + ".json";
-    write_new_file(dir, name, trial::to_json(e).dump() + "\n");
+    gid_t gid = 0; // root's, readable by the job's group (its orchestrator), not by every user
+    spank_get_item(sp, S_JOB_GID, &gid);
+    write_new_file(dir, name, trial::to_json(e).dump() + "\n", 0640, gid);
     slurm_verbose("infrarsi: trial evidence for job %s: %.3f s, exit %d signal %d", run.job.c_str(),
                   e.elapsed_s, e.exit_code, e.signal);
     return 0;

@@ -1,4 +1,5 @@
-// The spool's safety rules: created 0755, symlinks and open directories refused, markers claimed once.
+// The spool's safety rules: created 0755, symlinks and open directories refused (on its whole path), markers
+// claimed once, a job's own files private to its group.
 #include "spool.hpp"
 
 #include "util/error.hpp"
@@ -65,6 +66,23 @@ TEST_CASE("a spool that is a symlink, a file, or writable by others (even sticky
     fs::remove_all(d);
 }
 
+TEST_CASE("a spool under a directory a user or others may change is refused, before anything is made there") {
+    auto d = temp_dir("parent");
+    fs::create_directories(d / "open");
+    ::chmod((d / "open").c_str(), 0777); // anyone could swap open/spool for a link between check and use
+    CHECK_THROWS_WITH_AS(ensure_safe_dir((d / "open" / "spool").string()),
+                         doctest::Contains("changed by others"), Error);
+    CHECK_FALSE(fs::exists(d / "open" / "spool"));
+    if (::geteuid() == 0) {
+        fs::create_directories(d / "user");
+        REQUIRE(::chown((d / "user").c_str(), 65534, 65534) == 0);
+        CHECK_THROWS_WITH_AS(ensure_safe_dir((d / "user" / "spool").string()),
+                             doctest::Contains("controlled by uid 65534"), Error);
+        CHECK_FALSE(fs::exists(d / "user" / "spool"));
+    }
+    fs::remove_all(d);
+}
+
 TEST_CASE("a marker is claimed by exactly one caller and never through a symlink") {
     auto d = temp_dir("marker");
     CHECK(claim_marker((d / "42.n1").string()));
@@ -88,6 +106,18 @@ TEST_CASE("a published file is complete, 0644, and never replaces an existing on
     for ([[maybe_unused]] auto& e : fs::directory_iterator(d))
         ++files;
     CHECK(files == 1); // no temporary left behind
+    fs::remove_all(d);
+}
+
+TEST_CASE("a job's own file is root's, 0640, in the job's group: its user reads it, other users do not") {
+    auto d = temp_dir("group");
+    const gid_t group = ::geteuid() == 0 ? 65534 : ::getegid();
+    CHECK(write_new_file(d.string(), "9.json", "{}\n", 0640, group));
+    struct stat st {};
+    REQUIRE(::lstat((d / "9.json").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(st.st_gid == group);
+    CHECK(st.st_uid == ::geteuid());
     fs::remove_all(d);
 }
 

@@ -2,15 +2,21 @@
 
 #include "campaign/campaign_lock.hpp"
 #include "campaign/tune_intake.hpp"
+#include "contract/contract.hpp"
+#include "store/campaign_store.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/privilege.hpp"
 
 #include <fmt/core.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <memory>
+#include <poll.h>
 #include <set>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -40,49 +46,62 @@ void take_tune_requests(const DaemonOptions& o, std::set<std::string>& said) {
                  describe(h));
 }
 
-// A root daemon's users: every directory under the root that a user owns (made by the tune intake) is driven
-// by a worker, a child process that dropped to that user and runs this daemon's loop on that directory alone.
+// A root daemon's workers: each directory a user controls (path_control) is driven by a child process that
+// dropped to that user and runs this daemon's loop on that directory alone; root never opens it.
 class UserWorkers {
   public:
-    UserWorkers(const DaemonOptions& o, const std::atomic<bool>& stop) : o_(o), stop_(stop) {}
+    explicit UserWorkers(const std::atomic<bool>& stop) : stop_(stop) {}
     ~UserWorkers() { stop_all(); }
 
-    // Reaps the workers that ended and starts one for each user directory without one (with --once, each
-    // directory once). Returns how many are running.
-    std::size_t poll(std::set<std::string>& said) {
-        reap();
-        std::error_code ec;
-        for (fs::directory_iterator it(o_.root, ec), end; !ec && it != end; it.increment(ec)) {
-            const auto dir = it->path();
-            struct stat st {};
-            if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid == 0) continue;
-            if (running_.count(dir) || (o_.once && started_.count(dir))) continue;
-            const auto account = lookup_account(st.st_uid);
-            if (!account) {
-                if (said.insert("no-account:" + dir.string()).second)
-                    say(fmt::format("{}: its owner uid {} has no passwd entry; not driven", dir.string(),
-                                    st.st_uid));
-                continue;
-            }
-            DaemonOptions u = o_;
-            u.root = dir;
-            u.campaigns.clear();
-            u.take_requests = false;
-            const auto& stop = stop_;
-            running_[dir] = spawn_as(*account, [u, &stop] { return run_daemon(u, stop) == 0 ? 0 : 1; });
-            started_.insert(dir);
-            say(fmt::format("campaigns of {} under {}: driven as uid {}", account->name, dir.string(),
-                            account->uid));
+    // Starts a worker as `uid` on `dir` unless one runs (with --once: unless one ran): `u` is what it drives,
+    // and with `self` the worker adds `dir` itself as a campaign when it holds campaign.db (looked for once
+    // it is the user, as root does not look inside a user's directory).
+    void start(const fs::path& dir, uid_t uid, DaemonOptions u, bool self, std::set<std::string>& said) {
+        if (running_.count(dir) || (u.once && started_.count(dir))) return;
+        const auto account = lookup_account(uid);
+        if (!account) {
+            if (said.insert("no-account:" + dir.string()).second)
+                say(fmt::format("{}: its owner uid {} has no passwd entry; not driven", dir.string(), uid));
+            return;
         }
-        return running_.size();
+        u.take_requests = false;
+        // The worker's stop: the end of a pipe from this process, closed by stop_all() or by this process's
+        // death (even SIGKILL). Root needs no CAP_KILL to stop a user's process this way.
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
+        UniqueFd from_parent(fds[0]), to_worker(fds[1]);
+        const auto& stop = stop_;
+        const pid_t pid = spawn_as(*account, [this, u, dir, self, &stop, &from_parent, &to_worker]() mutable {
+            // Our copies of every worker's pipe to it would keep them open: only our own read end stays.
+            to_worker.reset();
+            for (auto& [other, w] : running_)
+                w.to_worker.reset();
+            // Shared with the watcher, which may outlive this call by the moment before _exit.
+            auto worker_stop = std::make_shared<std::atomic<bool>>(false);
+            std::thread([worker_stop, &stop, fd = from_parent.release()] {
+                // Ends at EOF (the parent closed its end or died) or at this worker's own SIGTERM.
+                for (char c = 0;;) {
+                    pollfd p{fd, POLLIN, 0};
+                    const int n = ::poll(&p, 1, 200);
+                    if (stop || (n > 0 && ::read(fd, &c, 1) <= 0) || (n < 0 && errno != EINTR)) break;
+                }
+                *worker_stop = true;
+            }).detach();
+            std::error_code ec;
+            if (self && fs::exists(dir / "campaign.db", ec)) u.campaigns.push_back(dir);
+            return run_daemon(u, *worker_stop) == 0 ? 0 : 1;
+        });
+        running_[dir] = Worker{pid, std::move(to_worker)};
+        started_.insert(dir);
+        say(fmt::format("campaigns of {} under {}: driven as uid {}", account->name, dir.string(),
+                        account->uid));
     }
-    int failed() const { return failed_; }
 
-  private:
-    void reap() {
+    // Reaps the workers that ended; returns how many run.
+    std::size_t poll() {
         for (auto it = running_.begin(); it != running_.end();) {
             int st = 0;
-            const pid_t r = ::waitpid(it->second, &st, WNOHANG);
+            const pid_t r = ::waitpid(it->second.pid, &st, WNOHANG);
             if (r == 0 || (r < 0 && errno == EINTR)) {
                 ++it;
                 continue;
@@ -95,26 +114,146 @@ class UserWorkers {
             }
             it = running_.erase(it);
         }
+        return running_.size();
     }
+    int failed() const { return failed_; }
+
+  private:
     void stop_all() {
-        for (const auto& [dir, pid] : running_)
-            ::kill(pid, SIGTERM);
-        for (const auto& [dir, pid] : running_) {
+        for (auto& [dir, w] : running_)
+            w.to_worker.reset(); // EOF: each worker stops at its next safe point
+        for (const auto& [dir, w] : running_) {
             int st = 0;
-            while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            while (::waitpid(w.pid, &st, 0) < 0 && errno == EINTR) {
             }
         }
         running_.clear();
     }
 
-    const DaemonOptions& o_;
+    struct Worker {
+        pid_t pid = -1;
+        UniqueFd to_worker;
+    };
     const std::atomic<bool>& stop_;
-    std::map<fs::path, pid_t> running_;
+    std::map<fs::path, Worker> running_;
     std::set<fs::path> started_;
     int failed_ = 0;
 };
 
+bool has_store(const fs::path& dir) {
+    struct stat st {};
+    return ::lstat((dir / "campaign.db").c_str(), &st) == 0;
+}
+
+// What a root daemon drives itself: the campaigns only root can change (root_campaign_problem). Each
+// directory a user controls goes to a worker as that user; one that no one user controls is driven by no
+// one. Each refusal is said once.
+std::vector<fs::path> sort_for_root(const DaemonOptions& o, UserWorkers& workers,
+                                    std::set<std::string>& said) {
+    std::vector<fs::path> own;
+    auto refuse = [&](const fs::path& d, const std::string& why) {
+        if (said.insert("refused " + d.string()).second)
+            say(fmt::format("{}: not driven: {}", d.string(), why));
+    };
+    auto take = [&](const fs::path& d) {
+        if (auto why = root_campaign_problem(d); !why.empty())
+            refuse(d, why);
+        else
+            own.push_back(d);
+    };
+    for (const auto& c : o.campaigns) {
+        const auto d = fs::absolute(c).lexically_normal();
+        const auto pc = path_control(d);
+        if (!pc.why.empty()) {
+            refuse(d, pc.why);
+        } else if (pc.uid != 0) {
+            DaemonOptions u = o;
+            u.campaigns = {d};
+            u.root.clear();
+            workers.start(d, pc.uid, u, false, said);
+        } else {
+            take(d);
+        }
+    }
+    if (o.root.empty()) return own;
+    const auto root = fs::absolute(o.root).lexically_normal();
+    const auto pc = path_control(root);
+    if (!pc.why.empty()) {
+        refuse(root, pc.why);
+        return own;
+    }
+    if (pc.uid != 0) { // all of it is that user's
+        DaemonOptions u = o;
+        u.campaigns.clear();
+        u.root = root;
+        workers.start(root, pc.uid, u, false, said);
+        return own;
+    }
+    std::error_code ec;
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+        const auto d = it->path();
+        const auto entry = path_control(d);
+        if (!entry.why.empty()) {
+            // Only said of a campaign: a root-owned directory others may write is looked at, never opened.
+            if (has_store(d)) refuse(d, entry.why);
+        } else if (entry.uid != 0) {
+            DaemonOptions u = o;
+            u.campaigns.clear();
+            u.root = d;
+            workers.start(d, entry.uid, u, true, said);
+        } else if (has_store(d)) {
+            take(d);
+        }
+    }
+    return own;
+}
+
 } // namespace
+
+std::string root_campaign_problem(const fs::path& dir) {
+    const auto pc = path_control(dir);
+    if (!pc.why.empty()) return pc.why;
+    if (pc.uid != 0) return fmt::format("{} is controlled by uid {}, not root", dir.string(), pc.uid);
+    struct stat st {};
+    const auto db = dir / "campaign.db";
+    if (::lstat(db.c_str(), &st) != 0) return fmt::format("{}: {}", db.string(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) return db.string() + " is not a regular file";
+    // Every entry directly in it: one a user owns, or others may write, is content root would act on.
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const auto p = it->path();
+        if (::lstat(p.c_str(), &st) != 0) continue; // gone since listed
+        if (st.st_uid != 0)
+            return fmt::format("{} is owned by uid {}: a campaign a user can change is not driven as root",
+                               p.string(), st.st_uid);
+        if (!S_ISLNK(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)))
+            return fmt::format("{} is writable by others (mode {:o})", p.string(), st.st_mode & 07777);
+    }
+    if (ec) return fmt::format("cannot list {}: {}", dir.string(), ec.message());
+    // What it reads and builds as root outside itself: the contract, the workload's tree, its batch script
+    // and the patch catalog must be root's alone too (checked before the contract file is read).
+    try {
+        store::CampaignStore store(db.string());
+        const auto file = store.meta("contract");
+        if (!file) return db.string() + " names no contract";
+        const auto named_problem = [](const fs::path& p) -> std::string {
+            const auto pc = path_control(p);
+            if (pc.root_only()) return {};
+            return fmt::format("it reads {} as root, which {}", p.string(),
+                               pc.why.empty() ? fmt::format("uid {} controls", pc.uid) : pc.why);
+        };
+        if (auto why = named_problem(*file); !why.empty()) return why;
+        const auto text = store.meta("contract_text");
+        const auto c = text ? contract::load_text(*text, *file) : contract::load(*file);
+        for (const auto& p : {c.workload.source, c.workload.sbatch_script, c.patch_catalog}) {
+            if (p.empty()) continue;
+            if (auto why = named_problem(p.is_absolute() ? p : c.dir / p); !why.empty()) return why;
+        }
+    } catch (const std::exception& e) {
+        return fmt::format("its contract cannot be checked: {}", e.what());
+    }
+    return {};
+}
 
 int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
     std::set<fs::path> failed;
@@ -124,15 +263,21 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
     std::map<std::filesystem::path, CampaignLock> locks;
     RunOptions ro = o.run;
     ro.stop = &stop;
-    const bool site = ::geteuid() == 0 && o.take_requests && !o.run.spool.empty() && !o.root.empty();
+    // As root, no campaign a user controls is opened in this process (sort_for_root).
+    const bool as_root = ::geteuid() == 0;
     std::unique_ptr<UserWorkers> workers;
-    if (site) workers = std::make_unique<UserWorkers>(o, stop);
+    if (as_root) workers = std::make_unique<UserWorkers>(stop);
     while (!stop) {
         if (o.take_requests && !o.run.spool.empty() && !o.root.empty()) take_tune_requests(o, said);
-        std::vector<fs::path> dirs = o.campaigns;
-        if (!o.root.empty() && fs::is_directory(o.root))
-            for (const auto& e : fs::directory_iterator(o.root))
-                if (fs::exists(e.path() / "campaign.db")) dirs.push_back(e.path());
+        std::vector<fs::path> dirs;
+        if (as_root) {
+            dirs = sort_for_root(o, *workers, said);
+        } else {
+            dirs = o.campaigns;
+            if (!o.root.empty() && fs::is_directory(o.root))
+                for (const auto& e : fs::directory_iterator(o.root))
+                    if (fs::exists(e.path() / "campaign.db")) dirs.push_back(e.path());
+        }
         std::size_t open = 0;
         for (const auto& d : dirs) {
             if (stop) break;
@@ -174,8 +319,12 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
                 failed.insert(d);
             }
         }
-        if (workers && !stop) open += workers->poll(said);
+        const std::size_t by_workers = workers && !stop ? workers->poll() : 0;
+        open += by_workers;
         if (o.once && open == 0) break;
+        // Waiting for users' workers only: not a busy loop, whatever --idle says.
+        if (by_workers > 0 && by_workers == open && o.idle.count() == 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
         for (int i = 0; i < o.idle.count() && !stop; ++i)
             std::this_thread::sleep_for(std::chrono::seconds(1));
     }

@@ -4,13 +4,18 @@
 // campaign's store, so the daemon may be killed at any time (even SIGKILL) and restarted, or run as a Slurm
 // job (sbatch/infrarsid.sbatch). With a spool and a root, each scan also takes the plugin's tune requests
 // (campaign/tune_intake.hpp) and starts their campaigns under the root. Run as root (a site's daemon), it
-// never runs a user's campaign as root: each user's directory under the root is driven by a worker process
-// that dropped to that user (util/privilege.hpp); the root's own campaign directories run as before.
+// never acts on a user's content as root: it asks who controls each directory it is given (path_control,
+// util/privilege.hpp) before it opens anything in it. A directory (a --campaign, the --root, or an entry of
+// the root) that a user controls is driven by a worker process that dropped to that user, and root neither
+// opens, locks nor stats anything in it (the worker finds the campaigns); one that no one user controls (a
+// directory on the way writable by others) is driven by no one. Root drives in its own process only the
+// campaigns nobody else can change (root_campaign_problem).
 #include "campaign/campaign.hpp"
 
 #include <atomic>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace infrarsi::campaign {
@@ -23,6 +28,13 @@ struct DaemonOptions {
     std::chrono::seconds idle{10};
     RunOptions run; // run.spool: the plugin's spool (tune requests, allocation records)
 };
+
+// Why a root daemon may not drive the campaign in `dir` in its own process (empty: it may): only root can
+// change the path (path_control), its campaign.db is a regular file, every entry directly in it is root's
+// and writable by nobody else, and so are the contract, the workload's tree, batch script and patch catalog
+// it names. A user who could have changed any of them could run code as root through it. (The commands the
+// contract names are root's choice: an absolute path there is not checked.)
+std::string root_campaign_problem(const std::filesystem::path& dir);
 
 // Returns the number of campaigns that failed with an error (each is logged and skipped).
 int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop);

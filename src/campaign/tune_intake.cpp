@@ -53,36 +53,61 @@ std::string spool_subdir(const std::filesystem::path& dir) {
     return {};
 }
 
-// A site daemon's root: a directory owned by root that nobody else may write (users' directories are made in
-// it as root). Made 0755 when missing. Empty when usable; else why not.
+// A site daemon's root: a directory owned by root that nobody else may write, on a path only root may change
+// (users' directories are made in it as root). Made 0755 when missing, in a parent only root may change.
+// Empty when usable; else why not.
 std::string check_site_root(const std::filesystem::path& root) {
-    if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST)
-        return fmt::format("cannot create {}: {}", root.string(), errno_text());
+    const auto abs = std::filesystem::absolute(root).lexically_normal();
+    if (const auto parent = path_control(abs.parent_path()); !parent.root_only())
+        return fmt::format(
+            "a root daemon's --root {} must be on a path only root may change: {}", abs.string(),
+            parent.why.empty() ? fmt::format("uid {} controls {}", parent.uid, abs.parent_path().string())
+                               : parent.why);
+    if (::mkdir(abs.c_str(), 0755) != 0 && errno != EEXIST)
+        return fmt::format("cannot create {}: {}", abs.string(), errno_text());
     struct stat st {};
-    if (::lstat(root.c_str(), &st) != 0) return fmt::format("{}: {}", root.string(), errno_text());
+    if (::lstat(abs.c_str(), &st) != 0) return fmt::format("{}: {}", abs.string(), errno_text());
     if (!S_ISDIR(st.st_mode))
-        return fmt::format("{} is not a directory (a symlink is not followed)", root.string());
+        return fmt::format("{} is not a directory (a symlink is not followed)", abs.string());
     if (st.st_uid != 0 || (st.st_mode & 022) != 0)
         return fmt::format("a root daemon's --root {} must be owned by root and writable by nobody else (it "
                            "is uid {}, mode {:o})",
-                           root.string(), st.st_uid, st.st_mode & 07777);
+                           abs.string(), st.st_uid, st.st_mode & 07777);
     return {};
 }
 
 // <root>/<user>: the user's campaigns under a site daemon, made 0700 and given to the user by root, who never
-// opens anything inside it. Empty when usable; else why not.
+// opens anything inside it: O_PATH only looks at the directory (and a root without CAP_DAC_OVERRIDE, as the
+// unit runs it, could not open a user's 0700 directory anyway). Empty when usable; else why not.
 std::string user_directory(const std::filesystem::path& dir, const Account& a) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
         return fmt::format("cannot create {}: {}", dir.string(), errno_text());
-    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) return fmt::format("{}: {} (a symlink is not followed)", dir.string(), errno_text());
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return fmt::format("{}: {}", dir.string(), errno_text());
-    if (st.st_uid == 0 && (::fchown(fd.get(), a.uid, a.gid) != 0 || ::fchmod(fd.get(), 0700) != 0))
+    // Root's (made now, or left by a daemon stopped before it gave it away): 0700 first, while it is root's.
+    if (st.st_uid == 0 &&
+        (::chmod(dir.c_str(), 0700) != 0 || ::fchownat(fd.get(), "", a.uid, a.gid, AT_EMPTY_PATH) != 0))
         return fmt::format("cannot give {} to {}: {}", dir.string(), a.name, errno_text());
     if (st.st_uid != 0 && st.st_uid != a.uid)
         return fmt::format("{} is owned by uid {}, not by {} (uid {})", dir.string(), st.st_uid, a.name,
                            a.uid);
+    return {};
+}
+
+// A request file the plugin wrote: a regular file of root's (or of the acting user's, for a spool of its
+// own) that no group or other may write. Empty when it is; else why it is no request of the plugin's.
+std::string check_request_file(const std::filesystem::path& path, uid_t acting_uid) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return fmt::format("{}: {}", path.string(), errno_text());
+    if (!S_ISREG(st.st_mode)) return fmt::format("{} is not a regular file", path.string());
+    if (st.st_uid != 0 && st.st_uid != acting_uid)
+        return fmt::format("{} is owned by uid {}, not by root: the plugin did not write it", path.string(),
+                           st.st_uid);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return fmt::format("{} is writable by others (mode {:o}): the plugin did not write it", path.string(),
+                           st.st_mode & 07777);
     return {};
 }
 
@@ -97,11 +122,16 @@ void move_request(const std::filesystem::path& tune, const std::string& sub, con
     if (!reason.empty()) {
         const auto path = dir / (stem + ".reason");
         UniqueFd f(
-            ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644));
+            ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640));
         if (!f) {
             h.move_error = fmt::format("cannot write {}: {}", path.string(), errno_text());
             return;
         }
+        // As private as the request it explains (it names the user's files): its group, not every user.
+        struct stat req {};
+        if (::geteuid() == 0 && ::lstat((tune / h.file).c_str(), &req) == 0)
+            (void)!::fchown(f.get(), -1, req.st_gid);
+        ::fchmod(f.get(), 0640);
         try {
             write_all(f.get(), reason + "\n", path.string());
         } catch (const Error& e) {
@@ -156,6 +186,7 @@ TuneRequestHandled handle(const std::filesystem::path& tune, const std::string& 
         move_request(tune, "refused", stem, reason, h);
         return h;
     };
+    if (auto e = check_request_file(tune / file, acting_uid); !e.empty()) return refuse(e);
     trial::TuneRequest r;
     try {
         r = trial::read_tune_request(tune / file);
@@ -182,37 +213,35 @@ TuneRequestHandled handle(const std::filesystem::path& tune, const std::string& 
     }
     const auto dir = campaigns / ("tune-" + std::to_string(r.job_id));
     h.campaign = dir;
-    std::error_code ec;
-    if (std::filesystem::symlink_status(dir, ec).type() != std::filesystem::file_type::not_found) {
+    // Started (status 0), found started (kAlreadyStarted), or why not. As the user for a root daemon: root
+    // does not even look inside the user's directory.
+    constexpr int kAlreadyStarted = 3;
+    auto start = [&]() -> AsUser {
+        std::error_code ec;
+        if (std::filesystem::symlink_status(dir, ec).type() != std::filesystem::file_type::not_found)
+            return {kAlreadyStarted, {}};
+        if (auto e = check_owned_file("contract", r.contract, r.uid); !e.empty()) return {1, e};
+        if (!r.script.empty())
+            if (auto e = check_owned_file("script", r.script, r.uid); !e.empty()) return {1, e};
+        try {
+            start_campaign(r, dir);
+        } catch (const std::exception& e) {
+            return {1, std::string("the campaign could not be initialized: ") + e.what()};
+        }
+        return {};
+    };
+    const AsUser done = account ? run_as_status(*account, start) : start();
+    if (done.status == kAlreadyStarted) {
         h.action = TuneAction::AlreadyStarted;
         move_request(tune, "done", stem, {}, h);
         return h;
     }
-    // Empty when the campaign started; else why not.
-    auto start = [&]() -> std::string {
-        if (auto e = check_owned_file("contract", r.contract, r.uid); !e.empty()) return e;
-        if (!r.script.empty())
-            if (auto e = check_owned_file("script", r.script, r.uid); !e.empty()) return e;
-        try {
-            start_campaign(r, dir);
-        } catch (const std::exception& e) {
-            return std::string("the campaign could not be initialized: ") + e.what();
-        }
-        return {};
-    };
-    std::string why;
-    if (account) {
-        const auto as_user = run_as(*account, start);
-        why = as_user.status == 0 ? std::string()
-              : !as_user.message.empty()
-                  ? as_user.message
-                  : fmt::format("starting it as {} ended with status {}", account->name, as_user.status);
-    } else {
-        why = start();
-    }
-    if (!why.empty()) {
+    if (done.status != 0) {
         h.campaign.clear();
-        return refuse(why);
+        return refuse(!done.message.empty() ? done.message
+                      : account
+                          ? fmt::format("starting it as {} ended with status {}", account->name, done.status)
+                          : fmt::format("starting it ended with status {}", done.status));
     }
     h.action = TuneAction::Started;
     move_request(tune, "done", stem, {}, h);
@@ -233,6 +262,13 @@ TuneIntake scan_tune_requests(const std::filesystem::path& spool, const std::fil
     }
     if (!S_ISDIR(st.st_mode)) {
         out.problem = fmt::format("{} is not a directory (a symlink is not followed)", tune.string());
+        return out;
+    }
+    // Requests are trusted to say their user only where nobody but root (or this daemon's own user, for a
+    // spool of its own) can put files.
+    if (const auto pc = path_control(std::filesystem::absolute(tune), acting_uid); !pc.root_only()) {
+        out.problem = fmt::format("{}: not read: {}", tune.string(),
+                                  pc.why.empty() ? fmt::format("uid {} can change it", pc.uid) : pc.why);
         return out;
     }
     if (acting_uid == 0)

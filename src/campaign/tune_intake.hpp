@@ -8,8 +8,11 @@
 // not write (the plugin makes tune/ as root), never starts it twice.
 // A root daemon (a site's) acts for every user but never as root: a request's campaign is made in
 // <root>/<user>/tune-<job_id> (<root>/<user> made 0700 and given to the user) by a child process that dropped
-// to the request's uid, gid and groups before it opens the contract or the script; root's own requests are
-// refused. The campaign daemon (campaign/daemon.hpp) then drives <root>/<user> as that user.
+// to the request's uid, gid and groups before it opens the contract or the script (or looks whether the
+// campaign exists); root's own requests are refused. The campaign daemon (campaign/daemon.hpp) then drives
+// <root>/<user> as that user. Requests are read only from a tune/ on a path nobody but root (or the acting
+// user) may change, and only from regular files of root's (or the acting user's) that no one else may write:
+// a request a user planted could name any uid. The .reason of a refused request is 0640 in its group.
 #include <sys/types.h>
 
 #include <cstdint>

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -61,6 +63,10 @@ void drop_to(const Account& a) {
     ::setenv("HOME", a.home.c_str(), 1);
     ::setenv("USER", a.name.c_str(), 1);
     ::setenv("LOGNAME", a.name.c_str(), 1);
+    // Root's own directories: what runs as the user must not try to write there.
+    for (const char* v :
+         {"XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"})
+        ::unsetenv(v);
 }
 
 pid_t spawn_as(const Account& a, const std::function<int()>& work) {
@@ -89,27 +95,24 @@ pid_t spawn_as(const Account& a, const std::function<int()>& work) {
     ::_exit(status);
 }
 
-AsUser run_as(const Account& a, const std::function<std::string()>& work) {
+AsUser run_as_status(const Account& a, const std::function<AsUser()>& work) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + errno_text());
     UniqueFd in(fds[0]), out(fds[1]);
     const pid_t pid = spawn_as(a, [&]() -> int {
         in.reset();
-        std::string message;
-        int status = 0;
+        AsUser done;
         try {
-            message = work();
-            status = message.empty() ? 0 : 1;
+            done = work();
         } catch (const std::exception& e) {
-            message = e.what();
-            status = 127;
+            done = {127, e.what()};
         }
-        if (message.size() > (60u << 10)) message.resize(60u << 10); // the parent reads at most 64 KiB
+        if (done.message.size() > (60u << 10)) done.message.resize(60u << 10); // the parent reads 64 KiB
         try {
-            write_all(out.get(), message, "the pipe to the parent");
+            write_all(out.get(), done.message, "the pipe to the parent");
         } catch (const Error&) {
         }
-        return status;
+        return done.status;
     });
     out.reset();
     AsUser r;
@@ -120,6 +123,107 @@ AsUser run_as(const Account& a, const std::function<std::string()>& work) {
     }
     r.status = wait_status(pid);
     if (r.status == 126 && r.message.empty()) r.message = fmt::format("could not drop to uid {}", a.uid);
+    return r;
+}
+
+AsUser run_as(const Account& a, const std::function<std::string()>& work) {
+    return run_as_status(a, [&] {
+        std::string message = work();
+        const int status = message.empty() ? 0 : 1;
+        return AsUser{status, std::move(message)};
+    });
+}
+
+PathControl path_control(const std::filesystem::path& path, uid_t trusted) {
+    namespace fs = std::filesystem;
+    PathControl r;
+    if (!path.is_absolute()) {
+        r.why = fmt::format("{} is not an absolute path", path.string());
+        return r;
+    }
+    const auto ours = [&](uid_t u) { return u == 0 || u == trusted; };
+    const auto shared = [](const struct stat& st) { return (st.st_mode & (S_IWGRP | S_IWOTH)) != 0; };
+    std::deque<std::string> rest;
+    for (const auto& c : path.relative_path())
+        rest.push_back(c.string());
+    fs::path cur = "/";
+    struct stat dir {};
+    if (::lstat("/", &dir) != 0) {
+        r.why = "/: " + errno_text();
+        return r;
+    }
+    if (!ours(dir.st_uid)) {
+        r.uid = dir.st_uid;
+        return r;
+    }
+    int links = 0;
+    while (!rest.empty()) {
+        const std::string c = rest.front();
+        rest.pop_front();
+        if (c.empty() || c == ".") continue;
+        if (c == "..") { // cur has no symlink in it: its parent is the one walked through
+            cur = cur.parent_path();
+            if (::lstat(cur.c_str(), &dir) != 0) {
+                r.why = fmt::format("{}: {}", cur.string(), errno_text());
+                return r;
+            }
+            continue;
+        }
+        const fs::path next = cur / c;
+        // Whoever may write a directory may rename or replace any entry in it; with the sticky bit only the
+        // entry's owner (or the directory's) may, so the entry's owner decides below.
+        if (shared(dir) && !(dir.st_mode & S_ISVTX)) {
+            r.why = fmt::format("{} is writable by others (mode {:o}): anyone may replace {}", cur.string(),
+                                dir.st_mode & 07777, next.string());
+            return r;
+        }
+        struct stat st {};
+        if (::lstat(next.c_str(), &st) != 0) {
+            r.why = fmt::format("{}: {}", next.string(), errno_text());
+            return r;
+        }
+        if (!ours(st.st_uid)) {
+            r.uid = st.st_uid;
+            return r;
+        }
+        if (S_ISLNK(st.st_mode)) { // root's own link, in a directory only root may change: followed
+            if (++links > 40) {
+                r.why = fmt::format("{}: too many levels of symbolic links", path.string());
+                return r;
+            }
+            std::vector<char> buf(4096);
+            const ssize_t n = ::readlink(next.c_str(), buf.data(), buf.size());
+            if (n < 0 || static_cast<std::size_t>(n) >= buf.size()) {
+                r.why = fmt::format("{}: cannot read the link: {}", next.string(),
+                                    n < 0 ? errno_text() : "too long");
+                return r;
+            }
+            const fs::path target(std::string(buf.data(), static_cast<std::size_t>(n)));
+            std::vector<std::string> parts;
+            for (const auto& p : target.relative_path())
+                parts.push_back(p.string());
+            rest.insert(rest.begin(), parts.begin(), parts.end());
+            if (target.is_absolute()) {
+                cur = "/";
+                if (::lstat("/", &dir) != 0) {
+                    r.why = "/: " + errno_text();
+                    return r;
+                }
+            }
+            continue;
+        }
+        if (!rest.empty() && !S_ISDIR(st.st_mode)) {
+            r.why = fmt::format("{} is not a directory", next.string());
+            return r;
+        }
+        cur = next;
+        dir = st;
+    }
+    // The path itself: a directory or file a group or others may write is not one user's either.
+    if (shared(dir)) {
+        r.why = fmt::format("{} is writable by others (mode {:o})", cur.string(), dir.st_mode & 07777);
+        return r;
+    }
     return r;
 }
 

@@ -98,7 +98,8 @@ evidence() { # TASK EXIT: root's record of that task, with that exit status
   local f
   f=$(ls "$spool/trials/$job/$1."*.json 2>/dev/null | head -n1)
   [ -n "$f" ] || { echo "no evidence for ${job}_$1 in $spool/trials"; return 1; }
-  [ "$(stat -c '%u %a' "$f")" = "0 644" ] || { echo "$f: $(stat -c '%u %a' "$f")"; return 1; }
+  # root's, readable by the job's group only (other users would read its job name)
+  [ "$(stat -c '%u %g %a' "$f")" = "0 $(id -g) 640" ] || { echo "$f: $(stat -c '%u %g %a' "$f")"; return 1; }
   jq -e --arg j "${job}_$1" --argjson x "$2" '.source == "plugin" and .job == $j and .exit_code == $x and .elapsed_s > 0 and .end_epoch >= .start_epoch' "$f"
 }
 wait_for 60 "the plugin's evidence of task 0 (exit 0)" evidence 0 0

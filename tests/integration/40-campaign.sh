@@ -83,7 +83,8 @@ if [ -n "$spool" ]; then
     fail "an ok trial without the plugin's evidence: $(jq -c '[.trials[] | select(.outcome == "ok") | .evidence][0]' "$r")"
   job=$(jq -r '[.trials[] | select(.outcome == "ok")][0].evidence.job' "$r")
   f=$(ls "$spool/trials/${job%_*}/${job#*_}."*.json | head -n1)
-  [ "$(stat -c '%u %a' "$f")" = "0 644" ] || fail "trial evidence $f is not root's 0644: $(stat -c '%u %a' "$f")"
+  # Root's, readable by the job's group (its orchestrator), by no other user.
+  [ "$(stat -c '%u %g %a' "$f")" = "0 $(id -g) 640" ] || fail "trial evidence $f is not root's 0640 in the job's group: $(stat -c '%u %g %a' "$f")"
   [ "$(stat -c '%u %a' "$spool/trials/${job%_*}")" = "0 755" ] || fail "the evidence directory is not root's 0755"
 fi
 

@@ -1,14 +1,21 @@
 // The daemon drives every campaign of a user: a bug met by one of them (an exception that is not an
-// infrarsi::Error) stops that campaign, logged, and never the daemon or the others.
+// infrarsi::Error) stops that campaign, logged, and never the daemon or the others. As root it drives a
+// campaign a user controls only as that user, and none that a user could have changed as root.
 #include "campaign/campaign_lock.hpp"
 #include "campaign/daemon.hpp"
+#include "test_support.hpp"
 #include "util/error.hpp"
+#include "util/privilege.hpp"
 
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <optional>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -86,4 +93,132 @@ TEST_CASE("the daemon skips a campaign another process drives") {
     CHECK(campaign::run_daemon(o, stop) == 0);
     campaign::Campaign busy(d.path / "root" / "busy");
     CHECK(busy.store().trials({}).empty()); // nothing submitted beside the holder
+}
+
+namespace {
+// The stepload fixture with a build and a command that first write `id -u` to <contract dir>/uids: who ran
+// them. One trial, batches of one, nothing to verify: a campaign of a few seconds.
+fs::path uid_recording_contract(const fs::path& dir) {
+    const fs::path fx = INFRARSI_FIXTURES;
+    fs::copy(fx / "stepload", dir / "stepload", fs::copy_options::recursive);
+    fs::copy(fx / "stepload-patches", dir / "stepload-patches", fs::copy_options::recursive);
+    std::string text = test::read_file(fx / "stepload.contract.toml");
+    // A build command has no {contract_dir}: the file by its path.
+    const std::map<std::string, std::string> edits{
+        {R"(build = [["mkdir", "-p", "{build}"]])",
+         R"(build = [["sh", "-c", "id -u >>)" + (dir / "uids").string() + R"( && mkdir -p {build}"]])"},
+        {R"(command = ["bash", "{source}/train.sh", "{build}", "{contract_dir}/runs.log"])",
+         R"(command = ["sh", "-c", "id -u >>{contract_dir}/uids && exec bash {source}/train.sh {build} {contract_dir}/runs.log"])"},
+        {"trials = 3\nbatch_size = 2", "trials = 1\nbatch_size = 1"},
+        {"doctor = 3\nverify = 2\nverify_top = 1", "doctor = 2\nverify = 2\nverify_top = 0"}};
+    for (const auto& [from, to] : edits) {
+        const auto at = text.find(from);
+        REQUIRE_MESSAGE(at != std::string::npos, "the stepload contract has no '" << from << "'");
+        text.replace(at, from.size(), to);
+    }
+    std::ofstream(dir / "stepload.contract.toml") << text;
+    return dir / "stepload.contract.toml";
+}
+
+campaign::DaemonOptions once_under(const fs::path& root) {
+    campaign::DaemonOptions o;
+    o.root = root;
+    o.once = true;
+    o.idle = 0s;
+    o.run.verbose = false;
+    o.run.scheduler = "local";
+    o.run.poll = 20ms;
+    return o;
+}
+} // namespace
+
+TEST_CASE("a root daemon drives a campaign a user planted under its root as that user: its build and trials "
+          "never run as root") {
+    const auto nobody = lookup_account(65534);
+    if (::geteuid() != 0 || !nobody) {
+        MESSAGE("skipped: needs root and uid 65534");
+        return;
+    }
+    test::TempDir d;
+    REQUIRE(::chmod(d.path.c_str(), 0755) == 0);
+    const auto src = d.path / "src", root = d.path / "root", planted = root / "alice";
+    fs::create_directories(src);
+    const auto contract = uid_recording_contract(src);
+    fs::create_directories(planted);
+    REQUIRE(::chmod(root.c_str(), 0755) == 0);
+    for (const auto& e : fs::recursive_directory_iterator(src))
+        REQUIRE(::lchown(e.path().c_str(), nobody->uid, nobody->gid) == 0);
+    for (const auto& p : {src, planted})
+        REQUIRE(::chown(p.c_str(), nobody->uid, nobody->gid) == 0);
+    // The attack: the user makes the directory the tune intake gave them a campaign (`infrarsi init --dir`).
+    const auto init = run_as(*nobody, [&] {
+        campaign::Campaign::init(contract, planted);
+        return std::string();
+    });
+    REQUIRE_MESSAGE(init.status == 0, init.message);
+
+    // The user's processes find no bank under nobody's home (/nonexistent): none, as in every test here.
+    const char* bank = std::getenv("INFRARSI_BANK");
+    const std::string saved = bank ? bank : "";
+    ::setenv("INFRARSI_BANK", "off", 1);
+    std::atomic<bool> stop{false};
+    CHECK(campaign::run_daemon(once_under(root), stop) == 0);
+    bank ? ::setenv("INFRARSI_BANK", saved.c_str(), 1) : ::unsetenv("INFRARSI_BANK");
+    const auto uids = test::read_file(src / "uids");
+    INFO("uids: " << uids);
+    CHECK(uids.find("65534\n65534\n") != std::string::npos); // the build and at least one trial ran...
+    CHECK(uids.find("0\n") != 0);                            // ...and nothing as root
+    CHECK(uids.find("\n0\n") == std::string::npos);
+    CHECK(campaign::Campaign(planted, campaign::Campaign::Open::read_only).finished());
+    for (const auto& e : fs::recursive_directory_iterator(planted)) {
+        struct stat st {};
+        REQUIRE(::lstat(e.path().c_str(), &st) == 0);
+        INFO(e.path());
+        CHECK(st.st_uid == nobody->uid);
+    }
+}
+
+TEST_CASE(
+    "a root daemon drives no campaign of root's that a user could change: a directory others may write, "
+    "a store or an entry a user owns, a contract in a user's directory") {
+    const auto nobody = lookup_account(65534);
+    if (::geteuid() != 0 || !nobody) {
+        MESSAGE("skipped: needs root and uid 65534");
+        return;
+    }
+    test::TempDir d;
+    const auto contract = uid_recording_contract(d.path);
+    const auto root = d.path / "root";
+    for (const char* name : {"open", "userdb", "userfile", "good"})
+        campaign::Campaign::init(contract, root / name);
+    // Root's campaign of a contract and tree in a user's directory: root would build the user's files.
+    const auto alice = d.path / "alice";
+    fs::create_directories(alice);
+    campaign::Campaign::init(uid_recording_contract(alice), root / "usersrc");
+    REQUIRE(::chown(alice.c_str(), nobody->uid, nobody->gid) == 0);
+    REQUIRE(::chmod(root.c_str(), 0755) == 0);
+    REQUIRE(::chmod((root / "open").c_str(), 0777) == 0);
+    REQUIRE(::chown((root / "userdb" / "campaign.db").c_str(), nobody->uid, nobody->gid) == 0);
+    std::ofstream(root / "userfile" / "planted") << "x";
+    REQUIRE(::chown((root / "userfile" / "planted").c_str(), nobody->uid, nobody->gid) == 0);
+
+    CHECK(campaign::root_campaign_problem(root / "open").find("writable by others") != std::string::npos);
+    CHECK(campaign::root_campaign_problem(root / "userdb").find("campaign.db is owned by uid 65534") !=
+          std::string::npos);
+    CHECK(campaign::root_campaign_problem(root / "userfile").find("planted is owned by uid 65534") !=
+          std::string::npos);
+    CHECK(campaign::root_campaign_problem(root / "usersrc").find("uid 65534 controls") != std::string::npos);
+    CHECK(campaign::root_campaign_problem(root / "good").empty());
+
+    std::atomic<bool> stop{false};
+    CHECK(campaign::run_daemon(once_under(root), stop) == 0);
+    for (const char* name : {"open", "userdb", "userfile", "usersrc"}) {
+        INFO(name);
+        CHECK(
+            campaign::Campaign(root / name, campaign::Campaign::Open::read_only).store().trials({}).empty());
+    }
+    CHECK(campaign::Campaign(root / "good", campaign::Campaign::Open::read_only).finished());
+    // A root others may write: nothing under it is root's to drive.
+    REQUIRE(::chmod(root.c_str(), 0777) == 0);
+    CHECK(campaign::root_campaign_problem(root / "good").find("writable by others") != std::string::npos);
 }

@@ -298,3 +298,40 @@ TEST_CASE("without the spool's tune/ the intake does nothing; a symlinked tune/ 
     CHECK(in.problem.find("not a directory") != std::string::npos);
     CHECK(!fs::exists(t.root / "tune-30"));
 }
+
+TEST_CASE("a request file the plugin did not write (another user's, or one others may write) is refused") {
+    TuneSpool t;
+    t.write(t.request(32));
+    REQUIRE(::chmod((t.tune / "32.json").c_str(), 0666) == 0);
+    auto in = t.scan();
+    REQUIRE(in.requests.size() == 1);
+    CHECK(in.requests[0].action == campaign::TuneAction::Refused);
+    CHECK(in.requests[0].reason.find("writable by others") != std::string::npos);
+    CHECK(!fs::exists(t.root / "tune-32"));
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: a request of another uid needs root to chown");
+        return;
+    }
+    // As root: a request a user planted (a spool a user could write into) names whatever uid it likes.
+    t.write(t.request(33));
+    REQUIRE(::chown((t.tune / "33.json").c_str(), 65534, 65534) == 0);
+    in = t.scan(0);
+    REQUIRE(in.requests.size() == 1);
+    CHECK(in.requests[0].action == campaign::TuneAction::Refused);
+    CHECK(in.requests[0].reason.find("owned by uid 65534, not by root") != std::string::npos);
+    // Its reason is as private as the request: root's, 0640, in the request's group.
+    struct stat st {};
+    REQUIRE(::lstat((t.tune / "refused" / "33.reason").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(st.st_gid == 65534);
+}
+
+TEST_CASE("a tune/ on a path others may change is not read") {
+    TuneSpool t;
+    t.write(t.request(34));
+    REQUIRE(::chmod(t.spool.c_str(), 0777) == 0);
+    const auto in = t.scan();
+    CHECK(in.requests.empty());
+    CHECK(in.problem.find("writable by others") != std::string::npos);
+    CHECK(fs::exists(t.tune / "34.json"));
+}

@@ -54,3 +54,92 @@ TEST_CASE("run_as: the work runs as the user, who cannot regain root nor read ro
     CHECK(threw.status == 127);
     CHECK(threw.message.find("it threw") != std::string::npos);
 }
+
+namespace {
+// A fresh directory under /tmp (root's and sticky) that only this process's uid may change.
+struct Scratch {
+    std::filesystem::path path;
+    Scratch() {
+        std::string t = (std::filesystem::temp_directory_path() / "infrarsi-pathctl-XXXXXX").string();
+        path = ::mkdtemp(t.data());
+    }
+    ~Scratch() { std::filesystem::remove_all(path); }
+};
+} // namespace
+
+TEST_CASE("path_control: a path only root (or the trusted uid) may change is root's, from / down, links "
+          "included") {
+    Scratch s;
+    const uid_t me = ::geteuid();
+    const auto a = s.path / "a";
+    std::filesystem::create_directories(a / "b");
+    REQUIRE(::chmod(a.c_str(), 0755) == 0);
+    CHECK(path_control(a / "b", me).root_only());
+    // A link the trusted uid made, in a directory only it may change, is followed and the target judged.
+    std::filesystem::create_directory_symlink(a, s.path / "link");
+    CHECK(path_control(s.path / "link" / "b", me).root_only());
+    // A directory others may write: anyone could swap what is under it, or the path itself.
+    REQUIRE(::chmod(a.c_str(), 0777) == 0);
+    CHECK(path_control(a / "b", me).why.find("writable by others") != std::string::npos);
+    CHECK(path_control(a, me).why.find("writable by others") != std::string::npos);
+    CHECK(path_control(s.path / "link" / "b", me).why.find("writable by others") != std::string::npos);
+    REQUIRE(::chmod(a.c_str(), 0775) == 0); // a group is others too
+    CHECK(!path_control(a / "b", me).why.empty());
+    // Sticky: only an entry's owner may replace it, so the entry's owner decides.
+    REQUIRE(::chmod(a.c_str(), 01777) == 0);
+    CHECK(path_control(a / "b", me).root_only());
+    CHECK(path_control(a / "b" / ".." / "b", me).root_only());
+    CHECK(path_control(s.path / "missing", me).why.find("No such file") != std::string::npos);
+    CHECK(path_control("relative/path", me).why.find("not an absolute path") != std::string::npos);
+    std::filesystem::create_symlink("loop", s.path / "loop");
+    CHECK(path_control(s.path / "loop" / "x", me).why.find("too many levels") != std::string::npos);
+}
+
+TEST_CASE("path_control: the first directory or link on the way that a user owns makes the path that "
+          "user's, whatever is below it") {
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: a directory of another uid needs root to chown");
+        return;
+    }
+    Scratch s;
+    REQUIRE(::chmod(s.path.c_str(), 0755) == 0);
+    const auto user = s.path / "alice";
+    std::filesystem::create_directories(user / "campaign");
+    REQUIRE(::chown(user.c_str(), 65534, 65534) == 0);
+    CHECK(path_control(s.path).root_only());
+    auto pc = path_control(user / "campaign"); // root's directory inside the user's: still the user's
+    CHECK(pc.why.empty());
+    CHECK(pc.uid == 65534);
+    CHECK(path_control(user).uid == 65534);
+    // A user's link is not followed: the path is theirs, wherever the link points (here, root's /etc).
+    std::filesystem::create_directory_symlink("/etc", s.path / "etc-link");
+    REQUIRE(::lchown((s.path / "etc-link").c_str(), 65534, 65534) == 0);
+    pc = path_control(s.path / "etc-link" / "passwd");
+    CHECK(pc.why.empty());
+    CHECK(pc.uid == 65534);
+    // Root's link to it: followed, and the target is the user's.
+    std::filesystem::create_directory_symlink(user, s.path / "root-link");
+    CHECK(path_control(s.path / "root-link" / "campaign").uid == 65534);
+    // In a sticky directory the user's entry is the user's; root's entry stays root's.
+    const auto sticky = s.path / "tmp";
+    std::filesystem::create_directories(sticky / "roots");
+    std::filesystem::create_directories(sticky / "users");
+    REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
+    REQUIRE(::chown((sticky / "users").c_str(), 65534, 65534) == 0);
+    CHECK(path_control(sticky / "roots").root_only());
+    CHECK(path_control(sticky / "users").uid == 65534);
+    // The trusted uid is a user's own daemon: its own directories are as good as root's to it.
+    CHECK(path_control(user / "campaign", 65534).root_only());
+}
+
+TEST_CASE("run_as_status: the work's own status and message come back") {
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: dropping to another user needs root");
+        return;
+    }
+    const auto nobody = lookup_account(65534);
+    REQUIRE(nobody);
+    const auto r = run_as_status(*nobody, [] { return AsUser{3, "three"}; });
+    CHECK(r.status == 3);
+    CHECK(r.message == "three");
+}
