@@ -1,6 +1,8 @@
 #include "patch/catalog.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/toml_limits.hpp"
 
 #include <fmt/core.h>
 #include <toml++/toml.h>
@@ -78,8 +80,11 @@ std::vector<PatchInfo> load_catalog(const fs::path& catalog) {
     auto at = [&](const toml::node& n) {
         return fmt::format("{}:{}", catalog.string(), n.source().begin.line);
     };
+    // The user's file: read bounded and non-blocking, its keys and nesting checked before toml++ sees it.
+    const std::string text = read_regular_file(catalog.string(), {.max_bytes = 1u << 20});
+    check_toml_limits(text, catalog.string());
     try {
-        root = toml::parse_file(catalog.string());
+        root = toml::parse(text, catalog.string());
     } catch (const toml::parse_error& e) {
         throw Error("TOML syntax error: " + std::string(e.description()),
                     fmt::format("{}:{}", catalog.string(), e.source().begin.line), "valid TOML");
