@@ -157,7 +157,7 @@ TEST_CASE("a trial's output is read from its end and bounded: a 2 GiB sparse log
     const auto out = trial::read_trial_output(log, 1000);
     CHECK(out.cut);
     CHECK(out.text.size() <= 1000);
-    CHECK(out.text.ends_with("\nsecond to last\nlast\n"));
+    CHECK(out.text == "second to last\nlast\n"); // from the first whole line of the last 1000 bytes
     CHECK(out.problem.empty());
     std::ofstream(dir / "small.txt") << "a\nb\n";
     const auto small = trial::read_trial_output(dir / "small.txt", 1000);
