@@ -121,8 +121,8 @@ std::vector<PatchInfo> load_catalog(const fs::path& catalog) {
         p.declared_touches = strings("touches");
         if (p.declared_touches.empty()) p.declared_touches = strings("touched");
         if (p.declared_touches.empty()) p.declared_touches = strings("paths");
-        std::ifstream in(p.file);
-        std::string diff{std::istreambuf_iterator<char>(in), {}};
+        // A user's file: a regular file of bounded size, opened without blocking (a FIFO is refused).
+        const std::string diff = read_regular_file(p.file.string(), {.max_bytes = 16u << 20});
         p.touches = touched_paths(diff);
         p.symlink = changes_symlink(diff);
         out.push_back(std::move(p));
