@@ -2,6 +2,7 @@
 
 #include "patch/hash.hpp"
 #include "util/atomic_file.hpp"
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 
@@ -347,24 +348,20 @@ void ExperienceBank::export_to(const std::string& path) {
 }
 
 ImportSummary ExperienceBank::import_from(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error("cannot read", path, "an export written by `infrarsi bank export`");
-    nlohmann::json doc;
-    try {
-        doc = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(std::string("not valid JSON: ") + e.what(), path,
-                    "an export written by `infrarsi bank export`");
-    }
+    // Another site's file: bounded in size and depth before anything copies or prints a value of it.
+    const nlohmann::json doc = read_bounded_json(path, "an export written by `infrarsi bank export`",
+                                                 {.max_bytes = kMaxBankExportBytes});
     // Compared as JSON values: doc.value("format", "") throws a type error when "format" is not a string.
     if (!doc.is_object() || !doc.contains("format") || doc.at("format") != kBankExportFormat)
         throw Error("not an InfraRSI bank export", path, std::string("format \"") + kBankExportFormat + "\"");
-    if (!doc.contains("version") || !doc["version"].is_number_integer() ||
-        doc["version"].get<int>() != kBankExportVersion)
-        throw Error("bank export version " +
-                        (doc.contains("version") ? doc["version"].dump() : std::string("missing")) +
-                        " is not understood by this build",
-                    path, "version " + std::to_string(kBankExportVersion));
+    // Compared as a JSON number: a conversion to int first would read 4294967297 as 1.
+    if (!doc.contains("version") || !doc.at("version").is_number_integer() ||
+        doc.at("version") != kBankExportVersion)
+        throw Error(
+            "bank export version " +
+                (doc.contains("version") ? doc.at("version").dump().substr(0, 64) : std::string("missing")) +
+                " is not understood by this build",
+            path, "version " + std::to_string(kBankExportVersion));
 
     // Validate everything first: a bad entry anywhere leaves the bank untouched.
     struct Hw {

@@ -17,6 +17,8 @@ namespace infrarsi::bank {
 
 inline constexpr const char* kBankExportFormat = "infrarsi-bank-export";
 inline constexpr int kBankExportVersion = 1;
+// An export is read whole (validated before anything is imported): larger is refused.
+inline constexpr std::size_t kMaxBankExportBytes = 64u << 20;
 
 // Kinds of finding (content fields in docs/bank.md):
 //   knob_setting      {"candidate":{"knobs":{...},"patches":[...]},"knobs":{...},"patches":[...],"speedup":S,

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 namespace infrarsi::campaign {
@@ -31,8 +32,9 @@ using store::TrialState;
 
 namespace {
 
+// The job's last lines: from the end of its output only (a 2 GiB log is not read to find them).
 std::string last_lines(const fs::path& file, std::size_t n) {
-    std::ifstream in(file);
+    std::istringstream in(trial::read_trial_output(file, 64u << 10).text);
     std::vector<std::string> lines;
     std::string line;
     while (std::getline(in, line)) {
@@ -53,9 +55,9 @@ std::optional<int> task_index(const slurm::JobRecord& r) {
     return std::nullopt;
 }
 
+// A file the job writes: bounded, non-blocking, never through a symlink (trial::read_trial_output).
 std::string read_text(const fs::path& file) {
-    std::ifstream in(file);
-    return {std::istreambuf_iterator<char>(in), {}};
+    return trial::read_trial_output(file).text;
 }
 
 std::string manifest_digest_key(std::int64_t batch_id) {
@@ -455,7 +457,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         // The workload's output (the trial's log.txt, where srun-launched steps report too) and the batch
         // step's own output (Slurm's -o file, where slurmstepd reports for the batch step).
         const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
-        const std::string log_text = read_text(log);
+        const auto log_output = trial::read_trial_output(log);
+        const std::string& log_text = log_output.text;
         const std::string job_output =
             b.manifest.empty()
                 ? log_text
@@ -465,7 +468,9 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         auto evals = result ? result->steps.evals : std::vector<measure::EvalLoss>{};
         if (steps.empty()) {
             // The wrapper may not have finished (killed with the job): read the steps the log has.
-            const auto times = trial::read_line_times(trial::line_times_path(log));
+            // A log larger than what is read (its tail) has other line numbers than the times file's.
+            const auto times =
+                log_output.cut ? std::vector<double>{} : trial::read_line_times(trial::line_times_path(log));
             auto parsed = measure::parse_log(log_text, contract_.metrics, &times);
             steps = std::move(parsed.steps);
             evals = std::move(parsed.evals);

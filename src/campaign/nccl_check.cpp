@@ -8,6 +8,7 @@
 #include "node/topology.hpp"
 #include "trial/nccl_fallback.hpp"
 #include "trial/nccl_log.hpp"
+#include "trial/result.hpp"
 #include "util/error.hpp"
 
 #include <fmt/core.h>
@@ -22,9 +23,9 @@ namespace infrarsi::campaign {
 
 namespace {
 
+// A trial's log: the job writes it, so it is read bounded and without blocking (trial::read_trial_output).
 std::string read_whole(const fs::path& file) {
-    std::ifstream in(file);
-    return {std::istreambuf_iterator<char>(in), {}};
+    return trial::read_trial_output(file).text;
 }
 
 // The topologies of the nodes the runs used, from the plugin's records (all the records' nodes when none

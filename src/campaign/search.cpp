@@ -6,6 +6,7 @@
 #include "space/memory_role.hpp"
 
 #include "measure/statistics.hpp"
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 
@@ -152,8 +153,10 @@ std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
         auto r = run_process(argv, po);
         auto brace = r.out.find('{');
         if (r.ok() && brace != std::string::npos) {
-            auto j = json::parse(r.out.substr(brace), nullptr, false);
-            if (j.is_object() && j.contains("estimated_peak_bytes"))
+            // The contract's command's output: bounded like any outside JSON.
+            auto j = parse_bounded_json(std::string_view(r.out).substr(brace), "memory_estimate output",
+                                        "a JSON object with estimated_peak_bytes", {.max_depth = 16});
+            if (j.is_object() && j.contains("estimated_peak_bytes") && j["estimated_peak_bytes"].is_number())
                 est = j["estimated_peak_bytes"].get<double>();
         }
     } catch (const Error&) {

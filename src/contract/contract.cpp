@@ -4,6 +4,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/number.hpp"
+#include "util/toml_limits.hpp"
 
 #include <fmt/core.h>
 #include <toml++/toml.h>
@@ -239,9 +240,13 @@ void read_workload(const Reader& r, const toml::table& root, Contract& c) {
 
 } // namespace
 
-long long modeled_memory_limit_bytes(const Resources& r) { return r.gpu_mem_bytes > 0 ? r.gpu_mem_bytes : r.mem_bytes; }
+long long modeled_memory_limit_bytes(const Resources& r) {
+    return r.gpu_mem_bytes > 0 ? r.gpu_mem_bytes : r.mem_bytes;
+}
 
-const std::string& modeled_memory_limit_text(const Resources& r) { return r.gpu_mem_bytes > 0 ? r.gpu_mem : r.mem; }
+const std::string& modeled_memory_limit_text(const Resources& r) {
+    return r.gpu_mem_bytes > 0 ? r.gpu_mem : r.mem;
+}
 
 namespace {
 
@@ -872,7 +877,8 @@ Contract load(const fs::path& file) {
     std::error_code ec;
     if (!fs::is_regular_file(fs::absolute(file, ec)))
         throw Error("contract file does not exist", file.string(), "a TOML contract file");
-    return load_text(read_regular_file(fs::absolute(file, ec).string(), {.max_bytes = 1u << 20}), file);
+    return load_text(read_regular_file(fs::absolute(file, ec).string(), {.max_bytes = kMaxContractBytes}),
+                     file);
 }
 
 Contract load_text(const std::string& text, const fs::path& file) {
@@ -882,6 +888,7 @@ Contract load_text(const std::string& text, const fs::path& file) {
     c.dir = c.file.parent_path();
     Reader r(c.file.string());
     toml::table root;
+    check_toml_limits(text, c.file.string(), {.max_bytes = kMaxContractBytes});
     try {
         root = toml::parse(text, c.file.string());
     } catch (const toml::parse_error& e) {

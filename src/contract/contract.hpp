@@ -132,6 +132,9 @@ struct Contract {
 // NCCL_ variable.
 bool uses_nccl(const Contract& c);
 
+// A contract is a user's file: at most this size, and its keys and nesting bounded (util/toml_limits.hpp)
+// before toml++ parses it.
+inline constexpr std::size_t kMaxContractBytes = 1u << 20;
 // Parses and validates; throws infrarsi::Error naming file:line and what was expected.
 Contract load(const fs::path& file);
 // The same for the text `file` had (a campaign keeps its contract's text from init, so it can still describe

@@ -1,9 +1,17 @@
 #include "measure/steps.hpp"
 
+#include "util/bounded_json.hpp"
+#include "util/error.hpp"
+
 #include <limits>
 #include <sstream>
 
 namespace infrarsi::measure {
+namespace {
+
+constexpr JsonLimits kLineLimits{.max_bytes = 1u << 20, .max_depth = 16};
+
+} // namespace
 
 StepSample step_from_json(const nlohmann::json& j) {
     StepSample s;
@@ -66,7 +74,8 @@ StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
         if (excluder && excluder(line)) exclude_next = true;
         if (auto p = payload(step_prefix)) {
             try {
-                const auto j = nlohmann::json::parse(*p);
+                // The job's output: bounded like any outside JSON (a deep line must not crash the reader).
+                const auto j = parse_bounded_json(*p, "step line", "a step's JSON object", kLineLimits);
                 auto s = step_from_json(j);
                 s.timed = !exclude_next; // what times a step is the contract's to say, not the job's
                 // When its line arrived is the wrapper's to say, never the job's (an arrival_s it printed).
@@ -81,11 +90,13 @@ StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
                 log.steps.push_back(std::move(s));
             } catch (const nlohmann::json::exception&) {
                 ++log.malformed;
+            } catch (const Error&) {
+                ++log.malformed;
             }
         } else if (auto q = payload(summary_prefix)) {
             try {
-                log.summary = nlohmann::json::parse(*q);
-            } catch (const nlohmann::json::exception&) {
+                log.summary = parse_bounded_json(*q, "summary line", "a summary JSON object", kLineLimits);
+            } catch (const Error&) {
                 ++log.malformed;
             }
         }

@@ -2,6 +2,7 @@
 
 #include "node/gpu_peaks.hpp"
 
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
@@ -86,13 +87,9 @@ AllocationRecord record_from_json(const nlohmann::json& j) {
 }
 
 AllocationRecord parse_record_line(const std::string& line) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(std::string("not JSON: ") + e.what(), "allocation record");
-    }
-    return record_from_json(j);
+    // A record comes from another host's plugin, possibly another build: bounded like any outside JSON.
+    return record_from_json(parse_bounded_json(line, "allocation record", "one JSON record per line",
+                                               {.max_bytes = kMaxRecordLineBytes}));
 }
 
 namespace {
@@ -139,18 +136,19 @@ void append_record(const std::string& path, const AllocationRecord& r, unsigned 
 }
 
 RecordReadResult read_records(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error("cannot read the records file", path);
     RecordReadResult out;
-    std::string line;
-    for (size_t no = 1; std::getline(in, line); ++no) {
-        if (line.empty()) continue;
+    // Line by line in bounded chunks (the file grows with every allocation), never blocking on a FIFO.
+    for_each_line(path, kMaxRecordLineBytes, [&](std::size_t no, std::string_view line, bool cut) {
+        if (line.empty() && !cut) return;
         try {
-            out.records.push_back(parse_record_line(line));
+            if (cut)
+                throw Error("a line longer than " + std::to_string(kMaxRecordLineBytes) + " bytes",
+                            "allocation record");
+            out.records.push_back(parse_record_line(std::string(line)));
         } catch (const Error& e) {
             out.errors.push_back(path + ":" + std::to_string(no) + ": " + e.what());
         }
-    }
+    });
     return out;
 }
 

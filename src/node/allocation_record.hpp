@@ -58,8 +58,10 @@ struct RecordReadResult {
     std::vector<AllocationRecord> records;
     std::vector<std::string> errors; // "path:line: problem" for each line that failed validation
 };
-// Reads a JSON-lines file; a bad line is reported and skipped (one writer's crash must not hide the rest).
-// Throws Error only when the file cannot be read.
+inline constexpr std::size_t kMaxRecordLineBytes = 1u << 20;
+// Reads a JSON-lines file; a bad line (not JSON, too deep, longer than kMaxRecordLineBytes) is reported and
+// skipped (one writer's crash must not hide the rest). Throws Error only when the file cannot be read (or is
+// not a regular file).
 RecordReadResult read_records(const std::string& path);
 
 // The nodes whose GPUs are more than kSlowFactor slower than the median node's: each node's figure is the

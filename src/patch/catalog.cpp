@@ -1,6 +1,8 @@
 #include "patch/catalog.hpp"
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/toml_limits.hpp"
 
 #include <fmt/core.h>
 #include <toml++/toml.h>
@@ -78,8 +80,11 @@ std::vector<PatchInfo> load_catalog(const fs::path& catalog) {
     auto at = [&](const toml::node& n) {
         return fmt::format("{}:{}", catalog.string(), n.source().begin.line);
     };
+    // The user's file: read bounded and non-blocking, its keys and nesting checked before toml++ sees it.
+    const std::string text = read_regular_file(catalog.string(), {.max_bytes = 1u << 20});
+    check_toml_limits(text, catalog.string());
     try {
-        root = toml::parse_file(catalog.string());
+        root = toml::parse(text, catalog.string());
     } catch (const toml::parse_error& e) {
         throw Error("TOML syntax error: " + std::string(e.description()),
                     fmt::format("{}:{}", catalog.string(), e.source().begin.line), "valid TOML");
@@ -116,8 +121,8 @@ std::vector<PatchInfo> load_catalog(const fs::path& catalog) {
         p.declared_touches = strings("touches");
         if (p.declared_touches.empty()) p.declared_touches = strings("touched");
         if (p.declared_touches.empty()) p.declared_touches = strings("paths");
-        std::ifstream in(p.file);
-        std::string diff{std::istreambuf_iterator<char>(in), {}};
+        // A user's file: a regular file of bounded size, opened without blocking (a FIFO is refused).
+        const std::string diff = read_regular_file(p.file.string(), {.max_bytes = 16u << 20});
         p.touches = touched_paths(diff);
         p.symlink = changes_symlink(diff);
         out.push_back(std::move(p));

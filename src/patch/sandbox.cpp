@@ -4,6 +4,7 @@
 #include "patch/hash.hpp"
 #include "patch/tree_diff.hpp"
 #include "util/atomic_file.hpp"
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/process.hpp"
@@ -98,13 +99,13 @@ Sandbox locate(const fs::path& root, std::string hash) {
 // an edit) is treated as absent: the sandbox is built again, instead of every later run failing on it.
 bool load_state(Sandbox& sb) {
     const fs::path path = sb.source.parent_path() / "state.json";
-    std::string text;
+    nlohmann::json j;
     try {
-        text = read_regular_file(path.string(), {.max_bytes = 1u << 20, .follow_symlink = false});
+        j = read_bounded_json(path.string(), "a sandbox state", {.max_bytes = 1u << 20},
+                              /*follow_symlink=*/false);
     } catch (const Error&) {
         return false;
     }
-    const auto j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object() || !j.contains("state") || !j.at("state").is_number_integer()) return false;
     const auto st = j.at("state").get<std::int64_t>();
     if (st < static_cast<int>(Sandbox::State::Ready) || st > static_cast<int>(Sandbox::State::OutOfScope))

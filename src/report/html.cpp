@@ -542,7 +542,11 @@ std::vector<fs::path> write_html(campaign::Campaign& c, const HtmlOptions& o) {
     std::map<std::string, std::string> copied; // source -> href
     auto link = [&](const std::string& path, const std::string& name) -> std::string {
         if (path.empty()) return "#";
-        if (o.audit_dir.empty() || !fs::exists(path)) return "file://" + fs::absolute(path).string();
+        // Only a regular file is copied (the job wrote it: a FIFO would block the copy, a symlink would copy
+        // what it points at); anything else is linked where it is.
+        std::error_code ec;
+        if (o.audit_dir.empty() || !fs::is_regular_file(fs::symlink_status(path, ec)))
+            return "file://" + fs::absolute(path).string();
         if (auto it = copied.find(path); it != copied.end()) return it->second;
         fs::create_directories(o.audit_dir);
         fs::copy_file(path, o.audit_dir / name, fs::copy_options::overwrite_existing);

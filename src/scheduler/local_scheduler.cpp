@@ -17,6 +17,7 @@
 
 #include "scheduler/memory_cgroup.hpp"
 #include "util/atomic_file.hpp"
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/json_field.hpp"
 #include "util/process.hpp"
@@ -50,13 +51,14 @@ std::string host_name() {
     return host;
 }
 
+// A state file: absent, torn or foreign (a FIFO, a symlink, too large or too deep: the trial runs as the same
+// user and can reach the directory) is treated as absent; nothing in it can hang or crash the scheduler.
 std::optional<json> read_json(const fs::path& p) {
-    std::ifstream in(p);
-    if (!in) return std::nullopt;
     try {
-        return json::parse(in);
-    } catch (const json::exception&) {
-        return std::nullopt; // torn or foreign: treated as absent
+        return read_bounded_json(p.string(), "a local scheduler state file", {.max_bytes = 1u << 20},
+                                 /*follow_symlink=*/false);
+    } catch (const Error&) {
+        return std::nullopt;
     }
 }
 

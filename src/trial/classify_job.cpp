@@ -4,6 +4,7 @@
 #include "measure/log_format.hpp"
 #include "slurm/client.hpp"
 #include "trial/result.hpp"
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
@@ -104,11 +105,11 @@ json to_json(const ClassifiedJob& c) {
 json classify_request(const ClassifyRequest& request) {
     if (request.job.empty() == request.record_file.empty())
         throw Error("which job?", "infrarsi trial classify", "either --job JOB_ID or --record FILE");
-    const auto record =
-        request.job.empty()
-            ? job_record_from_json(json::parse(read_regular_file(request.record_file), nullptr, false),
-                                   request.record_file)
-            : finished_slurm_record(request.job);
+    const auto record = request.job.empty()
+                            ? job_record_from_json(read_bounded_json(request.record_file,
+                                                                     "a job record (slurm::JobRecord JSON)"),
+                                                   request.record_file)
+                            : finished_slurm_record(request.job);
     Limits limits;
     limits.mem = request.mem;
     limits.mem_bytes = request.mem.empty() ? 0 : contract::parse_memory(request.mem);

@@ -1,5 +1,6 @@
 #include "trial/evidence.hpp"
 
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
@@ -85,7 +86,8 @@ std::optional<TrialEvidence> read_plugin_evidence(const fs::path& spool, const s
         if (name.rfind(evidence_file_prefix(job), 0) != 0 || entry.path().extension() != ".json") continue;
         if (!roots(entry.path(), false)) continue;
         try {
-            const auto j = json::parse(read_regular_file(entry.path().string(), {.max_bytes = 1u << 16}));
+            const auto j = read_bounded_json(entry.path().string(), "trial evidence the plugin wrote",
+                                             {.max_bytes = 1u << 16}, /*follow_symlink=*/false);
             auto e = evidence_from_json(j, entry.path().string());
             if (e.job != job) continue;
             if (!last || e.start_epoch > last->start_epoch) last = std::move(e);

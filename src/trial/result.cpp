@@ -1,6 +1,7 @@
 #include "trial/result.hpp"
 
 #include "util/atomic_file.hpp"
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
@@ -110,15 +111,11 @@ void write_result(const std::filesystem::path& path, const Result& r) {
 std::optional<Result> read_result(const std::filesystem::path& path) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
-    const std::string text = read_regular_file(path.string(), {.max_bytes = kMaxResultBytes});
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception& e) {
-        throw Error(std::string("not valid JSON: ") + e.what(), path.string(),
-                    "a result written by the trial wrapper");
-    }
-    return result_from_json(j, path.string());
+    // The job can write this file: a bounded, non-blocking read of a regular file (never through a symlink:
+    // the wrapper renames it into place) and a bounded parse, so no content can hang or crash ingest.
+    return result_from_json(read_bounded_json(path.string(), "a result written by the trial wrapper",
+                                              {.max_bytes = kMaxResultBytes}, /*follow_symlink=*/false),
+                            path.string());
 }
 
 std::filesystem::path line_times_path(const std::filesystem::path& log) {
@@ -129,7 +126,7 @@ std::vector<double> read_line_times(const std::filesystem::path& path) {
     std::vector<double> times;
     std::string text;
     try {
-        text = read_regular_file(path.string(), {.max_bytes = kMaxResultBytes});
+        text = read_regular_file(path.string(), {.max_bytes = kMaxResultBytes, .follow_symlink = false});
     } catch (const Error&) {
         return times; // none, or not ours to read: the formats that need times then measure nothing
     }
@@ -142,6 +139,26 @@ std::vector<double> read_line_times(const std::filesystem::path& path) {
         p = end + 1;
     }
     return times;
+}
+
+TrialOutput read_trial_output(const std::filesystem::path& file, std::size_t max_bytes) {
+    TrialOutput out;
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) != 0 && errno == ENOENT) return out;
+    try {
+        // One byte more than asked tells a file that was cut from one that fits.
+        out.text =
+            read_regular_file_tail(file.string(), {.max_bytes = max_bytes + 1, .follow_symlink = false});
+    } catch (const Error& e) {
+        out.problem = e.what();
+        return out;
+    }
+    if (out.text.size() > max_bytes) {
+        out.cut = true;
+        const auto nl = out.text.find('\n');
+        out.text.erase(0, nl == std::string::npos ? out.text.size() : nl + 1);
+    }
+    return out;
 }
 
 } // namespace infrarsi::trial

@@ -61,4 +61,18 @@ std::optional<Result> read_result(const std::filesystem::path& path);
 std::filesystem::path line_times_path(const std::filesystem::path& log);
 std::vector<double> read_line_times(const std::filesystem::path& path);
 
+// What a job left in one of its output files (log.txt, Slurm's -o file), as the orchestrator reads it: the
+// last `max_bytes` of a regular file, opened without blocking and without following a symlink, read in
+// bounded chunks. A larger file gives its end from the first whole line (`cut`: its line numbers are not the
+// file's, so line_times do not apply). A missing file, or one that is not a regular file (a FIFO planted in
+// its place must not hang ingest), gives nothing, with `problem` saying why when it exists.
+inline constexpr std::size_t kMaxTrialOutputBytes = 32u << 20;
+struct TrialOutput {
+    std::string text;
+    bool cut = false;
+    std::string problem;
+};
+TrialOutput read_trial_output(const std::filesystem::path& file,
+                              std::size_t max_bytes = kMaxTrialOutputBytes);
+
 } // namespace infrarsi::trial

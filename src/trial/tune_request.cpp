@@ -1,5 +1,6 @@
 #include "trial/tune_request.hpp"
 
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/printable.hpp"
@@ -66,14 +67,8 @@ TuneRequest tune_request_from_json(const nlohmann::json& j) {
 }
 
 TuneRequest read_tune_request(const std::filesystem::path& path) {
-    const auto text =
-        read_regular_file(path.string(), {.max_bytes = kMaxTuneRequestBytes, .follow_symlink = false});
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(std::string("not valid JSON: ") + e.what(), path.string(), "a tune request");
-    }
+    const auto j = read_bounded_json(path.string(), "a tune request", {.max_bytes = kMaxTuneRequestBytes},
+                                     /*follow_symlink=*/false);
     try {
         return tune_request_from_json(j);
     } catch (const Error& e) {

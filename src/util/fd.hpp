@@ -3,6 +3,7 @@
 // and the one reader for a file that comes from a user or a job: a regular file (not a FIFO that would hang
 // us, not a device), at most a given size, opened without following a final symlink when asked.
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -47,5 +48,17 @@ struct ReadLimits {
 // A regular file of at most limits.max_bytes, opened with O_NONBLOCK (a FIFO planted at `path` neither
 // blocks the open nor passes the check). Throws infrarsi::Error that says what the file is instead.
 std::string read_regular_file(const std::string& path, ReadLimits limits = {});
+
+// The last limits.max_bytes of a regular file (all of it when smaller), opened and checked as
+// read_regular_file does, for output where only the end matters (a trial's log.txt): a 2 GiB log costs
+// limits.max_bytes of memory, not 2 GiB. Throws infrarsi::Error that says what the file is instead.
+std::string read_regular_file_tail(const std::string& path, ReadLimits limits = {});
+
+// Calls `on_line(number, line)` for each line of a regular file (opened and checked as read_regular_file
+// does, of any size), read in 64 KiB chunks: memory stays bounded by max_line_bytes. A line longer than that
+// is passed cut to max_line_bytes with `cut` true. Line numbers start at 1; the newline is not passed.
+void for_each_line(const std::string& path, std::size_t max_line_bytes,
+                   const std::function<void(std::size_t number, std::string_view line, bool cut)>& on_line,
+                   bool follow_symlink = true);
 
 } // namespace infrarsi

@@ -5,6 +5,7 @@
 #include "cluster.hpp"
 #include "node/allocation_record.hpp"
 #include "node/topology.hpp"
+#include "slurm/client.hpp"
 #include "util/process.hpp"
 
 #include <chrono>
@@ -213,6 +214,46 @@ TEST_CASE("trial mode gives each array index exactly its declared knobs plus INF
             if (!base.contains(k)) added[k] = v;
         CHECK_MESSAGE(added == expected[i], "index " << i);
     }
+}
+
+TEST_CASE("a trial manifest nested a million levels deep ends its job at once with the plugin's error; "
+          "root slurmstepd survives it") {
+    // Issue 29: the parse was fine, but dump() and the copy of the deep "version" recursed and slurmstepd got
+    // SIGSEGV inside the plugin: the batch job stayed RUNNING with no process until scancel.
+    require_cluster();
+    auto dir = scratch_dir("spank-deep");
+    std::ofstream(dir / "manifest.json")
+        << R"({"version": )" << std::string(1'000'000, '[') << std::string(1'000'000, ']') << "}";
+    const auto out = dir / "job.out";
+    auto r =
+        run({"sbatch", "--parsable", "--infrarsi=trial", "-o", out.string(), "--wrap", "echo WORKLOAD-RAN"},
+            {{"INFRARSI_MANIFEST", (dir / "manifest.json").string()}});
+    REQUIRE_MESSAGE(r.ok(), r.err);
+    const std::string job = first_line(r.out);
+    slurm::JobRecord rec;
+    const bool ended = wait_for(std::chrono::seconds(60), "job " + job + " to end", [&](std::string& last) {
+        for (const auto& x : slurm::Client().query({job}))
+            if (x.job_id == job) {
+                rec = x;
+                last = x.raw_state;
+                return slurm::is_finished(x.state);
+            }
+        return false;
+    });
+    if (!ended) run({"scancel", job});
+    REQUIRE(ended);
+    CHECK_MESSAGE(rec.state == slurm::JobState::Failed, rec.raw_state);
+    CHECK(rec.exit_code == 97); // the plugin's "trial not run" exit (spank/stepd.cpp)
+    std::string text;
+    wait_for(std::chrono::seconds(30), "the plugin's error in " + out.string(), [&](std::string& last) {
+        std::ifstream in(out);
+        text.assign(std::istreambuf_iterator<char>(in), {});
+        last = text;
+        return text.find("nested more than 64 levels") != std::string::npos;
+    });
+    CHECK(text.find("infrarsi: trial not run:") != std::string::npos);
+    CHECK(text.find("WORKLOAD-RAN") == std::string::npos);
+    fs::remove_all(dir);
 }
 
 TEST_CASE("tune mode hands a request with script and contract to the spool and runs the job as baseline") {

@@ -172,6 +172,20 @@ TEST_CASE("a corrupted or foreign-version export is refused and the bank is unto
     edited["findings"][0]["content"]["speedup"] = 9.9;
     CHECK_THROWS_WITH_AS(b.import_from(write("edited.json", edited.dump())),
                          doctest::Contains("does not match its content"), Error);
+    // A version that wraps to 1 as an int, and one nested a million levels deep (its dump or destruction
+    // would recurse and crash the import): refused, with what was expected.
+    auto wraps = nlohmann::json::parse(text);
+    wraps["version"] = 4294967297ull;
+    CHECK_THROWS_WITH_AS(b.import_from(write("wraps.json", wraps.dump())),
+                         doctest::Contains("version 4294967297"), Error);
+    std::string deep = text;
+    const auto version = deep.find("\"version\"");
+    REQUIRE(version != std::string::npos);
+    const auto value = deep.find(':', version) + 1;
+    deep.replace(value, deep.find_first_of(",}", value) - value,
+                 std::string(1'000'000, '[') + std::string(1'000'000, ']'));
+    CHECK_THROWS_WITH_AS(b.import_from(write("deep.json", deep)),
+                         doctest::Contains("nested more than 64 levels"), Error);
     CHECK(b.findings().size() == 1);
     CHECK(b.hardware().size() == 1);
 }

@@ -435,3 +435,19 @@ TEST_CASE("an integer knob near LLONG_MAX and a 64M-value knob load at once, the
     CHECK(p2.index_of(1LL << 62) == 60);
     CHECK_FALSE(p2.allows(6LL));
 }
+
+TEST_CASE("a contract with a key of 300k dotted parts or nested arrays is refused before TOML parsing") {
+    // toml++ builds and frees a table per dotted part recursively: this crashed `infrarsi init`.
+    std::string key = "x";
+    for (int i = 0; i < 300'000; ++i)
+        key += ".x";
+    ContractVariant dotted("name = ", key + " = 1\nname = ");
+    CHECK(error_of(dotted.path).find(".contract.toml:") != std::string::npos);
+    CHECK(error_of(dotted.path).find("a key of more than 32 dotted parts") != std::string::npos);
+    ContractVariant nested("name = ",
+                           "deep = " + std::string(100'000, '[') + std::string(100'000, ']') + "\nname = ");
+    CHECK(error_of(nested.path).find("nested more than 32 levels") != std::string::npos);
+    const std::string text = read(fixtures / "toyload.contract.toml");
+    CHECK_THROWS_WITH_AS(contract::load_text(key + " = 1\n" + text, fixtures / "x.contract.toml"),
+                         doctest::Contains("x.contract.toml:1: a key of more than 32 dotted parts"), Error);
+}

@@ -81,9 +81,13 @@ TEST_CASE("record validation names what is wrong") {
     check_bad("record_ms", [](auto& b) { b["record_ms"] = -1.0; });
     check_bad("cores", [](auto& b) { b["topology"].erase("cores"); });
     check_bad("calibration", [](auto& b) { b.erase("calibration"); });
-    CHECK_THROWS_WITH_AS(parse_record_line("{\"format\": "), doctest::Contains("not JSON"), Error);
+    CHECK_THROWS_WITH_AS(parse_record_line("{\"format\": "), doctest::Contains("not valid JSON"), Error);
     // A number beyond double's range (nlohmann's out_of_range): a bad line, reported like any other.
-    CHECK_THROWS_WITH_AS(parse_record_line("{\"format\": 1e999}"), doctest::Contains("not JSON"), Error);
+    CHECK_THROWS_WITH_AS(parse_record_line("{\"format\": 1e999}"), doctest::Contains("not valid JSON"),
+                         Error);
+    // Nested past the depth limit (another host's plugin wrote it): a bad line, refused while parsing.
+    CHECK_THROWS_WITH_AS(parse_record_line(std::string(100000, '[') + std::string(100000, ']')),
+                         doctest::Contains("nested more than 64 levels"), Error);
 }
 
 TEST_CASE("appended records read back; a corrupt line is reported with its line number and skipped") {

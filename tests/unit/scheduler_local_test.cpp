@@ -6,6 +6,7 @@
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <csignal>
@@ -250,6 +251,26 @@ TEST_CASE("local: hostile state on disk: a foreign end record runs the task agai
     CHECK_THROWS_WITH_AS(s->wait(id, 1s, 50ms), doctest::Contains("'tasks' must be an integer"), Error);
     CHECK_THROWS_AS(s->cancel(id + "_x"), Error);
     CHECK_THROWS_AS(s->cancel("../1"), Error);
+}
+
+TEST_CASE("local: a FIFO or a deeply nested file in place of a task's end record neither blocks nor crashes "
+          "the scheduler: the task runs again") {
+    // The task runs as the same user and can reach the scheduler's directory: what it leaves there is read
+    // bounded (util/bounded_json.hpp): a FIFO is no record, JSON nested a million levels deep is no record.
+    for (const bool fifo : {true, false}) {
+        TempDir d;
+        auto s = scheduler::local_scheduler(d.path / "jobs");
+        const auto id = s->submit_held(job(d, "echo ran >> runs"));
+        const auto end = d.path / "jobs" / id / "0.json";
+        if (fifo)
+            REQUIRE(::mkfifo(end.c_str(), 0600) == 0);
+        else
+            std::ofstream(end) << std::string(1'000'000, '[') << std::string(1'000'000, ']');
+        s->release(id);
+        const auto r = s->wait(id, 30s, 50ms);
+        CHECK(r[0].state == JobState::Completed);
+        CHECK(read(d.path / "runs") == "ran\n");
+    }
 }
 
 TEST_CASE("local: an array of a batch runs its own index range, and its sbatch-option knobs reach the job as "

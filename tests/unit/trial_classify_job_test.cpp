@@ -96,6 +96,8 @@ TEST_CASE(
     CHECK_THROWS_AS(trial::classify_request(neither), Error);
 
     std::ofstream(d.path / "record.json") << "{\"state\": ";
+    CHECK_THROWS_WITH_AS(trial::classify_request(r), doctest::Contains("record.json: not valid JSON"), Error);
+    std::ofstream(d.path / "record.json") << "[1]";
     CHECK_THROWS_WITH_AS(trial::classify_request(r), doctest::Contains("a job record is a JSON object"),
                          Error);
     std::ofstream(d.path / "record.json") << R"({"state": "EXPLODED"})";

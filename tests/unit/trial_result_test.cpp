@@ -124,3 +124,55 @@ TEST_CASE("line times: what reads as times, up to the first line that does not; 
     CHECK(trial::read_line_times(times).empty());
     fs::remove_all(dir);
 }
+
+TEST_CASE("a deep result.json the job left (the wrapper could not replace it) is refused, not a crash") {
+    const fs::path dir = fs::temp_directory_path() / ("infrarsi-result-deep-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    // The job writes a deep result.json and a directory at the wrapper's temporary name, so its own stays.
+    fs::create_directories(dir / "result.json.tmp");
+    CHECK_THROWS_AS(trial::write_result(dir / "result.json", sample()), Error);
+    std::ofstream(dir / "result.json") << std::string(1'000'000, '[') << std::string(1'000'000, ']');
+    CHECK_THROWS_WITH_AS(trial::read_result(dir / "result.json"), doctest::Contains("nested more than 64"),
+                         Error);
+    fs::remove(dir / "result.json");
+    REQUIRE(::mkfifo((dir / "result.json").c_str(), 0600) == 0); // a FIFO neither blocks nor passes
+    CHECK_THROWS_WITH_AS(trial::read_result(dir / "result.json"), doctest::Contains("not a regular file"),
+                         Error);
+    fs::remove(dir / "result.json");
+    std::ofstream(dir / "elsewhere.json") << trial::to_json(sample()).dump();
+    fs::create_symlink(dir / "elsewhere.json", dir / "result.json"); // the wrapper renames; never a symlink
+    CHECK_THROWS_WITH_AS(trial::read_result(dir / "result.json"), doctest::Contains("symbolic link"), Error);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("a trial's output is read from its end and bounded: a 2 GiB sparse log, a FIFO, a missing file") {
+    const fs::path dir = fs::temp_directory_path() / ("infrarsi-output-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const auto log = dir / "log.txt";
+    {
+        std::ofstream(log) << "first\n";
+        fs::resize_file(log, std::uintmax_t(2) << 30); // sparse: costs nothing on disk
+        std::ofstream(log, std::ios::app) << "\nsecond to last\nlast\n";
+    }
+    const auto out = trial::read_trial_output(log, 1000);
+    CHECK(out.cut);
+    CHECK(out.text.size() <= 1000);
+    CHECK(out.text == "second to last\nlast\n"); // from the first whole line of the last 1000 bytes
+    CHECK(out.problem.empty());
+    std::ofstream(dir / "small.txt") << "a\nb\n";
+    const auto small = trial::read_trial_output(dir / "small.txt", 1000);
+    CHECK_FALSE(small.cut);
+    CHECK(small.text == "a\nb\n");
+    // Exactly at the limit is whole; one byte over is cut at its first newline.
+    CHECK(trial::read_trial_output(dir / "small.txt", 4).text == "a\nb\n");
+    CHECK(trial::read_trial_output(dir / "small.txt", 3).text == "b\n");
+    const auto missing = trial::read_trial_output(dir / "missing.txt");
+    CHECK(missing.text.empty());
+    CHECK(missing.problem.empty());
+    fs::remove(log);
+    REQUIRE(::mkfifo(log.c_str(), 0600) == 0); // log.txt replaced by a FIFO: nothing, at once
+    const auto fifo = trial::read_trial_output(log);
+    CHECK(fifo.text.empty());
+    CHECK(fifo.problem.find("not a regular file") != std::string::npos);
+    fs::remove_all(dir);
+}
