@@ -36,6 +36,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <sys/prctl.h>
@@ -191,11 +192,27 @@ long long rss_bytes(const std::set<pid_t>& pids) {
     return total;
 }
 
+// Whether `p`, a child of this process, may be an orphan reparented here: outside this process's session.
+// Every child this process starts itself and waits for elsewhere (run_process's, a daemon's user workers)
+// stays in its session; a trial's processes are in the trial's session (start_detached makes one) or in one
+// they made, and no process can join another's session.
+bool reparented(const ProcessInfo& p) {
+    return p.session != ::getsid(0);
+}
+
+// The leaders of the tasks every local scheduler of this process runs: each reaps its own.
+std::mutex leaders_mutex;
+std::set<pid_t> leaders;
+bool is_leader(pid_t pid) {
+    std::lock_guard lock(leaders_mutex);
+    return leaders.count(pid) > 0;
+}
+
 // Children of this process that ended and that nobody waits for (orphans reparented here): reaped, so they
-// do not stay zombies. `keep`: pids a caller reaps itself (the tasks' leaders).
-void reap_orphans(const ProcessTable& table, const std::set<pid_t>& keep) {
+// do not stay zombies.
+void reap_orphans(const ProcessTable& table) {
     for (const pid_t pid : table.children_of(::getpid()))
-        if (const auto* p = table.find(pid); p && p->state == 'Z' && !keep.count(pid))
+        if (const auto* p = table.find(pid); p && p->state == 'Z' && reparented(*p) && !is_leader(pid))
             ::waitpid(pid, nullptr, WNOHANG);
 }
 
@@ -228,6 +245,10 @@ class LocalScheduler final : public Scheduler {
             for (auto& [index, r] : tasks) {
                 signal_task(r, SIGKILL);
                 while (::waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
+                }
+                {
+                    std::lock_guard lock(leaders_mutex);
+                    leaders.erase(r.pid);
                 }
                 kill_remaining(r);
                 if (!r.cgroup.empty()) MemoryCgroups::remove(r.cgroup);
@@ -355,7 +376,7 @@ class LocalScheduler final : public Scheduler {
             const ProcessTable table;
             adopt_orphans(table); // the leader's children, reparented here when it ended
             const auto left = task_processes(r, table);
-            reap_orphans(table, {});
+            reap_orphans(table);
             if (left.empty()) return;
             for (const pid_t pid : left)
                 ::kill(pid, SIGKILL);
@@ -364,8 +385,8 @@ class LocalScheduler final : public Scheduler {
     }
 
     // Children of this process that no task knows yet (they left a task's tree between two polls, and their
-    // parent ended): each joins the running task that started last before it. Processes this process runs
-    // otherwise (util/process's run_process) are reaped before it returns, so none is here now.
+    // parent ended): each joins the running task that started last before it. Only those outside this
+    // process's session (reparented()): the children it starts itself are never a trial's.
     void adopt_orphans(const ProcessTable& table) {
         std::set<pid_t> claimed;
         std::vector<Running*> tasks;
@@ -378,7 +399,7 @@ class LocalScheduler final : public Scheduler {
             }
         for (const pid_t pid : table.children_of(::getpid())) {
             const auto* p = table.find(pid);
-            if (!p || claimed.count(pid) || p->state == 'Z') continue;
+            if (!p || claimed.count(pid) || p->state == 'Z' || !reparented(*p) || is_leader(pid)) continue;
             Running* owner = nullptr;
             for (Running* r : tasks)
                 if (r->start_ticks <= p->start_ticks && (!owner || r->start_ticks > owner->start_ticks))
@@ -460,11 +481,7 @@ class LocalScheduler final : public Scheduler {
         {
             const ProcessTable table;
             adopt_orphans(table);
-            std::set<pid_t> leaders;
-            for (const auto& [j, by_index] : running_)
-                for (const auto& [i, r] : by_index)
-                    leaders.insert(r.pid);
-            reap_orphans(table, leaders);
+            reap_orphans(table);
         }
         for (auto it = running.begin(); it != running.end();) {
             auto& [index, r] = *it;
@@ -490,6 +507,10 @@ class LocalScheduler final : public Scheduler {
                 if (state == slurm::JobState::Unknown)
                     state = code == 0 && sig == 0 ? slurm::JobState::Completed : slurm::JobState::Failed;
                 record_end(job, index, state, code, sig, elapsed, peak, r.start_epoch);
+                {
+                    std::lock_guard lock(leaders_mutex);
+                    leaders.erase(r.pid);
+                }
                 it = running.erase(it);
                 continue;
             }
@@ -605,6 +626,10 @@ class LocalScheduler final : public Scheduler {
         json pid_record = {{"pid", r.pid}, {"start_ticks", r.start_ticks}};
         if (!r.cgroup.empty()) pid_record["cgroup"] = r.cgroup.string();
         write_file_atomically(d / fmt::format("{}.pid", index), pid_record.dump() + "\n");
+        {
+            std::lock_guard lock(leaders_mutex);
+            leaders.insert(r.pid);
+        }
         running_[job][index] = r;
     }
 
