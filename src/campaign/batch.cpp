@@ -4,6 +4,7 @@
 
 #include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
+#include "scheduler/lost_tasks.hpp"
 #include "trial/evidence.hpp"
 #include "trial/outcome.hpp"
 #include "trial/proof.hpp"
@@ -341,9 +342,52 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     evidence_spool_ = plugin_spool(sched, o);
     evidence_scheduler_ = sched.name();
     for (const auto& a : store_->arrays(batch_id)) {
+        scheduler::LostTasks lost(a.first_index, a.tasks, o.lost_grace);
+        std::vector<slurm::JobRecord> lost_records; // tasks the scheduler forgot, ended here
         for (;;) {
             if (stopping(o)) return;
             auto records = sched.wait(a.job_id, std::chrono::seconds(5), o.poll);
+            // A task missing from the answer of a scheduler that answers, for longer than the grace, will
+            // never end: it ends here, cancelled, and its candidate is re-queued (a search trial) like any
+            // cancelled one. A scheduler that does not answer (slurmctld restarting) proves nothing.
+            if (lost.any_missing(records)) {
+                const bool answered = sched.reachable(nullptr);
+                for (const int index : lost.observe(records, answered, std::chrono::steady_clock::now())) {
+                    slurm::JobRecord r;
+                    r.job_id = fmt::format("{}_{}", a.job_id, index);
+                    r.array_job_id = a.job_id;
+                    r.array_task_id = index;
+                    r.state = slurm::JobState::Cancelled;
+                    r.raw_state =
+                        fmt::format("LOST (unknown to {} for {} s)", sched.name(), o.lost_grace.count());
+                    say(o, fmt::format(
+                               "job {}: {} no longer knows it (not queued, running or ended) after {} s; "
+                               "its trial ends lost and is re-queued",
+                               r.job_id, sched.name(), o.lost_grace.count()));
+                    try {
+                        sched.cancel(r.job_id); // should it come back, it must not run as well
+                    } catch (const Error&) {
+                    }
+                    lost_records.push_back(std::move(r));
+                }
+            }
+            // Held by its user after submit_batch released it: slurmctld restarted from state saved before
+            // the release, which it has forgotten. Released again, or it would wait forever.
+            if (std::any_of(records.begin(), records.end(), [](const slurm::JobRecord& r) {
+                    return r.state == slurm::JobState::Pending && r.reason == "JobHeldUser";
+                })) {
+                say(o, fmt::format("job {} is held again (a release {} forgot): releasing it", a.job_id,
+                                   sched.name()));
+                try {
+                    sched.release(a.job_id);
+                } catch (const Error& e) {
+                    say(o, e.what());
+                }
+            }
+            for (const auto& r : lost_records)
+                if (std::none_of(records.begin(), records.end(),
+                                 [&](const slurm::JobRecord& x) { return task_index(x) == r.array_task_id; }))
+                    records.push_back(r);
             int finished = 0;
             for (const auto& r : records) {
                 if (slurm::is_finished(r.state) && task_index(r)) ++finished;

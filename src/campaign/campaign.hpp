@@ -40,6 +40,10 @@ struct RunOptions {
     // scheduler its first batch ran on.
     std::string scheduler = "auto";
     std::chrono::milliseconds poll{1000};
+    // How long a task the scheduler answers without (not queued, running or ended anywhere it looks) is
+    // waited for before it is taken as lost: its trial ends cancelled and its candidate is re-queued
+    // (scheduler/lost_tasks.hpp). Covers accounting written after the queue forgot the job.
+    std::chrono::seconds lost_grace{120};
     bool verify = true; // run the verification stage after the search
     std::string bank;   // experience bank file: seeds the search, receives the findings; empty: none
     std::string spool;  // the plugin's spool, whose allocation records name the hardware; empty: this host

@@ -1,13 +1,18 @@
 // The local backend: a batch's tasks run as child processes of the orchestrator (util/process's
-// start_detached), each in a session of its own (the wrapper starts the workload in a process group of its
-// own, and a session holds both), with output to the task's output file. Nothing runs between calls: wait()
-// starts tasks, samples their memory, enforces the limits and records their ends. Limits:
-//   memory: where this process may create a cgroup v2 with a memory limit (memory_cgroup.hpp), each task
-//           runs in one with memory.max at the limit: the kernel holds it, and a task it OOM-kills is
-//           recorded OUT_OF_MEMORY. Elsewhere a watchdog: the resident set of the task's session, sampled
-//           every poll (at most 200 ms apart), is killed (SIGKILL) when it exceeds the limit and recorded
-//           OUT_OF_MEMORY; an allocation faster than the sampling may overshoot the limit briefly.
-//           description() says which;
+// start_detached), each in a session of its own, with output to the task's output file. Nothing runs between
+// calls: wait() starts tasks, samples their memory, enforces the limits and records their ends.
+// A task is its whole process tree, not its session: a workload may setsid, double fork or leave orphans.
+// Where this process may make a memory cgroup (v2, or v1 on a hybrid host: memory_cgroup.hpp) the task runs
+// in one, which holds every process it starts. Besides, this process is a child subreaper: a task's process
+// whose parent ends is reparented here instead of to init, so it stays findable; each poll adds what is
+// below the task's leader and its known processes to those known (an orphan that escapes between two polls
+// is adopted by the running task that started before it). Memory, the time limit and the end act on all of
+// them: at the leader's end every process left is killed (and reaped) before the end is recorded. Limits:
+//   memory: in a cgroup the kernel holds the limit, and a task with an OOM kill is recorded OUT_OF_MEMORY
+//           (its other processes are killed at once, as memory.oom.group does under v2). Elsewhere a
+//           watchdog: the resident set of the task's processes, sampled every poll (at most 200 ms apart),
+//           is killed (SIGKILL) when it exceeds the limit and recorded OUT_OF_MEMORY; an allocation faster
+//           than the sampling may overshoot the limit briefly. description() says which;
 //   time:   SIGTERM at the limit, SIGKILL 2 s later, recorded TIMEOUT.
 // State on disk, under <state_dir>/<job id>/: job.json (the request), `held` until released, `cancelled`,
 // <index>.pid while a task runs (pid and start time, so a restarted orchestrator can tell its orphan from
@@ -21,6 +26,7 @@
 #include "util/error.hpp"
 #include "util/json_field.hpp"
 #include "util/process.hpp"
+#include "util/process_tree.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -31,6 +37,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <sys/prctl.h>
@@ -103,18 +110,6 @@ std::vector<pid_t> session_members(pid_t sid) {
     return out;
 }
 
-// The resident memory of session `sid`, in bytes.
-long long session_rss_bytes(pid_t sid) {
-    static const long page = ::sysconf(_SC_PAGESIZE);
-    long long total = 0;
-    for (const pid_t pid : session_members(sid)) {
-        std::ifstream statm(fmt::format("/proc/{}/statm", pid));
-        long long size = 0, resident = 0;
-        if (statm >> size >> resident) total += resident * page;
-    }
-    return total;
-}
-
 void signal_session(pid_t sid, int sig) {
     for (const pid_t pid : session_members(sid))
         ::kill(pid, sig);
@@ -157,8 +152,71 @@ struct Running {
     long long peak_rss = 0;
     slurm::JobState kill_reason = slurm::JobState::Unknown; // set when the watchdog or a cancel killed it
     std::optional<clock::time_point> sigkill_at;
-    fs::path cgroup; // where the kernel holds its memory limit; empty: the watchdog does
+    fs::path cgroup;                    // where the kernel holds its memory limit; empty: the watchdog does
+    unsigned long long start_ticks = 0; // the leader's, to tell what started after it
+    std::map<pid_t, unsigned long long> known; // its processes seen so far: pid -> start ticks
 };
+
+// The task's processes now, zombies left out: its cgroup's, its session's, those below the leader and below
+// every process it had (reparented to this subreaper when their parent ended). `r.known` becomes that set.
+std::set<pid_t> task_processes(Running& r, const ProcessTable& table) {
+    // Pids are reused once reaped: a process counts only with the start time it was seen with.
+    std::vector<pid_t> roots;
+    if (const auto* leader = table.find(r.pid); leader && leader->start_ticks == r.start_ticks)
+        roots.push_back(r.pid);
+    for (const auto& [pid, ticks] : r.known)
+        if (const auto* p = table.find(pid); p && p->start_ticks == ticks) roots.push_back(pid);
+    std::set<pid_t> all = table.descendants_of(roots);
+    all.insert(roots.begin(), roots.end());
+    for (const auto& [pid, p] : table.all())
+        if (p.session == r.pid && p.start_ticks >= r.start_ticks) all.insert(pid);
+    if (!r.cgroup.empty())
+        for (const pid_t pid : MemoryCgroups::members(r.cgroup))
+            all.insert(pid);
+    std::set<pid_t> live;
+    r.known.clear();
+    for (const pid_t pid : all)
+        if (const auto* p = table.find(pid); p && p->state != 'Z' && p->state != 'X') {
+            live.insert(pid);
+            r.known[pid] = p->start_ticks;
+        }
+    return live;
+}
+
+long long rss_bytes(const std::set<pid_t>& pids) {
+    static const long page = ::sysconf(_SC_PAGESIZE);
+    long long total = 0;
+    for (const pid_t pid : pids) {
+        std::ifstream statm(fmt::format("/proc/{}/statm", pid));
+        long long size = 0, resident = 0;
+        if (statm >> size >> resident) total += resident * page;
+    }
+    return total;
+}
+
+// Whether `p`, a child of this process, may be an orphan reparented here: outside this process's session.
+// Every child this process starts itself and waits for elsewhere (run_process's, a daemon's user workers)
+// stays in its session; a trial's processes are in the trial's session (start_detached makes one) or in one
+// they made, and no process can join another's session.
+bool reparented(const ProcessInfo& p) {
+    return p.session != ::getsid(0);
+}
+
+// The leaders of the tasks every local scheduler of this process runs: each reaps its own.
+std::mutex leaders_mutex;
+std::set<pid_t> leaders;
+bool is_leader(pid_t pid) {
+    std::lock_guard lock(leaders_mutex);
+    return leaders.count(pid) > 0;
+}
+
+// Children of this process that ended and that nobody waits for (orphans reparented here): reaped, so they
+// do not stay zombies.
+void reap_orphans(const ProcessTable& table) {
+    for (const pid_t pid : table.children_of(::getpid()))
+        if (const auto* p = table.find(pid); p && p->state == 'Z' && reparented(*p) && !is_leader(pid))
+            ::waitpid(pid, nullptr, WNOHANG);
+}
 
 double epoch_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -172,12 +230,14 @@ class LocalScheduler final : public Scheduler {
         // (/proc/<pid>/root, /proc/<pid>/cwd) around the mount namespace that hides the campaign from them
         // (trial/isolation.hpp).
         ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        // A trial's processes whose parent ends come here, not to init: they stay part of their trial.
+        ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         std::string why = "the watchdog was asked for";
         if (memory == LocalMemoryLimit::Auto) cgroups_ = MemoryCgroups::find(&why);
-        description_ = cgroups_ ? fmt::format("local (memory limit: a cgroup v2 per trial under {})",
-                                              cgroups_->parent().string())
-                                : fmt::format("local (memory limit: a watchdog over the trial's resident "
-                                              "memory, sampled every 200 ms; no cgroup: {})",
+        description_ = cgroups_ ? fmt::format("local (memory limit: a cgroup v{} per trial under {})",
+                                              cgroups_->version(), cgroups_->parent().string())
+                                : fmt::format("local (memory limit: a watchdog over the resident memory of "
+                                              "the trial's processes, sampled every 200 ms; no cgroup: {})",
                                               why);
     }
 
@@ -185,9 +245,14 @@ class LocalScheduler final : public Scheduler {
         // Tasks do not outlive the orchestrator that runs them (a restart runs them again).
         for (auto& [job, tasks] : running_)
             for (auto& [index, r] : tasks) {
-                signal_session(r.pid, SIGKILL);
+                signal_task(r, SIGKILL);
                 while (::waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
                 }
+                {
+                    std::lock_guard lock(leaders_mutex);
+                    leaders.erase(r.pid);
+                }
+                kill_remaining(r);
                 if (!r.cgroup.empty()) MemoryCgroups::remove(r.cgroup);
             }
     }
@@ -300,13 +365,58 @@ class LocalScheduler final : public Scheduler {
         return m;
     }
 
+    static void signal_task(Running& r, int sig) {
+        const ProcessTable table;
+        for (const pid_t pid : task_processes(r, table))
+            ::kill(pid, sig);
+    }
+
+    // After the leader ended: every process of the task still there is killed and, when it was reparented
+    // here, reaped, until none is left (bounded: 5 s; a process in uninterruptible sleep dies when it wakes).
+    void kill_remaining(Running& r) {
+        for (int i = 0; i < 250; ++i) {
+            const ProcessTable table;
+            adopt_orphans(table); // the leader's children, reparented here when it ended
+            const auto left = task_processes(r, table);
+            reap_orphans(table);
+            if (left.empty()) return;
+            for (const pid_t pid : left)
+                ::kill(pid, SIGKILL);
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+
+    // Children of this process that no task knows yet (they left a task's tree between two polls, and their
+    // parent ended): each joins the running task that started last before it. Only those outside this
+    // process's session (reparented()): the children it starts itself are never a trial's.
+    void adopt_orphans(const ProcessTable& table) {
+        std::set<pid_t> claimed;
+        std::vector<Running*> tasks;
+        for (auto& [job, by_index] : running_)
+            for (auto& [index, r] : by_index) {
+                claimed.insert(r.pid);
+                for (const auto& [pid, ticks] : r.known)
+                    claimed.insert(pid);
+                tasks.push_back(&r);
+            }
+        for (const pid_t pid : table.children_of(::getpid())) {
+            const auto* p = table.find(pid);
+            if (!p || claimed.count(pid) || p->state == 'Z' || !reparented(*p) || is_leader(pid)) continue;
+            Running* owner = nullptr;
+            for (Running* r : tasks)
+                if (r->start_ticks <= p->start_ticks && (!owner || r->start_ticks > owner->start_ticks))
+                    owner = r;
+            if (owner) owner->known[pid] = p->start_ticks;
+        }
+    }
+
     void kill_task(Running& r, slurm::JobState reason) {
         if (r.kill_reason != slurm::JobState::Unknown) return;
         r.kill_reason = reason;
         if (reason == slurm::JobState::OutOfMemory) {
-            signal_session(r.pid, SIGKILL);
+            signal_task(r, SIGKILL);
         } else {
-            signal_session(r.pid, SIGTERM);
+            signal_task(r, SIGTERM);
             r.sigkill_at = clock::now() + std::chrono::seconds(2);
         }
     }
@@ -336,7 +446,11 @@ class LocalScheduler final : public Scheduler {
         if (auto p = read_json(pid_file)) {
             const pid_t pid = p->value("pid", -1);
             const auto st = pid > 0 ? proc_stat(pid) : std::nullopt;
-            if (st && st->start_ticks == p->value("start_ticks", 0ull)) signal_session(pid, SIGKILL);
+            if (st && st->start_ticks == p->value("start_ticks", 0ull)) {
+                for (const pid_t below : descendants_of(pid))
+                    ::kill(below, SIGKILL);
+                signal_session(pid, SIGKILL);
+            }
             // Only a cgroup under this scheduler's parent: the file is on disk, and disks can lie.
             if (const auto& cg = p->value("cgroup", json()); cg.is_string() && cgroups_) {
                 const fs::path path = cg.get<std::string>();
@@ -366,14 +480,19 @@ class LocalScheduler final : public Scheduler {
         auto& running = running_[job];
 
         // Reap and watch the running tasks.
+        {
+            const ProcessTable table;
+            adopt_orphans(table);
+            reap_orphans(table);
+        }
         for (auto it = running.begin(); it != running.end();) {
             auto& [index, r] = *it;
             int status = 0;
             rusage ru{};
             const pid_t got = ::wait4(r.pid, &status, WNOHANG, &ru);
             if (got == r.pid) {
-                // The leader ended; what is left of its session goes with it.
-                signal_session(r.pid, SIGKILL);
+                // The leader ended; every process left of its task goes with it, before its end is recorded.
+                kill_remaining(r);
                 const double elapsed = std::chrono::duration<double>(clock::now() - r.started).count();
                 long long peak = std::max(r.peak_rss, static_cast<long long>(ru.ru_maxrss) * 1024);
                 const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
@@ -390,19 +509,28 @@ class LocalScheduler final : public Scheduler {
                 if (state == slurm::JobState::Unknown)
                     state = code == 0 && sig == 0 ? slurm::JobState::Completed : slurm::JobState::Failed;
                 record_end(job, index, state, code, sig, elapsed, peak, r.start_epoch);
+                {
+                    std::lock_guard lock(leaders_mutex);
+                    leaders.erase(r.pid);
+                }
                 it = running.erase(it);
                 continue;
             }
+            const ProcessTable table;
+            const auto processes = task_processes(r, table); // also keeps r.known up to date
             if (r.cgroup.empty()) {
-                r.peak_rss = std::max(r.peak_rss, session_rss_bytes(r.pid));
+                r.peak_rss = std::max(r.peak_rss, rss_bytes(processes));
                 if (mem_bytes > 0 && r.peak_rss > mem_bytes) kill_task(r, slurm::JobState::OutOfMemory);
             } else {
-                r.peak_rss = std::max(r.peak_rss, MemoryCgroups::usage(r.cgroup).peak_bytes);
+                const auto use = MemoryCgroups::usage(r.cgroup);
+                r.peak_rss = std::max(r.peak_rss, use.peak_bytes);
+                // The kernel killed one process at the limit: the trial is out of memory, all of it.
+                if (use.oom_kills > 0) kill_task(r, slurm::JobState::OutOfMemory);
             }
             if (time_limit_s > 0 && clock::now() - r.started > std::chrono::seconds(time_limit_s))
                 kill_task(r, slurm::JobState::Timeout);
             if (r.sigkill_at && clock::now() >= *r.sigkill_at) {
-                signal_session(r.pid, SIGKILL);
+                signal_task(r, SIGKILL);
                 r.sigkill_at.reset();
             }
             ++it;
@@ -496,9 +624,14 @@ class LocalScheduler final : public Scheduler {
             return;
         }
         const auto st = proc_stat(r.pid);
-        json pid_record = {{"pid", r.pid}, {"start_ticks", st ? st->start_ticks : 0}};
+        r.start_ticks = st ? st->start_ticks : 0;
+        json pid_record = {{"pid", r.pid}, {"start_ticks", r.start_ticks}};
         if (!r.cgroup.empty()) pid_record["cgroup"] = r.cgroup.string();
         write_file_atomically(d / fmt::format("{}.pid", index), pid_record.dump() + "\n");
+        {
+            std::lock_guard lock(leaders_mutex);
+            leaders.insert(r.pid);
+        }
         running_[job][index] = r;
     }
 

@@ -57,6 +57,44 @@ std::optional<fs::path> unified_mount() {
     return std::nullopt;
 }
 
+// The mount point of the cgroup v1 hierarchy with the memory controller (fstype "cgroup", "memory" among
+// its super options, the last field).
+std::optional<fs::path> v1_memory_mount() {
+    std::ifstream in("/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+        const auto dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream after(line.substr(dash + 3));
+        std::string type, source, options;
+        after >> type >> source >> options;
+        if (type != "cgroup") continue;
+        std::istringstream opts(options);
+        bool memory = false;
+        for (std::string o; std::getline(opts, o, ',');)
+            memory = memory || o == "memory";
+        if (!memory) continue;
+        std::istringstream before(line.substr(0, dash));
+        std::string f, mount;
+        for (int i = 1; i <= 5 && before >> f; ++i)
+            if (i == 5) mount = f;
+        if (!mount.empty()) return fs::path(mount);
+    }
+    return std::nullopt;
+}
+
+// This process's cgroup on the v1 memory hierarchy: the "N:...memory...:/path" line of /proc/self/cgroup.
+std::optional<std::string> own_v1_memory_cgroup() {
+    std::ifstream in("/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);) {
+        const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        std::istringstream controllers(line.substr(a + 1, b - a - 1));
+        for (std::string c; std::getline(controllers, c, ',');)
+            if (c == "memory") return line.substr(b + 1);
+    }
+    return std::nullopt;
+}
+
 // This process's cgroup on the unified hierarchy: the "0::/path" line of /proc/self/cgroup.
 std::optional<std::string> own_unified_cgroup() {
     std::ifstream in("/proc/self/cgroup");
@@ -77,6 +115,27 @@ long long read_number(const fs::path& p) {
 } // namespace
 
 std::optional<MemoryCgroups> MemoryCgroups::find(std::string* why) {
+    std::string v2_why;
+    if (auto v2 = find_v2(&v2_why)) return v2;
+    // A v1/v2 hybrid (the memory controller on v1, as on many hosts and in Slurm's own cgroup/v1): a child of
+    // this process's memory cgroup, where this process may make one (root, or a delegated directory).
+    const auto fail = [&](std::string reason) {
+        if (why) *why = v2_why + "; " + reason;
+        return std::nullopt;
+    };
+    const auto mount = v1_memory_mount();
+    if (!mount) return fail("no cgroup v1 memory hierarchy is mounted");
+    const auto own = own_v1_memory_cgroup();
+    if (!own) return fail("this process has no cgroup v1 memory cgroup");
+    fs::path parent = (*mount / fs::path(*own).relative_path()).lexically_normal();
+    if (parent.filename().empty()) parent = parent.parent_path();
+    for (const fs::path& p : {parent, parent / "cgroup.procs"})
+        if (::access(p.c_str(), W_OK) != 0)
+            return fail(fmt::format("{} is not writable: {}", p.string(), std::strerror(errno)));
+    return MemoryCgroups(parent, 1);
+}
+
+std::optional<MemoryCgroups> MemoryCgroups::find_v2(std::string* why) {
     const auto fail = [&](std::string reason) {
         if (why) *why = std::move(reason);
         return std::nullopt;
@@ -100,7 +159,7 @@ std::optional<MemoryCgroups> MemoryCgroups::find(std::string* why) {
     for (const fs::path& p : {parent, parent / "cgroup.procs"})
         if (::access(p.c_str(), W_OK) != 0)
             return fail(fmt::format("{} is not writable: {}", p.string(), std::strerror(errno)));
-    return MemoryCgroups(parent);
+    return MemoryCgroups(parent, 2);
 }
 
 fs::path MemoryCgroups::create(const std::string& name, long long limit_bytes) const {
@@ -110,6 +169,17 @@ fs::path MemoryCgroups::create(const std::string& name, long long limit_bytes) c
     if (!fs::create_directory(cg, ec) && ec)
         throw Error("cannot create the trial's cgroup: " + ec.message(), cg.string());
     std::string err;
+    if (version_ == 1) {
+        // memsw (memory + swap) after the memory limit, which it may not be below; not every kernel has it.
+        if (!write_control(cg / "memory.limit_in_bytes", std::to_string(limit_bytes), &err)) {
+            remove(cg);
+            throw Error(err, cg.string(), "a cgroup whose memory.limit_in_bytes this process may set");
+        }
+        if (fs::exists(cg / "memory.memsw.limit_in_bytes"))
+            write_control(cg / "memory.memsw.limit_in_bytes", std::to_string(limit_bytes));
+        write_control(cg / "memory.swappiness", "0");
+        return cg;
+    }
     if (!write_control(cg / "memory.max", std::to_string(limit_bytes), &err)) {
         remove(cg);
         throw Error(err, cg.string(), "a cgroup whose memory.max this process may set");
@@ -123,6 +193,16 @@ fs::path MemoryCgroups::create(const std::string& name, long long limit_bytes) c
 
 MemoryCgroups::Usage MemoryCgroups::usage(const fs::path& cg) {
     Usage u;
+    if (fs::exists(cg / "memory.max_usage_in_bytes")) { // v1: the peak, and oom_kill in memory.oom_control
+        u.peak_bytes = read_number(cg / "memory.max_usage_in_bytes");
+        std::istringstream control(read_text(cg / "memory.oom_control"));
+        for (std::string key; control >> key;) {
+            long long n = 0;
+            control >> n;
+            if (key == "oom_kill") u.oom_kills = n;
+        }
+        return u;
+    }
     u.peak_bytes = read_number(cg / "memory.peak");
     if (u.peak_bytes == 0) u.peak_bytes = read_number(cg / "memory.current");
     std::istringstream events(read_text(cg / "memory.events"));
@@ -132,6 +212,14 @@ MemoryCgroups::Usage MemoryCgroups::usage(const fs::path& cg) {
         if (key == "oom_kill") u.oom_kills = n;
     }
     return u;
+}
+
+std::vector<pid_t> MemoryCgroups::members(const fs::path& cg) {
+    std::vector<pid_t> out;
+    std::istringstream procs(read_text(cg / "cgroup.procs"));
+    for (pid_t pid; procs >> pid;)
+        out.push_back(pid);
+    return out;
 }
 
 void MemoryCgroups::remove(const fs::path& cg) {

@@ -1,13 +1,20 @@
 #pragma once
-// The local scheduler's memory limit through the kernel: a cgroup v2 per trial, a child of this process's
-// own cgroup, with memory.max at the contract's limit. Available only where this process may create one:
-// its cgroup is on the unified (v2) hierarchy, the memory controller is enabled for its children (or this
-// process may enable it: the root of a container's cgroup namespace, a delegated cgroup with no processes
-// of its own) and the directory is writable. Elsewhere the local scheduler samples the trial's resident
-// memory instead (a watchdog). Either way an excess is recorded OUT_OF_MEMORY.
+// The local scheduler's memory limit through the kernel: a cgroup per trial, a child of this process's own
+// memory cgroup, with the contract's limit. Available only where this process may create one:
+//   v2: its cgroup is on the unified hierarchy, the memory controller is enabled for its children (or this
+//       process may enable it: the root of a container's cgroup namespace, a delegated cgroup with no
+//       processes of its own) and the directory is writable: memory.max, no swap, memory.oom.group;
+//   v1: (a hybrid host, the memory controller on v1) its memory cgroup's directory is writable (root, or
+//       delegated): memory.limit_in_bytes (and memsw where the kernel has it), oom_kill from
+//       memory.oom_control.
+// The cgroup also holds every process of the trial, setsid or double fork included: what the local
+// scheduler measures and kills at the end. Elsewhere the local scheduler samples the resident memory of the
+// trial's process tree instead (a watchdog). Either way an excess is recorded OUT_OF_MEMORY.
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <sys/types.h>
+#include <vector>
 
 namespace infrarsi::scheduler {
 
@@ -19,6 +26,7 @@ class MemoryCgroups {
     static std::optional<MemoryCgroups> find(std::string* why);
 
     const fs::path& parent() const { return parent_; }
+    int version() const { return version_; } // 1 or 2
 
     // Makes the cgroup `name` under parent() with memory.max = limit_bytes (and no swap, where the kernel
     // has swap accounting), emptied of what a predecessor left. Throws an Error when it cannot.
@@ -33,9 +41,14 @@ class MemoryCgroups {
     // and removes it once empty; a cgroup that is gone already is fine.
     static void remove(const fs::path& cgroup);
 
+    // The processes in the cgroup now (cgroup.procs); none when it is gone.
+    static std::vector<pid_t> members(const fs::path& cgroup);
+
   private:
-    explicit MemoryCgroups(fs::path parent) : parent_(std::move(parent)) {}
+    MemoryCgroups(fs::path parent, int version) : parent_(std::move(parent)), version_(version) {}
+    static std::optional<MemoryCgroups> find_v2(std::string* why);
     fs::path parent_;
+    int version_ = 2;
 };
 
 } // namespace infrarsi::scheduler

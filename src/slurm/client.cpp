@@ -6,10 +6,14 @@
 #include "util/fd.hpp"
 #include "util/number.hpp"
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fcntl.h>
 #include <fstream>
 #include <set>
@@ -144,35 +148,45 @@ void set_ids(JobRecord& r, const std::string& id) {
 }
 
 // Slurm's "Key=Value Key=Value ..." lines (jobcomp/filetxt, scontrol show -o). Values may be empty and may
-// contain spaces, and Slurm writes a job's name (and work dir, command, output paths) unescaped: a name can
-// contain " JobId=1_x". So no "last key wins" and no key trusted from inside free text:
+// contain spaces, and Slurm writes free text unescaped: the job's name (which a running job may change,
+// `scontrol update JobName=`), its comment (the same), work dir, command and output paths. A name can hold
+// " JobState=COMPLETED StartTime=... NodeList=n9 ..." or a whole forged record. So no key is trusted from
+// inside free text, and none is guessed:
 // - JobId is the line's first token, nothing else;
 // - the array identity (ArrayJobId, ArrayTaskId) only from where Slurm alone writes it: jobcomp's tail,
 //   after the last EligibleTime= (after every free-text field), or scontrol's head, before the name;
-// - ExitCode and DerivedExitCode from jobcomp's tail when there, else their first occurrence;
-// - every other key its first occurrence (a name can only garble its own job's record, never another's).
+// - jobcomp (JobId UserId GroupId Name JobState Partition TimeLimit StartTime EndTime NodeList NodeCnt
+// ProcCnt
+//   WorkDir ... EligibleTime [ArrayJobId ArrayTaskId] DerivedExitCode ExitCode): the state, times and nodes
+//   from the fixed run of keys that ends at the last WorkDir= (set at submission, before the job ran any
+//   code), starting at the last JobState= before it; exit codes from the tail. A forged run inside the name
+//   comes before the real one;
+// - elsewhere (scontrol, whose name comes first and whose comment comes after the fields we read): a key we
+//   read must occur once; a line where free text repeats one is ambiguous and skipped (BadLine), never read
+//   by position (Client::query then asks squeue's JSON, which has no such ambiguity).
 struct KeyValues {
-    std::map<std::string, std::string> first; // first occurrence of each key
-    std::map<std::string, std::string> head;  // keys before the first Name=/JobName= (scontrol's identity)
-    std::map<std::string, std::string> tail;  // keys after the last EligibleTime= (jobcomp's fixed tail)
-    std::string get(const char* k) const {
-        if (auto it = tail.find(k); it != tail.end()) return it->second;
-        if (auto it = first.find(k); it != first.end()) return it->second;
-        return {};
+    struct Key {
+        std::string name, value;
+    };
+    std::vector<Key> keys; // in line order
+    std::size_t count(std::string_view k) const {
+        return static_cast<std::size_t>(
+            std::count_if(keys.begin(), keys.end(), [&](const Key& x) { return x.name == k; }));
     }
-    std::string identity(const char* k) const {
-        if (auto it = tail.find(k); it != tail.end()) return it->second;
-        if (auto it = head.find(k); it != head.end()) return it->second;
-        return {};
+    // Index of the last `k` in [from, to), or npos.
+    std::size_t last(std::string_view k, std::size_t from = 0, std::size_t to = std::string::npos) const {
+        for (std::size_t i = std::min(to, keys.size()); i > from; --i)
+            if (keys[i - 1].name == k) return i - 1;
+        return std::string::npos;
     }
 };
 
 KeyValues parse_key_values(const std::string& line) {
-    struct Key {
+    struct At {
         std::string name;
         size_t start, value; // where " Key=" starts, where its value starts
     };
-    std::vector<Key> keys;
+    std::vector<At> keys;
     // A key: start of line or after a blank, [A-Za-z][A-Za-z0-9_:/]*, then '='. A hand scan: std::regex
     // recurses per character and a long hostile line could exhaust the stack.
     for (size_t i = 0; i < line.size(); ++i) {
@@ -187,44 +201,91 @@ KeyValues parse_key_values(const std::string& line) {
             i = j;
         }
     }
-    size_t tail_from = keys.size(), head_to = keys.size();
-    for (size_t i = 0; i < keys.size(); ++i) {
-        if (keys[i].name == "EligibleTime") tail_from = i + 1;
-        if ((keys[i].name == "Name" || keys[i].name == "JobName") && head_to == keys.size()) head_to = i;
-    }
     KeyValues kv;
     for (size_t i = 0; i < keys.size(); ++i) {
         size_t vend = i + 1 < keys.size() ? keys[i + 1].start : line.size();
-        std::string value = trim(line.substr(keys[i].value, vend - keys[i].value));
-        if (i == 0 || keys[i].name != "JobId") kv.first.emplace(keys[i].name, value);
-        if (i < head_to) kv.head.emplace(keys[i].name, value);
-        if (i >= tail_from) kv.tail[keys[i].name] = value;
+        kv.keys.push_back({keys[i].name, trim(line.substr(keys[i].value, vend - keys[i].value))});
     }
-    if (keys.empty() || keys[0].name != "JobId" || keys[0].start != 0) kv.first.erase("JobId");
+    if (!keys.empty() && keys[0].start != 0) kv.keys.insert(kv.keys.begin(), {"", ""}); // no JobId first
     return kv;
 }
 
+// Where each field we read is taken from in one line (see KeyValues).
+class FieldSource {
+  public:
+    explicit FieldSource(const KeyValues& kv) : kv_(kv) {
+        constexpr auto npos = std::string::npos;
+        const auto& k = kv.keys;
+        for (std::size_t i = 0; i < k.size() && name_ == npos; ++i)
+            if (k[i].name == "Name" || k[i].name == "JobName") name_ = i;
+        if (name_ != npos && k[name_].name == "Name") {
+            const auto workdir = kv.last("WorkDir");
+            const auto state = workdir == npos ? npos : kv.last("JobState", name_ + 1, workdir);
+            if (state != npos) {
+                fixed_from_ = state;
+                fixed_to_ = workdir;
+                const auto eligible = kv.last("EligibleTime");
+                tail_from_ = eligible != npos && eligible > workdir ? eligible + 1 : k.size();
+            }
+        }
+    }
+    // A field of the job's state: from jobcomp's fixed run or tail, else the one occurrence in the line.
+    std::string get(const char* key) const {
+        if (fixed_from_ != std::string::npos) {
+            for (std::size_t i = fixed_from_; i < fixed_to_; ++i)
+                if (kv_.keys[i].name == key) return kv_.keys[i].value;
+            for (std::size_t i = tail_from_; i < kv_.keys.size(); ++i)
+                if (kv_.keys[i].name == key) return kv_.keys[i].value;
+            return {};
+        }
+        const auto n = kv_.count(key);
+        if (n > 1)
+            throw BadLine{std::string("the key ") + key +
+                          "= occurs more than once (free text, a job's name or comment, repeats it): "
+                          "ambiguous, not read"};
+        return n == 1 ? kv_.keys[kv_.last(key)].value : std::string();
+    }
+    // The array identity: jobcomp's tail, or scontrol's head (before the name).
+    std::string identity(const char* key) const {
+        const auto& k = kv_.keys;
+        if (fixed_from_ != std::string::npos) {
+            for (std::size_t i = tail_from_; i < k.size(); ++i)
+                if (k[i].name == key) return k[i].value;
+            return {};
+        }
+        for (std::size_t i = 1; i < std::min(name_, k.size()); ++i)
+            if (k[i].name == key) return k[i].value;
+        return {};
+    }
+
+  private:
+    const KeyValues& kv_;
+    std::size_t name_ = std::string::npos;
+    std::size_t fixed_from_ = std::string::npos, fixed_to_ = 0, tail_from_ = 0;
+};
+
 JobRecord record_from_key_values(const KeyValues& kv) {
     JobRecord r;
-    std::string id = kv.first.count("JobId") ? kv.first.at("JobId") : std::string();
+    const std::string id = !kv.keys.empty() && kv.keys[0].name == "JobId" ? kv.keys[0].value : std::string();
     if (!valid_job_id(id)) throw BadLine{"no JobId=N at the start of the line"};
-    std::string array_job = kv.identity("ArrayJobId");
-    std::string array_task = kv.identity("ArrayTaskId");
+    const FieldSource f(kv);
+    std::string array_job = f.identity("ArrayJobId");
+    std::string array_task = f.identity("ArrayTaskId");
     if (valid_job_id(array_job) && all_digits(array_task))
         set_ids(r, array_job + "_" + array_task);
     else
         set_ids(r, id);
-    r.raw_state = kv.get("JobState");
+    r.raw_state = f.get("JobState");
     r.state = parse_job_state(r.raw_state);
-    if (auto e = kv.get("ExitCode"); !e.empty()) parse_exit(e, r);
+    if (auto e = f.get("ExitCode"); !e.empty()) parse_exit(e, r);
     // The highest exit of the job's steps (job completion file): 0:125 is a step's cgroup OOM kill.
-    if (kv.get("DerivedExitCode") == "0:125") r.step_oom_killed = true;
-    r.node_list = kv.get("NodeList");
-    r.start_time = kv.get("StartTime");
-    r.end_time = kv.get("EndTime");
-    r.reason = kv.get("Reason");
-    if (auto rt = kv.get("RunTime"); !rt.empty()) r.elapsed_s = parse_duration(rt);
-    if (auto rs = parse_integer<int>(kv.get("Restarts"), 0)) r.restarts = *rs;
+    if (f.get("DerivedExitCode") == "0:125") r.step_oom_killed = true;
+    r.node_list = f.get("NodeList");
+    r.start_time = f.get("StartTime");
+    r.end_time = f.get("EndTime");
+    r.reason = f.get("Reason");
+    if (auto rt = f.get("RunTime"); !rt.empty()) r.elapsed_s = parse_duration(rt);
+    if (auto rs = parse_integer<int>(f.get("Restarts"), 0)) r.restarts = *rs;
     return r;
 }
 
@@ -313,6 +374,97 @@ std::vector<JobRecord> parse_squeue(const std::string& out, ParseStats* stats) {
             records.push_back(std::move(r));
         } catch (const BadLine& bad) {
             skip(stats, "squeue line " + std::to_string(n), bad);
+        }
+    }
+    return records;
+}
+
+std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* stats) {
+    std::vector<JobRecord> records;
+    // Slurm's own JSON, but it carries every user's free text: bounded before anything recurses over it.
+    constexpr std::size_t kMaxBytes = 256u << 20;
+    constexpr int kMaxDepth = 32;
+    if (out.size() > kMaxBytes) {
+        skip(stats, "squeue --json", BadLine{fmt::format("{} bytes, more than {}", out.size(), kMaxBytes)});
+        return records;
+    }
+    nlohmann::json doc;
+    try {
+        doc = nlohmann::json::parse(out, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+            if (depth > kMaxDepth) throw BadLine{fmt::format("nested deeper than {}", kMaxDepth)};
+            return true;
+        });
+    } catch (const BadLine& bad) {
+        skip(stats, "squeue --json", bad);
+        return records;
+    } catch (const nlohmann::json::exception& e) {
+        skip(stats, "squeue --json", BadLine{e.what()});
+        return records;
+    }
+    const auto jobs = doc.is_object() ? doc.find("jobs") : doc.end();
+    if (!doc.is_object() || jobs == doc.end() || !jobs->is_array()) {
+        skip(stats, "squeue --json", BadLine{"no \"jobs\" array (openapi v0.0.38's layout)"});
+        return records;
+    }
+    std::size_t n = 0;
+    for (const auto& j : *jobs) {
+        ++n;
+        try {
+            if (!j.is_object()) throw BadLine{"a job that is not an object"};
+            const auto uint = [&](const char* key) -> std::optional<std::uint64_t> {
+                const auto it = j.find(key);
+                if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+                return it->get<std::uint64_t>();
+            };
+            const auto text = [&](const char* key) {
+                const auto it = j.find(key);
+                return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+            };
+            const auto id = uint("job_id");
+            if (!id || *id > UINT32_MAX) throw BadLine{"no job_id"};
+            JobRecord r;
+            const auto array_job = uint("array_job_id");
+            const auto array_task = uint("array_task_id");
+            if (array_job && *array_job > 0 && *array_job <= UINT32_MAX && array_task &&
+                *array_task <= INT32_MAX)
+                set_ids(r, fmt::format("{}_{}", *array_job, *array_task));
+            else if (const auto pending = text("array_task_string");
+                     array_job && *array_job > 0 && *array_job <= UINT32_MAX && !pending.empty() &&
+                     pending.find_first_not_of("0123456789,-%") == std::string::npos)
+                set_ids(r, fmt::format("{}_[{}]", *array_job, pending)); // tasks not split off yet, as squeue
+            else
+                set_ids(r, std::to_string(*id));
+            r.raw_state = text("job_state");
+            r.state = parse_job_state(r.raw_state);
+            r.node_list = text("nodes");
+            r.reason = text("state_reason");
+            // A wait status, as the kernel gives it: exit code in bits 8-15, else the signal in bits 0-6.
+            if (const auto status = uint("exit_code"); status && *status <= 0xffff) {
+                if ((*status & 0x7f) == 0)
+                    r.exit_code = static_cast<int>(*status >> 8);
+                else
+                    r.exit_signal = static_cast<int>(*status & 0x7f);
+            }
+            if (const auto derived = uint("derived_exit_code"); derived && (*derived & 0x7f) == 125)
+                r.step_oom_killed = true;
+            if (const auto rc = uint("restart_cnt"); rc && *rc <= INT32_MAX)
+                r.restarts = static_cast<int>(*rc);
+            const auto start = uint("start_time"), end = uint("end_time");
+            const auto stamp = [](std::uint64_t t) {
+                const std::time_t tt = static_cast<std::time_t>(t);
+                std::tm tm{};
+                char buf[32] = {};
+                if (t > 0 && ::localtime_r(&tt, &tm))
+                    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+                return std::string(buf);
+            };
+            if (start) r.start_time = stamp(*start);
+            if (end && is_finished(r.state)) r.end_time = stamp(*end);
+            if (start && end && *start > 0 && *end >= *start && is_finished(r.state))
+                r.elapsed_s = static_cast<double>(*end - *start);
+            records.push_back(std::move(r));
+        } catch (const BadLine& bad) {
+            skip(stats, "squeue --json job " + std::to_string(n), bad);
         }
     }
     return records;
@@ -553,8 +705,18 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
         if (known) continue;
         auto sc = run_slurm({"scontrol", "-o", "show", "job", id});
         if (!sc.ok()) continue;
-        for (auto& r : parse_jobcomp(sc.out, &stats))
+        ParseStats sc_stats;
+        for (auto& r : parse_jobcomp(sc.out, &sc_stats))
             by_id[r.job_id] = std::move(r);
+        if (sc_stats.skipped == 0) continue;
+        // A line scontrol's text cannot tell (a name or comment repeating Slurm's keys): squeue's JSON, where
+        // every field is its own (22.05: openapi v0.0.38; it lists every job slurmctld knows, whatever -j
+        // says, so it is asked only here).
+        skip(&stats, "scontrol", BadLine{sc_stats.first_problem});
+        auto js = run_slurm({"squeue", "--json"});
+        if (!js.ok()) continue;
+        for (auto& r : parse_squeue_json(js.out, &stats))
+            if (matches(r, {id})) by_id[r.job_id] = std::move(r);
     }
     // Said once per new problem, not at every poll.
     if (stats.skipped && stats.first_problem != last_skip_report_) {

@@ -127,6 +127,9 @@ class Client {
 std::string parse_sbatch_parsable(const std::string& out); // "123" or "123;cluster"
 std::vector<JobRecord> parse_squeue(const std::string& out, ParseStats* stats = nullptr); // squeue_format()
 std::vector<JobRecord> parse_sacct(const std::string& out, ParseStats* stats = nullptr);  // sacct_format()
+// `squeue --json` (openapi v0.0.38, Slurm 22.05; later releases keep these fields under the same names):
+// every job slurmctld knows, its free text in fields of their own. Read with a depth and size limit.
+std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* stats = nullptr);
 // jobcomp/filetxt lines, and scontrol show job -o lines. Job names are written unescaped there: a record's
 // identity comes only from where Slurm alone writes (see client.cpp).
 std::vector<JobRecord> parse_jobcomp(const std::string& text, ParseStats* stats = nullptr);

@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     infrarsi::slurm::parse_squeue(text, &stats);
     infrarsi::slurm::parse_sacct(text, &stats);
     infrarsi::slurm::parse_jobcomp(text, &stats);
+    infrarsi::slurm::parse_squeue_json(text, &stats);
     infrarsi::slurm::parse_scontrol_config(text);
     try {
         infrarsi::slurm::parse_sbatch_parsable(text);

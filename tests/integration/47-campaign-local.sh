@@ -12,8 +12,8 @@ log=$work/run.log
 "$bin" run --dir "$work/c" --scheduler auto >"$log" 2>&1 || fail "infrarsi run failed"
 file_has "scheduler: local \(Slurm does not answer" "$log" || fail "auto did not say it fell back to the local scheduler"
 file_has "submitted to local as job array" "$log" || fail "no batch went to the local scheduler"
-# How the local scheduler holds the memory limit (a cgroup v2, or the watchdog and why) is said once.
-file_has "to local \(memory limit: (a cgroup v2 per trial|a watchdog .* no cgroup: )" "$log" \
+# How the local scheduler holds the memory limit (a cgroup v2 or v1, or the watchdog and why) is said once.
+file_has "to local \(memory limit: (a cgroup v[12] per trial|a watchdog .* no cgroup: )" "$log" \
   || fail "run did not say how the local scheduler holds the memory limit"
 [ -f "$work/c/local-jobs/1/job.json" ] || fail "no local job state in the campaign"
 

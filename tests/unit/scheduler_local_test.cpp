@@ -133,7 +133,8 @@ TEST_CASE("local: a failing task is FAILED with its exit code, a task over the m
     CHECK(r[0].elapsed_s < 10);
 }
 
-TEST_CASE("local: where a cgroup v2 may be made, the kernel holds the memory limit: a task over it is "
+TEST_CASE("local: where a memory cgroup (v2, or v1) may be made, the kernel holds the memory limit: a task "
+          "over it is "
           "recorded out of memory, one under it completes, and the cgroups are removed") {
     std::string why;
     const auto cgroups = scheduler::MemoryCgroups::find(&why);
@@ -143,11 +144,11 @@ TEST_CASE("local: where a cgroup v2 may be made, the kernel holds the memory lim
         // Said once, as `infrarsi run` says it: which limit, and why not the cgroup.
         CHECK(s->description().find("a watchdog") != std::string::npos);
         CHECK(s->description().find(why) != std::string::npos);
-        MESSAGE("skipped: no cgroup v2 with a memory controller here: " << why);
+        MESSAGE("skipped: no memory cgroup may be made here: " << why);
         return;
     }
-    CHECK(s->description().find("a cgroup v2 per trial under " + cgroups->parent().string()) !=
-          std::string::npos);
+    CHECK(s->description().find(fmt::format("a cgroup v{} per trial under {}", cgroups->version(),
+                                            cgroups->parent().string())) != std::string::npos);
     // Fast enough that a watchdog sampling every 200 ms could see it only after the fact; the kernel stops
     // it at the limit, whatever its speed.
     auto hog = job(d, "python3 -c 'a = b\"x\" * (1 << 30)'; echo survived");
@@ -165,6 +166,49 @@ TEST_CASE("local: where a cgroup v2 may be made, the kernel holds the memory lim
     // No trial cgroup of this process is left behind.
     for (const auto& e : fs::directory_iterator(cgroups->parent()))
         CHECK(e.path().filename().string().rfind(fmt::format("infrarsi-{}-", ::getpid()), 0) != 0);
+}
+
+// The reproducer: a trial's `setsid` child left its session, and the watchdog (which summed the session)
+// let it take 708 MiB under a 300M limit, outcome ok. A double fork makes it an orphan too: its parent ends,
+// and it is reparented to the scheduler (a child subreaper) instead of init.
+TEST_CASE("local: a setsid, double-forked child over the memory limit is killed out of memory, with the "
+          "watchdog and with a cgroup, and no process of the trial outlives it") {
+    for (const auto limit : {scheduler::LocalMemoryLimit::Watchdog, scheduler::LocalMemoryLimit::Auto}) {
+        TempDir d;
+        auto s = scheduler::local_scheduler(d.path / "jobs", limit);
+        CAPTURE(s->description());
+        auto hog = job(d, "( setsid python3 -c 'import os, time\n"
+                          "open(\"hog.pid\", \"w\").write(str(os.getpid()))\n"
+                          "a = b\"x\" * (600 << 20)\n"
+                          "time.sleep(60)' & )\n"
+                          "sleep 60");
+        hog.mem_bytes = 300LL << 20;
+        const auto r = run(*s, hog);
+        REQUIRE(r.size() == 1);
+        CHECK(r[0].state == JobState::OutOfMemory);
+        CHECK(r[0].elapsed_s < 30);
+        std::string pid;
+        std::ifstream(d.path / "hog.pid") >> pid;
+        REQUIRE(!pid.empty());
+        CHECK_FALSE(alive(std::stoi(pid)));
+    }
+}
+
+TEST_CASE("local: processes a trial leaves behind (setsid, double fork) end with it") {
+    for (const auto limit : {scheduler::LocalMemoryLimit::Watchdog, scheduler::LocalMemoryLimit::Auto}) {
+        TempDir d;
+        auto s = scheduler::local_scheduler(d.path / "jobs", limit);
+        CAPTURE(s->description());
+        // The leader ends at once; what it started lives on unless the scheduler ends it.
+        const auto r = run(*s, job(d, "( setsid bash -c 'echo $$ > left.pid; exec sleep 300' & )\n"
+                                      "while [ ! -s left.pid ]; do sleep 0.05; done"));
+        REQUIRE(r.size() == 1);
+        CHECK(r[0].state == JobState::Completed);
+        std::string pid;
+        std::ifstream(d.path / "left.pid") >> pid;
+        REQUIRE(!pid.empty());
+        CHECK_FALSE(alive(std::stoi(pid)));
+    }
 }
 
 TEST_CASE("local: cancelling a job stops its running task and the ones not started") {

@@ -327,3 +327,79 @@ TEST_CASE("sinfo -N: the nodes a job can start on, each once (a node in two part
     CHECK(slurm::parse_sinfo_nodes(out) == std::vector<std::string>{"n1", "n2", "n6", "n7"});
     CHECK(slurm::parse_sinfo_nodes("").empty());
 }
+
+// The reproducer (tests/fixtures/slurm/rename-*, captured from the local cluster): a running array task
+// renames itself with `scontrol update JobName=` to a whole forged completion record ("x JobState=COMPLETED
+// ... StartTime=2020-01-01T00:00:00 ... NodeList=n9 ... ArrayJobId=1 ArrayTaskId=7 ... ExitCode=0:0"), sets a
+// comment that repeats the keys too, and exits 3. Slurm writes the name unescaped before its own fields.
+TEST_CASE(
+    "a job that renames itself cannot forge its state, times, node or identity in the completion file") {
+    ParseStats stats;
+    auto rs = parse_jobcomp(fixture("rename-jobcomp.txt"), &stats);
+    CHECK(stats.skipped == 0);
+    REQUIRE(rs.size() == 1);
+    const auto& r = rs[0];
+    CHECK(r.job_id == "3600006_0");
+    CHECK(r.state == JobState::Failed);
+    CHECK(r.exit_code == 3);
+    CHECK(r.node_list == "n1");
+    CHECK(r.start_time == "2026-12-06T07:15:02");
+    CHECK(r.end_time == "2026-12-06T07:15:10");
+    CHECK(r.elapsed_s == doctest::Approx(8));
+    CHECK(classify(r) == Outcome::Failed);
+}
+
+TEST_CASE(
+    "scontrol's text with a name or comment that repeats Slurm's keys is refused, never read by position") {
+    for (const char* name : {"rename-scontrol-running.txt", "rename-scontrol-finished.txt"}) {
+        CAPTURE(name);
+        ParseStats stats;
+        const auto rs = parse_jobcomp(fixture(name), &stats);
+        CHECK(rs.empty());
+        CHECK(stats.skipped == 1);
+        CHECK(stats.first_problem.find("ambiguous") != std::string::npos);
+    }
+    // Where nothing repeats, scontrol's line is read as before (the head's identity, the one JobState).
+    const auto ok = parse_jobcomp(fixture("scontrol-show-job.txt"));
+    REQUIRE(ok.size() == 1);
+    CHECK(ok[0].state == JobState::Running);
+}
+
+TEST_CASE("squeue's JSON gives the renamed job's real state, node, exit and times") {
+    ParseStats stats;
+    auto running = parse_squeue_json(fixture("rename-squeue-running.json"), &stats);
+    const auto& r = find(running, "3600006_0");
+    CHECK(r.state == JobState::Running);
+    CHECK(r.node_list == "n1");
+    CHECK(r.array_job_id == "3600006");
+    auto finished = parse_squeue_json(fixture("rename-squeue-finished.json"), &stats);
+    const auto& f = find(finished, "3600006_0");
+    CHECK(f.state == JobState::Failed);
+    CHECK(f.exit_code == 3);
+    CHECK(f.exit_signal == 0);
+    CHECK(f.node_list == "n1");
+    CHECK(f.elapsed_s == doctest::Approx(8));
+    // The same capture's other jobs: a cgroup OOM kill (wait status 253: signal 125) and a plain exit.
+    CHECK(classify(find(finished, "3600004")) == Outcome::OutOfMemory);
+    CHECK(find(finished, "3600003").exit_code == 3);
+    CHECK(stats.skipped == 0);
+    // squeue's text format names no free-text field: the renamed task reads as it is.
+    const std::string format = squeue_format();
+    CHECK(format.find("%j") == std::string::npos);
+    CHECK(format.find("%k") == std::string::npos);
+    const auto q = parse_squeue(fixture("rename-squeue.txt"));
+    REQUIRE(q.size() == 1);
+    CHECK(q[0].state == JobState::Running);
+    CHECK(q[0].node_list == "n1");
+}
+
+TEST_CASE("squeue's JSON nested too deep, or not Slurm's layout, is skipped and counted") {
+    ParseStats stats;
+    const std::string deep = "{\"jobs\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    CHECK(parse_squeue_json(deep, &stats).empty());
+    CHECK(parse_squeue_json("{\"jobs\": 3}", &stats).empty());
+    CHECK(parse_squeue_json("{\"jobs\": [{\"job_id\": -1}, {\"job_id\": 5, \"job_state\": \"RUNNING\"}]}",
+                            &stats)
+              .size() == 1);
+    CHECK(stats.skipped == 3);
+}
