@@ -226,7 +226,9 @@ static int run_main(int argc, char** argv) {
     ro.stop = &stop_requested;
     ro.verbose = !quiet;
     ro.verify = !no_verify;
-    if (ro.bank.empty() && !no_bank) ro.bank = bank::default_bank_path();
+    // Only the commands that drive a campaign use the bank: a trial (trial-exec, as a user whose home may not
+    // exist) or a report must not need one.
+    if ((*doctor || *run || *verify) && ro.bank.empty() && !no_bank) ro.bank = bank::default_bank_path();
     if (no_bank) ro.bank.clear();
     try {
         if (app.get_subcommands().empty()) {

@@ -38,6 +38,12 @@ static int run_main(int argc, char** argv) {
     app.add_option("--scheduler", o.run.scheduler, "where trials run: slurm, local or auto (as infrarsi run)")
         ->check(CLI::IsMember({"auto", "slurm", "local"}))
         ->capture_default_str();
+    bool no_bank = false;
+    app.add_option("--bank", o.run.bank,
+                   "experience bank the campaigns seed from and record into (default: $INFRARSI_BANK, else "
+                   "~/.local/share/infrarsi/bank.sqlite of the user each campaign runs as; "
+                   "INFRARSI_BANK=off: none)");
+    app.add_flag("--no-bank", no_bank, "neither seed from nor record into the experience bank");
     bool quiet = false;
     app.add_flag("--quiet,-q", quiet, "print only errors");
     try {
@@ -55,6 +61,8 @@ static int run_main(int argc, char** argv) {
         return 2;
     }
     o.run.verbose = !quiet;
+    o.default_bank = !no_bank && o.run.bank.empty();
+    if (no_bank) o.run.bank.clear();
     for (const auto& c : campaigns)
         o.campaigns.emplace_back(c);
     o.root = root;

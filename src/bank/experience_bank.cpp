@@ -107,8 +107,22 @@ Finding finding_from_json(const nlohmann::json& j) {
 
 } // namespace
 
+namespace {
+// The bank's directory, made when missing (the default path's ~/.local/share/infrarsi on first use): only
+// where a bank is opened, so that naming the default path creates nothing.
+const std::string& with_parent_made(const std::string& path) {
+    if (const auto parent = fs::path(path).parent_path(); !parent.empty()) {
+        std::error_code ec;
+        fs::create_directories(parent, ec);
+        if (ec)
+            throw Error("cannot create the experience bank's directory: " + ec.message(), parent.string());
+    }
+    return path;
+}
+} // namespace
+
 ExperienceBank::ExperienceBank(const std::string& path, const std::string& cluster)
-    : db_(path), cluster_(cluster) {
+    : db_(with_parent_made(path)), cluster_(cluster) {
     migrate();
 }
 
@@ -454,7 +468,6 @@ std::string default_bank_path() {
         base = fs::path(h) / ".local" / "share";
     else
         base = "/tmp";
-    fs::create_directories(base / "infrarsi");
     return (base / "infrarsi" / "bank.sqlite").string();
 }
 

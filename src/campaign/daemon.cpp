@@ -1,5 +1,6 @@
 #include "campaign/daemon.hpp"
 
+#include "bank/experience_bank.hpp"
 #include "campaign/campaign_lock.hpp"
 #include "campaign/tune_intake.hpp"
 #include "contract/contract.hpp"
@@ -12,6 +13,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
@@ -148,6 +150,19 @@ bool has_store(const fs::path& dir) {
 // What a root daemon drives itself: the campaigns only root can change (root_campaign_problem). Each
 // directory a user controls goes to a worker as that user; one that no one user controls is driven by no
 // one. Each refusal is said once.
+// What a worker drives for a user's directory `d` under the root. Without a bank named (--bank,
+// INFRARSI_BANK), the user's experience bank is d/bank.sqlite, written as the user: not root's (every user's
+// findings in one file that any of them could write), not the user's home (the unit's homes are read-only).
+DaemonOptions for_user_directory(const DaemonOptions& o, const fs::path& d) {
+    DaemonOptions u = o;
+    u.campaigns.clear();
+    u.root = d;
+    const char* site_bank = std::getenv("INFRARSI_BANK");
+    if (u.default_bank && u.run.bank.empty() && !(site_bank && *site_bank))
+        u.run.bank = (d / "bank.sqlite").string();
+    return u;
+}
+
 std::vector<fs::path> sort_for_root(const DaemonOptions& o, UserWorkers& workers,
                                     std::set<std::string>& said) {
     std::vector<fs::path> own;
@@ -183,10 +198,7 @@ std::vector<fs::path> sort_for_root(const DaemonOptions& o, UserWorkers& workers
         return own;
     }
     if (pc.uid != 0) { // all of it is that user's
-        DaemonOptions u = o;
-        u.campaigns.clear();
-        u.root = root;
-        workers.start(root, pc.uid, u, false, said);
+        workers.start(root, pc.uid, for_user_directory(o, root), false, said);
         return own;
     }
     std::error_code ec;
@@ -197,10 +209,7 @@ std::vector<fs::path> sort_for_root(const DaemonOptions& o, UserWorkers& workers
             // Only said of a campaign: a root-owned directory others may write is looked at, never opened.
             if (has_store(d)) refuse(d, entry.why);
         } else if (entry.uid != 0) {
-            DaemonOptions u = o;
-            u.campaigns.clear();
-            u.root = d;
-            workers.start(d, entry.uid, u, true, said);
+            workers.start(d, entry.uid, for_user_directory(o, d), true, said);
         } else if (has_store(d)) {
             take(d);
         }
@@ -263,6 +272,7 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
     std::map<std::filesystem::path, CampaignLock> locks;
     RunOptions ro = o.run;
     ro.stop = &stop;
+    if (ro.bank.empty() && o.default_bank) ro.bank = bank::default_bank_path();
     // As root, no campaign a user controls is opened in this process (sort_for_root).
     const bool as_root = ::geteuid() == 0;
     std::unique_ptr<UserWorkers> workers;

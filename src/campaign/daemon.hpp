@@ -26,6 +26,10 @@ struct DaemonOptions {
     bool once = false;          // exit when every campaign is done
     bool take_requests = true;  // with run.spool and root: take the spool's tune requests (a worker does not)
     std::chrono::seconds idle{10};
+    // run.bank empty and this set: each process that drives campaigns (root's own, and each user's worker
+    // once it is that user) takes bank::default_bank_path() as it sees it, so a user's campaigns record into
+    // that user's bank (or the site's INFRARSI_BANK), never into root's.
+    bool default_bank = false;
     RunOptions run; // run.spool: the plugin's spool (tune requests, allocation records)
 };
 

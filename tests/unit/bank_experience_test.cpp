@@ -5,6 +5,7 @@
 
 #include "test_support.hpp"
 
+#include <cstdlib>
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
@@ -85,6 +86,26 @@ TEST_CASE("only verified findings become priors, weighted by similarity and age"
     CHECK(far[0].hypothesis);
     CHECK(far[0].weight < near[0].weight);
     CHECK(bank.priors(machine_a(), "other-workload", now).empty());
+}
+
+TEST_CASE("naming the default bank creates nothing; opening a bank makes its directory") {
+    TempDir dir;
+    const char* saved = std::getenv("INFRARSI_BANK");
+    const std::string keep = saved ? saved : "";
+    const char* xdg = std::getenv("XDG_DATA_HOME");
+    const std::string keep_xdg = xdg ? xdg : "";
+    ::unsetenv("INFRARSI_BANK");
+    ::setenv("XDG_DATA_HOME", (dir.path / "data").c_str(), 1);
+    // A trial run as a user whose home does not exist names no bank, so it must not fail making one.
+    CHECK(default_bank_path() == (dir.path / "data" / "infrarsi" / "bank.sqlite").string());
+    CHECK_FALSE(std::filesystem::exists(dir.path / "data"));
+    {
+        ExperienceBank bank(default_bank_path());
+        CHECK(bank.findings().empty());
+    }
+    CHECK(std::filesystem::is_regular_file(dir.path / "data" / "infrarsi" / "bank.sqlite"));
+    saved ? ::setenv("INFRARSI_BANK", keep.c_str(), 1) : ::unsetenv("INFRARSI_BANK");
+    xdg ? ::setenv("XDG_DATA_HOME", keep_xdg.c_str(), 1) : ::unsetenv("XDG_DATA_HOME");
 }
 
 TEST_CASE("adding the same finding twice keeps one") {

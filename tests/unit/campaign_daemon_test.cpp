@@ -157,13 +157,17 @@ TEST_CASE("a root daemon drives a campaign a user planted under its root as that
     });
     REQUIRE_MESSAGE(init.status == 0, init.message);
 
-    // The user's processes find no bank under nobody's home (/nonexistent): none, as in every test here.
+    // No bank named: the user's own, in their directory under the root, written as them (nobody's home,
+    // /nonexistent, could hold none).
     const char* bank = std::getenv("INFRARSI_BANK");
     const std::string saved = bank ? bank : "";
-    ::setenv("INFRARSI_BANK", "off", 1);
+    ::unsetenv("INFRARSI_BANK");
+    auto options = once_under(root);
+    options.default_bank = true;
     std::atomic<bool> stop{false};
-    CHECK(campaign::run_daemon(once_under(root), stop) == 0);
+    CHECK(campaign::run_daemon(options, stop) == 0);
     bank ? ::setenv("INFRARSI_BANK", saved.c_str(), 1) : ::unsetenv("INFRARSI_BANK");
+    CHECK(fs::is_regular_file(planted / "bank.sqlite")); // and nobody's, with the rest (below)
     const auto uids = test::read_file(src / "uids");
     INFO("uids: " << uids);
     CHECK(uids.find("65534\n65534\n") != std::string::npos); // the build and at least one trial ran...
