@@ -5,7 +5,8 @@
 # campaign ingests it. The knob is a no-op (1% slower), so only the forgery could make it look faster: before
 # issue 29 it was promoted at 3.000x and re-checked "reproduced". Now the plugin's record of each run carries
 # the digests of its result.json and log.txt at the task's end, and every rewritten run is refused as
-# rewritten_after_end: nothing is promoted. Needs SLURM_CONF and the plugin (scripts/slurm-local --plugin).
+# rewritten_after_end: nothing is promoted, and the report names the job the trial submitted. Needs SLURM_CONF
+# and the plugin (scripts/slurm-local --plugin).
 set -euo pipefail
 export INFRARSI_BANK=off
 . "$(dirname "$0")/lib.sh" detached-helper
@@ -87,6 +88,10 @@ for p in $(grep '^rewrote' "$work/arm/helper.out" | cut -d' ' -f2); do
           .evidence.result_file.present)' "$r" >/dev/null ||
     fail "a rewritten run was not refused: $(jq -c --arg p "$p" '[.trials[] | select(.result == $p)]' "$r")"
 done
+# The job the trial submitted is named in its report (issue 29, item 5).
+helper_job=$(cat "$work/arm/helper.job")
+jq -e --arg j "${helper_job%%;*}" '[.trials[] | (.self_submitted_jobs // [])[] | .job | tostring] | index($j) != null' \
+  "$r" >/dev/null || fail "the report does not name the helper job ${helper_job%%;*} the trial submitted"
 trap - EXIT
 rm -rf "$work"
 echo "ok: a helper job's rewrites of the baseline's result.json after its runs ended are refused, nothing promoted"
