@@ -24,6 +24,9 @@ struct Context {
         std::string job; // "JOB" or "ARRAYJOB_TASK"
         double start_epoch = 0, start_boot = 0;
         std::string cgroup; // the job's memory cgroup directory, empty when not found
+        // The task's result.json and log.txt, from its manifest entry (read in user_init, as the user): their
+        // digests go into the end record. Empty: not known, the record has none.
+        std::string result_path, log_path;
         bool started = false;
     } trial_run;
 

@@ -10,6 +10,7 @@
 #include "trial/isolation.hpp"
 #include "trial/manifest.hpp"
 #include "trial/memory_peak.hpp"
+#include "trial/result.hpp"
 #include "trial/tune_request.hpp"
 
 #include "node/allocation_record.hpp"
@@ -17,7 +18,9 @@
 #include "node/topology.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/file_digest.hpp"
 #include "util/number.hpp"
+#include "util/privilege.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -198,8 +201,26 @@ int stepd_init_post_opt(spank_t sp, Context& ctx) {
     return 0;
 }
 
+// The task's result.json and log.txt, for the end record's digests (a trial job's batch step only).
+void keep_trial_files(Context& ctx, const trial::Manifest& m, uint32_t index) {
+    if (!ctx.trial_run.wanted) return;
+    const auto& task = m.task(index);
+    ctx.trial_run.result_path = task.result;
+    ctx.trial_run.log_path = task.log;
+}
+
 int stepd_user_init(spank_t sp, Context& ctx) {
-    if (ctx.effective_mode().kind != ModeKind::trial) return 0;
+    if (ctx.effective_mode().kind != ModeKind::trial) {
+        // Record mode's evidence of a job the orchestrator submitted: its files too, where its manifest reads
+        // (as the user: privileges are dropped here); record mode never fails a job.
+        if (ctx.trial_run.wanted) try {
+                const std::string path = job_env(sp, "INFRARSI_MANIFEST");
+                keep_trial_files(ctx, trial::read_manifest(path), array_task(sp).value_or(0));
+            } catch (const std::exception& e) {
+                slurm_verbose("infrarsi: trial evidence without file digests: %s", e.what());
+            }
+        return 0;
+    }
     const uint32_t job = item_u32(sp, S_JOB_ID);
     const std::string where = "job " + std::to_string(job);
     const std::string path = job_env(sp, "INFRARSI_MANIFEST");
@@ -210,6 +231,7 @@ int stepd_user_init(spank_t sp, Context& ctx) {
     const uint32_t index = array_task(sp).value_or(0);
     const trial::Manifest m = trial::read_manifest(path);
     auto env = trial::trial_environment(m, index);
+    keep_trial_files(ctx, m, index);
     for (const auto& [name, value] : env) {
         if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS)
             throw Error("cannot set " + name + " in the job's environment", where);
@@ -266,6 +288,24 @@ int stepd_task_exit(spank_t sp, Context& ctx) {
         e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     }
     if (!run.cgroup.empty()) e.memory_peak_bytes = trial::cgroup_peak_bytes(run.cgroup);
+    // What decides promotion, as it is now that the task has ended: read in a child dropped to the job's
+    // user (root never opens a user's file), bounded in size and time (a FIFO or a huge file cannot hold
+    // slurmstepd). A job that outlives the trial and rewrites them is found out at ingest.
+    if (!run.result_path.empty() && !run.log_path.empty()) {
+        uid_t uid = 0;
+        gid_t gid = 0;
+        if (spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS &&
+            spank_get_item(sp, S_JOB_GID, &gid) == ESPANK_SUCCESS) {
+            Account account{uid, gid, "", "/"};
+            if (auto a = lookup_account(uid)) account = Account{uid, gid, a->name, a->home};
+            const auto d = digest_files_as(
+                account,
+                {{run.result_path, trial::kMaxResultBytes}, {run.log_path, trial::kMaxDigestLogBytes}},
+                trial::kDigestTimeout);
+            e.result_file = d[0];
+            e.log_file = d[1];
+        }
+    }
     const std::string& spool = ctx.config.spool;
     ensure_safe_dir(spool);
     ensure_safe_dir(spool + "/trials");

@@ -10,6 +10,7 @@
 #include "trial/proof.hpp"
 #include "trial/result.hpp"
 #include "util/error.hpp"
+#include "util/file_digest.hpp"
 #include "util/install_paths.hpp"
 #include "util/sha256.hpp"
 #include "verify/verify.hpp"
@@ -491,16 +492,40 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         // No result file (the wrapper died with the job: a node failure, a time limit): no wrapper wall time.
         // One that is not a result (the job can reach the file) counts as none, and the log says why.
         std::optional<trial::Result> result;
+        FileDigest result_seen; // the bytes read, held against the evidence's digest below
         try {
-            result = trial::read_result(t.result_path);
+            result = trial::read_result(t.result_path, &result_seen);
         } catch (const Error& e) {
             store_->log(fmt::format("trial {}: result ignored: {}", t.id, e.what()));
+        }
+        // The plugin's root-side record of this run, where it wrote one.
+        const auto pe = trial::read_plugin_evidence(evidence_spool_, rec.job_id);
+        const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
+        // result.json and log.txt against their digests when the task ended (the plugin's, else the local
+        // scheduler's as the trial's parent): files the job's user changed since say nothing of the trial (a
+        // job it submitted, or a process that escaped it, rewrote them) and are refused. Evidence without
+        // digests (an older record, Slurm's accounting alone) checks nothing here.
+        std::string rewritten;
+        {
+            const auto& recorded_result = pe ? pe->result_file : rec.result_file;
+            const auto& recorded_log = pe ? pe->log_file : rec.log_file;
+            if (recorded_result)
+                if (auto d = digest_difference(*recorded_result, result_seen); !d.empty())
+                    rewritten = "result.json: " + d;
+            if (recorded_log)
+                if (auto d = digest_difference(*recorded_log,
+                                               digest_file(log.string(), trial::kMaxDigestLogBytes));
+                    !d.empty())
+                    rewritten += (rewritten.empty() ? "" : "; ") + std::string("log.txt: ") + d;
+            if (!rewritten.empty()) {
+                store_->log(fmt::format("trial {}: files changed after it ended: {}", t.id, rewritten));
+                result.reset();
+            }
         }
         const double wall = result ? result->wall_s : 0.0;
         t.cost_node_s = (rec.elapsed_s > 0 ? rec.elapsed_s : wall) * contract_.resources.nodes;
         // The workload's output (the trial's log.txt, where srun-launched steps report too) and the batch
         // step's own output (Slurm's -o file, where slurmstepd reports for the batch step).
-        const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
         const auto log_output = trial::read_trial_output(log);
         const std::string& log_text = log_output.text;
         const std::string job_output =
@@ -510,7 +535,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
                                        fmt::format("slurm-{}.out", t.job_id)); // %A_%a: JOB_INDEX
         auto steps = result ? result->steps.steps : std::vector<measure::StepSample>{};
         auto evals = result ? result->steps.evals : std::vector<measure::EvalLoss>{};
-        if (steps.empty()) {
+        if (steps.empty() && rewritten.empty()) {
             // The wrapper may not have finished (killed with the job): read the steps the log has.
             // A log larger than what is read (its tail) has other line numbers than the times file's.
             const auto times =
@@ -527,7 +552,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         trial::TimingEvidence timing;
         std::optional<double> evidence_peak;
         json evidence;
-        if (const auto pe = trial::read_plugin_evidence(evidence_spool_, rec.job_id)) {
+        if (pe) {
             timing = {pe->elapsed_s, 0.01, "plugin (root, slurmstepd)"};
             evidence_peak = pe->memory_peak_bytes;
             evidence = trial::to_json(*pe);
@@ -543,6 +568,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
                 evidence_peak = static_cast<double>(*rec.max_rss_bytes);
                 evidence["memory_peak_bytes"] = *evidence_peak;
             }
+            if (rec.result_file) evidence["result_file"] = to_json(*rec.result_file);
+            if (rec.log_file) evidence["log_file"] = to_json(*rec.log_file);
         }
         const double reported_s = trial::reported_step_time_s(steps);
         const auto pace = trial::step_pace(steps);
@@ -615,6 +642,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         }
         trial::Evidence e;
         e.record = &rec;
+        if (!rewritten.empty()) e.rewritten_violation = rewritten;
         e.job_output = job_output;
         e.has_result = result.has_value();
         if (result && result->stopped_slow) e.stopped_slow = result->stopped_slow;

@@ -283,13 +283,13 @@ void Campaign::finish_doctor() {
         store_->set_meta("step_pace", json({{"median", pace}, {"runs", paces.size()}}).dump());
         store_->log(
             pace <= trial::kWallClockPaceCeiling
-                ? fmt::format("doctor: step pace {:.3f} (step times claimed over the time seen between "
-                              "step lines, median of {} runs): a trial below {:.3f} is a timing "
-                              "violation",
-                              pace, paces.size(), trial::kPaceFloor * pace)
-                : fmt::format("doctor: step pace {:.3f}: the step times claim more than passed between "
-                              "step lines (not wall-clock time): no pace check",
-                              pace));
+                ? fmt::format(
+                      "doctor: step pace {:.3f} (step times claimed over the time seen between step "
+                      "lines, median of {} runs): a trial outside {:.3f}-{:.3f} is a timing violation",
+                      pace, paces.size(), trial::kPaceFloor * pace, trial::kPaceCeiling * pace)
+                : fmt::format("doctor: step pace {:.3f}: the step times claim more than passed between step "
+                              "lines (not wall-clock time): a trial at or below {:.3f} is a timing violation",
+                              pace, trial::kWallClockPaceCeiling));
     }
     store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
                             "minimum detectable effect {:.2f}%",

@@ -295,105 +295,150 @@ std::string describe(const LogFormat& f) {
     return s;
 }
 
-StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<double>* line_times) {
-    std::optional<LinePattern> exclude;
-    if (!f.exclude_pattern.empty()) exclude.emplace(f.exclude_pattern);
-    const std::set<int> excluded(f.exclude_steps.begin(), f.exclude_steps.end());
-    if (f.kind == LogFormatKind::Infrarsi) {
-        auto log = parse_step_log(
-            std::string(text), f.step_prefix, f.summary_prefix,
-            [&](const std::string& line) { return exclude && exclude->match(line); }, line_times);
-        for (auto& s : log.steps)
-            if (excluded.count(s.step)) s.timed = false;
-        return log;
+struct LogReader::State {
+    explicit State(const LogFormat& f)
+        : excluded(f.exclude_steps.begin(), f.exclude_steps.end()), rank(f.rank), kind(f.kind) {
+        if (!f.exclude_pattern.empty()) exclude.emplace(f.exclude_pattern);
+        if (f.kind == LogFormatKind::Infrarsi) {
+            infrarsi.emplace(f.step_prefix, f.summary_prefix,
+                             [this](const std::string& line) { return exclude && exclude->match(line); });
+            return;
+        }
+        time_unit = f.step_time_unit_s;
+        memory_unit = f.memory_unit_bytes;
+        if (auto b = builtin(f.kind)) {
+            pattern.emplace(b->pattern);
+            if (b->eval_pattern) eval_pattern.emplace(b->eval_pattern);
+            time_unit = b->step_time_unit_s;
+            memory_unit = b->memory_unit_bytes;
+        } else if (f.kind == LogFormatKind::Regex) {
+            pattern.emplace(f.pattern);
+        }
     }
-    std::optional<LinePattern> pattern, eval_pattern;
-    double time_unit = f.step_time_unit_s, memory_unit = f.memory_unit_bytes;
-    if (auto b = builtin(f.kind)) {
-        pattern.emplace(b->pattern);
-        if (b->eval_pattern) eval_pattern.emplace(b->eval_pattern);
-        time_unit = b->step_time_unit_s;
-        memory_unit = b->memory_unit_bytes;
-    } else if (f.kind == LogFormatKind::Regex) {
-        pattern.emplace(f.pattern);
-    }
+    void framework_line(std::string_view raw, std::optional<double> now);
 
+    std::optional<LinePattern> exclude;
+    std::set<int> excluded;
+    std::optional<int> rank;
+    LogFormatKind kind;
+    std::optional<StepLineReader> infrarsi; // the project's own format
+    // A framework's format or a user's pattern.
+    std::optional<LinePattern> pattern, eval_pattern;
+    double time_unit = 1.0, memory_unit = 1.0;
     StepLog log;
     std::set<int> seen;
     std::optional<double> previous_time;
     int previous_step = 0, ordinal = 0;
     bool exclude_next = false; // an evaluation or an excluded line since the previous step line
+};
+
+void LogReader::State::framework_line(std::string_view raw, std::optional<double> now) {
+    std::string line = strip_ansi(raw.substr(0, std::min(raw.size(), kMaxLineBytes)));
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    // A progress bar redraws itself with carriage returns: what follows the last one is what shows.
+    if (const auto cr = line.rfind('\r'); cr != std::string::npos) line.erase(0, cr + 1);
+    const auto line_rank = take_rank_tag(line);
+    if (rank && line_rank && *line_rank != *rank) return;
+    if (exclude && exclude->match(line)) exclude_next = true;
+
+    std::optional<Fields> fields;
+    bool eval_line = false; // the format's evaluation line
+    if (eval_pattern)
+        if (auto g = eval_pattern->match(line)) {
+            fields = pattern_fields(*g, time_unit, memory_unit);
+            eval_line = true;
+        }
+    if (!fields) {
+        if (pattern) {
+            if (auto g = pattern->match(line)) fields = pattern_fields(*g, time_unit, memory_unit);
+        } else {
+            fields = key_value_fields(line);
+        }
+    }
+    if (!fields) return;
+    bool eval_after = false; // a step line that also reports an evaluation after it
+    if (fields->eval_loss) {
+        const int at = fields->step ? static_cast<int>(*fields->step) : previous_step;
+        const EvalLoss e{at, *fields->eval_loss};
+        const bool repeated =
+            !log.evals.empty() && log.evals.back().step == e.step &&
+            (log.evals.back().loss == e.loss || (std::isnan(e.loss) && std::isnan(log.evals.back().loss)));
+        if (!repeated) log.evals.push_back(e); // every rank printed it: once
+        if (eval_line || !fields->loss) {
+            exclude_next = true; // it ran between two steps: the next step's time includes it
+            return;
+        }
+        eval_after = true;
+    }
+    if (!fields->loss) return;
+    const int step = fields->step ? static_cast<int>(*fields->step) : ++ordinal;
+    if (seen.size() < kMaxStepsKept && !seen.insert(step).second)
+        return; // every rank printed it: the first one counts
+    StepSample s;
+    s.step = step;
+    s.loss = *fields->loss;
+    s.timed = !exclude_next && !excluded.count(step);
+    s.arrival_s = now;
+    exclude_next = eval_after;
+    if (fields->step_time_s) {
+        s.step_time_s = *fields->step_time_s;
+    } else if (now) {
+        // The time since the previous step line (or since the job started), per step in between.
+        const int steps = std::max(1, previous_time ? step - previous_step : 1);
+        s.step_time_s = (*now - previous_time.value_or(0.0)) / steps;
+    } else {
+        previous_step = step;
+        return; // no time anywhere: not a measured step
+    }
+    if (now) previous_time = now;
+    previous_step = step;
+    if (fields->tokens_per_s) s.tokens_per_s = *fields->tokens_per_s;
+    if (fields->mfu && *fields->mfu >= 0) s.mfu = *fields->mfu; // nanoGPT prints -100% before it knows
+    if (fields->memory_bytes) s.peak_device_bytes = *fields->memory_bytes;
+    log.steps.push_back(std::move(s));
+}
+
+LogReader::LogReader(const LogFormat& f) : state_(std::make_unique<State>(f)) {}
+LogReader::~LogReader() = default;
+
+void LogReader::line(std::string_view line, std::optional<double> arrival) {
+    line = line.substr(0, std::min(line.size(), kMaxReadLineBytes));
+    auto& st = *state_;
+    if (st.infrarsi) {
+        auto& log = st.infrarsi->log();
+        const std::size_t before = log.steps.size();
+        st.infrarsi->line(std::string(line), arrival);
+        for (std::size_t i = before; i < log.steps.size(); ++i)
+            if (st.excluded.count(log.steps[i].step)) log.steps[i].timed = false;
+        if (log.steps.size() > kMaxStepsKept) log.steps.resize(kMaxStepsKept);
+        if (log.evals.size() > kMaxStepsKept) log.evals.resize(kMaxStepsKept);
+        return;
+    }
+    st.framework_line(line, arrival);
+    if (st.log.steps.size() > kMaxStepsKept) st.log.steps.resize(kMaxStepsKept);
+    if (st.log.evals.size() > kMaxStepsKept) st.log.evals.resize(kMaxStepsKept);
+}
+
+const StepLog& LogReader::log() const {
+    return state_->infrarsi ? state_->infrarsi->log() : state_->log;
+}
+
+StepLog LogReader::take() {
+    return std::move(state_->infrarsi ? state_->infrarsi->log() : state_->log);
+}
+
+StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<double>* line_times) {
+    LogReader reader(f);
     std::size_t line_no = 0;
     for (std::size_t pos = 0; pos < text.size(); ++line_no) {
         auto nl = text.find('\n', pos);
         if (nl == std::string_view::npos) nl = text.size();
-        std::string line = strip_ansi(text.substr(pos, std::min(nl - pos, kMaxLineBytes)));
+        reader.line(text.substr(pos, nl - pos), line_times && line_no < line_times->size()
+                                                    ? std::optional((*line_times)[line_no])
+                                                    : std::nullopt);
         pos = nl + 1;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        // A progress bar redraws itself with carriage returns: what follows the last one is what shows.
-        if (const auto cr = line.rfind('\r'); cr != std::string::npos) line.erase(0, cr + 1);
-        const auto rank = take_rank_tag(line);
-        if (f.rank && rank && *rank != *f.rank) continue;
-        if (exclude && exclude->match(line)) exclude_next = true;
-
-        std::optional<Fields> fields;
-        bool eval_line = false; // the format's evaluation line
-        if (eval_pattern)
-            if (auto g = eval_pattern->match(line)) {
-                fields = pattern_fields(*g, time_unit, memory_unit);
-                eval_line = true;
-            }
-        if (!fields) {
-            if (pattern) {
-                if (auto g = pattern->match(line)) fields = pattern_fields(*g, time_unit, memory_unit);
-            } else {
-                fields = key_value_fields(line);
-            }
-        }
-        if (!fields) continue;
-        bool eval_after = false; // a step line that also reports an evaluation after it
-        if (fields->eval_loss) {
-            const int at = fields->step ? static_cast<int>(*fields->step) : previous_step;
-            const EvalLoss e{at, *fields->eval_loss};
-            const bool repeated = !log.evals.empty() && log.evals.back().step == e.step &&
-                                  (log.evals.back().loss == e.loss ||
-                                   (std::isnan(e.loss) && std::isnan(log.evals.back().loss)));
-            if (!repeated) log.evals.push_back(e); // every rank printed it: once
-            if (eval_line || !fields->loss) {
-                exclude_next = true; // it ran between two steps: the next step's time includes it
-                continue;
-            }
-            eval_after = true;
-        }
-        if (!fields->loss) continue;
-        const int step = fields->step ? static_cast<int>(*fields->step) : ++ordinal;
-        if (!seen.insert(step).second) continue; // every rank printed it: the first one counts
-        const std::optional<double> now =
-            line_times && line_no < line_times->size() ? std::optional((*line_times)[line_no]) : std::nullopt;
-        StepSample s;
-        s.step = step;
-        s.loss = *fields->loss;
-        s.timed = !exclude_next && !excluded.count(step);
-        s.arrival_s = now;
-        exclude_next = eval_after;
-        if (fields->step_time_s) {
-            s.step_time_s = *fields->step_time_s;
-        } else if (now) {
-            // The time since the previous step line (or since the job started), per step in between.
-            const int steps = std::max(1, previous_time ? step - previous_step : 1);
-            s.step_time_s = (*now - previous_time.value_or(0.0)) / steps;
-        } else {
-            previous_step = step;
-            continue; // no time anywhere: not a measured step
-        }
-        if (now) previous_time = now;
-        previous_step = step;
-        if (fields->tokens_per_s) s.tokens_per_s = *fields->tokens_per_s;
-        if (fields->mfu && *fields->mfu >= 0) s.mfu = *fields->mfu; // nanoGPT prints -100% before it knows
-        if (fields->memory_bytes) s.peak_device_bytes = *fields->memory_bytes;
-        log.steps.push_back(std::move(s));
     }
-    return log;
+    return reader.take();
 }
 
 #undef NUM

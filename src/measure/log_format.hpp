@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,5 +67,28 @@ std::string describe(const LogFormat& f);
 // `line_times` (seconds since the job started, one per line of `text`, as the trial wrapper records them)
 // gives a step time to formats that print none: the time since the previous step line, per step.
 StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<double>* line_times = nullptr);
+
+// A log's steps read one line at a time as the output arrives (the trial wrapper's way), in memory bounded by
+// the steps kept, whatever the output's volume: parse_log is this over a whole text. A line is read up to
+// kMaxReadLineBytes; at most kMaxStepsKept steps and evaluations are kept (a contract's steps are far
+// fewer: more step lines than it has is a violation either way).
+inline constexpr std::size_t kMaxReadLineBytes = 64u << 10;
+inline constexpr std::size_t kMaxStepsKept = 1u << 16;
+class LogReader {
+  public:
+    explicit LogReader(const LogFormat& f);
+    ~LogReader();
+    LogReader(const LogReader&) = delete;
+    LogReader& operator=(const LogReader&) = delete;
+    // One line, without its '\n' (cut to kMaxReadLineBytes here); `arrival`: when it arrived, seconds
+    // since the job started (the wrapper's clock).
+    void line(std::string_view line, std::optional<double> arrival);
+    const StepLog& log() const;
+    StepLog take();
+
+  private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
 
 } // namespace infrarsi::measure

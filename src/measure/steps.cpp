@@ -56,52 +56,59 @@ nlohmann::json to_json(const StepSample& s) {
     return j;
 }
 
-StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
-                       const std::string& summary_prefix,
-                       const std::function<bool(const std::string& line)>& excluder,
-                       const std::vector<double>* line_times) {
-    StepLog log;
-    std::size_t line_no = 0;
-    std::istringstream in(text);
-    std::string line;
+StepLineReader::StepLineReader(std::string step_prefix, std::string summary_prefix,
+                               std::function<bool(const std::string& line)> excluder)
+    : step_prefix_(std::move(step_prefix)), summary_prefix_(std::move(summary_prefix)),
+      excluder_(std::move(excluder)) {}
+
+void StepLineReader::line(const std::string& line, std::optional<double> arrival) {
     auto payload = [&](const std::string& prefix) -> std::optional<std::string> {
         auto pos = line.find(prefix + " ");
         if (pos == std::string::npos) return std::nullopt;
         return line.substr(pos + prefix.size() + 1);
     };
-    bool exclude_next = false;
-    for (; std::getline(in, line); ++line_no) {
-        if (excluder && excluder(line)) exclude_next = true;
-        if (auto p = payload(step_prefix)) {
-            try {
-                // The job's output: bounded like any outside JSON (a deep line must not crash the reader).
-                const auto j = parse_bounded_json(*p, "step line", "a step's JSON object", kLineLimits);
-                auto s = step_from_json(j);
-                s.timed = !exclude_next; // what times a step is the contract's to say, not the job's
-                // When its line arrived is the wrapper's to say, never the job's (an arrival_s it printed).
-                s.arrival_s = line_times && line_no < line_times->size()
-                                  ? std::optional<double>((*line_times)[line_no])
-                                  : std::nullopt;
-                exclude_next = false;
-                if (j.contains("eval_loss") && (j["eval_loss"].is_number() || j["eval_loss"].is_null()))
-                    log.evals.push_back({s.step, j["eval_loss"].is_null()
-                                                     ? std::numeric_limits<double>::quiet_NaN()
-                                                     : j["eval_loss"].get<double>()});
-                log.steps.push_back(std::move(s));
-            } catch (const nlohmann::json::exception&) {
-                ++log.malformed;
-            } catch (const Error&) {
-                ++log.malformed;
-            }
-        } else if (auto q = payload(summary_prefix)) {
-            try {
-                log.summary = parse_bounded_json(*q, "summary line", "a summary JSON object", kLineLimits);
-            } catch (const Error&) {
-                ++log.malformed;
-            }
+    if (excluder_ && excluder_(line)) exclude_next_ = true;
+    if (auto p = payload(step_prefix_)) {
+        try {
+            // The job's output: bounded like any outside JSON (a deep line must not crash the reader).
+            const auto j = parse_bounded_json(*p, "step line", "a step's JSON object", kLineLimits);
+            auto s = step_from_json(j);
+            s.timed = !exclude_next_; // what times a step is the contract's to say, not the job's
+            // When its line arrived is the wrapper's to say, never the job's (an arrival_s it printed).
+            s.arrival_s = arrival;
+            exclude_next_ = false;
+            if (j.contains("eval_loss") && (j["eval_loss"].is_number() || j["eval_loss"].is_null()))
+                log_.evals.push_back({s.step, j["eval_loss"].is_null()
+                                                  ? std::numeric_limits<double>::quiet_NaN()
+                                                  : j["eval_loss"].get<double>()});
+            log_.steps.push_back(std::move(s));
+        } catch (const nlohmann::json::exception&) {
+            ++log_.malformed;
+        } catch (const Error&) {
+            ++log_.malformed;
+        }
+    } else if (auto q = payload(summary_prefix_)) {
+        try {
+            log_.summary = parse_bounded_json(*q, "summary line", "a summary JSON object", kLineLimits);
+        } catch (const Error&) {
+            ++log_.malformed;
         }
     }
-    return log;
+}
+
+StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
+                       const std::string& summary_prefix,
+                       const std::function<bool(const std::string& line)>& excluder,
+                       const std::vector<double>* line_times) {
+    StepLineReader reader(step_prefix, summary_prefix, excluder);
+    std::size_t line_no = 0;
+    std::istringstream in(text);
+    std::string line;
+    for (; std::getline(in, line); ++line_no)
+        reader.line(line, line_times && line_no < line_times->size()
+                              ? std::optional<double>((*line_times)[line_no])
+                              : std::nullopt);
+    return std::move(reader.log());
 }
 
 } // namespace infrarsi::measure

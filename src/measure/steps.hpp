@@ -48,6 +48,21 @@ struct StepLog {
 // JSON may carry "eval_loss" (an evaluation after it). `excluder`, when given, is asked about every line: a
 // step line it holds, or the first step line after one it holds, is left out of timing. `line_times`, when
 // given, holds when each line arrived (the trial wrapper's clock): a step's arrival_s is its line's.
+// The same, one line at a time (`line` without its '\n'), as the trial wrapper reads output as it arrives.
+class StepLineReader {
+  public:
+    StepLineReader(std::string step_prefix, std::string summary_prefix,
+                   std::function<bool(const std::string& line)> excluder = {});
+    void line(const std::string& line, std::optional<double> arrival);
+    StepLog& log() { return log_; }
+
+  private:
+    std::string step_prefix_, summary_prefix_;
+    std::function<bool(const std::string&)> excluder_;
+    bool exclude_next_ = false;
+    StepLog log_;
+};
+
 StepLog parse_step_log(const std::string& text, const std::string& step_prefix,
                        const std::string& summary_prefix,
                        const std::function<bool(const std::string& line)>& excluder = {},

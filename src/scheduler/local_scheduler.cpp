@@ -21,9 +21,13 @@
 #include "scheduler/scheduler.hpp"
 
 #include "scheduler/memory_cgroup.hpp"
+#include "trial/evidence.hpp"
+#include "trial/manifest.hpp"
+#include "trial/result.hpp"
 #include "util/atomic_file.hpp"
 #include "util/bounded_json.hpp"
 #include "util/error.hpp"
+#include "util/file_digest.hpp"
 #include "util/json_field.hpp"
 #include "util/process.hpp"
 #include "util/process_tree.hpp"
@@ -44,6 +48,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 namespace infrarsi::scheduler {
@@ -155,6 +160,8 @@ struct Running {
     fs::path cgroup;                    // where the kernel holds its memory limit; empty: the watchdog does
     unsigned long long start_ticks = 0; // the leader's, to tell what started after it
     std::map<pid_t, unsigned long long> known; // its processes seen so far: pid -> start ticks
+    // Its manifest entry's result.json and log.txt, digested when it ends (trial/evidence.hpp).
+    std::string result_path, log_path;
 };
 
 // The task's processes now, zombies left out: its cgroup's, its session's, those below the leader and below
@@ -422,15 +429,21 @@ class LocalScheduler final : public Scheduler {
     }
 
     void record_end(const std::string& job, int index, slurm::JobState state, int exit_code, int signal,
-                    double elapsed, long long peak, double start) {
-        const json rec = {{"state", slurm_name(state)},
-                          {"exit_code", exit_code},
-                          {"signal", signal},
-                          {"elapsed_s", elapsed},
-                          {"max_rss_bytes", peak},
-                          {"node", host_name()},
-                          {"start", start},
-                          {"end", epoch_now()}};
+                    double elapsed, long long peak, double start, const Running* task = nullptr) {
+        json rec = {{"state", slurm_name(state)},
+                    {"exit_code", exit_code},
+                    {"signal", signal},
+                    {"elapsed_s", elapsed},
+                    {"max_rss_bytes", peak},
+                    {"node", host_name()},
+                    {"start", start},
+                    {"end", epoch_now()}};
+        // What decides promotion, as it is when the task has ended: ingest refuses files that differ later
+        // (a process that escaped the trial rewrote them).
+        if (task && !task->result_path.empty() && !task->log_path.empty()) {
+            rec["result_file"] = to_json(digest_file(task->result_path, trial::kMaxResultBytes));
+            rec["log_file"] = to_json(digest_file(task->log_path, trial::kMaxDigestLogBytes));
+        }
         const fs::path d = dir_ / job;
         // The parent's own copy, kept before the file exists: the trial runs as this user and could rewrite
         // the file; what this process returns for a task it ended is what it saw (the trial's evidence).
@@ -508,7 +521,7 @@ class LocalScheduler final : public Scheduler {
                 }
                 if (state == slurm::JobState::Unknown)
                     state = code == 0 && sig == 0 ? slurm::JobState::Completed : slurm::JobState::Failed;
-                record_end(job, index, state, code, sig, elapsed, peak, r.start_epoch);
+                record_end(job, index, state, code, sig, elapsed, peak, r.start_epoch, &r);
                 {
                     std::lock_guard lock(leaders_mutex);
                     leaders.erase(r.pid);
@@ -578,6 +591,15 @@ class LocalScheduler final : public Scheduler {
                 if (const double m = num("max_rss_bytes"); m > 0) r.max_rss_bytes = static_cast<long long>(m);
                 if (const auto& n = rec->value("node", json()); n.is_string())
                     r.node_list = n.get<std::string>();
+                try {
+                    if (rec->contains("result_file"))
+                        r.result_file = file_digest_from_json((*rec)["result_file"], "result_file");
+                    if (rec->contains("log_file"))
+                        r.log_file = file_digest_from_json((*rec)["log_file"], "log_file");
+                } catch (const Error&) {
+                    r.result_file.reset(); // a record on disk that is not ours: no digests
+                    r.log_file.reset();
+                }
             } else if (running.count(index)) {
                 r.state = slurm::JobState::Running;
                 r.raw_state = "RUNNING";
@@ -602,6 +624,7 @@ class LocalScheduler final : public Scheduler {
         // Not a Slurm job, whatever the orchestrator runs in: the trial must not read another job's ids.
         const auto environment = merged_environment(env, {"SLURM_"});
         Running r;
+        if (const auto files = trial_files(job, spec, index)) std::tie(r.result_path, r.log_path) = *files;
         r.started = clock::now();
         r.start_epoch = epoch_now();
         const long long mem_bytes = spec.value("mem_bytes", 0LL);
@@ -635,11 +658,32 @@ class LocalScheduler final : public Scheduler {
         running_[job][index] = r;
     }
 
+    // A trial's result.json and log.txt, from its batch manifest (read once per job, before its tasks run).
+    std::optional<std::pair<std::string, std::string>> trial_files(const std::string& job, const json& spec,
+                                                                   int index) {
+        auto [it, fresh] = manifests_.try_emplace(job);
+        if (fresh) try {
+                const auto& env = spec.at("env");
+                if (env.contains("INFRARSI_MANIFEST"))
+                    it->second = trial::read_manifest(env["INFRARSI_MANIFEST"].get<std::string>());
+            } catch (const std::exception&) {
+                // no manifest to read: the end record has no digests, ingest checks none
+            }
+        if (!it->second) return std::nullopt;
+        try {
+            const auto& task = it->second->task(static_cast<std::uint32_t>(index));
+            return std::pair{task.result, task.log};
+        } catch (const Error&) {
+            return std::nullopt;
+        }
+    }
+
     fs::path dir_;
     std::optional<MemoryCgroups> cgroups_; // empty: the watchdog holds the memory limit
     std::string description_;
     std::map<std::string, std::map<int, Running>> running_; // by job, then task index
     std::map<std::string, std::map<int, json>> ended_;      // end records this process wrote, by job, index
+    std::map<std::string, std::optional<trial::Manifest>> manifests_; // by job: where its trials' files are
 };
 
 } // namespace

@@ -1,5 +1,7 @@
 #pragma once
 // What Slurm tells us about a job (or one task of a job array), and what it means for a trial.
+#include "util/file_digest.hpp"
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +49,9 @@ struct JobRecord {
     // OUT_OF_MEMORY, so this is how the job's record tells an OOM from a crash.
     bool step_oom_killed = false;
     std::string start_time, end_time;
+    // The trial's result.json and log.txt when the task ended, as the local scheduler (the trial's parent)
+    // read them; Slurm's records have none (the plugin's evidence has them: trial/evidence.hpp).
+    std::optional<FileDigest> result_file, log_file;
 };
 
 bool is_finished(JobState s);

@@ -25,6 +25,8 @@ json to_json(const TrialEvidence& e) {
               {"exit_code", e.exit_code},
               {"signal", e.signal}};
     if (e.memory_peak_bytes) j["memory_peak_bytes"] = *e.memory_peak_bytes;
+    if (e.result_file) j["result_file"] = to_json(*e.result_file);
+    if (e.log_file) j["log_file"] = to_json(*e.log_file);
     return j;
 }
 
@@ -44,6 +46,9 @@ TrialEvidence evidence_from_json(const json& j, const std::string& where) {
     e.signal = json_field<int>(j, "signal", where);
     if (j.contains("memory_peak_bytes"))
         e.memory_peak_bytes = json_field<double>(j, "memory_peak_bytes", where);
+    if (j.contains("result_file"))
+        e.result_file = file_digest_from_json(j["result_file"], where + ": result_file");
+    if (j.contains("log_file")) e.log_file = file_digest_from_json(j["log_file"], where + ": log_file");
     return e;
 }
 

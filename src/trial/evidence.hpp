@@ -4,7 +4,11 @@
 // step; the local scheduler keeps the same record as the trial's parent (scheduler/local_scheduler.cpp). The
 // orchestrator holds the job's own claims (result.json, step lines) against it (trial/proof.hpp) and takes
 // the memory peak from it. Format and rules: docs/orchestrator.md ("Evidence"), docs/plugin.md.
+#include "util/file_digest.hpp"
+
 #include <nlohmann/json.hpp>
+
+#include <chrono>
 
 #include <cstdint>
 #include <filesystem>
@@ -24,8 +28,17 @@ struct TrialEvidence {
     int exit_code = 0;                     // the task's exit status, or 0 when a signal ended it
     int signal = 0;
     std::optional<double> memory_peak_bytes; // the job cgroup's peak (what --mem is enforced on)
+    // result.json and log.txt as they were when the task ended, read as the job's user (digest_files_as):
+    // ingest refuses files that differ since (a job that outlived the trial rewrote them). nullopt: a record
+    // written before the plugin took them, or a task whose manifest entry the plugin did not read.
+    std::optional<FileDigest> result_file, log_file;
     bool operator==(const TrialEvidence&) const = default;
 };
+
+// What the evidence reads of a trial's files: result.json at most kMaxResultBytes (trial/result.hpp), the log
+// at most kMaxDigestLogBytes, both within kDigestTimeout (it holds slurmstepd's end of the task).
+inline constexpr std::uint64_t kMaxDigestLogBytes = 1ull << 30;
+inline constexpr std::chrono::milliseconds kDigestTimeout{20000};
 
 nlohmann::json to_json(const TrialEvidence& e);
 // Throws infrarsi::Error naming `where` and the field.

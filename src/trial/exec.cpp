@@ -35,13 +35,16 @@ namespace fs = std::filesystem;
 namespace {
 
 // The workload's output, written to its log as it arrives, and beside it (line_times_path) the seconds since
-// the start at which each line ended.
+// the start at which each line ended. The step lines are read as they arrive (measure::LogReader): what the
+// wrapper keeps is the steps and the line being read (cut at measure::kMaxReadLineBytes), not the output, so
+// a job's output volume cannot grow the wrapper (whose memory counts in the trial's limit).
 class LogSink {
   public:
-    explicit LogSink(const fs::path& log)
+    LogSink(const fs::path& log, const measure::LogFormat& format)
         : start_(std::chrono::steady_clock::now()), log_path_(log.string()),
           log_(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)),
-          times_(::open(line_times_path(log).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
+          times_(::open(line_times_path(log).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)),
+          reader_(format) {
         if (!log_)
             throw Error(std::string("cannot create the trial log: ") + std::strerror(errno), log_path_);
     }
@@ -49,18 +52,28 @@ class LogSink {
         write_all(log_.get(), chunk, log_path_);
         // What the wrapper measures is what it received, not what the log file says later: the workload runs
         // in the trial directory and could rewrite the file.
-        text_.append(chunk);
         const double now = elapsed_s();
         std::string stamps;
-        for (char c : chunk)
-            if (c == '\n') {
-                stamps += fmt::format("{:.4f}\n", now);
-                times_seen_.push_back(now);
-            }
+        while (!chunk.empty()) {
+            const auto nl = chunk.find('\n');
+            const auto part = chunk.substr(0, nl);
+            if (line_.size() < measure::kMaxReadLineBytes)
+                line_.append(part.substr(0, measure::kMaxReadLineBytes - line_.size()));
+            if (nl == std::string_view::npos) break;
+            chunk.remove_prefix(nl + 1);
+            stamps += fmt::format("{:.4f}\n", now);
+            reader_.line(line_, now);
+            line_.clear();
+        }
         if (times_ && !stamps.empty()) write_all(times_.get(), stamps, log_path_ + " (line times)");
     }
-    const std::string& text() const { return text_; }
-    const std::vector<double>& line_times() const { return times_seen_; }
+    // The steps so far; finish() reads the last line (one without its newline has no time, as in the file).
+    const measure::StepLog& steps() const { return reader_.log(); }
+    measure::StepLog finish() {
+        if (!line_.empty()) reader_.line(line_, std::nullopt);
+        line_.clear();
+        return reader_.take();
+    }
     double elapsed_s() const {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     }
@@ -69,8 +82,8 @@ class LogSink {
     std::chrono::steady_clock::time_point start_;
     std::string log_path_;
     UniqueFd log_, times_;
-    std::string text_;
-    std::vector<double> times_seen_;
+    measure::LogReader reader_;
+    std::string line_; // the line being received, its first kMaxReadLineBytes
 };
 
 // The children of this process (a child subreaper inherits every orphaned descendant).
@@ -163,12 +176,12 @@ int execute(const fs::path& manifest_path, int index) {
     if (!task.workdir.empty()) o.cwd = task.workdir;
     // The output goes to the log file as it arrives (a job killed at its time limit still leaves its steps),
     // with the time each line ended, for formats that print no step time.
-    LogSink sink(log);
+    LogSink sink(log, manifest.metrics);
     // A search trial too slow to be promoted is stopped once its first timed steps say so: its process
     // group gets SIGTERM, and SIGKILL with the next output after 5 s.
     std::optional<std::string> stopped;
     bool decided = !task.stop_slow;
-    std::size_t lines_seen = 0;
+    std::size_t steps_seen = 0;
     double stop_sent_s = -1;
     o.on_output = [&](std::string_view chunk) {
         sink.write(chunk);
@@ -178,10 +191,9 @@ int execute(const fs::path& manifest_path, int index) {
                     ::kill(-p, SIGKILL);
             return;
         }
-        if (decided || sink.line_times().size() == lines_seen) return;
-        lines_seen = sink.line_times().size();
-        const auto parsed = measure::parse_log(sink.text(), manifest.metrics, &sink.line_times());
-        const auto why = slow_stop_reason(parsed.steps, *task.stop_slow);
+        if (decided || sink.steps().steps.size() == steps_seen) return;
+        steps_seen = sink.steps().steps.size();
+        const auto why = slow_stop_reason(sink.steps().steps, *task.stop_slow);
         if (!why) return; // not enough steps yet
         decided = true;
         if (why->empty()) return; // fast enough: runs to the end
@@ -241,7 +253,7 @@ int execute(const fs::path& manifest_path, int index) {
     out.job_cgroup_peak_bytes = job_cgroup_peak_bytes();
     out.gpu_sampled_peak_bytes = gpu_sampled_peak;
     out.log = log.string();
-    out.steps = measure::parse_log(sink.text(), manifest.metrics, &sink.line_times());
+    out.steps = sink.finish();
     out.error = start_error;
     out.stopped_slow = stopped;
     for (const char* v : {"SLURMD_NODENAME", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"})

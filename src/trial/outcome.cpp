@@ -72,6 +72,14 @@ Verdict classify(const Evidence& e, const Limits& limits) {
     const slurm::JobRecord& rec = *e.record;
     const slurm::Outcome job = slurm::classify(rec);
     Verdict v;
+    // Files rewritten after the task ended prove nothing they say, the log's account of a failure included;
+    // what only Slurm knows (a node failure, a cancellation: re-queued) still stands.
+    if (e.rewritten_violation && job != slurm::Outcome::NodeFailure && job != slurm::Outcome::Cancelled) {
+        v.outcome = Outcome::ContractViolation;
+        v.violation = Violation::RewrittenAfterEnd;
+        v.detail = "the trial's files changed after it ended: " + *e.rewritten_violation;
+        return v;
+    }
     LogDiagnosis log = diagnose(e.job_output);
     const bool slurm_oom_in_log =
         is_memory(log.signal) && log.first && log.first->source == LineSource::Slurm;

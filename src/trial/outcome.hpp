@@ -41,6 +41,9 @@ enum class Violation {
     Timing,           // the job's own step times are implausibly short for the elapsed time the evidence saw
     Settings,         // the trial ran other settings (env, arguments, build) than its manifest entry names
     NotEquivalent,    // at the baseline's knobs and a fresh seed, its patch set's losses left the baseline's
+    // result.json or log.txt differs from what the evidence recorded when the task ended: something of the
+    // job's user (a job it submitted, a process that escaped it) rewrote them after the trial.
+    RewrittenAfterEnd,
 };
 
 inline constexpr util::EnumNames<Outcome, 9> outcome_names{{{
@@ -54,7 +57,7 @@ inline constexpr util::EnumNames<Outcome, 9> outcome_names{{{
     {Outcome::ContractViolation, "contract_violation"},
     {Outcome::StoppedSlow, "stopped_slow"},
 }}};
-inline constexpr util::EnumNames<Violation, 10> violation_names{{{
+inline constexpr util::EnumNames<Violation, 11> violation_names{{{
     {Violation::None, ""},
     {Violation::NoResult, "no_result"},
     {Violation::MissingSteps, "missing_steps"},
@@ -65,6 +68,7 @@ inline constexpr util::EnumNames<Violation, 10> violation_names{{{
     {Violation::Timing, "timing"},
     {Violation::Settings, "settings"},
     {Violation::NotEquivalent, "not_equivalent"},
+    {Violation::RewrittenAfterEnd, "rewritten_after_end"},
 }}};
 
 inline std::string to_string(Outcome o) {
@@ -101,6 +105,10 @@ struct Evidence {
     // check_step_lines's reason (trial/proof.hpp) when the step lines are not exactly the contract's steps,
     // each numbered once in order; nullopt when they are (or too few: that is `steps` above).
     std::optional<std::string> step_lines_violation;
+    // What differs between the trial's files (result.json, log.txt) and the evidence's digests of them taken
+    // when the task ended (util/file_digest.hpp digest_difference); nullopt when they match or there are
+    // none.
+    std::optional<std::string> rewritten_violation;
     // check_settings's reason when the wrapper saw other settings than the manifest entry's.
     std::optional<std::string> settings_violation;
     // check_timing's reason when the job's step times are implausibly short against the evidence.

@@ -59,11 +59,22 @@ std::optional<double> step_pace(const std::vector<measure::StepSample>& steps) {
 }
 
 std::string check_pace(double pace, double baseline_pace) {
-    if (!(baseline_pace > 0) || baseline_pace > kWallClockPaceCeiling || pace >= kPaceFloor * baseline_pace)
-        return "";
-    return fmt::format("its step times claim {:.0f}% of the time that passed between its step lines (the "
-                       "trial wrapper's clock), the baseline's {:.0f}%: below {:.0f}% of the baseline's pace",
-                       100 * pace, 100 * baseline_pace, 100 * kPaceFloor);
+    if (!(baseline_pace > 0)) return "";
+    const std::string claim =
+        fmt::format("its step times claim {:.0f}% of the time that passed between its step "
+                    "lines (the trial wrapper's clock), the baseline's {:.0f}%",
+                    100 * pace, 100 * baseline_pace);
+    if (baseline_pace > kWallClockPaceCeiling) {
+        if (pace > kWallClockPaceCeiling) return "";
+        return fmt::format(
+            "{}: the baseline's step times are not wall-clock time (above {:.0f}%), this run's are", claim,
+            100 * kWallClockPaceCeiling);
+    }
+    if (pace < kPaceFloor * baseline_pace)
+        return fmt::format("{}: below {:.0f}% of the baseline's pace", claim, 100 * kPaceFloor);
+    if (pace > kPaceCeiling * baseline_pace)
+        return fmt::format("{}: above {:.0f}% of the baseline's pace", claim, 100 * kPaceCeiling);
+    return "";
 }
 
 json to_json(const Startup& s) {
@@ -105,6 +116,12 @@ std::string check_timing(double reported_s, const TimingEvidence& e, const Start
     const double steps_s = e.elapsed_s - std::max(0.0, startup.median_s);
     const double tolerance = 3 * startup.spread_s + kStartupLoadTolerance * std::max(0.0, startup.median_s) +
                              e.resolution_s + kTimingRelativeTolerance * std::max(0.0, steps_s);
+    const double most_s = e.elapsed_s + e.resolution_s + kTimingRelativeTolerance * e.elapsed_s;
+    if (reported_s > most_s)
+        return fmt::format(
+            "the step lines add up to {:.3f} s, and the {} saw {:.3f} s elapsed: {:.3f} s more "
+            "than the run lasted (tolerance {:.3f} s)",
+            reported_s, e.source, e.elapsed_s, reported_s - e.elapsed_s, most_s - e.elapsed_s);
     if (reported_s >= steps_s - tolerance) return {};
     return fmt::format(
         "the step lines add up to {:.3f} s, and the {} saw {:.3f} s elapsed; less the doctor's "

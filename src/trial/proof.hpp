@@ -38,9 +38,18 @@ std::optional<double> step_pace(const std::vector<measure::StepSample>& steps);
 // violation: a candidate that only speeds up its timed work while the work outside its timer stays the same
 // lowers its pace, but by this much only with a large speed-up and a large untimed part.
 inline constexpr double kPaceFloor = 0.7;
-// Above this, the baseline's step times are not the time that passed (a simulated job): no pace check.
+// And rise to this multiple of it: a candidate that removes untimed work (data loading outside its timer)
+// raises its pace as much as the other lowers it; a run whose step times claim more than that (a result
+// rewritten to look slow, the baseline's run of an A/B pair made to lose) is refused as well.
+inline constexpr double kPaceCeiling = 1.0 / kPaceFloor;
+// A pace above this says the step times are not the time that passed (a simulated clock): the time between
+// lines is then process start-up noise, and no ratio to it means anything. A trial of such a baseline must
+// claim more than passed too; a run whose step times are wall-clock time against it (the baseline's results
+// inflated to look slow, or a simulated-looking baseline made up to switch the check off) is refused.
 inline constexpr double kWallClockPaceCeiling = 1.2;
-// "" unless `pace` < kPaceFloor * `baseline_pace` (and the baseline's pace is wall-clock time).
+// "" when the trial's pace fits the baseline's: within [kPaceFloor, kPaceCeiling] times a wall-clock
+// baseline's pace, above kWallClockPaceCeiling for a baseline above it; no check without a positive baseline
+// pace. It never switches itself off.
 std::string check_pace(double pace, double baseline_pace);
 
 // What a run spends outside its step lines (process start, data and model set-up, teardown), measured by the
@@ -80,8 +89,11 @@ inline constexpr double kStartupLoadTolerance = 1.0;
 // The job's steps must account for the elapsed time less the doctor's startup: a claim shorter than
 //   elapsed - startup.median - (3 * startup.spread + kStartupLoadTolerance * startup.median + resolution +
 //   kTimingRelativeTolerance * (elapsed - startup.median))
-// is implausible (a clock that runs slow, steps left unprinted). A longer claim is not checked: it costs
-// the candidate only. Returns "" when the baseline's startup is not wall-clock time (Startup::wall_clock).
+// is implausible (a clock that runs slow, steps left unprinted). So is a claim longer than the elapsed time
+// itself allows,
+//   elapsed + resolution + kTimingRelativeTolerance * elapsed,
+// (step times rewritten to look slow: a baseline run that makes a candidate look fast). Returns "" when the
+// baseline's startup is not wall-clock time (Startup::wall_clock): check_pace holds such a job.
 std::string check_timing(double reported_s, const TimingEvidence& evidence, const Startup& startup);
 
 // The settings the trial wrapper actually gave the workload: the value of every variable its manifest entry

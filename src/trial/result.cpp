@@ -5,6 +5,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
+#include "util/sha256.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -108,13 +109,23 @@ void write_result(const std::filesystem::path& path, const Result& r) {
     write_file_atomically(path, to_json(r).dump(1) + "\n");
 }
 
-std::optional<Result> read_result(const std::filesystem::path& path) {
+std::optional<Result> read_result(const std::filesystem::path& path, FileDigest* seen) {
+    if (seen) *seen = FileDigest{};
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
     // The job can write this file: a bounded, non-blocking read of a regular file (never through a symlink:
-    // the wrapper renames it into place) and a bounded parse, so no content can hang or crash ingest.
-    return result_from_json(read_bounded_json(path.string(), "a result written by the trial wrapper",
-                                              {.max_bytes = kMaxResultBytes}, /*follow_symlink=*/false),
+    // the wrapper renames it into place) and a bounded parse, so no content can hang or crash ingest. The
+    // bytes parsed are the bytes digested (`seen`): one read, nothing to swap in between.
+    std::string text;
+    try {
+        text = read_regular_file(path.string(), {.max_bytes = kMaxResultBytes, .follow_symlink = false});
+    } catch (const Error& e) {
+        if (seen) seen->problem = e.what();
+        throw;
+    }
+    if (seen) *seen = FileDigest{true, text.size(), sha256_hex(text), ""};
+    return result_from_json(parse_bounded_json(text, path.string(), "a result written by the trial wrapper",
+                                               {.max_bytes = kMaxResultBytes}),
                             path.string());
 }
 

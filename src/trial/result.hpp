@@ -5,6 +5,7 @@
 // is an Error, never an abort. Format: docs/orchestrator.md ("result.json").
 #include "measure/steps.hpp"
 #include "trial/proof.hpp"
+#include "util/file_digest.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -53,7 +54,9 @@ Result result_from_json(const nlohmann::json& j, const std::string& where);
 void write_result(const std::filesystem::path& path, const Result& r);
 // nullopt when there is no file (the job died with its wrapper); Error when there is one that is not a
 // result.
-std::optional<Result> read_result(const std::filesystem::path& path);
+// `seen`, when given, gets the digest of the bytes it parsed (absent for no file), to hold against the
+// trial's evidence without reading the file twice.
+std::optional<Result> read_result(const std::filesystem::path& path, FileDigest* seen = nullptr);
 
 // Beside the trial's log, the wrapper writes when each line ended: seconds since the workload started, one
 // line of text per log line. read_line_times gives what is there (empty when there is no file), as far as it

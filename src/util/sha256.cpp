@@ -13,41 +13,37 @@
 
 namespace infrarsi {
 
-namespace {
-
-struct MdCtxFree {
-    void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+struct Sha256::Ctx {
+    struct Free {
+        void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+    };
+    std::unique_ptr<EVP_MD_CTX, Free> md{EVP_MD_CTX_new()};
 };
 
-// One running digest: update with bytes, then hex.
-class Sha256 {
-  public:
-    Sha256() : ctx_(EVP_MD_CTX_new()) {
-        if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1)
-            throw Error("cannot start a SHA-256 digest", "OpenSSL EVP");
-    }
-    void update(const void* data, std::size_t n) {
-        if (EVP_DigestUpdate(ctx_.get(), data, n) != 1) throw Error("SHA-256 update failed", "OpenSSL EVP");
-    }
-    std::string hex() {
-        std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
-        unsigned int len = 0;
-        if (EVP_DigestFinal_ex(ctx_.get(), md.data(), &len) != 1)
-            throw Error("SHA-256 final failed", "OpenSSL EVP");
-        static constexpr char digits[] = "0123456789abcdef";
-        std::string out(2 * len, '0');
-        for (unsigned int i = 0; i < len; ++i) {
-            out[2 * i] = digits[md[i] >> 4];
-            out[2 * i + 1] = digits[md[i] & 0xf];
-        }
-        return out;
-    }
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {
+    if (!ctx_->md || EVP_DigestInit_ex(ctx_->md.get(), EVP_sha256(), nullptr) != 1)
+        throw Error("cannot start a SHA-256 digest", "OpenSSL EVP");
+}
 
-  private:
-    std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx_;
-};
+Sha256::~Sha256() = default;
 
-} // namespace
+void Sha256::update(const void* data, std::size_t n) {
+    if (EVP_DigestUpdate(ctx_->md.get(), data, n) != 1) throw Error("SHA-256 update failed", "OpenSSL EVP");
+}
+
+std::string Sha256::hex() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+    unsigned int len = 0;
+    if (EVP_DigestFinal_ex(ctx_->md.get(), md.data(), &len) != 1)
+        throw Error("SHA-256 final failed", "OpenSSL EVP");
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out(2 * len, '0');
+    for (unsigned int i = 0; i < len; ++i) {
+        out[2 * i] = digits[md[i] >> 4];
+        out[2 * i + 1] = digits[md[i] & 0xf];
+    }
+    return out;
+}
 
 std::string sha256_hex(std::string_view data) {
     Sha256 h;

@@ -7,6 +7,8 @@
 #include "campaign/campaign.hpp"
 #include "scheduler/scheduler.hpp"
 #include "trial/outcome.hpp"
+#include "util/error.hpp"
+#include "util/process.hpp"
 
 #include "stepload_campaign.hpp"
 #include "test_support.hpp"
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 
 namespace fs = std::filesystem;
 using namespace infrarsi;
@@ -67,7 +70,96 @@ class ManifestRewriter final : public scheduler::Scheduler {
     bool rewritten_ = false;
 };
 
+// The detached-helper attack (issue 29): a job of the user's that outlives the baseline's trial (under Slurm
+// a job the doctor's trial submitted with sbatch; here a process outside the trial's tree) multiplies
+// step_time_s by 3 in every result.json of the baseline's settings (STEPLOAD_CHUNK=1) after its trial has
+// ended and before the campaign ingests it. The real local scheduler runs the trials; when an array job's
+// tasks have all ended, the helper (a python3 process) runs once over the campaign's batches, as the helper
+// job would between the trial's end and ingest.
+class DetachedHelper final : public scheduler::Scheduler {
+  public:
+    explicit DetachedHelper(const fs::path& dir)
+        : inner_(scheduler::local_scheduler(dir / "local-jobs")), batches_(dir / "batches") {}
+    std::string name() const override { return inner_->name(); }
+    bool reachable(std::string* why) const override { return inner_->reachable(why); }
+    std::string submit_held(const scheduler::ArrayJob& job) override { return inner_->submit_held(job); }
+    void release(const std::string& id) override { inner_->release(id); }
+    std::vector<slurm::JobRecord> wait(const std::string& id, std::chrono::seconds timeout,
+                                       std::chrono::milliseconds poll) override {
+        auto records = inner_->wait(id, timeout, poll);
+        const bool done = std::all_of(records.begin(), records.end(),
+                                      [](const slurm::JobRecord& r) { return slurm::is_finished(r.state); });
+        if (done && helped_.insert(id).second) {
+            const auto r = run_process(
+                {"python3", "-c",
+                 "import json, pathlib, sys\n"
+                 "n = 0\n"
+                 "for p in pathlib.Path(sys.argv[1]).glob('*/*/result.json'):\n"
+                 "    j = json.loads(p.read_text())\n"
+                 "    if j.get('settings', {}).get('env', {}).get('STEPLOAD_CHUNK') != '1' or j.get('x3'):\n"
+                 "        continue\n"
+                 "    for s in j['steps']: s['step_time_s'] *= 3\n"
+                 "    j['x3'] = True\n"
+                 "    p.write_text(json.dumps(j))\n"
+                 "    n += 1\n"
+                 "print(n)\n",
+                 batches_.string()});
+            REQUIRE_MESSAGE(r.ok(), r.err);
+            rewritten_ += std::atoi(r.out.c_str());
+        }
+        return records;
+    }
+    void cancel(const std::string& id) override { inner_->cancel(id); }
+    int rewritten() const { return rewritten_; }
+
+  private:
+    std::unique_ptr<scheduler::Scheduler> inner_;
+    fs::path batches_;
+    std::set<std::string> helped_;
+    int rewritten_ = 0;
+};
+
 } // namespace
+
+TEST_CASE("a helper that outlives the baseline's trials and triples their step times after they ended is "
+          "refused: the local scheduler's digests at each task's end no longer match, nothing is promoted") {
+    TempDir d("infrarsi-evidence");
+    // The knob is a no-op (1% slower at chunk 2), no patches: only the forgery could make it look faster.
+    const auto dir = test::stepload_campaign(d, {{"candidates = [\"fast\"]", "candidates = []"}});
+    campaign::Campaign c(dir);
+    auto sched = std::make_unique<DetachedHelper>(dir);
+    auto* helper = sched.get();
+    c.use_scheduler(std::move(sched));
+    std::string stopped;
+    try {
+        c.run(test::local_run_options());
+    } catch (const Error& e) {
+        stopped = e.what(); // a doctor with no baseline run left stops the campaign, and says why
+    }
+    MESSAGE("campaign: " << (stopped.empty() ? "ran to its end" : stopped) << "; " << helper->rewritten()
+                         << " result files rewritten; " << c.store().promotions().size() << " promoted");
+    for (const auto& t : c.store().trials({}))
+        MESSAGE("trial " << t.id << " " << t.candidate.dump() << ": " << store::outcome_name(t) << " "
+                         << t.step_time_s.value_or(0) << " s/step: " << t.detail);
+    for (const auto& v : c.store().verifications())
+        MESSAGE("verification " << v.candidate.dump() << ": " << v.state << ", speed-up "
+                                << v.speedup.value_or(0) << (v.promoted ? ", promoted" : "") << " "
+                                << v.detail.dump().substr(0, 300));
+    REQUIRE(helper->rewritten() >= 3);
+    // Before issue 29 the no-op knob was promoted at 3x: the baseline's runs were three times slower.
+    CHECK(c.store().promotions().empty());
+    const auto doctor = c.store().trials({.kinds = {TrialKind::Doctor}});
+    REQUIRE(doctor.size() == 3);
+    for (const auto& t : doctor) {
+        INFO("trial " << t.id << ": " << t.detail);
+        CHECK(t.outcome == trial::Outcome::ContractViolation);
+        CHECK(t.violation == trial::Violation::RewrittenAfterEnd);
+        CHECK(t.detail.find("result.json") != std::string::npos);
+        CHECK(t.detail.find("when the trial ended, now") != std::string::npos);
+        CHECK_FALSE(t.step_time_s); // nothing of the rewritten file is measured
+    }
+    CHECK_FALSE(c.store().baseline());
+}
 
 TEST_CASE("a batch manifest rewritten after the orchestrator wrote it proves no trial's settings") {
     TempDir d("infrarsi-evidence");
@@ -143,7 +235,8 @@ TEST_CASE("a patch that slows the job's clock is a timing violation and one that
         CHECK(p.candidate.dump().find("slowclock") == std::string::npos);
         CHECK(p.candidate.dump().find("burst") == std::string::npos);
     }
-    for (const auto& promotion : c.store().promotions()) { // no structured binding: INFO captures it (clang 14)
+    for (const auto& promotion :
+         c.store().promotions()) { // no structured binding: INFO captures it (clang 14)
         const auto& key = promotion.second;
         INFO(key);
         CHECK(key.find("slowclock") == std::string::npos);

@@ -104,6 +104,35 @@ TEST_CASE("extra or reordered step lines are a step_lines violation before anyth
     CHECK(trial::classify(e, limits).outcome == Outcome::Ok);
 }
 
+TEST_CASE("files rewritten after the trial ended are a rewritten_after_end violation, whatever they say; a "
+          "node failure or cancellation Slurm reported still stands") {
+    auto record = completed();
+    measure::TrialSummary summary;
+    summary.steady_step_s = {0.5, 0.48, 0.52};
+    trial::Evidence e;
+    e.record = &record;
+    e.has_result = true;
+    e.steps = 4;
+    e.summary = &summary;
+    CHECK(trial::classify(e, limits).outcome == Outcome::Ok);
+    e.rewritten_violation = "result.json: 120 bytes, sha256 abc when the trial ended, now 121 bytes";
+    auto v = trial::classify(e, limits);
+    CHECK(v.outcome == Outcome::ContractViolation);
+    CHECK(v.violation == Violation::RewrittenAfterEnd);
+    CHECK(v.detail.find("changed after it ended: result.json: 120 bytes") != std::string::npos);
+    CHECK(trial::to_string(Violation::RewrittenAfterEnd) == "rewritten_after_end");
+    CHECK(trial::parse_violation("rewritten_after_end") == Violation::RewrittenAfterEnd);
+    // A failed job's log is no account of its failure once rewritten (a forged out-of-memory line).
+    record.state = slurm::JobState::Failed;
+    record.raw_state = "FAILED";
+    record.exit_code = 1;
+    e.job_output = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
+    CHECK(trial::classify(e, limits).violation == Violation::RewrittenAfterEnd);
+    record.state = slurm::JobState::NodeFail;
+    record.raw_state = "NODE_FAIL";
+    CHECK(trial::classify(e, limits).outcome == Outcome::NodeFailure);
+}
+
 TEST_CASE("the doctor's startup: the median of elapsed less reported, its spread, and whether it is "
           "wall-clock time") {
     CHECK_FALSE(trial::measure_startup({0.8}));
@@ -141,8 +170,13 @@ TEST_CASE("timing: step times that cannot account for the evidence's elapsed tim
     CHECK(why.find("11.000 s elapsed") != std::string::npos);
     CHECK(why.find("startup 1.000 s") != std::string::npos);
     CHECK(why.find("tolerance 2.310 s") != std::string::npos);
-    // Claiming more than the elapsed time only costs the candidate.
-    CHECK(trial::check_timing(20.0, evidence, startup).empty());
+    // Claiming more than the elapsed time allows (step times rewritten to look slow, a baseline run made to
+    // lose its A/B pair) is refused too: 11 s + 0.01 s + 10% of 11 s = 12.11 s at most.
+    CHECK(trial::check_timing(12.0, evidence, startup).empty());
+    const auto slow = trial::check_timing(30.0, evidence, startup);
+    CHECK(slow.find("add up to 30.000 s") != std::string::npos);
+    CHECK(slow.find("19.000 s more than the run lasted") != std::string::npos);
+    CHECK_FALSE(trial::check_timing(12.2, evidence, startup).empty());
     // A slower startup than the doctor saw (a loaded machine) is allowed up to twice its own plus its spread:
     // a run at 2.3 s startup passes, one whose steps claim 2.4 s less than they had does not.
     CHECK(trial::check_timing(8.7, evidence, startup).empty());
@@ -193,6 +227,15 @@ TEST_CASE("plugin evidence: the last run's record, read only from root's files i
     e.exit_code = 0;
     e.memory_peak_bytes = 123456789;
     CHECK(trial::evidence_from_json(trial::to_json(e), "t") == e);
+    // With the digests of the trial's files at the task's end; a record without them reads as before.
+    auto with_files = e;
+    with_files.result_file = FileDigest{true, 120, std::string(64, 'a'), ""};
+    with_files.log_file = FileDigest{false, 0, "", "not a regular file"};
+    CHECK(trial::evidence_from_json(trial::to_json(with_files), "t") == with_files);
+    CHECK_FALSE(trial::to_json(e).contains("result_file"));
+    auto bad = trial::to_json(with_files);
+    bad["result_file"]["sha256"] = "forged";
+    CHECK_THROWS_AS(trial::evidence_from_json(bad, "t"), Error);
     CHECK_THROWS_AS(trial::evidence_from_json(nlohmann::json{{"format", "x"}}, "t"), Error);
     CHECK_FALSE(trial::read_plugin_evidence(spool, "41_3"));
 
@@ -281,8 +324,31 @@ TEST_CASE("the pace of step lines: step times claimed over the time the wrapper 
         burst.push_back(line(i, 0.19, 4.0));
     CHECK_FALSE(trial::step_pace(burst));
     CHECK_FALSE(trial::step_pace({line(1, 0.2, std::nullopt), line(2, 0.2, std::nullopt)}));
-    // A baseline whose step times claim more than passed (a simulated job): no pace check.
-    CHECK(trial::check_pace(0.1, 3.0).empty());
+    // Step times rewritten to three times what they were (the arrival times are the wrapper's): the pace
+    // triples, above kPaceCeiling of the baseline's.
+    auto tripled = honest;
+    for (auto& s : tripled)
+        s.step_time_s *= 3;
+    const auto t = trial::step_pace(tripled);
+    REQUIRE(t);
+    CHECK(*t == doctest::Approx(2.85));
+    const auto why = trial::check_pace(*t, *base);
+    CHECK(why.find("above 143% of the baseline's pace") != std::string::npos);
+    // A candidate that drops untimed work raises its pace, within the ceiling: 0.19 s claimed of 0.15 s.
+    std::vector<measure::StepSample> leaner;
+    for (int i = 1; i <= 6; ++i)
+        leaner.push_back(line(i, 0.19, 3.0 + 0.15 * i));
+    CHECK(trial::check_pace(*trial::step_pace(leaner), *base).empty());
+    // A baseline whose step times claim more than passed (a simulated clock, pace 3.0): its runs' paces are
+    // start-up noise, but they claim more than passed too; a wall-clock run against it (the baseline's
+    // results inflated, so that an honest candidate would look 3x faster) is refused: the check never
+    // switches off.
+    CHECK(trial::check_pace(3.1, 3.0).empty());
+    CHECK(trial::check_pace(40.0, 3.0).empty());
+    const auto wall_against_simulated = trial::check_pace(0.95, 3.0);
+    CHECK(wall_against_simulated.find("the baseline's step times are not wall-clock time") !=
+          std::string::npos);
+    CHECK(trial::check_pace(0.1, 0).empty()); // no baseline pace: nothing to hold it to
 }
 
 TEST_CASE("a step line's arrival is the wrapper's clock, never a time the job printed") {

@@ -11,6 +11,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sys/wait.h>
 #include <thread>
@@ -155,4 +157,75 @@ TEST_CASE(
     // Outside, everything is where it was.
     CHECK(fs::exists(c / "campaign.db"));
     CHECK(test::read_file(c / "batches/1/1/log.txt") == "other trial\n");
+}
+
+namespace {
+
+// The wrapper run in a child (its memory is its own), which reports how far its peak resident set (VmHWM)
+// rose above its resident set when it started (a forked child starts with the test process's pages resident).
+struct WrapperRun {
+    int status = -1;
+    long long peak_rss_growth_bytes = 0;
+};
+long long status_kib(const char* field) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind(field, 0) == 0) return std::atoll(line.c_str() + std::strlen(field));
+    return -1;
+}
+WrapperRun run_wrapper_measured(const fs::path& manifest, const fs::path& report) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const long long start_kib = status_kib("VmRSS:");
+        int code = 125;
+        try {
+            code = trial::execute(manifest, 0);
+        } catch (...) {
+        }
+        std::ofstream(report) << (status_kib("VmHWM:") - start_kib) * 1024;
+        ::_exit(code);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    WrapperRun r;
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::ifstream(report) >> r.peak_rss_growth_bytes;
+    return r;
+}
+
+} // namespace
+
+TEST_CASE(
+    "the trial wrapper streams: 160 MB of lines and one 100 MB line go to the log whole, the steps around "
+    "them are read, and the wrapper's memory stays bounded") {
+    TempDir tmp;
+    auto step_line = [](int n) {
+        return "echo 'INFRARSI_STEP {\"step\":" + std::to_string(n) + ",\"loss\":1,\"step_time_s\":0.5}'; ";
+    };
+    // 160 MB in 100-byte lines (99 x and a newline), then one line of 100 MB, between step lines.
+    one_task(tmp, {"bash", "-c",
+                   step_line(1) + "yes " + std::string(99, 'x') + " | head -c 160000000; " + step_line(2) +
+                       "head -c 100000000 /dev/zero | tr '\\0' y; echo; " + step_line(3) + step_line(4) +
+                       "exit 3"});
+    const auto run = run_wrapper_measured(tmp.path / "manifest.json", tmp.path / "peak");
+    // The workload's own outcome (it exited 3), not the wrapper's.
+    CHECK(run.status == 3);
+    const auto r = trial::read_result(tmp.path / "0/result.json");
+    REQUIRE(r);
+    CHECK(r->exit_code == 3);
+    REQUIRE(r->steps.steps.size() == 4);
+    for (int i = 0; i < 4; ++i) {
+        CHECK(r->steps.steps[i].step == i + 1);
+        CHECK(r->steps.steps[i].arrival_s);
+    }
+    // Everything reached the log, the long line whole.
+    const auto log_bytes = fs::file_size(tmp.path / "0/log.txt");
+    CHECK(log_bytes == 160000000u + 100000001u + 4 * (step_line(1).size() - 8));
+    MESSAGE("the wrapper's peak resident set grew by " << run.peak_rss_growth_bytes / (1 << 20)
+                                                       << " MiB over 260 MB of output");
+    // It kept neither: the whole output is 260 MB (the wrapper kept all of it, and more, before: 450 MiB).
+    CHECK(run.peak_rss_growth_bytes >= 0);
+    CHECK(run.peak_rss_growth_bytes < (64ll << 20));
 }
