@@ -53,8 +53,7 @@ json Campaign::self_submitted_during(const slurm::JobRecord& rec) const {
     const double end = slurm::slurm_time_epoch(rec.end_time).value_or(store::now_seconds());
     for (const auto& j : user_jobs_)
         if (j.submitted_epoch >= *start - 1 && j.submitted_epoch <= end + 1)
-            out.push_back(
-                {{"job", j.job_id}, {"name", j.name}, {"state", j.state}, {"submitted", j.submitted}});
+            out.push_back({{"job", j.job_id}, {"state", j.state}, {"submitted", j.submitted}});
     return out;
 }
 

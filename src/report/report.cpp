@@ -655,8 +655,8 @@ std::string render(const json& r) {
         if (!t.contains("self_submitted_jobs")) continue;
         std::string jobs;
         for (const auto& j : t["self_submitted_jobs"])
-            jobs += fmt::format("{}{} ('{}', {}, submitted {})", jobs.empty() ? "" : ", ", j.value("job", ""),
-                                j.value("name", ""), j.value("state", ""), j.value("submitted", ""));
+            jobs += fmt::format("{}{} ({}, submitted {})", jobs.empty() ? "" : ", ", j.value("job", ""),
+                                j.value("state", ""), j.value("submitted", ""));
         warnings +=
             fmt::format("  trial #{}: jobs submitted while it ran that the campaign did not submit: {}\n",
                         t["id"].get<int>(), jobs);

@@ -29,16 +29,11 @@ std::vector<UserJob> parse_user_jobs(const std::string& out) {
         pos = eol == std::string::npos ? out.size() : eol + 1;
         const auto a = line.find('|');
         const auto b = a == std::string::npos ? a : line.find('|', a + 1);
-        const auto c = b == std::string::npos ? b : line.find('|', b + 1);
-        if (c == std::string::npos) continue;
+        if (b == std::string::npos || line.find('|', b + 1) != std::string::npos) continue;
         UserJob j;
         j.job_id = line.substr(0, a);
         j.submitted = line.substr(a + 1, b - a - 1);
-        j.state = line.substr(b + 1, c - b - 1);
-        // The owner's text: no control characters (a report line stays one line), bounded.
-        j.name = line.substr(c + 1, 256);
-        for (char& ch : j.name)
-            if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+        j.state = line.substr(b + 1);
         // sacct's step lines ("123.batch") are not jobs; an id is digits, with "_task" or "_[range]".
         if (j.job_id.empty() || j.job_id.find('.') != std::string::npos ||
             !std::isdigit(static_cast<unsigned char>(j.job_id[0])))
@@ -54,7 +49,7 @@ std::vector<UserJob> parse_user_jobs(const std::string& out) {
 std::vector<UserJob> user_jobs_submitted_since(double since_epoch, bool accounting) {
     ProcessOptions o;
     o.timeout = std::chrono::seconds(60);
-    auto sq = run_process({"squeue", "--me", "-h", "-t", "all", "-o", "%i|%V|%T|%j"}, o);
+    auto sq = run_process({"squeue", "--me", "-h", "-t", "all", "-o", "%i|%V|%T"}, o);
     if (!sq.ok()) throw Error("squeue failed: " + sq.err, "squeue --me");
     auto jobs = parse_user_jobs(sq.out);
     if (accounting) {
@@ -64,8 +59,7 @@ std::vector<UserJob> user_jobs_submitted_since(double since_epoch, bool accounti
         char start[32];
         std::strftime(start, sizeof start, "%Y-%m-%dT%H:%M:%S", &tm);
         // Not fatal: accounting may lag or be down; squeue still tells the recent ones.
-        auto sa =
-            run_process({"sacct", "-X", "-n", "-P", "-S", start, "-o", "JobID,Submit,State,JobName"}, o);
+        auto sa = run_process({"sacct", "-X", "-n", "-P", "-S", start, "-o", "JobID,Submit,State"}, o);
         if (sa.ok()) {
             auto more = parse_user_jobs(sa.out);
             jobs.insert(jobs.end(), more.begin(), more.end());

@@ -1,8 +1,9 @@
 #pragma once
 // The jobs a campaign's user submitted during a trial that the campaign did not submit: what a trial may have
 // started itself (sbatch or salloc from inside the workload), outside the trial's private view. Read from
-// what Slurm alone writes about each job (its id, submit time and state come before the job's name, which
-// its owner chooses), never from the job's environment, which the job may clear.
+// what Slurm alone writes about each job (its id, submit time and state), never from the job's environment,
+// which the job may clear. Not its name: a name is the owner's text, and one with a newline in it would print
+// a line of its own, a job that does not exist.
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,14 +12,13 @@ namespace infrarsi::slurm {
 
 struct UserJob {
     std::string job_id;         // "123" or "123_4"
-    std::string name;           // as its owner named it
     std::string state;          // as Slurm prints it
     std::string submitted;      // Slurm's submit time, YYYY-MM-DDTHH:MM:SS local
     double submitted_epoch = 0; // the same, in seconds since the epoch
 };
 
-// Lines "ID|SUBMIT|STATE|NAME" (squeue -o '%i|%V|%T|%j', sacct -o JobID,Submit,State,JobName -P): the name
-// last, '|' in it kept. Lines that do not parse are skipped.
+// Lines "ID|SUBMIT|STATE" (squeue -o '%i|%V|%T', sacct -o JobID,Submit,State -P). Lines that do not parse
+// are skipped.
 std::vector<UserJob> parse_user_jobs(const std::string& out);
 
 // This user's jobs submitted at or after `since_epoch`: squeue (active ones and those finished within

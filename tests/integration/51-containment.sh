@@ -97,9 +97,12 @@ jq -e '[.trials[] | select(.isolation.in_place == true and
 jq -e --arg other "$work/other" '[.trials[] | select(.isolation.detail | contains($other))] | length >= 1' "$r" \
   >/dev/null || fail "the sibling campaign is not among what the view hid: $(jq -c '[.trials[].isolation]' "$r")"
 # The job the trial submitted itself is named on it, in the JSON and the text report.
-jq -e '[.trials[] | .self_submitted_jobs // [] | .[] | select(.name == "self-submitted-containment")] | length >= 1' \
-  "$r" >/dev/null || fail "the self-submitted job is not in the report: $(jq -c '[.trials[] | .self_submitted_jobs]' "$r")"
-grep -q "self-submitted-containment" "$work/report.txt" || fail "the text report has no warning for the job"
+# (By its id: the report names jobs by what Slurm alone writes, never by the name their owner gave them.)
+self_job=$(squeue -h --name self-submitted-containment -t all -o %i | head -n 1)
+[ -n "$self_job" ] || fail "squeue does not list the job the trial submitted"
+jq -e --arg j "$self_job" '[.trials[] | .self_submitted_jobs // [] | .[] | select(.job == $j)] | length >= 1' \
+  "$r" >/dev/null || fail "the self-submitted job $self_job is not in the report: $(jq -c '[.trials[] | .self_submitted_jobs]' "$r")"
+grep -q "did not submit: .*$self_job (" "$work/report.txt" || fail "the text report has no warning for job $self_job"
 # The same from a job of an unprivileged user, the way a site runs trials: slurmstepd switches each task to the
 # user before the plugin makes the view, which it then makes inside a user namespace of the user's own. A
 # campaign's layout written by hand (a manifest the plugin reads; no orchestrator needed).
