@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -37,17 +38,18 @@ bool has_word(const std::string& text, const std::string& word) {
     return false;
 }
 
-// The mount point of the unified hierarchy, from /proc/self/mountinfo (fields: ... mount point (5th) ...
-// " - " fstype ...).
-std::optional<fs::path> unified_mount() {
+// The mount point of the first line of /proc/self/mountinfo whose filesystem type and super options (the
+// fields after " - ": fstype, source, options) `wanted` accepts; the mount point is the 5th field before it.
+std::optional<fs::path>
+mount_point(const std::function<bool(const std::string&, const std::string&)>& wanted) {
     std::ifstream in("/proc/self/mountinfo");
     for (std::string line; std::getline(in, line);) {
         const auto dash = line.find(" - ");
         if (dash == std::string::npos) continue;
         std::istringstream after(line.substr(dash + 3));
-        std::string type;
-        after >> type;
-        if (type != "cgroup2") continue;
+        std::string type, source, options;
+        after >> type >> source >> options;
+        if (!wanted(type, options)) continue;
         std::istringstream before(line.substr(0, dash));
         std::string f, mount;
         for (int i = 1; i <= 5 && before >> f; ++i)
@@ -57,29 +59,20 @@ std::optional<fs::path> unified_mount() {
     return std::nullopt;
 }
 
-// The mount point of the cgroup v1 hierarchy with the memory controller (fstype "cgroup", "memory" among
-// its super options, the last field).
+// The mount point of the unified hierarchy.
+std::optional<fs::path> unified_mount() {
+    return mount_point([](const std::string& type, const std::string&) { return type == "cgroup2"; });
+}
+
+// The mount point of the cgroup v1 hierarchy with the memory controller ("memory" among its super options).
 std::optional<fs::path> v1_memory_mount() {
-    std::ifstream in("/proc/self/mountinfo");
-    for (std::string line; std::getline(in, line);) {
-        const auto dash = line.find(" - ");
-        if (dash == std::string::npos) continue;
-        std::istringstream after(line.substr(dash + 3));
-        std::string type, source, options;
-        after >> type >> source >> options;
-        if (type != "cgroup") continue;
+    return mount_point([](const std::string& type, const std::string& options) {
+        if (type != "cgroup") return false;
         std::istringstream opts(options);
-        bool memory = false;
         for (std::string o; std::getline(opts, o, ',');)
-            memory = memory || o == "memory";
-        if (!memory) continue;
-        std::istringstream before(line.substr(0, dash));
-        std::string f, mount;
-        for (int i = 1; i <= 5 && before >> f; ++i)
-            if (i == 5) mount = f;
-        if (!mount.empty()) return fs::path(mount);
-    }
-    return std::nullopt;
+            if (o == "memory") return true;
+        return false;
+    });
 }
 
 // This process's cgroup on the v1 memory hierarchy: the "N:...memory...:/path" line of /proc/self/cgroup.
