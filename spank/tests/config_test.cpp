@@ -8,7 +8,7 @@
 using namespace infrarsi;
 using namespace infrarsi::spank;
 
-TEST_CASE("modes: a bare --infrarsi is record; tune takes an optional contract; others are refused") {
+TEST_CASE("modes: a bare --infrarsi is record, tune takes an optional contract, others are refused") {
     CHECK(parse_mode("")->kind == ModeKind::record);
     CHECK(parse_mode("record")->kind == ModeKind::record);
     CHECK(parse_mode("(null)")->kind == ModeKind::record); // bare --infrarsi, as srun inside sbatch sees it
@@ -76,7 +76,7 @@ TEST_CASE("bad plugstack values are refused with the value") {
     CHECK_THROWS_WITH_AS(parse_config({"cuda_libs=/a::/b"}), doctest::Contains("absolute"), Error);
 }
 
-TEST_CASE("campaign_roots names the directories of campaigns a trial's steps never see; / is refused") {
+TEST_CASE("campaign_roots names the directories of campaigns a trial's steps never see, / is refused") {
     CHECK(parse_config({}).campaign_roots.empty());
     CHECK(parse_config({"campaign_roots=/srv/campaigns:/scratch/infrarsi"}).campaign_roots ==
           std::vector<std::string>{"/srv/campaigns", "/scratch/infrarsi"});

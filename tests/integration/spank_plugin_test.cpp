@@ -216,7 +216,7 @@ TEST_CASE("trial mode gives each array index exactly its declared knobs plus INF
     }
 }
 
-TEST_CASE("a trial manifest nested a million levels deep ends its job at once with the plugin's error; "
+TEST_CASE("a trial manifest nested a million levels deep ends its job at once with the plugin's error, "
           "root slurmstepd survives it") {
     // Issue 29: the parse was fine, but dump() and the copy of the deep "version" recursed and slurmstepd got
     // SIGSEGV inside the plugin: the batch job stayed RUNNING with no process until scancel.

@@ -88,7 +88,7 @@ TEST_CASE("only verified findings become priors, weighted by similarity and age"
     CHECK(bank.priors(machine_a(), "other-workload", now).empty());
 }
 
-TEST_CASE("naming the default bank creates nothing; opening a bank makes its directory") {
+TEST_CASE("naming the default bank creates nothing, opening a bank makes its directory") {
     TempDir dir;
     const char* saved = std::getenv("INFRARSI_BANK");
     const std::string keep = saved ? saved : "";

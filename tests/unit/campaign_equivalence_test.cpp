@@ -53,7 +53,7 @@ const std::map<std::string, std::string> threads_knob = {
 } // namespace
 
 TEST_CASE(
-    "compare_losses: equal curves are equivalent; a shift, a short curve or a non-finite value is not") {
+    "compare_losses: equal curves are equivalent, a shift, a short curve or a non-finite value is not") {
     const std::vector<double> a{1.0, 0.5, 0.25};
     CHECK(verify::compare_losses(a, a, 3, 0).equivalent);
     auto shifted = a;
@@ -73,7 +73,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a patch set that is the same math passes its equivalence check at a fresh seed (the patch set run "
-          "first) and is promoted; the report shows the checks it passed and the compared losses") {
+          "first) and is promoted, the report shows the checks it passed and the compared losses") {
     TempDir d("infrarsi-equiv");
     campaign::Campaign c(test::stepload_campaign(d));
     c.run(test::local_run_options());

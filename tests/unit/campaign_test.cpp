@@ -38,7 +38,7 @@ fs::path copy_fixture(const fs::path& to) {
 }
 } // namespace
 
-TEST_CASE("init locks the inputs; a changed protected file stops every later command") {
+TEST_CASE("init locks the inputs, a changed protected file stops every later command") {
     TempDir tmp;
     auto contract = copy_fixture(tmp.path);
     campaign::Campaign::init(contract, tmp.path / "c");
@@ -158,7 +158,7 @@ TEST_CASE(
 
 TEST_CASE(
     "each trial gets a free rendezvous port (MASTER_PORT, and torchrun's PET_MASTER_PORT), never one in "
-    "use; a port the contract sets is kept") {
+    "use, a port the contract sets is kept") {
     // A port in use, as another trial's launcher holds its store's.
     const int held = trial::free_tcp_port();
     UniqueFd listener(::socket(AF_INET, SOCK_STREAM, 0));

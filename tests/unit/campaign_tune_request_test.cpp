@@ -284,7 +284,7 @@ TEST_CASE("a malformed tune request, or one filed under another job id, is refus
     CHECK(!fs::exists(t.root));
 }
 
-TEST_CASE("without the spool's tune/ the intake does nothing; a symlinked tune/ is not followed") {
+TEST_CASE("without the spool's tune/ the intake does nothing, a symlinked tune/ is not followed") {
     TuneSpool t;
     fs::remove_all(t.tune);
     auto in = t.scan();

@@ -110,7 +110,7 @@ TEST_CASE("an unknown preset, or a preset's variable that [workload.env] fixes, 
     CHECK(error_of(fixed.path).find("NCCL_PROTO, which [workload.env] fixes") != std::string::npos);
 }
 
-TEST_CASE("a choice knob's unset value leaves its variable out; only a choice knob on env has one") {
+TEST_CASE("a choice knob's unset value leaves its variable out, only a choice knob on env has one") {
     Variant v({{"baseline = \"none\"", "baseline = \"none\"\nunset = \"none\""}});
     const auto c = contract::load(v.path);
     CHECK(c.space.knob("recompute")->unset_choice == "none");

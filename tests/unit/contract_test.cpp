@@ -154,7 +154,7 @@ TEST_CASE("placeholders are substituted in every argument") {
     CHECK(v == std::vector<std::string>{"/b/toy", "-I/s", "x"});
 }
 
-TEST_CASE("[metrics]: a framework's log format, or a regex with its units; mistakes name the line") {
+TEST_CASE("[metrics]: a framework's log format, or a regex with its units, mistakes name the line") {
     CHECK(contract::load(fixtures / "toyload.contract.toml").metrics.kind ==
           measure::LogFormatKind::Infrarsi);
     {
@@ -220,7 +220,7 @@ TEST_CASE("a knob reaches the job as an environment variable, an argument or an 
     CHECK(c.space.arguments(cand) == std::vector<std::string>{"--recompute=full"});
 }
 
-TEST_CASE("a knob has exactly one delivery; a mistake names its line") {
+TEST_CASE("a knob has exactly one delivery, a mistake names its line") {
     const std::string knob = "env = \"TOY_MICRO_BATCH\"";
     {
         ContractVariant v(knob, knob + "\narg = \"--mb={}\"");

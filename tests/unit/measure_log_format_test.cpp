@@ -38,7 +38,7 @@ std::vector<double> times_for(const std::string& text, double first, double step
 }
 } // namespace
 
-TEST_CASE("nanoGPT: iter lines with their time and MFU; eval and checkpoint lines are not steps") {
+TEST_CASE("nanoGPT: iter lines with their time and MFU, eval and checkpoint lines are not steps") {
     auto log = parse_log(fixture("nanogpt.log"), format(LogFormatKind::NanoGpt));
     REQUIRE(log.steps.size() == 6);
     CHECK(log.steps[0].step == 0);
@@ -51,7 +51,7 @@ TEST_CASE("nanoGPT: iter lines with their time and MFU; eval and checkpoint line
 }
 
 TEST_CASE(
-    "Megatron-LM: iteration lines with elapsed time and lm loss; memory reports and validation are not") {
+    "Megatron-LM: iteration lines with elapsed time and lm loss, memory reports and validation are not") {
     auto log = parse_log(fixture("megatron.log"), format(LogFormatKind::Megatron));
     REQUIRE(log.steps.size() == 3);
     CHECK(log.steps[0].step == 1);
@@ -93,7 +93,7 @@ TEST_CASE("torchtitan: colours stripped, one line per step across ranks, memory 
     CHECK(only1.steps[0].tokens_per_s == doctest::Approx(1163));
 }
 
-TEST_CASE("key=value prints: units on values and on keys; progress bars and validation are not steps") {
+TEST_CASE("key=value prints: units on values and on keys, progress bars and validation are not steps") {
     auto log = parse_log(fixture("key-value.log"), format(LogFormatKind::KeyValue));
     REQUIRE(log.steps.size() == 3);
     CHECK(log.steps[0].step_time_s == doctest::Approx(0.512));
@@ -103,7 +103,7 @@ TEST_CASE("key=value prints: units on values and on keys; progress bars and vali
     CHECK(*log.steps[2].mfu == doctest::Approx(0.315));
 }
 
-TEST_CASE("a user's regex with named groups and a unit; a bad pattern is refused with why") {
+TEST_CASE("a user's regex with named groups and a unit, a bad pattern is refused with why") {
     LogFormat f = format(LogFormatKind::Regex);
     f.pattern = R"(^\[train\] it (?<step>\d+) \| loss (?<loss>[0-9.]+) \| (?<step_time>[0-9.]+) ms/it)";
     f.step_time_unit_s = 1e-3;
@@ -124,7 +124,7 @@ TEST_CASE("a user's regex with named groups and a unit; a bad pattern is refused
 }
 
 TEST_CASE(
-    "hostile logs: a pathological pattern on a long line ends with no match; a nan loss is kept as nan") {
+    "hostile logs: a pathological pattern on a long line ends with no match, a nan loss is kept as nan") {
     LinePattern evil("^(a+)+$");
     CHECK_FALSE(evil.match(std::string(5000, 'a') + "b")); // the match limit, not a hang
     CHECK(evil.match(std::string(100000, 'a') + "b"));     // cut at kMaxLineBytes: the b is gone
@@ -144,7 +144,7 @@ TEST_CASE("units") {
 }
 
 TEST_CASE(
-    "evaluation losses: each format's own evaluation line, once across ranks; the step after it is left "
+    "evaluation losses: each format's own evaluation line, once across ranks, the step after it is left "
     "out of timing") {
     {
         auto log = parse_log(fixture("nanogpt.log"), format(LogFormatKind::NanoGpt));
@@ -200,7 +200,7 @@ TEST_CASE(
     CHECK(both.evals.size() == 1);
 }
 
-TEST_CASE("steps excluded from timing by number or by a pattern on the lines since the previous step; the "
+TEST_CASE("steps excluded from timing by number or by a pattern on the lines since the previous step, the "
           "summary leaves them out and keeps their losses") {
     auto f = format(LogFormatKind::NanoGpt);
     f.exclude_steps = {20};

@@ -17,7 +17,7 @@ std::string step_line(int step, double t, double loss) {
 }
 } // namespace
 
-TEST_CASE("step lines are parsed; other lines are ignored and malformed ones counted") {
+TEST_CASE("step lines are parsed, other lines are ignored and malformed ones counted") {
     std::string text = "hello\n[1,0]<stdout>:" + step_line(1, 2.0, 4.0) + step_line(2, 1.0, 3.5) +
                        "INFRARSI_STEP {broken\nINFRARSI_SUMMARY {\"final_loss\":3.5}\n";
     auto log = parse_step_log(text, "INFRARSI_STEP", "INFRARSI_SUMMARY");

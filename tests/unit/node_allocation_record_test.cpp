@@ -90,7 +90,7 @@ TEST_CASE("record validation names what is wrong") {
                          doctest::Contains("nested more than 64 levels"), Error);
 }
 
-TEST_CASE("appended records read back; a corrupt line is reported with its line number and skipped") {
+TEST_CASE("appended records read back, a corrupt line is reported with its line number and skipped") {
     auto dir = temp_dir("records");
     auto path = (dir / "allocations.jsonl").string();
     auto a = sample(), b = sample();

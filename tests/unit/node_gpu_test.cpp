@@ -18,7 +18,8 @@ using namespace infrarsi;
 using namespace std::chrono_literals;
 
 TEST_CASE("a node without CUDA's libraries records no_library, naming what it looked for, at once") {
-    const auto empty = std::filesystem::temp_directory_path() / ("infrarsi-nocuda-" + std::to_string(::getpid()));
+    const auto empty =
+        std::filesystem::temp_directory_path() / ("infrarsi-nocuda-" + std::to_string(::getpid()));
     std::filesystem::create_directories(empty);
     node::GpuProbeOptions o;
     o.library_dirs = {empty.string()};
@@ -65,13 +66,14 @@ TEST_CASE("a bounded child: its output when it finishes, timed_out past the budg
         200ms, 1024);
     CHECK(late.end == ChildEnd::timed_out);
     CHECK(std::chrono::steady_clock::now() - t0 < 20s);
-    auto bad = run_in_child([]() -> std::string { throw std::runtime_error("vendor library crashed"); }, 5s, 1024);
+    auto bad =
+        run_in_child([]() -> std::string { throw std::runtime_error("vendor library crashed"); }, 5s, 1024);
     CHECK(bad.end == ChildEnd::failed);
     auto big = run_in_child([] { return std::string(4096, 'x'); }, 5s, 1024);
     CHECK(big.end == ChildEnd::failed);
 }
 
-TEST_CASE("a GPU more than 1.5x slower than the median is named; an even set names none") {
+TEST_CASE("a GPU more than 1.5x slower than the median is named, an even set names none") {
     CHECK(node::slower_than_median({790, 785, 500, 792}) == std::vector<int>{2});
     CHECK(node::slower_than_median({790, 785, 600, 792}).empty()); // 1.31x: within the rule
     CHECK(node::slower_than_median({790}).empty());
@@ -85,7 +87,8 @@ TEST_CASE("MFU peaks: the datasheet's dense figure by model and dtype, else the 
     CHECK(h200->tflops == doctest::Approx(989.4));
     CHECK(h200->source.find("H200") != std::string::npos);
     CHECK(node::gpu_peak_from_datasheet("NVIDIA H200 NVL", "bfloat16")->tflops == doctest::Approx(835.5));
-    CHECK(node::gpu_peak_from_datasheet("NVIDIA GH200 480GB", "bf16")->source.find("GH200") != std::string::npos);
+    CHECK(node::gpu_peak_from_datasheet("NVIDIA GH200 480GB", "bf16")->source.find("GH200") !=
+          std::string::npos);
     CHECK(node::gpu_peak_from_datasheet("NVIDIA H100 PCIe", "bf16")->tflops == doctest::Approx(756.5));
     CHECK(node::gpu_peak_from_datasheet("NVIDIA H100 80GB HBM3", "bf16")->tflops == doctest::Approx(989.4));
     CHECK(node::gpu_peak_from_datasheet("NVIDIA A100-SXM4-80GB", "bf16")->tflops == doctest::Approx(312));
@@ -135,8 +138,9 @@ TEST_CASE("a GPU record is validated as it is read") {
     CHECK_THROWS_AS(node::gpu_calibration_from_json(bad), Error);
 }
 
-TEST_CASE("a node whose GPUs are more than 1.5x slower than the allocation's median node is named; its latest "
-          "record counts, and nodes without a GPU probe are not judged") {
+TEST_CASE(
+    "a node whose GPUs are more than 1.5x slower than the allocation's median node is named, its latest "
+    "record counts, and nodes without a GPU probe are not judged") {
     auto record = [](const std::string& node, const std::string& time, std::vector<double> gemm) {
         node::AllocationRecord r;
         r.node = node;
@@ -150,10 +154,9 @@ TEST_CASE("a node whose GPUs are more than 1.5x slower than the allocation's med
         }
         return r;
     };
-    std::vector<node::AllocationRecord> rs = {record("n1", "2026-12-04T10:00:00Z", {780, 790}),
-                                              record("n2", "2026-12-04T10:00:00Z", {785, 775}),
-                                              record("n3", "2026-12-04T10:00:00Z", {300, 320}),
-                                              record("n4", "2026-12-04T10:00:00Z", {770, 800})};
+    std::vector<node::AllocationRecord> rs = {
+        record("n1", "2026-12-04T10:00:00Z", {780, 790}), record("n2", "2026-12-04T10:00:00Z", {785, 775}),
+        record("n3", "2026-12-04T10:00:00Z", {300, 320}), record("n4", "2026-12-04T10:00:00Z", {770, 800})};
     CHECK(node::slow_gpu_nodes(rs) == std::vector<std::string>{"n3"});
     // n3 fixed since: its latest record is what counts.
     rs.push_back(record("n3", "2026-12-04T11:00:00Z", {790, 780}));

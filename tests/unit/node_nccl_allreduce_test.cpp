@@ -85,7 +85,7 @@ TEST_CASE("on this machine the node form ends in a status within its budget, fig
     CHECK(node::nccl_allreduce_from_json(node::to_json(n)) == n);
 }
 
-TEST_CASE("the unique id travels as 256 hex digits; anything else is not an id") {
+TEST_CASE("the unique id travels as 256 hex digits, anything else is not an id") {
     const auto id = some_id();
     const auto text = node::encode_unique_id(id);
     CHECK(text.size() == 257);
@@ -99,7 +99,7 @@ TEST_CASE("the unique id travels as 256 hex digits; anything else is not an id")
     CHECK_FALSE(node::decode_unique_id(""));
 }
 
-TEST_CASE("rendezvous: rank 0 publishes whole, once; the others read it, or give up at the deadline") {
+TEST_CASE("rendezvous: rank 0 publishes whole, once, the others read it, or give up at the deadline") {
     TempDir d;
     const auto file = d.path / "nccl-id.7.0";
     // A rank that starts first waits; the id appears while it waits.
@@ -141,7 +141,7 @@ TEST_CASE(
     CHECK_FALSE(fs::exists(d.path / "elsewhere"));
 }
 
-TEST_CASE("a Slurm task's rank, device and rendezvous name; what is missing is named") {
+TEST_CASE("a Slurm task's rank, device and rendezvous name, what is missing is named") {
     std::map<std::string, std::string> env = {{"SLURM_PROCID", "3"},
                                               {"SLURM_NTASKS", "8"},
                                               {"SLURM_LOCALID", "3"},

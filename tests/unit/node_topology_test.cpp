@@ -65,7 +65,7 @@ TEST_CASE("an XML topology of a VM yields its cores, caches, memory and its Ethe
     CHECK(t.nics[0].pci_vendor == 0x1af4);
 }
 
-TEST_CASE("a GPU with CUDA and NVML names counts once, with its PCI link; a BMC display is no GPU; an HCA is "
+TEST_CASE("a GPU with CUDA and NVML names counts once, with its PCI link, a BMC display is no GPU, an HCA is "
           "a NIC") {
     auto t = topology_from_xml(hwloc_fixture("kvm-2core-gpu-ib.xml"));
     REQUIRE(t.gpus.size() == 1);

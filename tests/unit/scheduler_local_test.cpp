@@ -318,7 +318,7 @@ TEST_CASE("local: a FIFO or a deeply nested file in place of a task's end record
 }
 
 TEST_CASE("local: an array of a batch runs its own index range, and its sbatch-option knobs reach the job as "
-          "the environment Slurm would set; an option with no meaning here is refused by name") {
+          "the environment Slurm would set, an option with no meaning here is refused by name") {
     TempDir d;
     auto s = scheduler::local_scheduler(d.path / "jobs");
     auto j = job(d,

@@ -50,7 +50,7 @@ TEST_CASE("a scheduler that does not answer proves nothing: the grace starts aga
     CHECK(lost.observe(none, true, t0 + 251s) == std::vector<int>{0, 1});
 }
 
-TEST_CASE("a task seen again is not lost; pending ranges and a plain job's record cover their tasks") {
+TEST_CASE("a task seen again is not lost, pending ranges and a plain job's record cover their tasks") {
     LostTasks lost(4, 4, 60s); // tasks 4..7 of a batch's second array
     const auto t0 = LostTasks::clock::time_point{} + 1000s;
     CHECK(lost.observe({task(4)}, true, t0).empty());

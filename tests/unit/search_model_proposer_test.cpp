@@ -103,7 +103,7 @@ TEST_CASE("model proposer: an OOM at micro_batch=16 is never repeated nor domina
     }
 }
 
-TEST_CASE("model proposer: reasons carry P(OOM); the constant memory prior is said") {
+TEST_CASE("model proposer: reasons carry P(OOM), the constant memory prior is said") {
     auto s = memory_space();
     auto ctx = memory_context(s);
     ctx.q = 3;

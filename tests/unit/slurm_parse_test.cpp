@@ -155,7 +155,7 @@ TEST_CASE("classification: Slurm's state first, then the OOM exit signature") {
 // Captured from the local cluster (tests/fixtures/slurm/oom-*-2node*): minigpt dense-2node with micro-batch
 // 16 under --mem=600M on 2 nodes. srun: ranks started by `srun` (singletons); mpirun: sbatch/minigpt.sbatch,
 // whose mpirun starts its daemons, and so both ranks, in srun step .0.
-TEST_CASE("a multi-node OOM ends the job FAILED; the completion record and the output still show the OOM") {
+TEST_CASE("a multi-node OOM ends the job FAILED, the completion record and the output still show the OOM") {
     // srun: slurmstepd and srun report the oom-kill in the job's output; the record says FAILED 1:0.
     const auto srun_out = fixture("oom-srun-2node.out");
     CHECK(trial::diagnose(srun_out).signal == trial::LogSignal::HostOom); // what trial::classify reads

@@ -18,7 +18,7 @@ void write(const fs::path& p, const std::string& text) {
 } // namespace
 
 TEST_CASE(
-    "plugstack.conf lines: plugins with their arguments and includes; comments and other lines skipped") {
+    "plugstack.conf lines: plugins with their arguments and includes, comments and other lines skipped") {
     const auto s = parse_plugstack("# site plugins\n"
                                    "required /usr/lib/slurm/other.so a=1   # trailing comment\n"
                                    "\n"
@@ -54,7 +54,7 @@ TEST_CASE("the plugin's spool: its spool= argument, its default without one, thr
     CHECK_FALSE(plugstack_spool(t.path / "missing.conf"));
 }
 
-TEST_CASE("spool discovery: --spool, then $INFRARSI_SPOOL, then Slurm's PlugStackConfig; a missing spool is "
+TEST_CASE("spool discovery: --spool, then $INFRARSI_SPOOL, then Slurm's PlugStackConfig, a missing spool is "
           "not taken") {
     test::TempDir t;
     const fs::path spool = t.path / "spool";

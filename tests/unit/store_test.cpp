@@ -256,7 +256,7 @@ TEST_CASE("a trial query matches every field it sets") {
     CHECK(s.trials({.candidate_key = "k0' OR '1'='1"}).empty());
 }
 
-TEST_CASE("the doctor's baseline is stored typed and read back whole; a damaged one names its missing key") {
+TEST_CASE("the doctor's baseline is stored typed and read back whole, a damaged one names its missing key") {
     TempDb tmp;
     store::CampaignStore s(tmp.path());
     CHECK_FALSE(s.baseline());

@@ -39,7 +39,7 @@ json classify(const TempDir& d, const json& record, const std::string& output, i
 
 TEST_CASE(
     "trial classify: Slurm's OUT_OF_MEMORY, or a failed job whose output has slurmstepd's oom-kill "
-    "report, is oom; a workload printing the words is a crash, a completed job is judged by its steps") {
+    "report, is oom, a workload printing the words is a crash, a completed job is judged by its steps") {
     TempDir d("infrarsi-classify");
     auto j = classify(d, {{"state", "OUT_OF_MEMORY"}, {"exit_code", 0}, {"signal", 125}}, steps_text(1));
     CHECK(j["outcome"] == "oom");

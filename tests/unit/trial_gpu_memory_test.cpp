@@ -22,7 +22,7 @@ namespace {
 constexpr double MiB = 1024.0 * 1024.0;
 }
 
-TEST_CASE("nvidia-smi's compute processes are read per GPU; [N/A], permissions and messages are skipped") {
+TEST_CASE("nvidia-smi's compute processes are read per GPU, [N/A], permissions and messages are skipped") {
     const auto apps =
         parse_compute_apps(test::read_file(std::string(INFRARSI_FIXTURES) + "/nvidia-smi/compute-apps.txt"));
     REQUIRE(apps.size() == 4);

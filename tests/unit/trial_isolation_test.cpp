@@ -93,7 +93,7 @@ TEST_CASE("the private view hides the campaign, each sibling campaign, the bank'
 }
 
 TEST_CASE("what a task's command, arguments and environment name in a hidden site root is bound back "
-          "read-only; a path into another campaign or the bank is not") {
+          "read-only, a path into another campaign or the bank is not") {
     Layout l;
     const fs::path site = l.root / "site";
     fs::create_directories(site / "third/batches");
@@ -147,7 +147,7 @@ TEST_CASE("a bank in a directory too shared to hide (the user's home) is covered
     CHECK(has_bind(*plan, l.mine / "batches/1/0", false));
 }
 
-TEST_CASE("a manifest outside a campaign has no plan; the bank files follow the bank's own rule") {
+TEST_CASE("a manifest outside a campaign has no plan, the bank files follow the bank's own rule") {
     TempDir tmp;
     fs::create_directories(tmp.path / "x");
     trial::ManifestTask t;
@@ -237,7 +237,7 @@ void check_contained(const Layout& l, const std::string& report) {
 }
 
 TEST_CASE("inside the private view a trial cannot list its campaign, write a sibling campaign, the bank or "
-          "the spool, nor escape through its old working directory; it writes its own directory") {
+          "the spool, nor escape through its old working directory, it writes its own directory") {
     Layout l;
     l.write(l.task);
     const auto plan = trial::isolation_plan(l.manifest, l.task, l.site());

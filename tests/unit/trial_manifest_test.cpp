@@ -108,7 +108,7 @@ TEST_CASE("the orchestrator's fields round-trip, and the writer is held to the r
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("format /3 carries each task's knob arguments and sbatch options; /2 is still read, without them") {
+TEST_CASE("format /3 carries each task's knob arguments and sbatch options, /2 is still read, without them") {
     auto j = good(); // an infrarsi-manifest/2, as the previous release wrote it
     auto m2 = parse_manifest(j.dump(), "m.json");
     CHECK(m2.tasks[0].args.empty());
@@ -144,7 +144,7 @@ TEST_CASE("format /3 carries each task's knob arguments and sbatch options; /2 i
 }
 
 TEST_CASE(
-    "older shapes: a version-1 batch manifest is rewritten once; the plugin refuses both with what to do") {
+    "older shapes: a version-1 batch manifest is rewritten once, the plugin refuses both with what to do") {
     const auto v1 = json::parse(R"({
       "version": 1, "campaign": "0badc0de", "batch": 3, "kind": "search", "step_prefix": "INFRARSI_STEP",
       "knobs": {"TOY_MICRO_BATCH": ["1", "2", "4"], "TOY_STEPS": null},

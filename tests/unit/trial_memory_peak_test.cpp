@@ -30,7 +30,7 @@ TEST_CASE("the job cgroup is the job_<id> ancestor of the wrapper's, v1's memory
     CHECK(!job_cgroup_dir("garbage without colons\n4:memory:relative/job_1\n", root));
 }
 
-TEST_CASE("the peak is read from memory.max_usage_in_bytes (v1) or memory.peak (v2); junk is none") {
+TEST_CASE("the peak is read from memory.max_usage_in_bytes (v1) or memory.peak (v2), junk is none") {
     const fs::path dir = fs::temp_directory_path() / ("infrarsi-cg-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);

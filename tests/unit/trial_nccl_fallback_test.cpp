@@ -66,7 +66,7 @@ TEST_CASE("a good IB or RoCE baseline passes the transport check") {
     }
 }
 
-TEST_CASE("sockets between nodes that have IB NICs are a fallback; on an Ethernet cluster they are right") {
+TEST_CASE("sockets between nodes that have IB NICs are a fallback, on an Ethernet cluster they are right") {
     const auto log = nccl_fixture("socket-2.18.log");
     CHECK(log.version == "2.18.3");
     CHECK(log.ib_absent);

@@ -104,7 +104,7 @@ TEST_CASE("extra or reordered step lines are a step_lines violation before anyth
     CHECK(trial::classify(e, limits).outcome == Outcome::Ok);
 }
 
-TEST_CASE("files rewritten after the trial ended are a rewritten_after_end violation, whatever they say; a "
+TEST_CASE("files rewritten after the trial ended are a rewritten_after_end violation, whatever they say, a "
           "node failure or cancellation Slurm reported still stands") {
     auto record = completed();
     measure::TrialSummary summary;

@@ -107,7 +107,7 @@ TEST_CASE("a result.json the job wrote with a number out of range is an Error, n
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("line times: what reads as times, up to the first line that does not; a FIFO or no file is none") {
+TEST_CASE("line times: what reads as times, up to the first line that does not, a FIFO or no file is none") {
     const fs::path dir = fs::temp_directory_path() / ("infrarsi-times-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const auto times = trial::line_times_path(dir / "log.txt");

@@ -12,7 +12,7 @@
 
 using namespace infrarsi;
 
-TEST_CASE("accounts: a known uid has its name and home; an unknown one has none") {
+TEST_CASE("accounts: a known uid has its name and home, an unknown one has none") {
     const auto me = lookup_account(::getuid());
     REQUIRE(me);
     CHECK(me->uid == ::getuid());

@@ -102,7 +102,7 @@ TEST_CASE("two consistent pairs: the doctor's noise calibration decides what one
 }
 
 TEST_CASE(
-    "the pooled interval: no prior is the t interval of the pairs; a prior adds its degrees of freedom") {
+    "the pooled interval: no prior is the t interval of the pairs, a prior adds its degrees of freedom") {
     const std::vector<double> logs = {0.10, 0.12, 0.08, 0.11};
     auto plain = verify::speedup_interval(logs, {});
     auto t = measure::mean_ci(logs);
@@ -335,7 +335,7 @@ TEST_CASE("one MFU denominator: the MFU ratio equals the speed-up at fixed model
     CHECK_FALSE(verify::reported_mfu_parts(none, 1));
 }
 
-TEST_CASE("one MFU denominator: the contract's, else the node's calibration, else the job's probe; never "
+TEST_CASE("one MFU denominator: the contract's, else the node's calibration, else the job's probe, never "
           "an MFU above 1") {
     const verify::PeakFlops calibration{4e9, "calibration record"};
     const verify::PeakFlops probe{3e9, "job's probe"};
