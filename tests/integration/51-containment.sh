@@ -98,7 +98,7 @@ jq -e --arg other "$work/other" '[.trials[] | select(.isolation.detail | contain
   >/dev/null || fail "the sibling campaign is not among what the view hid: $(jq -c '[.trials[].isolation]' "$r")"
 # The job the trial submitted itself is named on it, in the JSON and the text report.
 # (By its id: the report names jobs by what Slurm alone writes, never by the name their owner gave them.)
-self_job=$(squeue -h --name self-submitted-containment -t all -o %i | head -n 1)
+self_job=$(squeue -h --name self-submitted-containment -t all -o %i | sort -n | tail -n 1) # this run's: the newest
 [ -n "$self_job" ] || fail "squeue does not list the job the trial submitted"
 jq -e --arg j "$self_job" '[.trials[] | .self_submitted_jobs // [] | .[] | select(.job == $j)] | length >= 1' \
   "$r" >/dev/null || fail "the self-submitted job $self_job is not in the report: $(jq -c '[.trials[] | .self_submitted_jobs]' "$r")"
