@@ -80,14 +80,23 @@ r=$work/report.json
 echo "run exit $rc; helper rewrote $rewrote result files; promoted: $(jq -c '[.promoted[] | {candidate, speedup}]' "$r")"
 [ "$rewrote" -ge 1 ] || fail "the helper rewrote nothing: $(tail -5 "$work/arm/helper.out")"
 jq -e '.promoted | length == 0' "$r" >/dev/null || fail "the no-op knob was promoted: $(jq -c '[.promoted[] | {candidate, speedup, reproduced}]' "$r")"
-# Every run the helper rewrote is refused for it, with the plugin's digests as the reason.
+# Every run the helper rewrote is refused for it, with the plugin's digests as the reason; or, where the
+# helper (a job that may wait for a free node on a loaded host) came after the campaign had ingested the run,
+# was measured as it ran (0.2 s/step, not the forged 0.6). At least one is refused.
+refused=0
 for p in $(grep '^rewrote' "$work/arm/helper.out" | cut -d' ' -f2); do
-  jq -e --arg p "$p" '[.trials[] | select(.result == $p)] | length == 1 and
+  if jq -e --arg p "$p" '[.trials[] | select(.result == $p)] | length == 1 and
       all(.outcome == "contract_violation" and .violation == "rewritten_after_end" and
           (.detail | test("result.json: .* when the trial ended, now")) and .evidence.source == "plugin" and
-          .evidence.result_file.present)' "$r" >/dev/null ||
-    fail "a rewritten run was not refused: $(jq -c --arg p "$p" '[.trials[] | select(.result == $p)]' "$r")"
+          .evidence.result_file.present)' "$r" >/dev/null; then
+    refused=$((refused + 1))
+  else
+    jq -e --arg p "$p" '[.trials[] | select(.result == $p)] | length == 1 and
+        all(.outcome == "ok" and .step_s < 0.4)' "$r" >/dev/null ||
+      fail "a rewritten run was neither refused nor measured as it ran: $(jq -c --arg p "$p" '[.trials[] | select(.result == $p)]' "$r")"
+  fi
 done
+[ "$refused" -ge 1 ] || fail "no rewritten run was refused (the helper came after every ingest)"
 # The job the trial submitted is named in its report (issue 29, item 5).
 helper_job=$(cat "$work/arm/helper.job")
 jq -e --arg j "${helper_job%%;*}" '[.trials[] | (.self_submitted_jobs // [])[] | .job | tostring] | index($j) != null' \
