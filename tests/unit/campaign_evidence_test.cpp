@@ -32,39 +32,55 @@ bool has_patch(const store::TrialRow& t, const std::string& id) {
     return t.candidate.dump().find("\"" + id + "\"") != std::string::npos;
 }
 
-// The real local scheduler; once the `nth` array job it was given has ended, its batch manifest is rewritten
-// (as a trial that could reach it would), before the campaign ingests the batch.
-class ManifestRewriter final : public scheduler::Scheduler {
+// The real local scheduler, with what a process outside the trials does once an array job's tasks have all
+// ended and before the campaign ingests them (`ended`, called once per array job).
+class LocalThenAfterEnd : public scheduler::Scheduler {
   public:
-    ManifestRewriter(const fs::path& dir, int nth)
-        : inner_(scheduler::local_scheduler(dir / "local-jobs")), nth_(nth) {}
+    explicit LocalThenAfterEnd(const fs::path& dir)
+        : inner_(scheduler::local_scheduler(dir / "local-jobs")) {}
     std::string name() const override { return inner_->name(); }
     bool reachable(std::string* why) const override { return inner_->reachable(why); }
-    std::string submit_held(const scheduler::ArrayJob& job) override {
-        const auto id = inner_->submit_held(job);
-        if (++submitted_ == nth_) {
-            target_ = id;
-            manifest_ = job.env.at("INFRARSI_MANIFEST");
-        }
-        return id;
-    }
+    std::string submit_held(const scheduler::ArrayJob& job) override { return inner_->submit_held(job); }
     void release(const std::string& id) override { inner_->release(id); }
     std::vector<slurm::JobRecord> wait(const std::string& id, std::chrono::seconds timeout,
                                        std::chrono::milliseconds poll) override {
         auto records = inner_->wait(id, timeout, poll);
         const bool done = std::all_of(records.begin(), records.end(),
                                       [](const slurm::JobRecord& r) { return slurm::is_finished(r.state); });
-        if (id == target_ && done && !rewritten_) {
-            std::ofstream(manifest_, std::ios::app) << " ";
-            rewritten_ = true;
-        }
+        if (done && ended_.insert(id).second) ended(id);
         return records;
     }
     void cancel(const std::string& id) override { inner_->cancel(id); }
-    bool rewritten() const { return rewritten_; }
+
+  protected:
+    virtual void ended(const std::string& id) = 0;
 
   private:
     std::unique_ptr<scheduler::Scheduler> inner_;
+    std::set<std::string> ended_;
+};
+
+// Once the `nth` array job it was given has ended, its batch manifest is rewritten (as a trial that could
+// reach it would), before the campaign ingests the batch.
+class ManifestRewriter final : public LocalThenAfterEnd {
+  public:
+    ManifestRewriter(const fs::path& dir, int nth) : LocalThenAfterEnd(dir), nth_(nth) {}
+    std::string submit_held(const scheduler::ArrayJob& job) override {
+        const auto id = LocalThenAfterEnd::submit_held(job);
+        if (++submitted_ == nth_) {
+            target_ = id;
+            manifest_ = job.env.at("INFRARSI_MANIFEST");
+        }
+        return id;
+    }
+    bool rewritten() const { return rewritten_; }
+
+  private:
+    void ended(const std::string& id) override {
+        if (id != target_) return;
+        std::ofstream(manifest_, std::ios::app) << " ";
+        rewritten_ = true;
+    }
     int nth_, submitted_ = 0;
     std::string target_, manifest_;
     bool rewritten_ = false;
@@ -76,46 +92,31 @@ class ManifestRewriter final : public scheduler::Scheduler {
 // ended and before the campaign ingests it. The real local scheduler runs the trials; when an array job's
 // tasks have all ended, the helper (a python3 process) runs once over the campaign's batches, as the helper
 // job would between the trial's end and ingest.
-class DetachedHelper final : public scheduler::Scheduler {
+class DetachedHelper final : public LocalThenAfterEnd {
   public:
-    explicit DetachedHelper(const fs::path& dir)
-        : inner_(scheduler::local_scheduler(dir / "local-jobs")), batches_(dir / "batches") {}
-    std::string name() const override { return inner_->name(); }
-    bool reachable(std::string* why) const override { return inner_->reachable(why); }
-    std::string submit_held(const scheduler::ArrayJob& job) override { return inner_->submit_held(job); }
-    void release(const std::string& id) override { inner_->release(id); }
-    std::vector<slurm::JobRecord> wait(const std::string& id, std::chrono::seconds timeout,
-                                       std::chrono::milliseconds poll) override {
-        auto records = inner_->wait(id, timeout, poll);
-        const bool done = std::all_of(records.begin(), records.end(),
-                                      [](const slurm::JobRecord& r) { return slurm::is_finished(r.state); });
-        if (done && helped_.insert(id).second) {
-            const auto r = run_process(
-                {"python3", "-c",
-                 "import json, pathlib, sys\n"
-                 "n = 0\n"
-                 "for p in pathlib.Path(sys.argv[1]).glob('*/*/result.json'):\n"
-                 "    j = json.loads(p.read_text())\n"
-                 "    if j.get('settings', {}).get('env', {}).get('STEPLOAD_CHUNK') != '1' or j.get('x3'):\n"
-                 "        continue\n"
-                 "    for s in j['steps']: s['step_time_s'] *= 3\n"
-                 "    j['x3'] = True\n"
-                 "    p.write_text(json.dumps(j))\n"
-                 "    n += 1\n"
-                 "print(n)\n",
-                 batches_.string()});
-            REQUIRE_MESSAGE(r.ok(), r.err);
-            rewritten_ += std::atoi(r.out.c_str());
-        }
-        return records;
-    }
-    void cancel(const std::string& id) override { inner_->cancel(id); }
+    explicit DetachedHelper(const fs::path& dir) : LocalThenAfterEnd(dir), batches_(dir / "batches") {}
     int rewritten() const { return rewritten_; }
 
   private:
-    std::unique_ptr<scheduler::Scheduler> inner_;
+    void ended(const std::string&) override {
+        const auto r = run_process(
+            {"python3", "-c",
+             "import json, pathlib, sys\n"
+             "n = 0\n"
+             "for p in pathlib.Path(sys.argv[1]).glob('*/*/result.json'):\n"
+             "    j = json.loads(p.read_text())\n"
+             "    if j.get('settings', {}).get('env', {}).get('STEPLOAD_CHUNK') != '1' or j.get('x3'):\n"
+             "        continue\n"
+             "    for s in j['steps']: s['step_time_s'] *= 3\n"
+             "    j['x3'] = True\n"
+             "    p.write_text(json.dumps(j))\n"
+             "    n += 1\n"
+             "print(n)\n",
+             batches_.string()});
+        REQUIRE_MESSAGE(r.ok(), r.err);
+        rewritten_ += std::atoi(r.out.c_str());
+    }
     fs::path batches_;
-    std::set<std::string> helped_;
     int rewritten_ = 0;
 };
 
