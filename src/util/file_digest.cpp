@@ -1,5 +1,6 @@
 #include "util/file_digest.hpp"
 
+#include "util/bounded_child.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
@@ -10,12 +11,9 @@
 
 #include <array>
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace infrarsi {
@@ -98,72 +96,34 @@ std::vector<FileDigest> digest_files_as(const Account& account, const std::vecto
             d = FileDigest{false, 0, "", why};
         return out;
     };
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return fail_all(std::string("pipe: ") + std::strerror(errno));
-    UniqueFd in(fds[0]), wr(fds[1]);
-    const auto work = [&]() -> int {
-        in.reset();
-        nlohmann::json j = nlohmann::json::array();
-        for (const auto& f : files)
-            j.push_back(to_json(digest_file(f.path, f.max_bytes)));
-        try {
-            write_all(wr.get(), j.dump(), "the pipe to the parent");
-        } catch (const Error&) {
-            return 1;
-        }
-        return 0;
-    };
-    pid_t pid = -1;
+    ChildOutput child;
     try {
-        if (account.uid != 0) {
-            pid = spawn_as(account, work);
-        } else { // the job is root's own: no one to drop to, still bounded in time
-            pid = ::fork();
-            if (pid == 0) ::_exit(work());
-            if (pid < 0) return fail_all(std::string("fork: ") + std::strerror(errno));
-        }
+        // In a child bounded in time (a FIFO or a slow filesystem cannot hold the caller), as the files' user
+        // (root's own job: no one to drop to).
+        child = run_in_child(
+            [&] {
+                if (account.uid != 0) drop_to(account);
+                nlohmann::json j = nlohmann::json::array();
+                for (const auto& f : files)
+                    j.push_back(to_json(digest_file(f.path, f.max_bytes)));
+                return j.dump();
+            },
+            timeout, 1u << 20); // far more than a digest per file: more is not the child we started
     } catch (const std::exception& e) {
         return fail_all(e.what());
     }
-    wr.reset();
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string text;
-    bool timed_out = false;
-    for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-            timed_out = true;
-            break;
-        }
-        pollfd p{in.get(), POLLIN, 0};
-        const int r = ::poll(&p, 1, static_cast<int>(left.count()));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            timed_out = r == 0;
-            break;
-        }
-        std::array<char, 4096> buf;
-        const ssize_t n = ::read(in.get(), buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        text.append(buf.data(), static_cast<std::size_t>(n));
-        if (text.size() > (1u << 20)) break; // far more than a digest per file: not the child we started
-    }
-    if (timed_out) ::kill(pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (timed_out) return fail_all(fmt::format("not read within {} ms", timeout.count()));
+    if (child.end == ChildEnd::timed_out)
+        return fail_all(fmt::format("not read within {} ms", timeout.count()));
+    if (child.end != ChildEnd::finished)
+        return fail_all(
+            fmt::format("the reading child failed (could not drop to uid {}, or it died)", account.uid));
     try {
-        const auto j = nlohmann::json::parse(text);
+        const auto j = nlohmann::json::parse(child.out);
         if (!j.is_array() || j.size() != files.size()) throw std::runtime_error("not one digest per file");
         for (std::size_t i = 0; i < files.size(); ++i)
             out[i] = file_digest_from_json(j[i], "the reading child");
     } catch (const std::exception&) {
-        return fail_all(WIFEXITED(status) && WEXITSTATUS(status) == 126
-                            ? fmt::format("could not drop to uid {}", account.uid)
-                            : "the reading child reported nothing");
+        return fail_all("the reading child reported nothing");
     }
     return out;
 }
