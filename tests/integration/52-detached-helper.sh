@@ -24,7 +24,12 @@ set -eu
 chunk=\${STEPLOAD_CHUNK:-1}
 if [ "\$chunk" = 1 ] && mkdir "$work/arm/launched" 2>/dev/null; then
   sbatch --parsable --export=NONE -J helper -o "$work/arm/helper.out" --time=10 --mem=50M \\
-    --wrap "exec /usr/bin/python3 $work/arm/helper.py '$work/c' '$spool' '$work/arm/stop'" >"$work/arm/helper.job"
+    --wrap "exec /usr/bin/python3 $work/arm/helper.py '$work/c' '$spool' '$work/arm/stop' '$work/arm/ready'" >"$work/arm/helper.job"
+fi
+# Every run of the baseline's settings waits (up to 60 s) for the helper to be watching, so that on a loaded
+# host the helper's start (a job that may wait for a node) does not decide whether it comes before the ingest.
+if [ "\$chunk" = 1 ]; then
+  for _ in \$(seq 600); do [ -e "$work/arm/ready" ] && break; sleep 0.1; done
 fi
 for s in 1 2 3 4 5 6; do
   awk -v s=\$s -v c=\$chunk 'BEGIN { printf "INFRARSI_STEP {\"step\":%d,\"loss\":%.6f,\"step_time_s\":%.6f}\n", s, 2 / (s + 1), 0.2 * (1 + 0.01 * c) }'
@@ -33,6 +38,7 @@ SH
 cat >"$work/arm/helper.py" <<'PY'
 import json, pathlib, sys, time
 campaign, spool, stop = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+pathlib.Path(sys.argv[4]).touch()
 done = set()
 deadline = time.time() + 560
 while time.time() < deadline and not stop.exists():
