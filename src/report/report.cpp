@@ -485,18 +485,21 @@ std::string render_loss_comparison(const json& l) {
 // against the candidate's knobs without its patches at that pair's seed.
 std::string render_spot_check(const json& s, const std::string& stage) {
     if (!s.is_object() || !s.contains("state")) return {};
-    const bool moved = s.value("knobs_moved", false);
-    std::string o = fmt::format(
-        "      spot check{}: {} at seed {}: {}, largest difference {} (tolerance {:.3g})\n", stage,
-        moved
-            ? fmt::format("the patch set vs {} without it (its knobs do not fit without it), pair {}'s seed",
-                          s.value("knobs", std::string()), s.value("pair", 0))
-            : fmt::format("pair {}'s candidate run vs its knobs without the patches", s.value("pair", 0)),
-        s.value("seed", 0LL), s.value("state", ""),
-        s.contains("max_relative") && s["max_relative"].is_number()
-            ? fmt::format("{:.3g}", s["max_relative"].get<double>())
-            : std::string("-"),
-        s.value("tolerance", 0.0));
+    const auto got = fmt::format("{}, largest difference {} (tolerance {:.3g})", s.value("state", ""),
+                                 s.contains("max_relative") && s["max_relative"].is_number()
+                                     ? fmt::format("{:.3g}", s["max_relative"].get<double>())
+                                     : std::string("-"),
+                                 s.value("tolerance", 0.0));
+    std::string o =
+        s.value("knobs_moved", false)
+            ? fmt::format("      spot check{}: the patch set vs {} without it (its knobs do not fit without "
+                          "it) at pair {}'s seed {}: {}\n",
+                          stage, s.value("knobs", std::string()), s.value("pair", 0), s.value("seed", 0LL),
+                          got)
+            : fmt::format(
+                  "      spot check{}: pair {}'s candidate run vs its knobs without the patches at seed "
+                  "{}: {}\n",
+                  stage, s.value("pair", 0), s.value("seed", 0LL), got);
     if (s.contains("seed_note")) o += "        " + s["seed_note"].get<std::string>() + "\n";
     return o;
 }

@@ -261,8 +261,8 @@ TEST_CASE("the search never proposes a candidate containing a patch set that fai
     CHECK(search.size() == 1); // chunk=2, the only other candidate
 }
 
-TEST_CASE("a contract with no seed key: the check runs at the contract's seed and says it could not choose a "
-          "fresh one") {
+TEST_CASE("a contract with no seed key: the checks run at the contract's seed and the record and report say "
+          "they ran at one seed") {
     TempDir d("infrarsi-equiv");
     campaign::Campaign c(test::stepload_campaign(d, {{"seed_env = \"STEPLOAD_SEED\"\n", ""}}));
     c.run(test::local_run_options());
@@ -274,7 +274,18 @@ TEST_CASE("a contract with no seed key: the check runs at the contract's seed an
     CHECK(records[0]["seed_note"].get<std::string>().find("could not choose a fresh seed") !=
           std::string::npos);
     CHECK(records[0]["state"] == "passed");
-    CHECK(report::render(report::build(c)).find("could not choose a fresh seed") != std::string::npos);
+    // The spot check still runs, at the contract's seed: it catches a patch set honest only when checked.
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 1);
+    REQUIRE(vs[0].detail.contains("spot_check"));
+    CHECK(vs[0].detail["spot_check"]["state"] == "passed");
+    CHECK(vs[0].detail["spot_check"]["seed"] == 1);
+    const auto text = report::render(report::build(c));
+    CHECK(text.find("could not choose a fresh seed") != std::string::npos);
+    CHECK(text.find(
+              "Seeds: the contract gives the job no seed ([invariants] has no seed_env or seed_arg). The "
+              "equivalence and spot checks ran at one seed: a candidate replaying an earlier run's output "
+              "is not excluded by seeds") != std::string::npos);
 }
 
 TEST_CASE("a promoted bundle of a knob change and a patch is ablated: only the change that carries the gain "
