@@ -473,6 +473,8 @@ void Campaign::finish_equivalence(std::int64_t batch_id) {
         store_->log(fmt::format("equivalence of {}: {} at seed {}: {}", set, (*r)["state"].get<std::string>(),
                                 (*r)["seed"].get<long long>(), (*r)["reason"].get<std::string>()));
     tx.commit();
+    // Its runs may be what shows that the job ignores its seed: then no record keeps claiming a fresh one.
+    retract_seed_claims(nullptr);
 }
 
 json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verification_id, const json& plan,
