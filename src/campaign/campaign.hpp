@@ -141,6 +141,12 @@ class Campaign {
     // build. Empty without a command or a doctor.
     std::optional<double> memory_estimate(const space::Candidate& c);
 
+    // Whether the seeds this campaign gives reach the job: empty while nothing says otherwise, else why not
+    // (the contract gives none, or runs of the same settings at three seeds or more printed the same losses:
+    // the job ignores its seed). Then every check "at a fresh seed" ran at one seed in effect
+    // (equivalence.cpp), and a patch that replays an earlier run's losses is not excluded by seeds.
+    std::string seeds_not_reaching_job();
+
     // The campaign as the experience bank sees it (experience.hpp), valid while this campaign lives.
     CampaignView experience_view();
 
@@ -201,6 +207,36 @@ class Campaign {
     std::optional<nlohmann::json> equivalence_record(const space::Candidate& c);
     std::optional<nlohmann::json> run_equivalence(const space::Candidate& c, const RunOptions& o);
     void finish_equivalence(std::int64_t batch_id);
+    // Where a patch set's equivalence is checked: the candidate's knobs without its patches where they fit in
+    // memory, else the nearest setting toward the baseline's knobs that fits (known from a run of it, or the
+    // censored memory model's P(out of memory) <= 0.25; the baseline's own always does), skipping settings
+    // in `ran_out` (earlier runs of this check there ran out of memory). `why` says why it moved.
+    struct EquivalenceSite {
+        space::Candidate knobs; // no patches
+        bool moved = false;     // not the candidate's own knobs
+        std::string why;
+    };
+    EquivalenceSite equivalence_site(const space::Candidate& c, const std::set<std::string>& ran_out);
+    // P(out of memory) of each candidate from the campaign's finished runs (model::CensoredMemoryModel fitted
+    // as the search fits it); 0 for all without a memory limit.
+    std::vector<double> oom_probabilities(const std::vector<space::Candidate>& cands);
+    // The spot check of one verification stage (verification.cpp): plan_spot_check draws one of the stage's
+    // pairs (`plan`, placed by `pair_args`) and appends its runs to `tasks` (the candidate's knobs without
+    // its patches at that pair's seed; where the equivalence check had to move its knobs, the patch set and
+    // the same knobs without it there), returning its record (null without patches); judge_spot_check records
+    // the verdict in `spot` and in the decision (a failure: never promoted, never proposed again).
+    nlohmann::json plan_spot_check(const space::Candidate& cand, std::int64_t verification_id,
+                                   const nlohmann::json& plan,
+                                   const std::vector<std::vector<std::string>>& pair_args,
+                                   std::vector<Task>& tasks, std::vector<TaskPlacement>& where);
+    void judge_spot_check(nlohmann::json& spot, std::int64_t batch_id, const space::Candidate& cand,
+                          const std::optional<store::TrialRow>& twin,
+                          const std::vector<store::TrialRow>& candidate_runs, verify::Decision& d,
+                          store::VerificationRow& v);
+    // Once seeds_not_reaching_job() says the job ignores its seed, no record keeps claiming a fresh one: the
+    // stored equivalence checks and the verifications' copies and spot checks (`current`: the one being
+    // finished, changed in place) say they ran at one seed.
+    void retract_seed_claims(store::VerificationRow* current);
     std::vector<std::vector<std::string>> not_equivalent_patch_sets(); // every failed check's patch set
     // The verdict of a patch set's run against the same knobs without it at one seed: state passed, failed
     // or incomplete (a run that did not complete says nothing about the math), the compared values and the
@@ -266,6 +302,15 @@ class Campaign {
     std::string evidence_scheduler_;
     std::vector<slurm::UserJob> user_jobs_; // jobs_not_ours, for ingest
 };
+
+// The knob settings (no patches) from `c`'s knobs toward the baseline's, where a patch set's equivalence is
+// checked when the candidate's own knobs do not fit without it (Campaign::equivalence_site): each knob at the
+// candidate's value, the baseline's, or (numeric and recompute knobs) one between; the feasible ones, `c`'s
+// own first, then nearest first. The distance counts each knob's steps, weighted by what it does to memory:
+// a micro-batch or recompute knob is what makes room (1 a step), gradient accumulation only compensates (0),
+// any other knob (ranks, threads: what the candidate is about) 2 a step. Beyond 4096 settings: `c`'s knobs
+// and the baseline's.
+std::vector<space::Candidate> settings_toward_baseline(const space::Space& s, const space::Candidate& c);
 
 // Which prior the memory model starts from, for people: the estimate command, the transformer formulas, or
 // none.

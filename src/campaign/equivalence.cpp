@@ -4,14 +4,23 @@
 // loss can be copied), and the two loss curves
 // must agree at every step within [invariants] equivalence_tolerance, whatever loss mode the contract uses
 // for knob changes. The patch set runs first, so while it runs no loss at that seed exists anywhere.
+// Where the candidate's knobs do not fit in memory without its patches (a memory saver that makes a larger
+// micro-batch possible), both run at the nearest knobs toward the baseline's where the unpatched code fits
+// (equivalence_site): the patch set's equivalence is a property of its code, so it holds at any knobs. An
+// unpatched run that runs out of memory is never by itself a verdict: the check is tried again nearer the
+// baseline's knobs (at most kMaxAttempts runs of the check, each paid from the budget).
 // A patch set that fails is a contract violation (Violation::NotEquivalent), never promoted, and never
 // proposed again, alone or inside a larger set. A patch tagged math_changing is compared at the contract's
 // loss_tolerance instead, flagged, and (verify::decide) never promoted.
 // The checks are kept in the store's meta "equivalence", a JSON array of records (docs/orchestrator.md).
 #include "campaign/campaign.hpp"
 
+#include "model/censored_memory_model.hpp"
+#include "space/memory_role.hpp"
+#include "trial/manifest.hpp"
 #include "trial/outcome.hpp"
 #include "util/error.hpp"
+#include "util/number.hpp"
 #include "verify/equivalence.hpp"
 
 #include <fmt/core.h>
@@ -20,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 
@@ -33,11 +43,170 @@ namespace {
 constexpr const char* kMeta = "equivalence";
 constexpr const char* kBatch = "equivalence";
 
+// The check's runs: at the candidate's knobs, then nearer the baseline's, then at the baseline's.
+constexpr int kMaxAttempts = 3;
+// Knobs are taken to fit without the patches when the memory model gives them at most this chance of
+// running out of memory: a check that runs out costs two runs, one moved nearer the baseline costs nothing.
+constexpr double kFitsAtMost = 0.25;
+
 bool contains_set(const std::vector<std::string>& patches, const std::vector<std::string>& set) {
     return std::includes(patches.begin(), patches.end(), set.begin(), set.end());
 }
 
 } // namespace
+
+std::vector<space::Candidate> settings_toward_baseline(const space::Space& s, const space::Candidate& c) {
+    const auto base = s.baseline();
+    std::vector<std::vector<std::pair<space::Value, double>>> values; // per knob: value, its distance
+    std::size_t combos = 1;
+    for (const auto& k : s.knobs) {
+        const auto& from = c.knobs.at(k.name);
+        const auto& to = base.knobs.at(k.name);
+        const auto role = space::memory_role(k);
+        const double w = role == space::MemoryRole::Accumulation ? 0
+                         : role == space::MemoryRole::Other      ? 2
+                                                                 : 1;
+        std::vector<std::pair<space::Value, double>> vs{{from, 0}};
+        const auto i = k.index_of(from), j = k.index_of(to);
+        const bool numeric = k.kind == space::KnobKind::Integer || k.kind == space::KnobKind::Pow2;
+        if (from == to || !i || !j) {
+        } else if (numeric && (*i > *j ? *i - *j : *j - *i) <= 64) {
+            for (auto x = std::min(*i, *j); x <= std::max(*i, *j); ++x)
+                if (x != *i) vs.push_back({k.at(x), w * static_cast<double>(x > *i ? x - *i : *i - x)});
+        } else if (role == space::MemoryRole::Recompute) {
+            const int a = space::recompute_strength(from), b = space::recompute_strength(to);
+            for (const auto& v : k.domain())
+                if (const int x = space::recompute_strength(v);
+                    v != from && x >= std::min(a, b) && x <= std::max(a, b))
+                    vs.push_back({v, w * std::abs(x - a)});
+        } else {
+            vs.push_back({to, w});
+        }
+        combos *= vs.size();
+        values.push_back(std::move(vs));
+    }
+    // A space too large to walk: the candidate's knobs and the baseline's.
+    if (combos > 4096) {
+        auto own = c;
+        own.patches.clear();
+        return {own, base};
+    }
+    std::vector<std::pair<double, space::Candidate>> out;
+    for (std::size_t n = 0; n < combos; ++n) {
+        space::Candidate x;
+        double d = 0;
+        std::size_t rest = n;
+        for (std::size_t k = 0; k < values.size(); ++k) {
+            const auto& [v, dv] = values[k][rest % values[k].size()];
+            rest /= values[k].size();
+            x.knobs[s.knobs[k].name] = v;
+            d += dv;
+        }
+        if (s.feasible(x)) out.emplace_back(d, std::move(x));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<space::Candidate> list;
+    for (auto& [d, x] : out)
+        list.push_back(std::move(x));
+    return list;
+}
+
+std::vector<double> Campaign::oom_probabilities(const std::vector<space::Candidate>& cands) {
+    const double limit = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
+    if (!(limit > 0) || cands.empty()) return std::vector<double>(cands.size(), 0.0);
+    const auto& space = contract_.space;
+    // Fitted as the search fits it (search/model_proposer.hpp): the analytic estimate as every point's prior,
+    // or half the limit for all when any has none; every finished run with a measured peak or an OOM.
+    std::vector<space::Candidate> seen;
+    std::vector<std::pair<bool, double>> obs; // censored, bytes
+    for (const auto& t : store_->trials({.state = store::TrialState::Finished})) {
+        if (t.outcome == trial::Outcome::OutOfMemory)
+            obs.emplace_back(true, limit);
+        else if (t.outcome == trial::Outcome::Ok && t.peak_memory_bytes && *t.peak_memory_bytes > 0)
+            obs.emplace_back(false, *t.peak_memory_bytes);
+        else
+            continue;
+        seen.push_back(space::Candidate::from_json(t.candidate));
+    }
+    bool analytic = true;
+    auto prior = [&](const space::Candidate& x) {
+        std::optional<double> e;
+        if (analytic) e = memory_estimate(x);
+        if (!e || !(*e > 0)) analytic = false;
+        return e.value_or(0.5 * limit);
+    };
+    std::vector<double> seen_prior, cand_prior;
+    for (const auto& x : seen)
+        seen_prior.push_back(prior(x));
+    for (const auto& x : cands)
+        cand_prior.push_back(prior(x));
+    if (!analytic) {
+        std::fill(seen_prior.begin(), seen_prior.end(), 0.5 * limit);
+        std::fill(cand_prior.begin(), cand_prior.end(), 0.5 * limit);
+    }
+    std::vector<model::MemoryPoint> points;
+    for (std::size_t i = 0; i < seen.size(); ++i)
+        points.push_back({space.encode(seen[i]), seen_prior[i], obs[i].first, obs[i].second});
+    model::CensoredMemoryModel m;
+    m.fit(points, static_cast<int>(space.encode(space.baseline()).size()));
+    std::vector<double> p;
+    for (std::size_t i = 0; i < cands.size(); ++i)
+        p.push_back(m.probability_over(space.encode(cands[i]), cand_prior[i], limit));
+    return p;
+}
+
+Campaign::EquivalenceSite Campaign::equivalence_site(const space::Candidate& c,
+                                                     const std::set<std::string>& ran_out) {
+    const auto base = contract_.space.baseline();
+    auto own = c;
+    own.patches.clear();
+    const auto options = settings_toward_baseline(contract_.space, c);
+    const auto p = oom_probabilities(options);
+    // What is known of a setting: a run of it without patches that ran out of memory, or one that completed.
+    std::map<std::string, std::string> known;
+    for (const auto& t : store_->trials({.state = store::TrialState::Finished}))
+        if (t.candidate["patches"].empty() && !known.count(t.candidate_key)) {
+            if (t.outcome == trial::Outcome::OutOfMemory)
+                known[t.candidate_key] = fmt::format("trial #{} of it ran out of memory", t.id);
+            else if (t.outcome == trial::Outcome::Ok)
+                known[t.candidate_key] = "";
+        }
+    auto not_fitting = [&](std::size_t i) -> std::string {
+        const auto key = options[i].key();
+        if (ran_out.count(key)) return "a run of this check there ran out of memory";
+        if (auto it = known.find(key); it != known.end()) return it->second;
+        if (key != base.key() && p[i] > kFitsAtMost)
+            return fmt::format("the memory model predicts it runs out of memory with P = {:.2f}", p[i]);
+        return "";
+    };
+    std::size_t pick = options.size();
+    for (std::size_t i = 0; i < options.size() && pick == options.size(); ++i)
+        if (not_fitting(i).empty()) pick = i;
+    EquivalenceSite site;
+    if (pick == options.size()) { // even the baseline's knobs ran out: nothing left to try
+        site.knobs = base;
+        site.moved = !(base == own);
+        site.why = "no setting between the candidate's knobs and the baseline's fits without its patches";
+        return site;
+    }
+    site.knobs = options[pick];
+    site.moved = !(site.knobs == own);
+    if (!site.moved) return site;
+    std::string own_why;
+    for (std::size_t i = 0; i < options.size(); ++i)
+        if (options[i] == own) own_why = not_fitting(i);
+    const std::string fits =
+        site.knobs == base ? "the baseline's own knobs, which the doctor ran"
+        : known.count(site.knobs.key())
+            ? "a run of it without patches completed"
+            : fmt::format("the memory model predicts P(out of memory) = {:.2f}", p[pick]);
+    site.why =
+        fmt::format("the candidate's knobs do not fit in memory without its patches ({}): checked at {}, "
+                    "the nearest setting toward the baseline's where both fit ({}); the patch set's "
+                    "equivalence is a property of its code, so it holds at any knobs",
+                    own_why.empty() ? "unknown why" : own_why, site.knobs.describe(), fits);
+    return site;
+}
 
 bool Campaign::can_seed() const {
     return !contract_.invariants.seed_env.empty() || !contract_.invariants.seed_arg.empty();
@@ -70,81 +239,125 @@ std::optional<json> Campaign::equivalence_record(const space::Candidate& c) {
             contains_set(c.patches, r["patches"].get<std::vector<std::string>>()))
             return r;
     // Otherwise the check of this candidate, its knobs included (a record of an older orchestrator, at the
-    // baseline's knobs, has no candidate key: it stands for its patch set).
+    // baseline's knobs, has no candidate key: it stands for its patch set). One whose run ran out of memory
+    // is no verdict: the check goes on nearer the baseline's knobs (run_equivalence).
     const auto key = c.key();
     for (auto it = records.rbegin(); it != records.rend(); ++it)
         if (it->contains("candidate_key") ? (*it)["candidate_key"] == key
                                           : (*it)["patches"].get<std::vector<std::string>>() == c.patches)
-            return *it;
+            return it->value("state", "") == "retry" ? std::nullopt : std::optional<json>(*it);
     return std::nullopt;
 }
 
 std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const RunOptions& o) {
     resume_open_batches(o);
-    if (stopping(o)) return std::nullopt;
-    if (auto r = equivalence_record(c); r && r->value("state", "") != "running") return r;
-    json records = json::parse(store_->meta(kMeta).value_or("[]"));
-    const auto& inv = contract_.invariants;
-    bool math_changing = false;
-    const double tolerance = equivalence_tolerance(c, &math_changing);
-    // A fresh seed: random, and none the campaign has used (the contract's, the doctor's, earlier checks').
-    std::set<long long> used;
-    for (const auto& r : records)
-        if (r.contains("seed")) used.insert(r["seed"].get<long long>());
-    const bool seedable = can_seed();
-    long long seed = inv.seed;
-    std::string seed_note;
-    if (seedable) {
-        seed = fresh_seed(used);
-        seed_note =
-            fmt::format("seed {} chosen at random for this check (the contract's is {})", seed, inv.seed);
-    } else {
-        seed_note = fmt::format("could not choose a fresh seed: the contract has no [invariants] seed_env or "
-                                "seed_arg, so the check ran at the contract's seed {} (a patch that copies "
-                                "logged losses of that seed could pass it)",
-                                inv.seed);
+    for (;;) {
+        if (stopping(o)) return std::nullopt;
+        if (auto r = equivalence_record(c); r && r->value("state", "") != "running") return r;
+        json records = json::parse(store_->meta(kMeta).value_or("[]"));
+        // Earlier runs of this check that ran out of memory, and the knobs they ran at.
+        std::set<std::string> ran_out;
+        json* last_retry = nullptr;
+        for (auto& r : records)
+            if (r.value("candidate_key", "") == c.key() && r.value("state", "") == "retry")
+                ran_out.insert(r.value("knobs_key", "")), last_retry = &r;
+        if (last_retry) {
+            // Another run of the check comes out of the wall-time budget like the first (verify()).
+            if (const double budget = contract_.budget.wall_time_s; budget > 0) {
+                const auto m = trial_cost_model();
+                const double left = budget - budget_use().wall_s;
+                if (affordable_pairs(m, left, contract_.repeats.verify + 1) <
+                    std::min(3, contract_.repeats.verify + 1)) {
+                    (*last_retry)["state"] = "incomplete";
+                    (*last_retry)["reason"] =
+                        (*last_retry)["reason"].get<std::string>() +
+                        fmt::format("; not run again nearer the baseline's knobs: the wall-time budget has "
+                                    "{:.0f} s left",
+                                    std::max(0.0, left));
+                    store_->set_meta(kMeta, records.dump());
+                    return *last_retry;
+                }
+            }
+        }
+        const auto& inv = contract_.invariants;
+        bool math_changing = false;
+        const double tolerance = equivalence_tolerance(c, &math_changing);
+        // A fresh seed: random, and none the campaign has used (the contract's, the doctor's, earlier
+        // checks').
+        std::set<long long> used;
+        for (const auto& r : records)
+            if (r.contains("seed")) used.insert(r["seed"].get<long long>());
+        const std::string unseeded = seeds_not_reaching_job();
+        const bool seedable = unseeded.empty();
+        long long seed = inv.seed;
+        std::string seed_note;
+        if (seedable) {
+            seed = fresh_seed(used);
+            seed_note =
+                fmt::format("seed {} chosen at random for this check (the contract's is {})", seed, inv.seed);
+        } else {
+            seed_note = fmt::format("could not choose a fresh seed: {}, so the check ran at one seed, {} (a "
+                                    "patch that replays the losses of an earlier run could pass it)",
+                                    unseeded, inv.seed);
+        }
+        // At the candidate's own knobs, both runs, where they fit without the patches: the patch set cannot
+        // tell this check from the A/B pairs by the knobs it runs at. Else nearer the baseline's.
+        const auto site = equivalence_site(c, ran_out);
+        space::Candidate patched = site.knobs;
+        patched.patches = c.patches;
+        const space::Candidate& unpatched = site.knobs;
+        json r = {{"patches", c.patches},
+                  {"candidate", c.describe()},
+                  {"candidate_key", c.key()},
+                  {"state", "running"},
+                  {"attempt", static_cast<int>(ran_out.size()) + 1},
+                  {"knobs", site.knobs.describe()},
+                  {"knobs_key", site.knobs.key()},
+                  {"knobs_candidate", site.knobs.to_json()},
+                  {"knobs_moved", site.moved},
+                  {"seed", seed},
+                  {"seed_fresh", seedable},
+                  {"seed_note", seed_note},
+                  {"tolerance", tolerance},
+                  {"tolerance_key", math_changing ? "loss_tolerance" : "equivalence_tolerance"},
+                  {"math_changing", math_changing}};
+        if (site.moved) r["knobs_note"] = site.why;
+        // The patch set first: while it runs, no loss at this seed has been printed anywhere.
+        std::vector<Task> tasks;
+        tasks.push_back({patched,
+                         TrialKind::EquivalenceCandidate,
+                         site.moved
+                             ? "equivalence check: the patch set at knobs that fit without it, fresh seed"
+                             : "equivalence check: the candidate, fresh seed",
+                         0,
+                         {},
+                         seed});
+        tasks.push_back({unpatched,
+                         TrialKind::EquivalenceBaseline,
+                         site.moved
+                             ? "equivalence check: the same knobs without the patches, same seed"
+                             : "equivalence check: the candidate's knobs without its patches, same seed",
+                         0,
+                         {},
+                         seed});
+        say(o, fmt::format("equivalence of patches {} apart from knobs: {} and the same knobs without the "
+                           "patches, {}, tolerance {:.3g} relative per step{}",
+                           fmt::join(c.patches, "+"), patched.describe(), seed_note, tolerance,
+                           site.moved ? "; " + site.why : std::string()));
+        const auto batch = plan_batch(kBatch, tasks);
+        r["batch_id"] = batch;
+        records.push_back(r);
+        store_->set_meta(kMeta, records.dump());
+        submit_batch(batch, o);
+        await_batch(batch, o);
+        if (stopping(o)) return std::nullopt;
+        // A run that ran out of memory: another attempt nearer the baseline's knobs (finish_equivalence).
+        if (auto done = equivalence_record(c)) return done;
+        const json now = json::parse(store_->meta(kMeta).value_or("[]"));
+        if (now.empty() || now.back().value("batch_id", std::int64_t{-1}) != batch ||
+            now.back().value("state", "") != "retry")
+            return std::nullopt; // not recorded: as if stopped
     }
-    // At the candidate's own knobs, both runs: the patch set cannot tell this check from the A/B pairs by
-    // the knobs it runs at.
-    const space::Candidate& patched = c;
-    space::Candidate unpatched = c;
-    unpatched.patches.clear();
-    json r = {{"patches", c.patches},
-              {"candidate", c.describe()},
-              {"candidate_key", c.key()},
-              {"state", "running"},
-              {"seed", seed},
-              {"seed_fresh", seedable},
-              {"seed_note", seed_note},
-              {"tolerance", tolerance},
-              {"tolerance_key", math_changing ? "loss_tolerance" : "equivalence_tolerance"},
-              {"math_changing", math_changing}};
-    // The patch set first: while it runs, no loss at this seed has been printed anywhere.
-    std::vector<Task> tasks;
-    tasks.push_back({patched,
-                     TrialKind::EquivalenceCandidate,
-                     "equivalence check: the candidate, fresh seed",
-                     0,
-                     {},
-                     seed});
-    tasks.push_back({unpatched,
-                     TrialKind::EquivalenceBaseline,
-                     "equivalence check: the candidate's knobs without its patches, same seed",
-                     0,
-                     {},
-                     seed});
-    say(o,
-        fmt::format("equivalence of patches {} apart from knobs: {} and the same knobs without the patches, "
-                    "{}, tolerance {:.3g} relative per step",
-                    fmt::join(c.patches, "+"), patched.describe(), seed_note, tolerance));
-    const auto batch = plan_batch(kBatch, tasks);
-    r["batch_id"] = batch;
-    records.push_back(r);
-    store_->set_meta(kMeta, records.dump());
-    submit_batch(batch, o);
-    await_batch(batch, o);
-    if (stopping(o)) return std::nullopt;
-    return equivalence_record(c);
 }
 
 json Campaign::judge_equivalence(const std::optional<store::TrialRow>& base,
@@ -230,18 +443,218 @@ void Campaign::finish_equivalence(std::int64_t batch_id) {
     for (const auto& t : store_->trials_of_batch(batch_id))
         (t.kind == TrialKind::EquivalenceBaseline ? base : cand) = t;
     r->update(judge_equivalence(base, cand, (*r)["tolerance"].get<double>()));
+    // Out of memory is no verdict on the math: the check goes on nearer the baseline's knobs, which fit
+    // (the doctor ran them), while attempts are left.
+    const auto oom = [](const std::optional<store::TrialRow>& t) {
+        return t && t->outcome == trial::Outcome::OutOfMemory;
+    };
+    if ((*r)["state"] == "incomplete" && (oom(base) || oom(cand)) &&
+        r->value("knobs_key", contract_.space.baseline().key()) != contract_.space.baseline().key()) {
+        const bool left = r->value("attempt", 1) < kMaxAttempts;
+        (*r)["out_of_memory"] = true;
+        (*r)["reason"] = fmt::format("{} ran out of memory at {}: {}",
+                                     oom(base) ? "the run without the patches" : "the patch set's run",
+                                     r->value("knobs", std::string()),
+                                     left ? "the check runs again at knobs nearer the baseline's"
+                                          : fmt::format("no attempt left of {}", kMaxAttempts));
+        if (left) (*r)["state"] = "retry";
+    }
     store::Transaction tx(store_->db());
     store_->set_meta(kMeta, records.dump());
     const auto set = fmt::format("{}", fmt::join((*r)["patches"].get<std::vector<std::string>>(), "+"));
     if ((*r)["state"] == "passed")
-        store_->log(fmt::format("equivalence of {}: passed at seed {} (largest difference {:.3g} relative, "
-                                "tolerance {:.3g})",
-                                set, (*r)["seed"].get<long long>(), (*r)["max_relative"].get<double>(),
-                                (*r)["tolerance"].get<double>()));
+        store_->log(
+            fmt::format("equivalence of {}: passed at seed {}{} (largest difference {:.3g} relative, "
+                        "tolerance {:.3g})",
+                        set, (*r)["seed"].get<long long>(),
+                        r->value("knobs_moved", false) ? " and " + (*r)["knobs"].get<std::string>() : "",
+                        (*r)["max_relative"].get<double>(), (*r)["tolerance"].get<double>()));
     else
         store_->log(fmt::format("equivalence of {}: {} at seed {}: {}", set, (*r)["state"].get<std::string>(),
                                 (*r)["seed"].get<long long>(), (*r)["reason"].get<std::string>()));
     tx.commit();
+    // Its runs may be what shows that the job ignores its seed: then no record keeps claiming a fresh one.
+    retract_seed_claims(nullptr);
+}
+
+json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verification_id, const json& plan,
+                               const std::vector<std::vector<std::string>>& pair_args,
+                               std::vector<Task>& tasks, std::vector<TaskPlacement>& where) {
+    const int pairs = static_cast<int>(plan.size());
+    if (cand.patches.empty() || pairs == 0) return nullptr;
+    std::mt19937_64 rng(std::random_device{}());
+    const int j = std::uniform_int_distribution<int>(0, pairs - 1)(rng);
+    const std::optional<long long> seed =
+        plan[j].contains("seed") ? std::optional<long long>(plan[j]["seed"].get<long long>()) : std::nullopt;
+    json spot = {{"pair", j + 1}, {"seed", seed.value_or(contract_.invariants.seed)}};
+    if (const auto unseeded = seeds_not_reaching_job(); !unseeded.empty())
+        spot["seed_note"] = "one seed: " + unseeded;
+    // Where the equivalence check had to move (the candidate's knobs do not fit without its patches), the
+    // spot check runs there too: the patch set and the same knobs without it, both at the pair's seed.
+    const auto eq = equivalence_record(cand);
+    if (eq && eq->value("knobs_moved", false) && eq->contains("knobs_candidate")) {
+        const auto site = space::Candidate::from_json((*eq)["knobs_candidate"]);
+        auto patched = site;
+        patched.patches = cand.patches;
+        tasks.push_back({patched, TrialKind::EquivalenceCandidate,
+                         fmt::format("spot check: the patch set at {} (its knobs do not fit without it), "
+                                     "pair {}'s seed",
+                                     site.describe(), j + 1),
+                         0, verification_id, seed});
+        where.push_back({pairs, pair_args[static_cast<std::size_t>(j)]});
+        tasks.push_back(
+            {site, TrialKind::EquivalenceBaseline,
+             fmt::format("spot check: {} without the patches, pair {}'s seed", site.describe(), j + 1), 0,
+             verification_id, seed});
+        where.push_back({pairs, pair_args[static_cast<std::size_t>(j)]});
+        spot["knobs"] = site.describe();
+        spot["knobs_moved"] = true;
+        spot["knobs_note"] = eq->value("knobs_note", std::string());
+        return spot;
+    }
+    space::Candidate unpatched = cand;
+    unpatched.patches.clear();
+    tasks.push_back({unpatched, TrialKind::EquivalenceBaseline,
+                     fmt::format("spot check: pair {}'s knobs without its patches, its seed", j + 1), 0,
+                     verification_id, seed});
+    where.push_back({pairs, pair_args[static_cast<std::size_t>(j)]});
+    return spot;
+}
+
+void Campaign::judge_spot_check(json& spot, std::int64_t batch_id, const space::Candidate& cand,
+                                const std::optional<store::TrialRow>& twin,
+                                const std::vector<store::TrialRow>& candidate_runs, verify::Decision& d,
+                                store::VerificationRow& v) {
+    const int j = spot["pair"].get<int>() - 1;
+    const bool moved = spot.value("knobs_moved", false);
+    std::optional<store::TrialRow> checked;
+    if (moved) { // the patch set's own run at the moved knobs, not one of the pairs
+        for (const auto& t : store_->trials_of_batch(batch_id))
+            if (t.kind == TrialKind::EquivalenceCandidate) checked = t;
+    } else if (j >= 0 && j < static_cast<int>(candidate_runs.size())) {
+        checked = candidate_runs[static_cast<size_t>(j)];
+    }
+    const double tolerance = equivalence_tolerance(cand);
+    spot.update(judge_equivalence(twin, checked, tolerance));
+    spot["tolerance"] = tolerance;
+    const auto state = spot["state"].get<std::string>();
+    const auto what =
+        moved ? fmt::format("the patch set at {} is not the same math as those knobs without it "
+                            "at pair {}'s seed {}",
+                            spot.value("knobs", std::string()), j + 1, spot["seed"].get<long long>())
+              : fmt::format("pair {}'s candidate run is not the same math as the candidate's "
+                            "knobs without its patches at its seed {}",
+                            j + 1, spot["seed"].get<long long>());
+    if (state == "failed") {
+        record_not_equivalent(cand, spot);
+        v.detail["not_equivalent"] = true;
+        d.promoted = false;
+        d.reasons.insert(d.reasons.begin(),
+                         fmt::format("spot check: {}: {}", what, spot["reason"].get<std::string>()));
+    } else if (state == "incomplete") {
+        if (d.promoted)
+            d.reasons.push_back("spot check did not complete: " + spot["reason"].get<std::string>());
+        d.promoted = false;
+    } else {
+        d.evidence.push_back(
+            fmt::format("spot check of pair {} at its seed{} passed (largest difference {:.3g} "
+                        "relative)",
+                        j + 1, moved ? " and " + spot.value("knobs", std::string()) : "",
+                        spot["max_relative"].get<double>()));
+    }
+    retract_seed_claims(&v);
+}
+
+std::string Campaign::seeds_not_reaching_job() {
+    const auto& inv = contract_.invariants;
+    if (!can_seed()) return "the contract gives the job no seed ([invariants] has no seed_env or seed_arg)";
+    // The seed each run was given: its batch's manifest, what the trial wrapper passed the job.
+    const auto arg = inv.seed_arg.find("{}");
+    auto given = [&](const trial::ManifestTask& t) -> std::optional<long long> {
+        if (!inv.seed_env.empty()) {
+            const auto it = t.env.find(inv.seed_env);
+            return it == t.env.end() ? std::nullopt : parse_integer<long long>(it->second);
+        }
+        const auto prefix = inv.seed_arg.substr(0, arg), suffix = inv.seed_arg.substr(arg + 2);
+        for (const auto& a : t.args)
+            if (a.size() >= prefix.size() + suffix.size() && a.starts_with(prefix) && a.ends_with(suffix))
+                return parse_integer<long long>(
+                    std::string_view(a).substr(prefix.size(), a.size() - prefix.size() - suffix.size()));
+        return std::nullopt;
+    };
+    std::map<std::int64_t, long long> seed_of;
+    for (const auto& b : store_->batches()) {
+        if (b.kind == kSubmittedBatch || b.manifest.empty()) continue; // the user's job ran at its own seed
+        try {
+            for (const auto& t : trial::read_manifest(b.manifest).tasks)
+                if (const auto id = parse_integer<std::int64_t>(t.trial_id))
+                    if (const auto seed = given(t)) seed_of[*id] = *seed;
+        } catch (const Error&) {
+        } // a manifest that cannot be read says nothing of its runs' seeds
+    }
+    // Completed runs of the same settings without patches (a patch may replay losses; the job's own code is
+    // what the seed must reach) at three different seeds or more that printed the same losses at every step.
+    // Three, not two: a job whose losses depend on the seed only a little (a fixture's, a coarse print) can
+    // repeat at two seeds by chance, not at three.
+    std::map<std::string, std::vector<std::pair<long long, const store::TrialRow*>>> runs;
+    const auto trials = store_->trials({.state = store::TrialState::Finished, .outcome = trial::Outcome::Ok});
+    for (const auto& t : trials) {
+        if (!t.candidate["patches"].empty()) continue;
+        const auto it = seed_of.find(t.id);
+        if (it == seed_of.end() || !t.measurements.contains("losses") ||
+            static_cast<int>(t.measurements["losses"].size()) < std::max(2, inv.steps))
+            continue;
+        runs[t.candidate_key].emplace_back(it->second, &t);
+    }
+    for (const auto& [key, rs] : runs)
+        for (const auto& [seed, t] : rs) {
+            std::map<long long, std::int64_t> same; // seed -> a trial at it that printed t's losses
+            for (const auto& [other_seed, u] : rs)
+                if (u->measurements["losses"] == t->measurements["losses"]) same.emplace(other_seed, u->id);
+            if (same.size() < 3) continue;
+            std::vector<std::string> at;
+            for (const auto& [sd, id] : same)
+                at.push_back(fmt::format("#{} at seed {}", id, sd));
+            return fmt::format("the job ignores the seed it is given: runs of {} ({}) printed the same {} "
+                               "losses ({} does not reach it)",
+                               space::Candidate::from_json(t->candidate).describe(), fmt::join(at, ", "),
+                               t->measurements["losses"].size(),
+                               inv.seed_env.empty() ? inv.seed_arg : "$" + inv.seed_env);
+        }
+    return "";
+}
+
+void Campaign::retract_seed_claims(store::VerificationRow* current) {
+    const auto unseeded = seeds_not_reaching_job();
+    if (unseeded.empty()) return;
+    const auto note = fmt::format("no fresh seed in effect: {}; the check ran at one seed (a patch that "
+                                  "replays the losses of an earlier run could pass it)",
+                                  unseeded);
+    auto retract = [&](json& r) {
+        if (!r.is_object() || !r.value("seed_fresh", false)) return false;
+        r["seed_fresh"] = false;
+        r["seed_note"] = note;
+        return true;
+    };
+    json records = json::parse(store_->meta(kMeta).value_or("[]"));
+    bool changed = false;
+    for (auto& r : records)
+        changed |= retract(r);
+    if (changed) store_->set_meta(kMeta, records.dump());
+    auto fix = [&](store::VerificationRow& v) {
+        bool c = false;
+        if (v.detail.contains("equivalence")) c |= retract(v.detail["equivalence"]);
+        for (json* stage : {&v.detail, v.detail.contains("recheck") ? &v.detail["recheck"] : nullptr})
+            if (stage && stage->is_object() && stage->contains("spot_check") &&
+                !(*stage)["spot_check"].contains("seed_note")) {
+                (*stage)["spot_check"]["seed_note"] = "one seed: " + unseeded;
+                c = true;
+            }
+        return c;
+    };
+    if (current) fix(*current);
+    for (auto v : store_->verifications())
+        if ((!current || v.id != current->id) && fix(v)) store_->update_verification(v);
 }
 
 } // namespace infrarsi::campaign

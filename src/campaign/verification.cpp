@@ -242,17 +242,8 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // (finish_verification). The patch set cannot tell the run that is checked from the others: it is an A/B
     // pair like them, so one that computes honestly only when it guesses it is being checked (the equivalence
     // run, told apart by a run count it keeps outside the campaign) is caught in the pairs it cheats in.
-    json spot;
-    if (!cand.patches.empty() && can_seed() && pairs > 0) {
-        const int j = std::uniform_int_distribution<int>(0, pairs - 1)(rng);
-        space::Candidate unpatched = cand;
-        unpatched.patches.clear();
-        tasks.push_back({unpatched, TrialKind::EquivalenceBaseline,
-                         fmt::format("spot check: pair {}'s knobs without its patches, its seed", j + 1), 0,
-                         v.id, plan[j]["seed"].get<long long>()});
-        where.push_back({pairs, pair_args[j]});
-        spot = {{"pair", j + 1}, {"seed", plan[j]["seed"]}};
-    }
+    // Where the knobs do not fit without the patches: at the equivalence check's knobs (equivalence.cpp).
+    const json spot = plan_spot_check(cand, v.id, plan, pair_args, tasks, where);
     const auto batch = plan_batch("verify", tasks, where);
     json stage = {{"batch", batch}, {"order_seed", seed}, {"plan", plan}};
     if (!spot.is_null()) stage["spot_check"] = spot;
@@ -344,35 +335,8 @@ void Campaign::finish_verification(std::int64_t vid) {
     // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
     // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
     json& stage = recheck ? v.detail["recheck"] : v.detail;
-    if (stage.contains("spot_check")) {
-        json& spot = stage["spot_check"];
-        const int j = spot["pair"].get<int>() - 1;
-        std::optional<TrialRow> checked;
-        if (j >= 0 && j < static_cast<int>(candidate_runs.size()))
-            checked = candidate_runs[static_cast<size_t>(j)];
-        spot.update(judge_equivalence(twin, checked, equivalence_tolerance(cand)));
-        spot["tolerance"] = equivalence_tolerance(cand);
-        const auto state = spot["state"].get<std::string>();
-        if (state == "failed") {
-            record_not_equivalent(cand, spot);
-            v.detail["not_equivalent"] = true;
-            d.promoted = false;
-            d.reasons.insert(d.reasons.begin(),
-                             fmt::format("spot check: pair {}'s candidate run is not the same math as the "
-                                         "candidate's knobs without its patches at its seed {}: {}",
-                                         j + 1, spot["seed"].get<long long>(),
-                                         spot["reason"].get<std::string>()));
-        } else if (state == "incomplete") {
-            if (d.promoted)
-                d.reasons.push_back("spot check did not complete: " + spot["reason"].get<std::string>());
-            d.promoted = false;
-        } else {
-            d.evidence.push_back(
-                fmt::format("spot check of pair {} at its seed passed (largest difference {:.3g} "
-                            "relative)",
-                            j + 1, spot["max_relative"].get<double>()));
-        }
-    }
+    if (stage.contains("spot_check"))
+        judge_spot_check(stage["spot_check"], batch_id, cand, twin, candidate_runs, d, v);
     if (v.detail.contains("budget_note")) {
         d.evidence.push_back(v.detail["budget_note"].get<std::string>());
         if (!d.promoted) d.reasons.push_back(v.detail["budget_note"].get<std::string>());

@@ -319,6 +319,11 @@ json build(campaign::Campaign& c) {
                      {"hardware", json::parse(s.meta("bank_hardware").value_or("{}"))},
                      {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
                      {"findings_recorded", s.meta("bank_ingested").value_or("") == "1"}};
+    // What the seeds checked: a job that ignores the seed it is given (or is given none) ran every check "at
+    // a fresh seed" at one seed in effect, and no record here may say otherwise.
+    const std::string unseeded = c.seeds_not_reaching_job();
+    r["seeds"] = {{"reach_job", unseeded.empty()}};
+    if (!unseeded.empty()) r["seeds"]["why"] = unseeded;
     auto trials = s.trials();
     json outcomes = json::object(), cost = json::object(), failed_cost = json::object();
     double total = 0;
@@ -386,6 +391,11 @@ json build(campaign::Campaign& c) {
         }
         if (v.detail.contains("equivalence")) entry["equivalence"] = v.detail["equivalence"];
         if (v.detail.contains("spot_check")) entry["spot_check"] = v.detail["spot_check"];
+        if (!unseeded.empty() && entry.contains("equivalence") &&
+            entry["equivalence"].value("seed_fresh", false)) {
+            entry["equivalence"]["seed_fresh"] = false;
+            entry["equivalence"]["seed_note"] = "no fresh seed in effect: " + unseeded;
+        }
         if (v.detail.contains("ablation")) entry["ablation"] = v.detail["ablation"];
         verifications.push_back(entry);
         if (!is_promoted.count(v.id)) continue;
@@ -475,14 +485,23 @@ std::string render_loss_comparison(const json& l) {
 // against the candidate's knobs without its patches at that pair's seed.
 std::string render_spot_check(const json& s, const std::string& stage) {
     if (!s.is_object() || !s.contains("state")) return {};
-    return fmt::format(
-        "      spot check{}: pair {}'s candidate run vs its knobs without the patches at seed {}: {}, "
-        "largest difference {} (tolerance {:.3g})\n",
-        stage, s.value("pair", 0), s.value("seed", 0LL), s.value("state", ""),
-        s.contains("max_relative") && s["max_relative"].is_number()
-            ? fmt::format("{:.3g}", s["max_relative"].get<double>())
-            : std::string("-"),
-        s.value("tolerance", 0.0));
+    const auto got = fmt::format("{}, largest difference {} (tolerance {:.3g})", s.value("state", ""),
+                                 s.contains("max_relative") && s["max_relative"].is_number()
+                                     ? fmt::format("{:.3g}", s["max_relative"].get<double>())
+                                     : std::string("-"),
+                                 s.value("tolerance", 0.0));
+    std::string o =
+        s.value("knobs_moved", false)
+            ? fmt::format("      spot check{}: the patch set vs {} without it (its knobs do not fit without "
+                          "it) at pair {}'s seed {}: {}\n",
+                          stage, s.value("knobs", std::string()), s.value("pair", 0), s.value("seed", 0LL),
+                          got)
+            : fmt::format(
+                  "      spot check{}: pair {}'s candidate run vs its knobs without the patches at seed "
+                  "{}: {}\n",
+                  stage, s.value("pair", 0), s.value("seed", 0LL), got);
+    if (s.contains("seed_note")) o += "        " + s["seed_note"].get<std::string>() + "\n";
+    return o;
 }
 
 std::string render_equivalence(const json& e, bool has_patches) {
@@ -497,6 +516,9 @@ std::string render_equivalence(const json& e, bool has_patches) {
             ? fmt::format("{:.3g}", e["max_relative"].get<double>())
             : std::string("-"),
         e.value("math_changing", false) ? "; FLAGGED: a patch is tagged math_changing" : "");
+    if (e.value("knobs_moved", false))
+        o += fmt::format("        at {}: {}\n", e.value("knobs", std::string()),
+                         e.value("knobs_note", std::string()));
     if (e.contains("values")) {
         o += "        per step (baseline vs patch set):";
         for (const auto& st : e["values"])
@@ -606,6 +628,16 @@ std::string render(const json& r) {
             o += render_spot_check(p["recheck"].value("spot_check", json()), " (re-check)");
         o += render_ablation(p.value("ablation", json()));
     }
+    if (r.contains("seeds") && !r["verifications"].empty())
+        o +=
+            r["seeds"]["reach_job"].get<bool>()
+                ? "\nSeeds: each equivalence check, A/B pair and spot check ran at a seed drawn for it, and "
+                  "no settings printed the same losses at three seeds: a patch that replays an earlier run's "
+                  "losses prints another seed's and fails\n"
+                : fmt::format("\nSeeds: {}. The equivalence and spot checks ran at one seed: a candidate "
+                              "replaying an earlier run's output is not excluded by seeds (only a patch that "
+                              "changes the math at that seed is)\n",
+                              r["seeds"]["why"].get<std::string>());
     o += "\nVerifications:\n";
     for (const auto& v : r["verifications"]) {
         o += fmt::format("  {}: {} {}\n", v["candidate"].get<std::string>(),

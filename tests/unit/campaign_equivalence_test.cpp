@@ -119,6 +119,10 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
     for (const auto& p : v[0].detail["pairs"])
         CHECK(p["seed"].get<long long>() != 1);
     CHECK(text.find("attribution (single)") != std::string::npos);
+    // The job reads its seed: the report says what the seeds checked.
+    CHECK(c.seeds_not_reaching_job().empty());
+    CHECK(text.find("Seeds: each equivalence check, A/B pair and spot check ran at a seed drawn for it") !=
+          std::string::npos);
 }
 
 TEST_CASE("a fast patch that shifts the loss inside the loss tolerance fails the equivalence check: a typed "
@@ -257,8 +261,8 @@ TEST_CASE("the search never proposes a candidate containing a patch set that fai
     CHECK(search.size() == 1); // chunk=2, the only other candidate
 }
 
-TEST_CASE("a contract with no seed key: the check runs at the contract's seed and says it could not choose a "
-          "fresh one") {
+TEST_CASE("a contract with no seed key: the checks run at the contract's seed and the record and report say "
+          "they ran at one seed") {
     TempDir d("infrarsi-equiv");
     campaign::Campaign c(test::stepload_campaign(d, {{"seed_env = \"STEPLOAD_SEED\"\n", ""}}));
     c.run(test::local_run_options());
@@ -270,7 +274,18 @@ TEST_CASE("a contract with no seed key: the check runs at the contract's seed an
     CHECK(records[0]["seed_note"].get<std::string>().find("could not choose a fresh seed") !=
           std::string::npos);
     CHECK(records[0]["state"] == "passed");
-    CHECK(report::render(report::build(c)).find("could not choose a fresh seed") != std::string::npos);
+    // The spot check still runs, at the contract's seed: it catches a patch set honest only when checked.
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 1);
+    REQUIRE(vs[0].detail.contains("spot_check"));
+    CHECK(vs[0].detail["spot_check"]["state"] == "passed");
+    CHECK(vs[0].detail["spot_check"]["seed"] == 1);
+    const auto text = report::render(report::build(c));
+    CHECK(text.find("could not choose a fresh seed") != std::string::npos);
+    CHECK(text.find(
+              "Seeds: the contract gives the job no seed ([invariants] has no seed_env or seed_arg). The "
+              "equivalence and spot checks ran at one seed: a candidate replaying an earlier run's output "
+              "is not excluded by seeds") != std::string::npos);
 }
 
 TEST_CASE("a promoted bundle of a knob change and a patch is ablated: only the change that carries the gain "
@@ -389,4 +404,182 @@ TEST_CASE(
     CHECK(contract::load(with("equivalence_tolerance = 0")).invariants.equivalence_tolerance == 0);
     CHECK_THROWS_WITH_AS(contract::load(with("equivalence_tolerance = 1.5")),
                          doctest::Contains("equivalence_tolerance 1.5 is out of range"), Error);
+}
+
+namespace {
+
+// The stepload contract as a GPU job whose chunk drives its memory (train.sh: chunk x 300 MiB, a CUDA OOM
+// above 500 MiB): chunk=2 fits only with a memory saver's halving, and with the saver it is the fastest
+// setting (saver.patch). `patch`: saver (the same math) or cheatsaver (every loss shifted by 1e-4).
+std::map<std::string, std::string> memory_saver_contract(const std::string& patch) {
+    return {
+        {"mem = \"200M\"", "mem = \"200M\"\ngpu_mem = \"500M\""},
+        {"STEPLOAD_STEP_S = \"0.2\"",
+         "STEPLOAD_STEP_S = \"0.2\"\nSTEPLOAD_GPU_MIB_PER_CHUNK = \"300\"\nSTEPLOAD_GPU_LIMIT_MIB = \"500\""},
+        {"candidates = [\"fast\"]", "candidates = [\"" + patch + "\"]"}};
+}
+
+const std::string kSaverKey = "chunk=2;|saver;";
+
+// The verification of the candidate with this key.
+std::optional<store::VerificationRow> verification_of(campaign::Campaign& c, const std::string& key) {
+    for (const auto& v : c.store().verifications())
+        if (v.candidate_key == key) return v;
+    return std::nullopt;
+}
+
+} // namespace
+
+TEST_CASE("a memory saver whose best knobs do not fit without it passes its equivalence check and spot check "
+          "at the nearest knobs where both fit, and is promoted") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(test::stepload_campaign(d, memory_saver_contract("saver")));
+    c.run(test::local_run_options());
+    REQUIRE(c.finished());
+    // The search learned chunk=2 needs the saver: its run without it ran out of memory.
+    bool oom = false;
+    for (const auto& t : c.store().trials({.kinds = {TrialKind::Search}}))
+        oom |= t.candidate_key == "chunk=2;|" && t.outcome == trial::Outcome::OutOfMemory;
+    CHECK(oom);
+    const auto v = verification_of(c, kSaverKey);
+    REQUIRE(v);
+    // The check ran at chunk=1, where the code without the patch fits, once: no run of it ran out of memory.
+    const auto records = equivalence_records(c);
+    REQUIRE(records.size() == 1);
+    const auto& r = records[0];
+    CHECK(r["state"] == "passed");
+    CHECK(r["knobs_moved"] == true);
+    CHECK(r["knobs"] == "chunk=1");
+    CHECK(r["knobs_note"].get<std::string>().find("do not fit in memory without its patches (trial #") !=
+          std::string::npos);
+    const auto runs = c.store().trials_of_batch(r["batch_id"].get<std::int64_t>());
+    REQUIRE(runs.size() == 2);
+    CHECK(runs[0].candidate_key == "chunk=1;|saver;");
+    CHECK(runs[1].candidate_key == "chunk=1;|");
+    for (const auto& t : runs)
+        CHECK(t.outcome == trial::Outcome::Ok);
+    // The spot check moved with it: the patch set and chunk=1 without it, at the drawn pair's seed.
+    REQUIRE(v->detail.contains("spot_check"));
+    const auto& spot = v->detail["spot_check"];
+    CHECK(spot["state"] == "passed");
+    CHECK(spot["knobs_moved"] == true);
+    CHECK(spot["seed"] == v->detail["plan"][spot["pair"].get<int>() - 1]["seed"]);
+    CHECK(v->promoted);
+    CHECK(v->speedup.value_or(0) > 2.5);
+    CHECK_FALSE(c.store().promotions().empty());
+    const auto text = report::render(report::build(c));
+    CHECK(text.find("at chunk=1: the candidate's knobs do not fit in memory without its patches") !=
+          std::string::npos);
+    CHECK(text.find("the patch set vs chunk=1 without it") != std::string::npos);
+}
+
+TEST_CASE("an unpatched reference that runs out of memory in the equivalence check is no verdict: the check "
+          "runs again nearer the baseline's knobs and passes") {
+    TempDir d("infrarsi-equiv");
+    auto edits = memory_saver_contract("saver");
+    edits["trials = 3"] = "trials = 1";
+    // No gpu_mem: the memory model sees the host's peaks, far below [resources] mem, and cannot foresee the
+    // GPU's out of memory (a contract that does not declare the memory that runs out).
+    edits.erase("mem = \"200M\"");
+    campaign::Campaign c(test::stepload_campaign(d, edits));
+    // The search tries only chunk=2 +saver (an experience bank's seed): nothing tells the campaign that
+    // chunk=2 needs the saver before the equivalence check's run without it runs out of memory.
+    c.store().set_meta("bank_seeds",
+                       json::array({{{"candidate", {{"knobs", {{"chunk", 2}}}, {"patches", {"saver"}}}},
+                                     {"reason", "the test's seed"}}})
+                           .dump());
+    c.run(test::local_run_options());
+    REQUIRE(c.finished());
+    const auto search = c.store().trials({.kinds = {TrialKind::Search}});
+    REQUIRE(search.size() == 1);
+    CHECK(search[0].candidate_key == kSaverKey);
+    const auto records = equivalence_records(c);
+    INFO(records.dump(1));
+    REQUIRE(records.size() == 2);
+    CHECK(records[0]["state"] == "retry");
+    CHECK(records[0]["knobs_moved"] == false);
+    CHECK(records[0]["out_of_memory"] == true);
+    CHECK(records[0]["reason"].get<std::string>().find(
+              "the run without the patches ran out of memory at chunk=2") != std::string::npos);
+    CHECK(records[1]["state"] == "passed");
+    CHECK(records[1]["attempt"] == 2);
+    CHECK(records[1]["knobs"] == "chunk=1");
+    CHECK(records[1]["knobs_note"].get<std::string>().find("a run of this check there ran out of memory") !=
+          std::string::npos);
+    CHECK(batches_of(c, "equivalence") == 2);
+    const auto v = verification_of(c, kSaverKey);
+    REQUIRE(v);
+    CHECK(v->detail["equivalence"]["state"] == "passed");
+    CHECK(v->detail["spot_check"]["state"] == "passed");
+    CHECK(v->promoted);
+}
+
+TEST_CASE("a memory saver that changes the math is refused at the nearer knobs: failed, not 'did not "
+          "complete', and never proposed again") {
+    TempDir d("infrarsi-equiv");
+    campaign::Campaign c(test::stepload_campaign(d, memory_saver_contract("cheatsaver")));
+    c.run(test::local_run_options());
+    REQUIRE(c.finished());
+    const auto records = equivalence_records(c);
+    REQUIRE(records.size() == 1);
+    CHECK(records[0]["state"] == "failed");
+    CHECK(records[0]["knobs"] == "chunk=1");
+    CHECK(records[0]["reason"].get<std::string>().find("values differ beyond") != std::string::npos);
+    CHECK(c.store().promotions().empty());
+    for (const auto& v : c.store().verifications()) {
+        CHECK_FALSE(v.promoted);
+        CHECK(v.detail["not_equivalent"] == true);
+    }
+}
+
+TEST_CASE("a job that ignores the seed it is given gets no record claiming fresh seeds, and the report says "
+          "the checks ran at one seed and that replaying an earlier run's output is not excluded by seeds") {
+    TempDir d("infrarsi-equiv");
+    // The contract names a seed variable the job never reads: every run prints seed 1's losses.
+    campaign::Campaign c(test::stepload_campaign(
+        d, {{"seed_env = \"STEPLOAD_SEED\"", "seed_env = \"STEPLOAD_IGNORED_SEED\""}}));
+    c.run(test::local_run_options());
+    REQUIRE(c.finished());
+    const auto why = c.seeds_not_reaching_job();
+    CHECK(why.find("the job ignores the seed it is given") != std::string::npos);
+    CHECK(why.find("$STEPLOAD_IGNORED_SEED does not reach it") != std::string::npos);
+    for (const auto& r : equivalence_records(c)) {
+        CHECK(r["seed_fresh"] == false);
+        CHECK(r["seed_note"].get<std::string>().find("the check ran at one seed") != std::string::npos);
+    }
+    for (const auto& v : c.store().verifications()) {
+        if (v.detail.contains("equivalence")) CHECK(v.detail["equivalence"]["seed_fresh"] == false);
+        REQUIRE(v.detail.contains("spot_check"));
+        CHECK(v.detail["spot_check"]["seed_note"].get<std::string>().find("one seed") != std::string::npos);
+    }
+    const auto j = report::build(c);
+    CHECK(j["seeds"]["reach_job"] == false);
+    const auto text = report::render(j);
+    CHECK(text.find("The equivalence and spot checks ran at one seed: a candidate replaying an earlier run's "
+                    "output is not excluded by seeds") != std::string::npos);
+    CHECK(text.find("seed chosen at random") == std::string::npos);
+}
+
+TEST_CASE("scripts/demo's candidate, micro-batch 8 with two ranks and one thread, is checked without its "
+          "patch at micro-batch 4 first: the memory knob moves toward the baseline, ranks and threads stay") {
+    // The demo's contract (scripts/demo): micro-batch 8 x two ranks does not fit 1400M without
+    // fused-attention (tests/bench/tables/minigpt-dense-1node.jsonl: out of memory; 474 MiB with it).
+    const auto k = contract::load(fs::path(INFRARSI_FIXTURES) /
+                                  "../../workloads/minigpt/presets/dense-1node.contract.toml");
+    space::Candidate cand = k.space.baseline();
+    cand.knobs["micro_batch"] = 8LL;
+    cand.knobs["grad_accum"] = 1LL;
+    cand.knobs["ranks_per_node"] = 2LL;
+    cand.knobs["threads"] = 1LL;
+    cand.patches = {"fused-attention"};
+    REQUIRE(k.space.feasible(cand));
+    const auto options = campaign::settings_toward_baseline(k.space, cand);
+    REQUIRE(options.size() >= 3);
+    CHECK(options[0].describe() == "grad_accum=1 micro_batch=8 ranks_per_node=2 recompute=none threads=1");
+    CHECK(options[1].describe() == "grad_accum=2 micro_batch=4 ranks_per_node=2 recompute=none threads=1");
+    CHECK(options.back().key() == k.space.baseline().key());
+    for (const auto& o : options) {
+        CHECK(o.patches.empty());
+        CHECK(k.space.feasible(o));
+    }
 }
