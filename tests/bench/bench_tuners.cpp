@@ -98,8 +98,10 @@ Timing time_proposal(const Environment& env, int n, int q, int repeats) {
         cpu.push_back(thread_cpu_ms() - c0);
         wall.push_back(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-        // Held-out candidates dominated by an OOM are rightly left out, so a batch may be short; never empty.
-        if (out.empty()) throw Error("proposer returned no candidate", "timing");
+        // Held-out candidates dominated by an OOM or on a failure edge are rightly left out, so a batch may
+        // be short; empty only with the reason to stop.
+        if (out.empty() && p.stop_reason().empty())
+            throw Error("proposer returned no candidate and no reason", "timing");
     }
     return {quantile(cpu, 0.5), quantile(wall, 0.5)};
 }
