@@ -176,9 +176,8 @@ TEST_CASE("model proposer without a memory limit falls back to the simple one, a
     CHECK(batch[0].reason.find("no memory limit") != std::string::npos);
 }
 
-TEST_CASE(
-    "model proposer: an OOM at micro_batch=16 reaches the knobs it cannot recognise (threads, BLAS), and "
-    "the log says so") {
+TEST_CASE("model proposer: an OOM at micro_batch=16 reaches the knobs it cannot recognise (threads, BLAS), a "
+          "timeout with no step done reaches the BLAS it alone had, and the log says so") {
     space::Space s;
     space::Knob mb;
     mb.name = "micro_batch";
@@ -218,6 +217,10 @@ TEST_CASE(
     ctx.history.push_back({cand(4, 2, "openblas"), trial::Outcome::Ok, 1.2, 4e9, 100});
     ctx.history.push_back({cand(8, 1, "openblas", true), trial::Outcome::Ok, 1.3, 6e9, 100});
     ctx.history.push_back({cand(16, 1, "openblas"), trial::Outcome::OutOfMemory, {}, 8e9, 30});
+    ctx.history.push_back({cand(1, 1, "reference"), trial::Outcome::Timeout, {}, {}, 60});
+    ctx.time_limit_s = 60;
+    ctx.trial_steps = 8;
+    ctx.trial_overhead_s = 7;
     ctx.q = 40;
     search::ModelProposer p;
     const auto batch = p.propose(ctx);
@@ -225,8 +228,12 @@ TEST_CASE(
     for (const auto& b : batch) {
         CAPTURE(b.candidate.describe());
         CHECK(mb_of(b.candidate) < 16);
+        CHECK(std::get<std::string>(b.candidate.knobs.at("blas")) == "openblas");
     }
     const auto notes = p.notes();
     CHECK(std::any_of(notes.begin(), notes.end(),
                       [](const std::string& n) { return n.find("OOM edge") != std::string::npos; }));
+    CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+        return n.find("timeout edge") != std::string::npos && n.find("blas=reference") != std::string::npos;
+    }));
 }
