@@ -346,7 +346,8 @@ void Campaign::search(const RunOptions& o) {
             }
         }
         if (tasks.empty()) {
-            say(o, "search ends: every candidate of the space has been tried");
+            const auto why = proposer->stop_reason();
+            say(o, "search ends: " + (why.empty() ? "every candidate of the space has been tried" : why));
             return;
         }
         auto id = plan_batch("search", tasks);

@@ -21,6 +21,19 @@ double expected_improvement(double target, double mean, double sd) {
 std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,
                                    const std::vector<TrialObservation>& trials) {
     std::vector<char> out(candidates.size(), 0);
+    // Knobs of undeclared memory effect must match: they join the key as +v and -v.
+    const bool unknown = std::any_of(candidates.begin(), candidates.end(),
+                                     [](const Candidate& c) { return c.memory_unknown.size() > 0; });
+    std::vector<Eigen::VectorXd> full;
+    if (unknown)
+        for (const auto& c : candidates) {
+            Eigen::VectorXd k(c.memory_key.size() + 2 * c.memory_unknown.size());
+            k << c.memory_key, c.memory_unknown, -c.memory_unknown;
+            full.push_back(std::move(k));
+        }
+    auto key_of = [&](std::size_t c) -> const Eigen::VectorXd& {
+        return unknown ? full[c] : candidates[c].memory_key;
+    };
     // Minimal OOM keys: an OOM whose key dominates another OOM's adds nothing.
     std::vector<const Eigen::VectorXd*> keys;
     for (const auto& t : trials) {
@@ -28,8 +41,7 @@ std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,
         if (t.candidate < 0 || t.candidate >= static_cast<int>(candidates.size()))
             throw Error("trial refers to candidate " + std::to_string(t.candidate), "memory_dominated");
         out[t.candidate] = 1;
-        if (candidates[t.candidate].memory_key.size() > 0)
-            keys.push_back(&candidates[t.candidate].memory_key);
+        if (key_of(t.candidate).size() > 0) keys.push_back(&key_of(t.candidate));
     }
     // Plain loops with early exit: this scans every candidate against every minimal OOM key.
     auto dominates = [](const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
@@ -57,8 +69,8 @@ std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,
     for (Eigen::Index j = 0; j < K; ++j)
         for (Eigen::Index k = j + 1; k < K; ++k) {
             bool pair = true;
-            for (const auto& c : candidates)
-                if (c.memory_key.size() == K && c.memory_key(j) != -c.memory_key(k)) {
+            for (std::size_t c = 0; c < candidates.size(); ++c)
+                if (key_of(c).size() == K && key_of(c)(j) != -key_of(c)(k)) {
                     pair = false;
                     break;
                 }
@@ -75,11 +87,11 @@ std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,
     for (const auto* k : minimal)
         if (k->size() == K) by_group[group(*k)].push_back(k);
     for (size_t c = 0; c < candidates.size(); ++c) {
-        if (out[c] || candidates[c].memory_key.size() != K) continue;
-        auto it = by_group.find(group(candidates[c].memory_key));
+        if (out[c] || key_of(c).size() != K) continue;
+        auto it = by_group.find(group(key_of(c)));
         if (it == by_group.end()) continue;
         for (const auto* k : it->second)
-            if (dominates(candidates[c].memory_key, *k)) {
+            if (dominates(key_of(c), *k)) {
                 out[c] = 1;
                 break;
             }
@@ -486,17 +498,58 @@ void add_memory_saver_pair(ScoredPool& pool, BatchDraft& batch, const std::vecto
                       " (saver: " + change + "); " + pool.describe(static_cast<size_t>(pick)));
 }
 
-void add_by_acquisition(ScoredPool& pool, BatchDraft& batch, int q) {
+int add_by_acquisition(ScoredPool& pool, BatchDraft& batch, int q) {
+    const auto& s = pool.settings();
+    // A candidate more likely to fail than not, or with no gain left, is never worth its trial here.
+    auto worth = [&](size_t i) {
+        return batch.allowed(pool.candidate(i)) && pool.failure_probability(i) <= s.max_failure_probability &&
+               pool.ei(i) >= s.min_expected_improvement;
+    };
+    int worthwhile = 0;
+    for (size_t i = 0; i < pool.size(); ++i)
+        worthwhile += worth(i);
     while (batch.size() < q) {
         long best = -1;
         double best_v = -1;
         for (size_t i = 0; i < pool.size(); ++i) {
-            if (!batch.allowed(pool.candidate(i))) continue;
+            if (!worth(i)) continue; // the believer shrinks EIs: re-checked after every pick
             double v = pool.acquisition(i);
             if (v > best_v) best_v = v, best = static_cast<long>(i);
         }
         if (best < 0) break;
         pool.take(batch, static_cast<size_t>(best), pool.describe(static_cast<size_t>(best)));
+    }
+    return worthwhile;
+}
+
+void add_remeasurements(BatchDraft& batch, const std::vector<TrialObservation>& trials,
+                        const std::function<double(int)>& mean_of, double incumbent_mean,
+                        const ProposerSettings& s, int q) {
+    std::unordered_map<int, int> measured, other; // successful measurements; any other outcome that ran
+    std::unordered_map<int, double> step;
+    for (const auto& t : trials) {
+        if (t.outcome == Outcome::ok)
+            ++measured[t.candidate], step[t.candidate] = t.step_time_s;
+        else if (t.outcome != Outcome::failed)
+            ++other[t.candidate];
+    }
+    std::vector<std::pair<double, int>> once;
+    for (const auto& [c, k] : measured)
+        if (k == 1 && !other.count(c)) once.push_back({mean_of(c), c});
+    std::sort(once.begin(), once.end());
+    for (const auto& [mean, c] : once) {
+        if (batch.size() >= q || mean > incumbent_mean + std::log1p(s.min_detectable_effect)) break;
+        const auto& chosen = batch.proposals();
+        if (std::any_of(chosen.begin(), chosen.end(), [&](const Proposal& p) { return p.candidate == c; }))
+            continue;
+        batch.take(
+            {c,
+             fmt::format("re-measure: measured once ({:.3g} s/step), the runtime model puts it at {:.3g} "
+                         "s/step, within the MDE ({}) of the best; no untried candidate has expected "
+                         "gain at P(failure) <= {}",
+                         step[c], std::exp(mean), percent(s.min_detectable_effect),
+                         percent(s.max_failure_probability)),
+             0, 0, 0, 0, std::exp(mean)});
     }
 }
 
@@ -508,6 +561,7 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
     const int n = static_cast<int>(candidates.size());
     std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ULL + trials.size());
     notes_.clear();
+    stop_reason_.clear();
 
     // Hidden constraints: what failed for a reason of its own is avoided where the model is sure.
     FeasibilitySettings fs = s.feasibility;
@@ -571,11 +625,18 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
                 avoided, avoided == 1 ? "" : "s", ex, rule.values.size(), rule.values.size() == 1 ? "" : "s",
                 rule.pairs.size(), rule.pairs.size() == 1 ? "" : "s"));
     }
+    // What one OOM or one timeout says about the candidates that share its cause: not tried again.
+    const FailureEdges edges = failure_edges(candidates, trials, s.edges);
+    for (int c = 0; c < n; ++c)
+        if (edges.oom[c] > s.max_failure_probability || edges.timeout[c] > s.max_failure_probability)
+            excluded[c] = 1;
+    notes_.insert(notes_.end(), edges.notes.begin(), edges.notes.end());
     BatchDraft batch(std::move(excluded));
     memory_.fit(memory_points(candidates, trials, s.memory_limit_bytes), d, s.memory);
     const std::function<double(int)> p_oom = [&](int c) {
-        return memory_.probability_over(candidates[c].features, candidates[c].prior_peak_bytes,
-                                        s.memory_limit_bytes);
+        return std::max(edges.oom[c],
+                        memory_.probability_over(candidates[c].features, candidates[c].prior_peak_bytes,
+                                                 s.memory_limit_bytes));
     };
     const std::function<double(int)> p_fail = [&](int c) { return fail[c]; };
     add_hints(batch, s.hints, p_oom, q);
@@ -593,6 +654,8 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
                             p_oom(c), fail[c], 0, 0, 0});
         const std::function<double(int)> risk = [&](int c) { return 1 - (1 - p_oom(c)) * (1 - fail[c]); };
         add_space_filling(batch, candidates, trials, risk, q, s.initial_max_oom, rng);
+        if (batch.size() == 0)
+            stop_reason_ = "every untried candidate is excluded (tried, OOM, failure edge)";
         return batch.proposals();
     }
 
@@ -635,11 +698,33 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
         best_tried.push_back(tried_ok[order[k]]);
 
     auto pool = candidate_pool(candidates, best_tried, batch, s, rng);
-    if (pool.empty()) return batch.proposals();
     ScoredPool scored(runtime_, candidates, p_oom, target, s, p_fail);
-    scored.add(prescreen_pool(std::move(pool), candidates, runtime_, target, p_oom, s));
-    add_memory_saver_pair(scored, batch, candidates, s, q);
-    add_by_acquisition(scored, batch, q);
+    int worthwhile = 0;
+    if (!pool.empty()) {
+        scored.add(prescreen_pool(std::move(pool), candidates, runtime_, target, p_oom, s));
+        add_memory_saver_pair(scored, batch, candidates, s, q);
+        worthwhile = add_by_acquisition(scored, batch, q);
+    }
+    if (batch.size() < q) {
+        // No untried candidate has gain left under the cap: measure again what could be the best, or stop.
+        const int before = batch.size();
+        Eigen::MatrixXd x(1, d);
+        const std::function<double(int)> mean_of = [&](int c) {
+            x.row(0) = candidates[c].features.transpose();
+            return runtime_.mean(x)(0);
+        };
+        add_remeasurements(batch, trials, mean_of, mean_tried.minCoeff(), s, q);
+        const std::string why = fmt::format(
+            "{} untried candidate{} with expected gain >= {} above the MDE ({}) at P(failure) <= {}",
+            worthwhile == 0 ? std::string("no") : std::to_string(worthwhile), worthwhile == 1 ? "" : "s",
+            s.min_expected_improvement, percent(s.min_detectable_effect), percent(s.max_failure_probability));
+        if (batch.size() > before)
+            notes_.push_back(fmt::format("{}: {} candidate{} measured once re-measured", why,
+                                         batch.size() - before, batch.size() - before == 1 ? "" : "s"));
+        if (batch.size() == 0)
+            stop_reason_ = why + ", and no candidate measured once within the MDE of the best is left to "
+                                 "re-measure";
+    }
     return batch.proposals();
 }
 

@@ -25,6 +25,7 @@
 // When the best-looking candidate is memory-hungry, it is paired with its declared memory-saver variant.
 #include "model/candidate.hpp"
 #include "model/censored_memory_model.hpp"
+#include "model/failure_edges.hpp"
 #include "model/feasibility_model.hpp"
 #include "model/gaussian_process.hpp"
 
@@ -49,7 +50,14 @@ struct ProposerSettings {
     // Never proposed at or above this P(fail) (feasibility model): more likely to fail than not. Three
     // failures that share a value put the untried candidates with it at about 0.65; two that share a pair,
     // near 0.45 (weighted by 1 - P(fail) in the acquisition, not excluded).
+    // The same cap holds for a proposal's P(failure) = 1 - (1 - P(OOM)) (1 - P(fail)) (1 - P(timeout)) once
+    // the runtime model is fitted: nothing more likely to fail than not is proposed by acquisition (a
+    // memory-hungry candidate paired with its saver is the one exception, up to max_pair_oom).
     double max_failure_probability = 0.5;
+    // Below this expected improvement (log step time above the MDE) a candidate has no gain left: the batch
+    // is filled with re-measurements of promising candidates measured once, or left short (stop_reason()).
+    double min_expected_improvement = 1e-4;
+    EdgeSettings edges; // OOM and timeout edges (model/failure_edges.hpp): what they reach is not proposed
     std::vector<int> hints;          // candidate indices to start from (contract hints, experience bank)
     int min_model_points = 3;        // successful trials before the runtime model is trusted
     double pair_oom_threshold = 0.3; // best-looking candidate with P(OOM) above this gets a saver pair
@@ -93,12 +101,17 @@ class BatchProposer {
     bool runtime_model_fitted() const { return runtime_fitted_; }
     // Why regions were avoided in the last call (for the audit): one line per reason, empty when none.
     const std::vector<std::string>& notes() const { return notes_; }
+    // Why the last call proposed nothing (empty when it proposed something): every untried candidate is
+    // excluded, above the failure cap or without expected gain, and no candidate measured once is worth
+    // measuring again.
+    const std::string& stop_reason() const { return stop_reason_; }
 
   private:
     GaussianProcess runtime_;
     CensoredMemoryModel memory_;
     FeasibilityModel feasibility_;
     std::vector<std::string> notes_;
+    std::string stop_reason_;
     bool runtime_fitted_ = false;
     std::optional<GpHyperparameters> warm_; // last fit, as a start for the next
 };
@@ -205,6 +218,11 @@ class ScoredPool {
     double acquisition(std::size_t i) const {
         return ei_[i] * (1 - risk_[i]) * (1 - fail_[i]) / expected_cost(i);
     }
+    // P(the trial fails): an OOM, a failure of its own or a run into the time limit.
+    double failure_probability(std::size_t i) const {
+        return 1 - (1 - risk_[i]) * (1 - fail_[i]) * (1 - timeout_[i]);
+    }
+    const ProposerSettings& settings() const { return s_; }
     double predicted_step_s(std::size_t i) const;
     double variance(std::size_t i) const { return post_.variance(i); }
     // Kriging believer: conditions on a fantasy observation at pool item b equal to its posterior mean (means
@@ -235,8 +253,18 @@ class ScoredPool {
 void add_memory_saver_pair(ScoredPool& pool, BatchDraft& batch, const std::vector<Candidate>& candidates,
                            const ProposerSettings& s, int q);
 
-// 9. The rest of the batch by acquisition, believing each pick.
-void add_by_acquisition(ScoredPool& pool, BatchDraft& batch, int q);
+// 9. The rest of the batch by acquisition, believing each pick: only candidates at P(failure) <=
+// max_failure_probability with expected improvement >= min_expected_improvement. Returns how many such
+// candidates there were (0: no untried candidate has gain left under the cap).
+int add_by_acquisition(ScoredPool& pool, BatchDraft& batch, int q);
+
+// 10. When acquisition left the batch short: candidates measured once, successfully, whose posterior mean is
+// within the MDE of the incumbent's (they could be the best; one measurement on a noisy host may have caught
+// it in a slow mode), best first, each at most once per batch. `mean_of` gives the runtime model's mean of
+// log step time of a candidate.
+void add_remeasurements(BatchDraft& batch, const std::vector<TrialObservation>& trials,
+                        const std::function<double(int)>& mean_of, double incumbent_mean,
+                        const ProposerSettings& s, int q);
 
 // Candidates excluded by the hard memory rules: OOMed, or memory key >= an OOMed candidate's key.
 std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,

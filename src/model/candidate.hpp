@@ -20,6 +20,10 @@ struct Candidate {
     // memory as b. A knob that changes memory non-monotonically appears as +v and -v, so it must match.
     // Empty: no dominance claims for this candidate.
     Eigen::VectorXd memory_key;
+    // The values of the knobs and patches whose effect on memory is not declared, one coordinate each (a
+    // value's index, a patch 0/1). The hard rule needs them equal to an OOM's; the OOM edge
+    // (model/failure_edges.hpp) presumes that changing one saves no memory until a trial shows it does.
+    Eigen::VectorXd memory_unknown;
     std::vector<MemorySaver> savers;
 };
 

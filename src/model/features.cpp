@@ -89,6 +89,7 @@ Eigen::VectorXd FeatureEncoding::memory_key(const Configuration& c) const {
     auto add = [&](MemoryEffect e, double v) {
         switch (e) {
         case MemoryEffect::none:
+        case MemoryEffect::unknown:
             break;
         case MemoryEffect::increasing:
             key.push_back(v);
@@ -109,6 +110,28 @@ Eigen::VectorXd FeatureEncoding::memory_key(const Configuration& c) const {
     for (const auto& p : patches_)
         add(p.memory, c.patches.count(p.name) ? 1.0 : 0.0);
     return Eigen::Map<Eigen::VectorXd>(key.data(), static_cast<Eigen::Index>(key.size()));
+}
+
+Eigen::VectorXd FeatureEncoding::memory_unknown(const Configuration& c) const {
+    std::vector<double> out;
+    for (const auto& k : knobs_) {
+        if (k.memory != MemoryEffect::unknown) continue;
+        auto it = c.knobs.find(k.name);
+        if (it == c.knobs.end()) throw Error("knob '" + k.name + "' has no value", "feature encoding");
+        out.push_back(value_index(k, it->second));
+    }
+    for (const auto& p : patches_)
+        if (p.memory == MemoryEffect::unknown) out.push_back(c.patches.count(p.name) ? 1.0 : 0.0);
+    return Eigen::Map<Eigen::VectorXd>(out.data(), static_cast<Eigen::Index>(out.size()));
+}
+
+std::vector<char> FeatureEncoding::memory_unknown_ordered() const {
+    std::vector<char> out;
+    for (const auto& k : knobs_)
+        if (k.memory == MemoryEffect::unknown) out.push_back(k.kind == KnobSpec::Kind::power_of_two);
+    for (const auto& p : patches_)
+        if (p.memory == MemoryEffect::unknown) out.push_back(0);
+    return out;
 }
 
 std::string FeatureEncoding::describe(const Configuration& c) const {
@@ -133,6 +156,7 @@ std::vector<Candidate> build_candidates(const FeatureEncoding& encoding,
         out[i].id = encoding.describe(configs[i]);
         out[i].features = encoding.encode(configs[i]);
         out[i].memory_key = encoding.memory_key(configs[i]);
+        out[i].memory_unknown = encoding.memory_unknown(configs[i]);
         if (!(prior_peak_bytes[i] > 0))
             throw Error("prior peak estimate of '" + out[i].id + "' is not positive", "build_candidates");
         out[i].prior_peak_bytes = prior_peak_bytes[i];
@@ -161,7 +185,8 @@ std::vector<Candidate> build_candidates(const FeatureEncoding& encoding,
             bool on = configs[i].patches.count(p.name) > 0;
             // Switching on saves memory for "decreasing", switching off for "increasing".
             bool want_on = p.memory == MemoryEffect::decreasing;
-            if (on == want_on || p.memory == MemoryEffect::none || p.memory == MemoryEffect::unordered)
+            if (on == want_on || p.memory == MemoryEffect::none || p.memory == MemoryEffect::unordered ||
+                p.memory == MemoryEffect::unknown)
                 continue;
             Configuration s = configs[i];
             if (want_on)

@@ -21,6 +21,10 @@ enum class MemoryEffect {
     increasing, // later values (patch on) never need less memory
     decreasing, // later values (patch on) never need more memory
     unordered,  // affects memory, not monotonically: dominance requires the same value
+    // Not declared (what a campaign knows of a knob it cannot recognise): dominance requires the same value;
+    // the OOM edge presumes a change of it saves no memory until a trial shows it does
+    // (model/failure_edges.hpp).
+    unknown,
 };
 
 struct KnobSpec {
@@ -62,6 +66,10 @@ class FeatureEncoding {
 
     // Memory key (see Candidate::memory_key): larger in every coordinate means at least as much memory.
     Eigen::VectorXd memory_key(const Configuration& c) const;
+    // The values of the knobs and patches of unknown memory effect (Candidate::memory_unknown), and for each
+    // whether its values are ordered (a power-of-two knob; a choice or a patch is not).
+    Eigen::VectorXd memory_unknown(const Configuration& c) const;
+    std::vector<char> memory_unknown_ordered() const;
 
     // Stable text id, e.g. "tp=2 pp=4 mb=1 +flash_attention".
     std::string describe(const Configuration& c) const;

@@ -24,10 +24,17 @@ double numeric(const space::Knob& k, const space::Value& v) {
     return static_cast<double>(it - k.choices.begin());
 }
 
-// The candidate's memory key, or an empty vector when it does not fit the space (no dominance claims).
-Eigen::VectorXd memory_key(const space::Space& space, const std::map<std::string, int>& patch_effect,
-                           const space::Candidate& c) {
-    std::vector<double> key;
+struct MemoryCoordinates {
+    Eigen::VectorXd key, unknown; // model::Candidate::memory_key and memory_unknown
+};
+
+// The candidate's memory key and the values of the knobs and patches of unknown memory effect (every knob of
+// role Other, every patch tagged neither memory_saver nor memory_hungry), or empty vectors when it does not
+// fit the space (no dominance claims).
+MemoryCoordinates memory_coordinates(const space::Space& space,
+                                     const std::map<std::string, int>& patch_effect,
+                                     const space::Candidate& c) {
+    std::vector<double> key, unknown;
     for (const auto& k : space.knobs) {
         auto it = c.knobs.find(k.name);
         if (it == c.knobs.end()) return {};
@@ -41,8 +48,7 @@ Eigen::VectorXd memory_key(const space::Space& space, const std::map<std::string
             key.push_back(-space::recompute_strength(it->second));
             break;
         case MemoryRole::Other:
-            key.push_back(numeric(k, it->second));
-            key.push_back(-numeric(k, it->second));
+            unknown.push_back(numeric(k, it->second));
             break;
         }
     }
@@ -53,12 +59,24 @@ Eigen::VectorXd memory_key(const space::Space& space, const std::map<std::string
             key.push_back(on);
         else if (effect < 0)
             key.push_back(-on);
-        else {
-            key.push_back(on);
-            key.push_back(-on);
-        }
+        else
+            unknown.push_back(on);
     }
-    return Eigen::Map<Eigen::VectorXd>(key.data(), static_cast<Eigen::Index>(key.size()));
+    auto vec = [](std::vector<double>& v) {
+        return Eigen::VectorXd(Eigen::Map<Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size())));
+    };
+    return {vec(key), vec(unknown)};
+}
+
+// Per unknown coordinate (same order as memory_coordinates): whether its values are ordered.
+std::vector<char> unknown_ordered(const space::Space& space, const std::map<std::string, int>& patch_effect) {
+    std::vector<char> out;
+    for (const auto& k : space.knobs)
+        if (space::memory_role(k) == MemoryRole::Other)
+            out.push_back(k.kind == space::KnobKind::Integer || k.kind == space::KnobKind::Pow2);
+    for (const auto& p : space.patches)
+        if (!patch_effect.count(p) || patch_effect.at(p) == 0) out.push_back(0);
+    return out;
 }
 
 } // namespace
@@ -128,6 +146,8 @@ std::vector<space::Candidate> baseline_neighbours(const space::Space& space) {
 
 std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
     if (!ctx.space) throw Error("proposer called without a space", "ModelProposer", "a space");
+    notes_.clear();
+    stop_reason_.clear();
     if (ctx.q < 1) return {};
     if (!(ctx.memory_limit_bytes > 0)) {
         auto out = SimpleProposer().propose(ctx);
@@ -208,7 +228,9 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
         m.id = c.describe();
         m.features = space.encode(c);
         m.prior_peak_bytes = prior[i];
-        m.memory_key = memory_key(space, patch_effect, c);
+        auto mc = memory_coordinates(space, patch_effect, c);
+        m.memory_key = std::move(mc.key);
+        m.memory_unknown = std::move(mc.unknown);
     }
     // Savers: recompute one step stronger, or one memory_saver patch added (when that candidate is listed).
     for (std::size_t i = 0; i < list.size(); ++i) {
@@ -248,6 +270,8 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
         s.noise_variance = std::max(1e-6, std::pow(ctx.noise_floor / 2.8, 2));
     }
     s.seed = ctx.seed;
+    s.edges.unknown_ordered = unknown_ordered(space, patch_effect);
+    s.edges.feature_names = space.feature_names();
     s.time_limit_s = ctx.time_limit_s;
     if (ctx.trial_steps > 0) s.trial_steps = ctx.trial_steps;
     if (ctx.trial_overhead_s > 0) s.trial_overhead_s = ctx.trial_overhead_s;
@@ -255,6 +279,7 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
     std::vector<Proposal> out;
     auto proposals = model_.propose(candidates, trials, ctx.q, s);
     notes_ = model_.notes();
+    stop_reason_ = model_.stop_reason();
     for (auto& p : proposals) {
         auto reason = std::move(p.reason);
         if (!analytic) reason += "; memory prior: constant (no analytic estimate), learned from OOMs";

@@ -10,7 +10,9 @@
 //     censored model still learns a correction from the OOMs; the reasons say so;
 //   - memory_key (see model::Candidate): micro-batch knobs raise memory, recompute knobs (none < selective
 //     < full) lower it, patches tagged memory_hungry raise it and memory_saver lower it, gradient
-//     accumulation is ignored; every other knob and patch must match for a dominance claim;
+//     accumulation is ignored; every other knob and patch is of unknown effect (memory_unknown): it must
+//     match for a dominance claim, and the OOM edge (model/failure_edges.hpp) presumes a change of it saves
+//     no memory until a trial shows it does (threads, a BLAS choice);
 //   - savers: the same candidate with recompute one step stronger, or with one memory_saver patch added.
 // History (every trial marks its candidate as tried):
 //   Ok with a step time -> ok (with the measured peak); Ok without one (queued, not yet measured) -> failed;
@@ -41,9 +43,11 @@ class ModelProposer : public Proposer {
     std::string name() const override { return "model (runtime GP + censored memory model, batch EI)"; }
     std::vector<Proposal> propose(const ProposalContext& context) override;
     std::vector<std::string> notes() const override { return notes_; }
+    std::string stop_reason() const override { return stop_reason_; }
 
   private:
     std::vector<std::string> notes_;
+    std::string stop_reason_;
     std::size_t pool_limit_;
     model::BatchProposer model_; // keeps the last hyperparameters as the next fit's start
 };

@@ -77,11 +77,14 @@ class Proposer {
   public:
     virtual ~Proposer() = default;
     virtual std::string name() const = 0;
-    // At most q distinct candidates that are in the space and not in the history; fewer when the space is
-    // exhausted.
+    // At most q distinct candidates that are in the space and not in the history, except a re-measurement
+    // of a candidate measured once (its reason says so); fewer when the space is exhausted or nothing is
+    // worth a trial (stop_reason()).
     virtual std::vector<Proposal> propose(const ProposalContext& context) = 0;
     // Why the last call avoided regions of the space (for the audit): one line each; empty when none.
     virtual std::vector<std::string> notes() const { return {}; }
+    // Why the last call proposed nothing although untried candidates remain; empty when it did not stop.
+    virtual std::string stop_reason() const { return {}; }
 };
 
 // Space-filling (greedy maximin distance in the encoded space) until a candidate succeeds, then the best

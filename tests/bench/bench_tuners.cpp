@@ -29,6 +29,9 @@ struct Summary {
     TrialsToTarget to_5pct;
     double cost_h = 0, cost_to_5pct_h = 0, best_ratio = 0, invalid = 0;
     double wasted_h = 0, wasted_fraction = 0; // cost of failed trials (mean per run), and of all cost
+    // Failed trials (OOM, crash, timeout) per run within the budget, and within a campaign's first 20 trials
+    // with their share of those trials' node-seconds.
+    double failures = 0, failures_20 = 0, failed_share_20 = 0;
 };
 
 Summary summarize(const std::string& name, const std::vector<RunResult>& runs, int limit, double best) {
@@ -40,6 +43,16 @@ Summary summarize(const std::string& name, const std::vector<RunResult>& runs, i
         ratio.push_back(r.best_at_fixed / best);
         s.invalid += double(r.invalid) / runs.size();
         s.wasted_h += r.wasted_s / 3600 / runs.size();
+        s.failures += double(r.ooms + r.crashes + r.timeouts) / runs.size();
+        double cost = 0, failed = 0;
+        for (std::size_t i = 0; i < r.history.size() && i < 20; ++i) {
+            cost += r.history[i].cost_s;
+            if (r.history[i].outcome != model::Outcome::ok) {
+                failed += r.history[i].cost_s;
+                s.failures_20 += 1.0 / runs.size();
+            }
+        }
+        s.failed_share_20 += (cost > 0 ? failed / cost : 0) / runs.size();
     }
     s.wasted_fraction = s.cost_h > 0 ? s.wasted_h / s.cost_h : 0;
     s.cost_to_5pct_h = quantile(c5, 0.5);
@@ -85,8 +98,10 @@ Timing time_proposal(const Environment& env, int n, int q, int repeats) {
         cpu.push_back(thread_cpu_ms() - c0);
         wall.push_back(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-        // Held-out candidates dominated by an OOM are rightly left out, so a batch may be short; never empty.
-        if (out.empty()) throw Error("proposer returned no candidate", "timing");
+        // Held-out candidates dominated by an OOM or on a failure edge are rightly left out, so a batch may
+        // be short; empty only with the reason to stop.
+        if (out.empty() && p.stop_reason().empty())
+            throw Error("proposer returned no candidate and no reason", "timing");
     }
     return {quantile(cpu, 0.5), quantile(wall, 0.5)};
 }
@@ -282,18 +297,20 @@ int main(int argc, char** argv) {
                 }
                 if (trace && !results[name].empty()) print_trace(name, *env, results[name].front());
             }
-            std::cout << fmt::format("{:<18} {:>7} {:>16} {:>20} {:>9} {:>11} {:>9} {:>7} {:>9} {:>7}\n",
-                                     "tuner", "reached", "to-5% med [IQR]", "fail oom/crash/time", "cost h",
-                                     "cost h to5%", "wasted h", "wasted",
-                                     fmt::format("best@{}", fixed_budget), "invalid");
+            std::cout << fmt::format(
+                "{:<18} {:>7} {:>16} {:>20} {:>9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>14}\n", "tuner",
+                "reached", "to-5% med [IQR]", "fail oom/crash/time", "cost h", "cost h to5%", "wasted h",
+                "wasted", fmt::format("best@{}", fixed_budget), "invalid", "fails@20 share");
             for (const auto& r : rows)
                 std::cout << fmt::format(
-                    "{:<18} {:>7} {:>16} {:>20} {:>9.2f} {:>11} {:>9.3f} {:>6.1f}% {:>9.3f} {:>7.1f}\n",
+                    "{:<18} {:>7} {:>16} {:>20} {:>9.2f} {:>11} {:>9.3f} {:>6.1f}% {:>9.3f} {:>7.1f} "
+                    "{:>14}\n",
                     r.tuner, fmt::format("{}/{}", r.to_5pct.reached, r.to_5pct.runs), trials_text(r.to_5pct),
                     fmt::format("{:.3f}/{:.3f}/{:.3f}", r.to_5pct.oom_fraction, r.to_5pct.crash_fraction,
                                 r.to_5pct.timeout_fraction),
                     r.cost_h, std::isfinite(r.cost_to_5pct_h) ? fmt::format("{:.2f}", r.cost_to_5pct_h) : "-",
-                    r.wasted_h, 100 * r.wasted_fraction, r.best_ratio, r.invalid);
+                    r.wasted_h, 100 * r.wasted_fraction, r.best_ratio, r.invalid,
+                    fmt::format("{:.2f} {:.1f}%", r.failures_20, 100 * r.failed_share_20));
             std::cout << fmt::format(
                 "(to-5%: trials until a configuration within 5% of the best feasible has run; "
                 "'>N' = not within N. A run stops once it reached 5% and ran {0} trials, else at "
@@ -306,7 +323,8 @@ int main(int argc, char** argv) {
                 "the "
                 "table, rejected at no cost. ours/prior=: ours with the table's memory estimate, none, "
                 "halved "
-                "or doubled.)\n",
+                "or doubled. fails@20 share: failed trials among a run's first 20 (a campaign's budget), "
+                "mean per run, and their share of those trials' cost.)\n",
                 fixed_budget, budget);
 
             Timing t500 = time_proposal(*env, 500, 8, 3);
@@ -363,12 +381,13 @@ int main(int argc, char** argv) {
                     "summary table={} prior={} best_peer={} trials_ratio_vs_best_peer={} "
                     "wasted_ratio_vs_best_peer={} interval_coverage={:.3f} brier={:.4f} "
                     "propose_ms_500={:.0f} "
-                    "propose_ms_5000={:.0f}{}{} trials_ratio_vs_random={} wasted_fraction={:.3f}",
+                    "propose_ms_5000={:.0f}{}{} trials_ratio_vs_random={} wasted_fraction={:.3f} "
+                    "failures_per_run={:.2f} failures_first20={:.2f} failed_node_s_share_first20={:.3f}",
                     env->name(), prior_variant_name(variants[k]), best_peer ? best_peer->tuner : "none",
                     best_peer ? ratio(ours->to_5pct.median, best_peer->to_5pct.median) : "nan",
                     best_peer ? ratio(ours->wasted_h, best_peer->wasted_h) : "nan", mq.coverage, mq.brier,
                     p500, p5000, vs_prior, per_peer, ratio(ours->to_5pct.median, rnd->to_5pct.median),
-                    ours->wasted_fraction));
+                    ours->wasted_fraction, ours->failures, ours->failures_20, ours->failed_share_20));
             }
             if (tpe && tpe->to_5pct.median > tpe->to_5pct.limit)
                 std::cout << "note: a peer's median is censored at the budget, so the ratio against it is an "

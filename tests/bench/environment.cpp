@@ -40,7 +40,8 @@ model::MemoryEffect parse_effect(const std::string& s, const std::string& where)
     if (s == "increasing") return model::MemoryEffect::increasing;
     if (s == "decreasing") return model::MemoryEffect::decreasing;
     if (s == "unordered") return model::MemoryEffect::unordered;
-    throw Error("memory effect '" + s + "'", where, "none, increasing, decreasing or unordered");
+    if (s == "unknown") return model::MemoryEffect::unknown;
+    throw Error("memory effect '" + s + "'", where, "none, increasing, decreasing, unordered or unknown");
 }
 
 std::string effect_name(model::MemoryEffect e) {
@@ -53,6 +54,8 @@ std::string effect_name(model::MemoryEffect e) {
         return "decreasing";
     case model::MemoryEffect::unordered:
         return "unordered";
+    case model::MemoryEffect::unknown:
+        return "unknown";
     }
     return "none";
 }

@@ -246,6 +246,7 @@ TrainingSimulator::TrainingSimulator(SimulatorSpec spec)
         cand.id = encoding_.describe(cfg);
         cand.features = encoding_.encode(cfg);
         cand.memory_key = encoding_.memory_key(cfg);
+        cand.memory_unknown = encoding_.memory_unknown(cfg);
         cand.prior_peak_bytes = peak_bytes(configs_[i], true);
         step_time_[i] = step_time(configs_[i]);
         peak_[i] = peak_bytes(configs_[i], false);

@@ -24,6 +24,8 @@ ModelTuner::ModelTuner(const Environment& env, int q, std::uint64_t seed, std::v
     if (std::find(settings_.hints.begin(), settings_.hints.end(), env.baseline()) == settings_.hints.end())
         settings_.hints.push_back(env.baseline());
     settings_.seed = seed;
+    settings_.edges.unknown_ordered = env.encoding().memory_unknown_ordered();
+    settings_.edges.feature_names = env.encoding().names();
     // The baseline's one-knob neighbours open the initial design, as in a campaign
     // (search::baseline_neighbours): adjacent values of a power-of-two knob, every other value of a choice,
     // each patch switched; one move of each knob and patch before a second move of any.

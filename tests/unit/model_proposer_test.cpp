@@ -91,13 +91,17 @@ TEST_CASE("proposals never repeat an OOM, never need more memory than an OOM, an
     int ooms = 0, pairings = 0;
     for (int round = 0; round < 10; ++round) {
         auto batch = proposer.propose(w.cands, trials, 4, w.settings());
-        REQUIRE(batch.size() == 4);
+        // Short only when few candidates have gain left; empty only with the reason to stop.
+        CHECK(batch.size() <= 4);
+        CHECK(batch.empty() != proposer.stop_reason().empty());
+        if (batch.empty()) break;
         std::set<int> in_batch;
         for (const auto& p : batch) {
             CHECK(in_batch.insert(p.candidate).second);
             CHECK_FALSE(p.reason.empty());
+            const bool again = p.reason.rfind("re-measure", 0) == 0; // a candidate measured once, again
             for (const auto& t : trials) {
-                CHECK(t.candidate != p.candidate);
+                CHECK((again || t.candidate != p.candidate));
                 if (t.outcome == Outcome::oom)
                     CHECK_MESSAGE(!needs_at_least(w.cands[p.candidate], w.cands[t.candidate]),
                                   w.cands[p.candidate].id << " needs at least the memory of OOMed "
@@ -335,6 +339,7 @@ TEST_CASE("proposal step 7: believing a pick leaves the means, shrinks its own v
     CHECK(pool.variance(1) < var);
     CHECK(pool.variance(0) <= var_other);
 
+    s.min_expected_improvement = 0; // the pool's settings: every candidate counts, however small its gain
     BatchDraft batch(std::vector<char>(w.cands.size(), 0));
     add_memory_saver_pair(pool, batch, w.cands, s, 3); // nothing here may OOM: no pair
     CHECK(batch.size() == 0);
