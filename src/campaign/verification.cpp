@@ -457,6 +457,28 @@ void Campaign::finish_verification(std::int64_t vid) {
                                         {"hi", x.hi},
                                         {"next", verify::to_string(next)}});
     };
+    // MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the
+    // baseline's at this verification's baseline step time (geometric mean of its complete runs), the
+    // candidate's at that step time over the speed-up.
+    auto record_mfu = [&](double speedup) {
+        if (const auto b = store_->baseline(); b && b->peak_flops && b->model_flops_per_step && speedup > 0) {
+            double logs = 0;
+            int n = 0;
+            for (const auto& [x, y] : ab)
+                if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
+            if (n > 0) {
+                const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops,
+                                                   b->peak_flops_source, std::exp(logs / n), speedup);
+                v.detail["mfu"] = {{"peak_flops", m.peak_flops},
+                                   {"peak_flops_source", m.peak_source},
+                                   {"model_flops_per_step", m.model_flops_per_step},
+                                   {"baseline_step_s", m.baseline_step_s},
+                                   {"candidate_step_s", m.candidate_step_s},
+                                   {"baseline", m.baseline},
+                                   {"candidate", m.candidate}};
+            }
+        }
+    };
     // Room in the wall-time budget for another block.
     bool room = true;
     if (const double budget = contract_.budget.wall_time_s; budget > 0) {
@@ -534,6 +556,7 @@ void Campaign::finish_verification(std::int64_t vid) {
             v.speedup = d.speedup;
             v.lo = d.lo;
             v.hi = d.hi;
+            record_mfu(d.speedup);
         }
         store::Transaction tx(store_->db());
         store_->update_verification(v);
@@ -551,26 +574,7 @@ void Campaign::finish_verification(std::int64_t vid) {
     undecided(d, next, seq.first_stage_pairs());
     look(d, next);
     v.detail["next"] = verify::to_string(next);
-    // MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the
-    // baseline's at this verification's baseline step time (geometric mean of its complete runs), the
-    // candidate's at that step time over the speed-up.
-    if (const auto b = store_->baseline(); b && b->peak_flops && b->model_flops_per_step && d.speedup > 0) {
-        double logs = 0;
-        int n = 0;
-        for (const auto& [x, y] : ab)
-            if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
-        if (n > 0) {
-            const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops, b->peak_flops_source,
-                                               std::exp(logs / n), d.speedup);
-            v.detail["mfu"] = {{"peak_flops", m.peak_flops},
-                               {"peak_flops_source", m.peak_source},
-                               {"model_flops_per_step", m.model_flops_per_step},
-                               {"baseline_step_s", m.baseline_step_s},
-                               {"candidate_step_s", m.candidate_step_s},
-                               {"baseline", m.baseline},
-                               {"candidate", m.candidate}};
-        }
-    }
+    record_mfu(d.speedup);
     // A first stage that promotes is not final: it waits for its re-check (verify()).
     v.state = next == verify::Next::Recheck ? "recheck" : next == verify::Next::More ? "running" : "done";
     v.promoted = false;

@@ -1,14 +1,14 @@
 #pragma once
 // The sequence of looks a candidate's verification takes (docs/orchestrator.md, "the rule and its error
-// rates"). Pairs come in blocks of two, one in each order (AB and BA), each pair on one node; after each block
-// the candidate is judged over all its pairs so far (verify::decide):
+// rates"). Pairs come in blocks of two, one in each order (AB and BA), each pair on one node; after each
+// block the candidate is judged over all its pairs so far (verify::decide):
 //  - the one-sided lower bound of the speed-up above 1 + min_speedup: promising; the sequence then goes on in
 //    a fresh allocation (other nodes: the re-check), block by block, and the candidate is promoted at the
 //    first of those looks, over all the pairs, whose lower bound is above it again while the fresh blocks'
 //    own estimate is a speed-up (above 1);
 //  - a reason more pairs do not change (a loss, memory, a node, math_changing), or the one-sided 95% upper
-//    bound below 1 + min_speedup (a clear loser), or no room for another block (max_pairs, the wall-time budget): stop,
-//    not promoted;
+//    bound below 1 + min_speedup (a clear loser), or no room for another block (max_pairs, the wall-time
+//    budget): stop, not promoted;
 //  - else another block.
 // Error control: the campaign's `alpha` is split Bonferroni over its `verify_top` candidates, and each
 // candidate's share is spent over the looks its sequence can take (K = max_pairs / 2, the re-check's
@@ -29,11 +29,11 @@ struct Design {
     // clear loser). It cannot raise the false promotions (it only stops), and it costs a true 1.10x little.
     static constexpr double kFutilityAlpha = 0.05;
     double min_speedup = 0.03;
-    double alpha = 0.01; // the campaign's, one-sided, over every candidate and look
-    int candidates = 2;  // verify_top
-    int max_pairs = 16;  // the re-check's block included
-    int looks() const;   // max_pairs / kBlock, at least 2
-    int first_stage_pairs() const; // max_pairs less the re-check's block
+    double alpha = 0.01;                // the campaign's, one-sided, over every candidate and look
+    int candidates = 2;                 // verify_top
+    int max_pairs = 16;                 // the re-check's block included
+    int looks() const;                  // max_pairs / kBlock, at least 2
+    int first_stage_pairs() const;      // max_pairs less the re-check's block
     double look_alpha(int pairs) const; // the error of the look over `pairs` pairs
     Rule rule(int pairs) const;
 };

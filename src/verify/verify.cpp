@@ -320,7 +320,8 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     }
     const auto& limit = contract::modeled_memory_limit_text(c.resources);
     if (peak >= static_cast<double>(contract::modeled_memory_limit_bytes(c.resources))) {
-        d.reasons.push_back(fmt::format("peak memory {:.0f} MiB is not under the limit {}", peak / (1 << 20), limit));
+        d.reasons.push_back(
+            fmt::format("peak memory {:.0f} MiB is not under the limit {}", peak / (1 << 20), limit));
         d.settled = true;
     }
     d.evidence.push_back(fmt::format("peak memory {:.0f} MiB, limit {}", peak / (1 << 20), limit));
@@ -352,7 +353,8 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
         if (!screen.kept[k]) {
             ++d.set_aside;
             d.evidence.push_back(fmt::format(
-                "pair {} set aside as an outlier: its speed-up {:.3f}x lies more than 3.5 standard deviations "
+                "pair {} set aside as an outlier: its speed-up {:.3f}x lies more than 3.5 standard "
+                "deviations "
                 "({:.2f}% a pair) from the centre of the pairs' shortest half {:.3f}x (a run in another mode "
                 "of the host)",
                 index[k] + 1, std::exp(net[k]), 100 * screen.scale, std::exp(screen.center)));
@@ -370,8 +372,10 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     if (kept.size() < 2) {
         d.reasons.push_back(
             fmt::format("only {} complete A/B pairs; at least 2 are needed for an interval", kept.size()));
-        if (kept.size() == 1) d.speedup = d.lo = d.hi = d.upper = std::exp(kept[0]);
-        else d.upper = INFINITY;
+        if (kept.size() == 1)
+            d.speedup = d.lo = d.hi = d.upper = std::exp(kept[0]);
+        else
+            d.upper = INFINITY;
     } else {
         auto ci = order_adjusted_interval(kept, kept_ab, prior, 1 - 2 * rule.alpha, &d.order_effect);
         const auto loose = order_adjusted_interval(kept, kept_ab, prior, 1 - 2 * rule.futility_alpha);

@@ -142,8 +142,8 @@ measure::Interval speedup_interval(const std::vector<double>& log_ratios, const 
 // against reference_loss (per_step, last_k_mean; a candidate arm at_reference_seed only) or eval
 // (final_eval), and against the pair's baseline (at the pair's seed) in every mode.
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
-                const contract::Contract& c, const Rule& rule, bool math_changing, const NoisePrior& noise = {},
-                const EvalReference& eval = {});
+                const contract::Contract& c, const Rule& rule, bool math_changing,
+                const NoisePrior& noise = {}, const EvalReference& eval = {});
 
 // MFU with one denominator. A trial's MFU as the job prints it divides by a peak the job measured itself
 // (minigpt: a short GEMM probe with the trial's own threads and ranks), so candidates are not comparable. The

@@ -98,7 +98,8 @@ struct Sim {
 verify::Arm run(const Sim& s, double level, double noise_scale, const std::string& node, bool first,
                 std::mt19937_64& rng) {
     double l = level + s.noise.draw(rng, noise_scale);
-    if (s.scenario == Scenario::Bimodal && std::bernoulli_distribution(s.slow_p)(rng)) l += std::log(1.0 / 0.74);
+    if (s.scenario == Scenario::Bimodal && std::bernoulli_distribution(s.slow_p)(rng))
+        l += std::log(1.0 / 0.74);
     verify::Arm a = arm(0, node, first);
     std::normal_distribution<double> step(0, s.step_cv);
     for (int i = 0; i < s.steps; ++i) {
@@ -237,8 +238,10 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
 
     if (*sim) {
-        if (scenario == "bimodal") s.scenario = Scenario::Bimodal;
-        else if (scenario == "heavy") s.scenario = Scenario::Heavy;
+        if (scenario == "bimodal")
+            s.scenario = Scenario::Bimodal;
+        else if (scenario == "heavy")
+            s.scenario = Scenario::Heavy;
         else if (scenario != "normal") {
             std::cerr << "bench_verify: --scenario is normal, bimodal or heavy, not '" << scenario << "'\n";
             return 2;
@@ -261,8 +264,8 @@ int main(int argc, char** argv) {
                 promoted += r.promoted;
                 pairs += r.pairs;
             }
-            std::cout << fmt::format("simulate scenario={} effect={:.2f} promoted={}/{} pairs={:.2f}", scenario, e,
-                                     promoted, n, static_cast<double>(pairs) / std::max(1, n))
+            std::cout << fmt::format("simulate scenario={} effect={:.2f} promoted={}/{} pairs={:.2f}",
+                                     scenario, e, promoted, n, static_cast<double>(pairs) / std::max(1, n))
                       << std::endl;
         }
         return 0;

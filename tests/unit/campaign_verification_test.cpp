@@ -256,7 +256,8 @@ TEST_CASE("a campaign stopped mid-sequence resumes it: the first stage's block i
         o.stop = &stop;
         // Stop right after the first stage's look (it crossed: the re-check is next).
         o.on_event = [&](const std::string& msg) {
-            if (msg.find("look over 2 A/B pairs: ") != std::string::npos && msg.find("recheck") != std::string::npos)
+            if (msg.find("look over 2 A/B pairs: ") != std::string::npos &&
+                msg.find("recheck") != std::string::npos)
                 stop = true;
         };
         c.run(o);

@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <random>
+#include <sstream>
 
 using namespace infrarsi;
 
@@ -93,7 +93,8 @@ std::pair<bool, int> verification(double effect, const verify::Design& s, std::m
         const auto more = block(nodes, static_cast<int>(pairs.size()));
         pairs.insert(pairs.end(), more.begin(), more.end());
         const int n = static_cast<int>(pairs.size());
-        const auto next = verify::after_look(s, verify::decide(pairs, curve(), c, s.rule(n), false, prior), n, true);
+        const auto next =
+            verify::after_look(s, verify::decide(pairs, curve(), c, s.rule(n), false, prior), n, true);
         if (next == verify::Next::Stop) return {false, n};
         if (next == verify::Next::Recheck) break;
     }
@@ -134,8 +135,9 @@ TEST_CASE("the rule's error rates: 2000 A/A verifications promote at most 1.5%, 
     int at_threshold = 0;
     for (int i = 0; i < 1000; ++i)
         at_threshold += verification(1.0 + s.min_speedup, s, rng).first;
-    // alpha / 2 = 0.5% per candidate where the doctor measured the verification's noise; here the verification's
-    // runs are 1.5x noisier than the doctor's (a prior that is too small at the first looks): measured 0.7-0.9%.
+    // alpha / 2 = 0.5% per candidate where the doctor measured the verification's noise; here the
+    // verification's runs are 1.5x noisier than the doctor's (a prior that is too small at the first looks):
+    // measured 0.7-0.9%.
     CHECK(at_threshold <= 15);
     int power = 0, power25 = 0, pairs25 = 0;
     for (int i = 0; i < 500; ++i)
@@ -149,8 +151,10 @@ TEST_CASE("the rule's error rates: 2000 A/A verifications promote at most 1.5%, 
     CHECK(power25 >= 297);
     // A clear winner decides early: a 1.25x takes few pairs on average, the re-check's block included.
     CHECK(pairs25 / 300.0 < 8);
-    MESSAGE("A/A false promotions ", false_promotions, "/2000 (", aa_pairs / 2000.0, " pairs each); at 1 + "
-            "min_speedup ", at_threshold, "/1000; power 1.10x ", power, "/500, 1.25x ", power25, "/300");
+    MESSAGE("A/A false promotions ", false_promotions, "/2000 (", aa_pairs / 2000.0,
+            " pairs each); at 1 + "
+            "min_speedup ",
+            at_threshold, "/1000; power 1.10x ", power, "/500, 1.25x ", power25, "/300");
 }
 
 TEST_CASE("the looks spend the campaign's alpha: each candidate's looks sum to alpha / verify_top, later "
@@ -242,8 +246,8 @@ TEST_CASE("the screen sets aside a pair in another mode of a bimodal host, both 
     const auto few = verify::screen_pairs({0.1, 0.1, 0.11, 0.09, 0.5}, 3.5, {});
     CHECK(std::count(few.kept.begin(), few.kept.end(), true) == 5);
     // Every BA pair far off: that is an order effect, not outliers; nothing is set aside.
-    const auto order = verify::screen_pairs({0.1, 0.4, 0.1, 0.41, 0.11, 0.4}, 3.5,
-                                            {true, false, true, false, true, false});
+    const auto order =
+        verify::screen_pairs({0.1, 0.4, 0.1, 0.41, 0.11, 0.4}, 3.5, {true, false, true, false, true, false});
     CHECK(std::count(order.kept.begin(), order.kept.end(), true) == 6);
     // decide() says which pair it set aside, and its interval is the kept pairs'.
     const auto c = sim_contract();

@@ -25,8 +25,8 @@ verify::Arm arm(double step, double scale = 1.0, double peak = 1e8) {
     a.peak_memory_bytes = peak;
     return a;
 }
-// The rule of the tests written for the fixed-sample design: a two-sided 95% interval's lower bound (one-sided
-// error 2.5%) above 1 + m.
+// The rule of the tests written for the fixed-sample design: a two-sided 95% interval's lower bound
+// (one-sided error 2.5%) above 1 + m.
 verify::Rule rule(double m) {
     verify::Rule r;
     r.min_speedup = m;
@@ -300,7 +300,8 @@ TEST_CASE("reproduction: a promotion whose re-check in a fresh allocation fails 
     CHECK(kept.promoted);
     CHECK(kept.speedup == doctest::Approx(first.speedup));
     CHECK(kept.evidence.back().find("reproduced in a fresh allocation") != std::string::npos);
-    const auto failed = verify::reproduce(first, verify::decide(same, curve(1), c, rule(0.03), false, {0.01, 4}));
+    const auto failed =
+        verify::reproduce(first, verify::decide(same, curve(1), c, rule(0.03), false, {0.01, 4}));
     CHECK_FALSE(failed.promoted);
     REQUIRE_FALSE(failed.reasons.empty());
     CHECK(failed.reasons[0].find("did not reproduce") != std::string::npos);
