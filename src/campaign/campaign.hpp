@@ -195,10 +195,14 @@ class Campaign {
     void seed_from_bank(const RunOptions& o);        // once, after the doctor (bank_stage.cpp)
     void record_in_bank(const RunOptions& o);        // once, when the campaign is done
     void finish_verification(std::int64_t verification_id);
-    // Plans, submits and awaits one stage of a verification (verification.cpp): its A/B pairs in
-    // counterbalanced order, each pair on one node, spread over the nodes; the re-check (recheck = true)
-    // on nodes the first stage did not use where the partition has them.
+    // Plans, submits and awaits one block of a verification's sequence (verification.cpp,
+    // verify/sequential.hpp): two A/B pairs, one in each order, each pair on one node, spread over the
+    // nodes; the re-check's block (recheck = true) on nodes the first stage did not use where the partition
+    // has them.
     void run_verification_stage(store::VerificationRow& v, bool recheck, const RunOptions& o);
+    // Runs a verification's first stage block by block until its look says otherwise (also after a
+    // restart); returns false when stopped.
+    bool run_sequence(std::int64_t verification_id, const RunOptions& o);
     std::vector<std::string> array_placement(std::int64_t batch_id, int seq); // ArrayJob::placement
     // equivalence.cpp: the equivalence check of a candidate's patch set apart from knobs. The record of the
     // check (docs/orchestrator.md, "Equivalence"): a stored one, a failed one of a patch set it contains, or

@@ -1,9 +1,11 @@
-// The verification stage: interleaved A/B pairs of the best candidates against the baseline, and the
-// decision (verify::decide) that promotes or rejects each.
+// The verification stage: interleaved A/B pairs of the best candidates against the baseline, block by block
+// until each is decided (verify/sequential.hpp: the looks and their level; verify::decide: each look).
 #include "campaign/campaign.hpp"
 
 #include "trial/outcome.hpp"
 #include "util/error.hpp"
+#include "verify/robust.hpp"
+#include "verify/sequential.hpp"
 #include "verify/verify.hpp"
 
 #include <fmt/core.h>
@@ -28,6 +30,9 @@ void Campaign::verify(const RunOptions& o) {
     const auto baseline = store_->baseline();
     const double base = baseline ? baseline->median_step_s : 0.0;
     const auto baseline_key = contract_.space.baseline().key();
+    // Sequences left mid-way (a restart): on with them first, block by block.
+    for (const auto& x : store_->verifications())
+        if ((x.state == "running" || x.state == "recheck") && !run_sequence(x.id, o)) return;
     // The best distinct candidates that were faster than the baseline in the search.
     std::map<std::string, TrialRow> best;
     for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok})) {
@@ -107,68 +112,107 @@ void Campaign::verify(const RunOptions& o) {
             }
         }
         --slots;
-        // The wall-time budget covers verification: run the pairs that fit, at least 2 (an interval needs
-        // them), else skip the candidate and say so.
-        int pairs = contract_.repeats.verify;
+        // The wall-time budget covers verification: one block (2 A/B pairs) at least, else skip the
+        // candidate and say so.
+        const auto seq = verify::design(contract_);
         if (const double budget = contract_.budget.wall_time_s; budget > 0) {
             const auto m = trial_cost_model();
             const double left = budget - budget_use().wall_s;
-            pairs = affordable_pairs(m, left, contract_.repeats.verify);
-            if (pairs < std::min(2, contract_.repeats.verify)) {
-                const auto why =
-                    fmt::format("not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and {} A/B "
-                                "pairs need ~{:.0f} s (2 at least, ~{:.1f} s a trial)",
-                                budget, std::max(0.0, left), contract_.repeats.verify,
-                                verification_wall_s(m, 1, contract_.repeats.verify), m.trial_s());
+            if (affordable_pairs(m, left, verify::Design::kBlock) < verify::Design::kBlock) {
+                const auto why = fmt::format(
+                    "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and a block of {} A/B "
+                    "pairs needs ~{:.0f} s (~{:.1f} s a trial)",
+                    budget, std::max(0.0, left), verify::Design::kBlock,
+                    verification_wall_s(m, 1, verify::Design::kBlock), m.trial_s());
                 skip_for_budget(v, cand, why, left, m.trial_s());
                 continue;
             }
-            if (pairs < contract_.repeats.verify) {
-                v.detail["budget_note"] = fmt::format(
-                    "verification cut to {} of {} A/B pairs by the wall-time budget ({:.0f} s left, "
-                    "~{:.0f} s a pair)",
-                    pairs, contract_.repeats.verify, left, 2 * m.trial_s());
-                say(o, fmt::format("{}: {}", cand.describe(), v.detail["budget_note"].get<std::string>()));
-            }
         }
-        v.detail["pairs_planned"] = pairs;
+        v.detail["max_pairs"] = seq.max_pairs;
+        v.detail["alpha"] = seq.alpha / seq.candidates;
+        v.detail["min_speedup"] = seq.min_speedup;
         v.id = store_->add_verification(v);
-        say(o, fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): {} A/B pairs in "
-                           "counterbalanced order, each pair on one node",
-                           cand.describe(), *t.step_time_s, base, pairs));
-        run_verification_stage(v, false, o);
+        say(o, fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): blocks of {} A/B pairs "
+                           "(one in each order, each pair on one node) until decided, at most {}; promoted "
+                           "when the one-sided lower bound of the speed-up (error {:.2g} over all its looks) "
+                           "exceeds {:.3f} twice, the second time in a fresh allocation",
+                           cand.describe(), *t.step_time_s, base, verify::Design::kBlock, seq.max_pairs,
+                           seq.alpha / seq.candidates, 1 + seq.min_speedup));
+        if (!run_sequence(v.id, o)) return;
     }
-    // A first stage that promoted is re-checked in a fresh allocation before it is final (also after a
-    // restart between the two).
-    for (auto v : store_->verifications()) {
-        if (stopping(o)) return;
-        if (v.state != "recheck" || v.detail.contains("recheck")) continue;
-        run_verification_stage(v, true, o);
-    }
+    // A first stage that promoted goes on in a fresh allocation before it is final (also after a restart
+    // between the two).
+    for (const auto& x : store_->verifications())
+        if (x.state == "recheck" && !run_sequence(x.id, o)) return;
     // Which change of each promoted bundle carries its gain (ablation.cpp).
     ablate(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
     if (!stopping(o)) store_->advance_stage(store::Stage::Done);
 }
 
+bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
+    bool judged_once = false;
+    for (;;) {
+        if (stopping(o)) return false;
+        std::optional<store::VerificationRow> v;
+        for (const auto& x : store_->verifications())
+            if (x.id == vid) v = x;
+        if (!v || (v->state != "running" && v->state != "recheck")) return true;
+        const bool recheck = v->state == "recheck";
+        const json stage = recheck ? v->detail.value("recheck", json::object()) : v->detail;
+        if (stage.value("skipped", false)) return true;
+        // The stage's last block: awaited if it has not finished (a stop between submit and ingest); judged
+        // if it finished without its look recorded.
+        std::optional<std::int64_t> last;
+        if (stage.contains("blocks") && !stage["blocks"].empty())
+            last = stage["blocks"].back().get<std::int64_t>();
+        else if (recheck && stage.contains("batch"))
+            last = stage["batch"].get<std::int64_t>();
+        else if (!recheck && v->batch_id > 0)
+            last = v->batch_id;
+        if (last && stage.value("next", std::string()) != "more") {
+            if (store_->batch(*last).state != "finished") {
+                submit_batch(*last, o);
+                await_batch(*last, o);
+                continue;
+            }
+            if (judged_once) return true; // nothing more to do for it (said in its record)
+            judged_once = true;
+            finish_verification(vid);
+            continue;
+        }
+        judged_once = false;
+        run_verification_stage(*v, recheck, o);
+        // Say the look the block ended with.
+        for (const auto& x : store_->verifications())
+            if (x.id == vid && x.detail.contains("sequence") && !x.detail["sequence"].empty()) {
+                const auto& l = x.detail["sequence"].back();
+                say(o,
+                    fmt::format("{}: look over {} A/B pairs{}: {:.3f}x [{:.3f}, {:.3f}]: {}",
+                                space::Candidate::from_json(x.candidate).describe(), l["pairs"].get<int>(),
+                                l["stage"] == "recheck" ? " (re-check)" : "", l["estimate"].get<double>(),
+                                l["lo"].get<double>(), l["hi"].get<double>(), l["next"].get<std::string>()));
+            }
+    }
+}
+
 void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, const RunOptions& o) {
     auto cand = space::Candidate::from_json(v.candidate);
-    int pairs = v.detail.value("pairs_planned", contract_.repeats.verify);
+    const int pairs = verify::Design::kBlock;
     if (recheck) {
         if (const double budget = contract_.budget.wall_time_s; budget > 0) {
             const auto m = trial_cost_model();
             const double left = budget - budget_use().wall_s;
-            pairs = affordable_pairs(m, left, pairs);
-            if (pairs < 2) {
+            if (affordable_pairs(m, left, pairs) < pairs) {
                 // Not final without its re-check: not promoted, and said why.
                 v.state = "done";
                 v.promoted = false;
                 v.detail["reproduced"] = false;
                 v.detail["recheck"] = {{"skipped", true}};
                 auto reasons = v.detail.value("reasons", json::array());
-                reasons.push_back(fmt::format("not re-checked: the wall-time budget has {:.0f} s left, and 2 "
-                                              "A/B pairs need ~{:.0f} s",
-                                              std::max(0.0, left), 4 * m.trial_s()));
+                reasons.push_back(fmt::format("not re-checked: the wall-time budget has {:.0f} s left, and a "
+                                              "block of {} A/B pairs needs ~{:.0f} s",
+                                              std::max(0.0, left), pairs, 2 * pairs * m.trial_s()));
                 v.detail["reasons"] = reasons;
                 store_->update_verification(v);
                 say(o,
@@ -185,9 +229,10 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
         std::erase_if(nodes, [&](const std::string& n) {
             return std::find(slow.begin(), slow.end(), n) != slow.end();
         });
+    json& stage_record = recheck ? v.detail["recheck"] : v.detail;
     if (recheck) {
         std::set<std::string> used;
-        for (const auto& p : v.detail.value("pairs", json::array()))
+        for (const auto& p : v.detail.value("plan", json::array()))
             for (const auto& n : p.value("nodes", std::vector<std::string>{}))
                 used.insert(n);
         std::vector<std::string> fresh;
@@ -195,11 +240,15 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
             if (!used.count(n)) fresh.push_back(n);
         if (static_cast<int>(fresh.size()) >= std::max(1, contract_.resources.nodes)) nodes = fresh;
     }
-    const auto placed = verify::spread_pairs(pairs, nodes, contract_.resources.nodes);
-    // The order of each pair: counterbalanced, shuffled by a seed drawn now and recorded.
+    // The sequence's pair k on node k mod N: each block continues round the nodes where the last stopped.
+    const int before =
+        stage_record.is_object() ? static_cast<int>(stage_record.value("plan", json::array()).size()) : 0;
+    auto placed = verify::spread_pairs(before + pairs, nodes, contract_.resources.nodes);
+    if (!placed.empty()) placed.erase(placed.begin(), placed.begin() + before);
+    // The order of each pair: one AB and one BA a block, which first drawn from a seed drawn now and
+    // recorded.
     const std::uint64_t seed = std::random_device{}();
-    const auto orders = verify::counterbalanced_orders(pairs, seed);
-    std::mt19937_64 rng(std::random_device{}());
+    const auto orders = verify::block_orders(seed);
     // Each pair at a seed of its own, drawn now, both its runs at it: no loss the candidate could have
     // memorized from an earlier run exists at it (the contract's seed only where the job cannot be seeded).
     std::set<long long> used;
@@ -234,7 +283,10 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
         where.push_back({i, placement});
         where.push_back({i, placement});
         pair_args.push_back(placement);
-        plan.push_back({{"pair", i + 1}, {"order", verify::to_string(order)}, {"nodes", on}});
+        plan.push_back({{"pair", before + i + 1},
+                        {"order", verify::to_string(order)},
+                        {"nodes", on},
+                        {"block", before / pairs + 1}});
         if (pair_seed) plan.back()["seed"] = *pair_seed;
     }
     // The spot check of a candidate with patches: one pair, drawn now at random, also runs the candidate's
@@ -243,18 +295,23 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // pair like them, so one that computes honestly only when it guesses it is being checked (the equivalence
     // run, told apart by a run count it keeps outside the campaign) is caught in the pairs it cheats in.
     // Where the knobs do not fit without the patches: at the equivalence check's knobs (equivalence.cpp).
-    const json spot = plan_spot_check(cand, v.id, plan, pair_args, tasks, where);
+    // (A stage's first block carries it: the first stage's and the re-check's.)
+    json spot;
+    if (before == 0) spot = plan_spot_check(cand, v.id, plan, pair_args, tasks, where);
     const auto batch = plan_batch("verify", tasks, where);
-    json stage = {{"batch", batch}, {"order_seed", seed}, {"plan", plan}};
-    if (!spot.is_null()) stage["spot_check"] = spot;
-    if (recheck) {
-        v.detail["recheck"] = stage;
-    } else {
+    // The stage's record (the first stage's in the verification's detail, the re-check's in its "recheck"):
+    // each block's batch, order seed and pairs appended.
+    if (recheck)
+        stage_record["batch"] = batch;
+    else
         v.batch_id = batch;
-        v.detail["order_seed"] = seed;
-        v.detail["plan"] = plan;
-        if (!spot.is_null()) v.detail["spot_check"] = spot;
-    }
+    if (before == 0) stage_record["order_seed"] = seed;
+    stage_record["order_seeds"].push_back(seed);
+    stage_record["blocks"].push_back(batch);
+    for (const auto& p : plan)
+        stage_record["plan"].push_back(p);
+    stage_record["next"] = "running";
+    if (!spot.is_null()) stage_record["spot_check"] = spot;
     store_->update_verification(v);
     submit_batch(batch, o);
     await_batch(batch, o);
@@ -266,18 +323,13 @@ void Campaign::finish_verification(std::int64_t vid) {
         if (x.id == vid) v = x;
     const bool recheck = v.state == "recheck";
     if (recheck && !v.detail.contains("recheck")) return; // its batch was planned, not yet recorded here
-    const std::int64_t batch_id = recheck ? v.detail["recheck"]["batch"].get<std::int64_t>() : v.batch_id;
-    const json plan = recheck ? v.detail["recheck"]["plan"] : v.detail.value("plan", json::array());
-    auto trials = store_->trials({.verification_id = vid});
-    std::erase_if(trials, [&](const TrialRow& t) { return t.batch_id != batch_id; });
-    std::sort(trials.begin(), trials.end(), [](const TrialRow& x, const TrialRow& y) { return x.id < y.id; });
-    // The spot check's run (the candidate's knobs without its patches) is not one of the pairs.
-    std::optional<TrialRow> twin;
-    std::erase_if(trials, [&](const TrialRow& t) {
-        if (t.kind != TrialKind::EquivalenceBaseline) return false;
-        twin = t;
-        return true;
-    });
+    // The first stage's blocks (one batch each; a campaign of an older orchestrator: its one batch), and the
+    // re-check's.
+    std::set<std::int64_t> first_batches;
+    for (const auto& b : v.detail.value("blocks", json::array()))
+        first_batches.insert(b.get<std::int64_t>());
+    if (first_batches.empty()) first_batches.insert(v.batch_id);
+    const auto all_trials = store_->trials({.verification_id = vid});
     const auto& inv = contract_.invariants;
     auto arm = [&](const TrialRow& t, bool first) {
         verify::Arm x;
@@ -285,6 +337,9 @@ void Campaign::finish_verification(std::int64_t vid) {
         x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
         x.step_s = t.step_time_s.value_or(0);
         if (t.measurements.contains("losses")) x.losses = t.measurements["losses"].get<std::vector<double>>();
+        if (t.measurements.contains("steady_samples") && t.measurements["steady_samples"].is_array())
+            for (const auto& s : t.measurements["steady_samples"])
+                if (s.is_number()) x.step_samples.push_back(s.get<double>());
         if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
             x.eval_loss = t.measurements["eval_loss"].get<double>();
         x.peak_memory_bytes = t.peak_memory_bytes;
@@ -293,33 +348,77 @@ void Campaign::finish_verification(std::int64_t vid) {
         x.first = first;
         return x;
     };
-    // Trials were planned two a pair, each pair's in the order it ran.
-    std::vector<std::pair<verify::Arm, verify::Arm>> ab;
-    std::vector<TrialRow> candidate_runs; // each pair's candidate run, by pair
-    json pairs = json::array();
-    for (std::size_t i = 0; i + 1 < trials.size(); i += 2) {
-        const auto& t1 = trials[i];
-        const auto& t2 = trials[i + 1];
-        const bool ab_order = t1.kind == TrialKind::VerifyBaseline;
-        const TrialRow& ta = ab_order ? t1 : t2;
-        const TrialRow& tb = ab_order ? t2 : t1;
-        candidate_runs.push_back(tb);
-        ab.emplace_back(arm(ta, ab_order), arm(tb, !ab_order));
-        const bool seeded = i / 2 < plan.size() && plan[i / 2].contains("seed");
-        ab.back().first.at_reference_seed = ab.back().second.at_reference_seed = !seeded;
-        json p = {{"pair", i / 2 + 1},
-                  {"order", ab_order ? "AB" : "BA"},
-                  {"baseline_trial", ta.id},
-                  {"candidate_trial", tb.id},
-                  {"baseline_step_s", ab.back().first.step_s},
-                  {"candidate_step_s", ab.back().second.step_s},
-                  {"baseline_node", ta.node},
-                  {"candidate_node", tb.node},
-                  {"same_node", !ta.node.empty() && ta.node == tb.node}};
-        if (i / 2 < plan.size()) p["nodes"] = plan[i / 2].value("nodes", json::array());
-        if (seeded) p["seed"] = plan[i / 2]["seed"];
-        pairs.push_back(p);
+    // One stage's pairs, from its batches' trials in the order they were planned (two a pair, each pair's in
+    // the order it ran), numbered from 1 within the stage as its plan numbers them.
+    struct StagePairs {
+        std::vector<std::pair<verify::Arm, verify::Arm>> ab;
+        std::vector<TrialRow> candidate_runs; // each pair's candidate run, by pair
+        std::optional<TrialRow> twin;         // the spot check's run
+        json pairs = json::array();
+    };
+    auto stage_pairs = [&](const std::set<std::int64_t>& batches, const json& plan) {
+        StagePairs sp;
+        std::vector<TrialRow> trials;
+        for (const auto& t : all_trials)
+            if (batches.count(t.batch_id)) trials.push_back(t);
+        std::sort(trials.begin(), trials.end(),
+                  [](const TrialRow& x, const TrialRow& y) { return x.id < y.id; });
+        // The spot check's runs (the knobs without the patches; where those knobs had to move, the patch set
+        // there too) are not pairs.
+        std::erase_if(trials, [&](const TrialRow& t) {
+            if (t.kind == TrialKind::EquivalenceCandidate) return true;
+            if (t.kind != TrialKind::EquivalenceBaseline) return false;
+            sp.twin = t;
+            return true;
+        });
+        for (std::size_t i = 0; i + 1 < trials.size(); i += 2) {
+            const auto& t1 = trials[i];
+            const auto& t2 = trials[i + 1];
+            const bool ab_order = t1.kind == TrialKind::VerifyBaseline;
+            const TrialRow& ta = ab_order ? t1 : t2;
+            const TrialRow& tb = ab_order ? t2 : t1;
+            sp.candidate_runs.push_back(tb);
+            sp.ab.emplace_back(arm(ta, ab_order), arm(tb, !ab_order));
+            const bool seeded = i / 2 < plan.size() && plan[i / 2].contains("seed");
+            sp.ab.back().first.at_reference_seed = sp.ab.back().second.at_reference_seed = !seeded;
+            const auto& [xa, xb] = sp.ab.back();
+            json p = {{"pair", i / 2 + 1},
+                      {"order", ab_order ? "AB" : "BA"},
+                      {"baseline_trial", ta.id},
+                      {"candidate_trial", tb.id},
+                      {"baseline_step_s", xa.step_s},
+                      {"candidate_step_s", xb.step_s},
+                      {"baseline_node", ta.node},
+                      {"candidate_node", tb.node},
+                      {"same_node", !ta.node.empty() && ta.node == tb.node}};
+            if (xa.ok && xb.ok && xa.step_s > 0 && xb.step_s > 0)
+                p["log_ratio"] =
+                    verify::robust_pair_log_ratio(xa.step_samples, xa.step_s, xb.step_samples, xb.step_s);
+            if (i / 2 < plan.size()) {
+                p["nodes"] = plan[i / 2].value("nodes", json::array());
+                if (plan[i / 2].contains("block")) p["block"] = plan[i / 2]["block"];
+            }
+            if (seeded) p["seed"] = plan[i / 2]["seed"];
+            sp.pairs.push_back(p);
+        }
+        return sp;
+    };
+    const auto first_stage = stage_pairs(first_batches, v.detail.value("plan", json::array()));
+    StagePairs fresh;
+    if (recheck) {
+        std::set<std::int64_t> batches;
+        for (const auto& b : v.detail["recheck"].value("blocks", json::array()))
+            batches.insert(b.get<std::int64_t>());
+        if (batches.empty()) batches.insert(v.detail["recheck"]["batch"].get<std::int64_t>());
+        fresh = stage_pairs(batches, v.detail["recheck"]["plan"]);
     }
+    const auto& judged = recheck ? fresh : first_stage;
+    const auto& candidate_runs = judged.candidate_runs;
+    const auto& twin = judged.twin;
+    const auto& pairs = judged.pairs;
+    // The sequence's look: over every pair so far (the re-check continues the first stage's sequence).
+    auto ab = first_stage.ab;
+    ab.insert(ab.end(), fresh.ab.begin(), fresh.ab.end());
     auto cand = space::Candidate::from_json(v.candidate);
     bool math_changing = false;
     for (const auto& id : cand.patches)
@@ -327,88 +426,178 @@ void Campaign::finish_verification(std::int64_t vid) {
     verify::NoisePrior noise;
     verify::EvalReference eval;
     if (auto b = store_->baseline()) {
-        noise.cv_between = b->cv_between;
-        noise.dof = std::max(0, b->completed - 1);
+        noise = verify::doctor_prior(*b);
         eval = verify::eval_reference(b->eval_losses);
     }
-    auto d = verify::decide(ab, reference_losses(), contract_, mde(), math_changing, noise, eval);
+    const auto seq = verify::design(contract_);
+    const int so_far = static_cast<int>(ab.size());
+    auto d = verify::decide(ab, reference_losses(), contract_, seq.rule(so_far), math_changing, noise, eval);
     // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
     // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
     json& stage = recheck ? v.detail["recheck"] : v.detail;
-    if (stage.contains("spot_check"))
-        judge_spot_check(stage["spot_check"], batch_id, cand, twin, candidate_runs, d, v);
-    if (v.detail.contains("budget_note")) {
-        d.evidence.push_back(v.detail["budget_note"].get<std::string>());
-        if (!d.promoted) d.reasons.push_back(v.detail["budget_note"].get<std::string>());
+    if (stage.contains("spot_check")) {
+        // Its runs are in the stage's first block.
+        const auto& blocks = stage.value("blocks", json::array());
+        const std::int64_t spot_batch = !blocks.empty() ? blocks[0].get<std::int64_t>()
+                                        : recheck       ? stage["batch"].get<std::int64_t>()
+                                                        : v.batch_id;
+        judge_spot_check(stage["spot_check"], spot_batch, cand, twin, candidate_runs, d, v);
     }
+    // A spot check that failed or did not complete is not changed by more pairs.
+    if (const json& st = recheck ? v.detail["recheck"] : v.detail;
+        st.contains("spot_check") && st["spot_check"].value("state", "") != "passed")
+        d.settled = true;
+    auto look = [&](const verify::Decision& x, verify::Next next) {
+        v.detail["sequence"].push_back({{"stage", recheck ? "recheck" : "first"},
+                                        {"pairs", static_cast<int>(ab.size())},
+                                        {"counted", x.pairs},
+                                        {"set_aside", x.set_aside},
+                                        {"estimate", x.speedup},
+                                        {"lo", x.lo},
+                                        {"hi", x.hi},
+                                        {"next", verify::to_string(next)}});
+    };
+    // MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the
+    // baseline's at this verification's baseline step time (geometric mean of its complete runs), the
+    // candidate's at that step time over the speed-up.
+    auto record_mfu = [&](double speedup) {
+        if (const auto b = store_->baseline(); b && b->peak_flops && b->model_flops_per_step && speedup > 0) {
+            double logs = 0;
+            int n = 0;
+            for (const auto& [x, y] : ab)
+                if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
+            if (n > 0) {
+                const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops,
+                                                   b->peak_flops_source, std::exp(logs / n), speedup);
+                v.detail["mfu"] = {{"peak_flops", m.peak_flops},
+                                   {"peak_flops_source", m.peak_source},
+                                   {"model_flops_per_step", m.model_flops_per_step},
+                                   {"baseline_step_s", m.baseline_step_s},
+                                   {"candidate_step_s", m.candidate_step_s},
+                                   {"baseline", m.baseline},
+                                   {"candidate", m.candidate}};
+            }
+        }
+    };
+    // Room in the wall-time budget for another block.
+    bool room = true;
+    if (const double budget = contract_.budget.wall_time_s; budget > 0) {
+        const auto m = trial_cost_model();
+        room = affordable_pairs(m, budget - budget_use().wall_s, verify::Design::kBlock) >=
+               verify::Design::kBlock;
+    }
+    auto undecided = [&](verify::Decision& x, verify::Next next, int cap) {
+        if (next == verify::Next::Stop && !x.settled && !x.futile && !x.promoted)
+            x.reasons.push_back(
+                room ? fmt::format("undecided after {} A/B pairs, the most the sequence takes there "
+                                   "([verify] max_pairs = {}{})",
+                                   so_far, seq.max_pairs,
+                                   cap < seq.max_pairs ? ", less the re-check's block" : "")
+                     : fmt::format("undecided after {} A/B pairs, and the wall-time budget has no room for "
+                                   "another block",
+                                   so_far));
+        if (x.futile && !x.settled)
+            x.evidence.push_back(
+                fmt::format("a clear loser: the upper bound {:.3f}x (one-sided, error {:.2g}) is "
+                            "under 1 + min_speedup = {:.3f}; no more pairs",
+                            x.upper, seq.rule(so_far).futility_alpha, 1 + seq.min_speedup));
+    };
     if (recheck) {
-        // The final decision: the first stage's, kept only when the re-check promotes too.
+        // The re-check's look, over every pair; the fresh allocation's own pairs must show a speed-up too.
+        const auto own = verify::decide(fresh.ab, reference_losses(), contract_, seq.rule(so_far),
+                                        math_changing, noise, eval);
+        const auto next = verify::after_recheck(seq, d, own.speedup, so_far, room);
+        auto all = d;
+        if (next != verify::Next::Promoted) {
+            all.promoted = false;
+            if (all.reasons.empty() && d.promoted)
+                all.reasons.push_back(fmt::format(
+                    "the fresh allocation's own pairs measured {:.3f}x: no speed-up", own.speedup));
+        }
+        undecided(all, next, seq.max_pairs);
+        look(all, next);
+        v.detail["recheck"]["pairs"] = pairs;
+        v.detail["recheck"]["speedup"] = own.speedup;
+        v.detail["recheck"]["ci"] = json::array({own.lo, own.hi});
+        v.detail["recheck"]["next"] = verify::to_string(next);
+        if (next == verify::Next::More) {
+            // On in the fresh allocation: another block.
+            store::Transaction tx(store_->db());
+            store_->update_verification(v);
+            store_->log(
+                fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs, {:.3f}x in the fresh allocation: "
+                            "undecided, another block there",
+                            cand.describe(), d.speedup, d.lo, d.hi, so_far, own.speedup));
+            tx.commit();
+            return;
+        }
+        // The final decision: the first stage's, kept only when the re-check's look promotes too.
         verify::Decision first;
         first.promoted = true;
         first.speedup = v.speedup.value_or(0);
         first.lo = v.lo.value_or(0);
         first.hi = v.hi.value_or(0);
         first.evidence = v.detail.value("evidence", std::vector<std::string>{});
-        const auto fin = verify::reproduce(first, d);
-        v.detail["recheck"]["pairs"] = pairs;
-        v.detail["recheck"]["speedup"] = d.speedup;
-        v.detail["recheck"]["ci"] = {d.lo, d.hi};
-        v.detail["recheck"]["reasons"] = d.reasons;
-        v.detail["recheck"]["evidence"] = d.evidence;
-        v.detail["recheck"]["nodes"] = d.nodes;
-        v.detail["reproduced"] = d.promoted;
+        const auto fin = verify::reproduce(first, all);
+        v.detail["recheck"]["all_pairs"] = {
+            {"speedup", d.speedup}, {"ci", json::array({d.lo, d.hi})}, {"pairs", d.pairs}};
+        v.detail["recheck"]["reasons"] = all.reasons;
+        v.detail["recheck"]["evidence"] = all.evidence;
+        v.detail["recheck"]["nodes"] = own.nodes;
+        v.detail["reproduced"] = all.promoted;
         v.detail["reasons"] = fin.reasons;
         v.detail["evidence"] = fin.evidence;
+        v.detail["next"] = verify::to_string(next);
         v.state = "done";
         v.promoted = fin.promoted;
+        // A promotion's speed-up is the sequence's over all its pairs (the first stage's alone is the one
+        // that crossed first: biased upwards by the stopping).
+        if (fin.promoted) {
+            v.speedup = d.speedup;
+            v.lo = d.lo;
+            v.hi = d.hi;
+            record_mfu(d.speedup);
+        }
         store::Transaction tx(store_->db());
         store_->update_verification(v);
         if (fin.promoted) store_->add_promotion(v.id, v.candidate_key, v.speedup.value_or(0));
-        store_->log(fin.promoted ? fmt::format("promoted {}: {:.3f}x [{:.3f}, {:.3f}], reproduced in a fresh "
-                                               "allocation ({:.3f}x)",
-                                               cand.describe(), first.speedup, first.lo, first.hi, d.speedup)
+        store_->log(fin.promoted ? fmt::format("promoted {}: {:.3f}x, lower bound {:.3f} over {} pairs, "
+                                               "reproduced in a fresh allocation ({:.3f}x)",
+                                               cand.describe(), d.speedup, d.lo, d.pairs, own.speedup)
                                  : fmt::format("not promoted {}: {}", cand.describe(),
                                                fin.reasons.empty() ? "" : fin.reasons[0]));
         tx.commit();
         return;
     }
-    // MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the
-    // baseline's at this verification's baseline step time (geometric mean of its complete runs), the
-    // candidate's at that step time over the speed-up.
-    if (const auto b = store_->baseline(); b && b->peak_flops && b->model_flops_per_step && d.speedup > 0) {
-        double logs = 0;
-        int n = 0;
-        for (const auto& [x, y] : ab)
-            if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
-        if (n > 0) {
-            const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops, b->peak_flops_source,
-                                               std::exp(logs / n), d.speedup);
-            v.detail["mfu"] = {{"peak_flops", m.peak_flops},
-                               {"peak_flops_source", m.peak_source},
-                               {"model_flops_per_step", m.model_flops_per_step},
-                               {"baseline_step_s", m.baseline_step_s},
-                               {"candidate_step_s", m.candidate_step_s},
-                               {"baseline", m.baseline},
-                               {"candidate", m.candidate}};
-        }
-    }
+    // The first stage's look: another block, the re-check, or stop.
+    const auto next = verify::after_look(seq, d, so_far, room);
+    undecided(d, next, seq.first_stage_pairs());
+    look(d, next);
+    v.detail["next"] = verify::to_string(next);
+    record_mfu(d.speedup);
     // A first stage that promotes is not final: it waits for its re-check (verify()).
-    v.state = d.promoted ? "recheck" : "done";
+    v.state = next == verify::Next::Recheck ? "recheck" : next == verify::Next::More ? "running" : "done";
     v.promoted = false;
     v.speedup = d.speedup;
     v.lo = d.lo;
     v.hi = d.hi;
     v.detail["pairs"] = pairs;
+    v.detail["pairs_counted"] = d.pairs;
     v.detail["reasons"] = d.reasons;
     v.detail["evidence"] = d.evidence;
     v.detail["order_effect"] = d.order_effect;
     v.detail["mde"] = mde();
     store::Transaction tx(store_->db());
     store_->update_verification(v);
-    store_->log(d.promoted ? fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}]; re-checking in a fresh allocation",
-                                         cand.describe(), d.speedup, d.lo, d.hi)
-                           : fmt::format("not promoted {}: {}", cand.describe(),
-                                         d.reasons.empty() ? "" : d.reasons[0]));
+    store_->log(
+        next == verify::Next::Recheck
+            ? fmt::format("{}: {:.3f}x, lower bound {:.3f} over {} pairs; re-checking in a fresh "
+                          "allocation",
+                          cand.describe(), d.speedup, d.lo, so_far)
+        : next == verify::Next::More
+            ? fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs: undecided, another block",
+                          cand.describe(), d.speedup, d.lo, d.hi, so_far)
+            : fmt::format("not promoted {}: {}", cand.describe(), d.reasons.empty() ? "" : d.reasons[0]));
     tx.commit();
 }
 

@@ -709,6 +709,31 @@ void read_repeats(const Reader& r, const toml::table& root, Contract& c) {
     c.repeats.verify_top = r.count(*t, "verify_top", "repeats", false, 0).value_or(2);
 }
 
+// [verify]: the promotion rule's threshold, error and cap (verify/sequential.hpp).
+void read_verify(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table* t = r.table(root, "verify", "verify", false);
+    if (!t) return;
+    r.known_keys(*t, "verify", {"min_speedup", "alpha", "max_pairs"});
+    if (auto m = r.number(*t, "min_speedup", "verify")) {
+        if (!(*m >= 0 && *m < 1))
+            throw Error(fmt::format("'verify.min_speedup' is {}", *m), r.at_key(*t, "min_speedup"),
+                        "a relative gain in [0, 1), e.g. 0.03 for 3%");
+        c.verify.min_speedup = *m;
+    }
+    if (auto a = r.number(*t, "alpha", "verify")) {
+        if (!(*a > 0 && *a <= 0.2))
+            throw Error(fmt::format("'verify.alpha' is {}", *a), r.at_key(*t, "alpha"),
+                        "a one-sided error in (0, 0.2], e.g. 0.01");
+        c.verify.alpha = *a;
+    }
+    if (auto n = r.count(*t, "max_pairs", "verify", false, 4)) {
+        if (*n % 2 != 0 || *n > 1000)
+            throw Error(fmt::format("'verify.max_pairs' is {}", *n), r.at_key(*t, "max_pairs"),
+                        "an even number of pairs from 4 to 1000 (blocks of two, one in each order)");
+        c.verify.max_pairs = *n;
+    }
+}
+
 // [memory]: the prior of the memory model: a command that prints an estimate, or a transformer's dimensions.
 void read_memory(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table* m = r.table(root, "memory", "memory", false);
@@ -897,7 +922,7 @@ Contract load_text(const std::string& text, const fs::path& file) {
     }
     r.known_keys(root, "(top level)",
                  {"name", "workload", "resources", "knobs", "constants", "constraints", "patches",
-                  "invariants", "metrics", "budget", "repeats", "memory", "nccl"});
+                  "invariants", "metrics", "budget", "repeats", "verify", "memory", "nccl"});
     c.name = r.str(root, "name", "(top level)").value_or(c.file.stem().string());
     read_workload(r, root, c);
     read_resources(r, root, c);
@@ -908,6 +933,7 @@ Contract load_text(const std::string& text, const fs::path& file) {
     read_metrics(r, root, c);
     read_budget(r, root, c);
     read_repeats(r, root, c);
+    read_verify(r, root, c);
     read_memory(r, root, c);
     read_nccl(r, root, c);
     return c;

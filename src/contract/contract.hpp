@@ -86,6 +86,13 @@ struct Repeats {
     int verify_top = 2; // how many of the best candidates are verified
 };
 
+// [verify]: the promotion rule (verify/sequential.hpp; docs/contract.md, docs/orchestrator.md).
+struct VerifySettings {
+    double min_speedup = 0.03; // the smallest gain worth applying: the lower bound must exceed 1 + this
+    double alpha = 0.01;       // one-sided error over the whole campaign (every candidate, every look)
+    int max_pairs = 16;        // A/B pairs a candidate's sequence may take, the re-check's block included
+};
+
 // [memory.transformer]: a memory prior from the model's dimensions, for a job with no estimate command
 // (model/transformer_memory.hpp; docs/contract.md).
 struct TransformerMemoryPrior {
@@ -122,6 +129,7 @@ struct Contract {
     measure::LogFormat metrics;
     Budget budget;
     Repeats repeats;
+    VerifySettings verify;
     std::vector<std::string> memory_estimate; // argv printing {"estimated_peak_bytes":N}; knob env set
     std::optional<TransformerMemoryPrior> memory_transformer; // the prior when there is no command
     std::vector<std::string> knob_presets; // [knobs] include: the presets (space/presets.hpp) in the space

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <numeric>
 #include <random>
 
@@ -40,17 +41,103 @@ double stddev(const std::vector<double>& xs) {
 }
 
 double t_quantile(int dof, double level) {
-    // Two-sided critical values of Student's t (standard tables).
-    static const double t95[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-                                 2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086};
-    static const double t90[] = {6.314, 2.920, 2.353, 2.132, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796,
-                                 1.782, 1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.725};
     if (dof < 1) return INFINITY;
-    const bool ninety = level < 0.925;
-    if (dof <= 20) return ninety ? t90[dof - 1] : t95[dof - 1];
-    if (dof <= 30) return ninety ? 1.70 : 2.05;
-    if (dof <= 60) return ninety ? 1.68 : 2.01;
-    return ninety ? 1.645 : 1.96;
+    return student_t_quantile(1 - (1 - level) / 2, dof);
+}
+
+double normal_quantile(double p) {
+    if (!(p > 0)) return -INFINITY;
+    if (!(p < 1)) return INFINITY;
+    static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                               1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+    static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                               6.680131188771972e+01, -1.328068155288572e+01};
+    static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                               -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+    static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                               3.754408661907416e+00};
+    const double lo = 0.02425;
+    double x;
+    if (p < lo || p > 1 - lo) {
+        const double q = std::sqrt(-2 * std::log(p < lo ? p : 1 - p));
+        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+        if (p > 1 - lo) x = -x;
+    } else {
+        const double q = p - 0.5, r = q * q;
+        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+    }
+    // One Halley step on the exact CDF.
+    const double e = 0.5 * std::erfc(-x / std::sqrt(2.0)) - p;
+    const double u = e * std::sqrt(2 * std::numbers::pi) * std::exp(x * x / 2);
+    return x - u / (1 + x * u / 2);
+}
+
+namespace {
+
+// The continued fraction of the regularized incomplete beta function (Numerical Recipes, 6.4; Lentz).
+double beta_fraction(double a, double b, double x) {
+    const double tiny = 1e-300;
+    double c = 1, d = 1 - (a + b) * x / (a + 1);
+    if (std::fabs(d) < tiny) d = tiny;
+    d = 1 / d;
+    double h = d;
+    for (int m = 1; m <= 300; ++m) {
+        const double m2 = 2.0 * m;
+        double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+        d = 1 + aa * d;
+        if (std::fabs(d) < tiny) d = tiny;
+        c = 1 + aa / c;
+        if (std::fabs(c) < tiny) c = tiny;
+        d = 1 / d;
+        h *= d * c;
+        aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+        d = 1 + aa * d;
+        if (std::fabs(d) < tiny) d = tiny;
+        c = 1 + aa / c;
+        if (std::fabs(c) < tiny) c = tiny;
+        d = 1 / d;
+        const double del = d * c;
+        h *= del;
+        if (std::fabs(del - 1) < 1e-15) break;
+    }
+    return h;
+}
+
+double incomplete_beta(double a, double b, double x) {
+    if (x <= 0) return 0;
+    if (x >= 1) return 1;
+    const double front =
+        std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+    if (x < (a + 1) / (a + b + 2)) return front * beta_fraction(a, b, x) / a;
+    return 1 - front * beta_fraction(b, a, 1 - x) / b;
+}
+
+} // namespace
+
+double student_t_cdf(double t, double dof) {
+    if (!(dof > 0)) return 0.5;
+    if (std::isinf(t)) return t > 0 ? 1 : 0;
+    const double tail = 0.5 * incomplete_beta(dof / 2, 0.5, dof / (dof + t * t));
+    return t > 0 ? 1 - tail : tail;
+}
+
+double student_t_quantile(double p, double dof) {
+    if (!(p > 0)) return -INFINITY;
+    if (!(p < 1)) return INFINITY;
+    if (!(dof > 0)) return p < 0.5 ? -INFINITY : p > 0.5 ? INFINITY : 0;
+    if (p == 0.5) return 0;
+    if (p < 0.5) return -student_t_quantile(1 - p, dof);
+    // Bisection on the CDF, bracketed from the normal quantile (t's is larger) upwards.
+    double lo = normal_quantile(p), hi = std::max(1.0, 2 * lo);
+    while (student_t_cdf(hi, dof) < p && hi < 1e12)
+        hi *= 2;
+    for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
+        const double mid = (lo + hi) / 2;
+        (student_t_cdf(mid, dof) < p ? lo : hi) = mid;
+    }
+    return (lo + hi) / 2;
 }
 
 Interval mean_ci(const std::vector<double>& xs, double level) {

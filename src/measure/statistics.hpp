@@ -20,8 +20,16 @@ double stddev(const std::vector<double>& xs); // sample standard deviation (n - 
 // or a checkpoint inside a timed step): 1.4826 x the median absolute deviation / the median, which equals the
 // coefficient of variation for normal noise. 0 for fewer than two samples or a zero median.
 double robust_cv(const std::vector<double>& xs);
-// Two-sided Student t quantile t_{1 - alpha/2, dof} for level 0.95 or 0.90.
+// Two-sided Student t quantile t_{1 - alpha/2, dof} for a two-sided `level` (student_t_quantile below).
 double t_quantile(int dof, double level = 0.95);
+// The p-quantile of the standard normal distribution (Acklam's rational approximation, refined by one Halley
+// step: relative error below 1e-12), for 0 < p < 1.
+double normal_quantile(double p);
+// P(T <= t) for Student's t with `dof` degrees of freedom (through the regularized incomplete beta function).
+double student_t_cdf(double t, double dof);
+// The p-quantile of Student's t with `dof` degrees of freedom, at any p in (0, 1); +-infinity without a
+// degree of freedom.
+double student_t_quantile(double p, double dof);
 Interval mean_ci(const std::vector<double>& xs, double level = 0.95);
 // Percentile bootstrap of the median (Efron & Tibshirani 1993, ch. 13), deterministic in seed.
 Interval median_ci(const std::vector<double>& xs, double level = 0.95, int resamples = 2000,

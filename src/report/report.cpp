@@ -380,6 +380,8 @@ json build(campaign::Campaign& c) {
                       {"order_seed", v.detail.value("order_seed", json())},
                       {"reproduced", v.detail.value("reproduced", json())},
                       {"recheck", v.detail.value("recheck", json())}};
+        // The sequence of looks (verify/sequential.hpp): each block's interval over the pairs so far.
+        if (v.detail.contains("sequence")) entry["sequence"] = v.detail["sequence"];
         // MFU with the campaign's one denominator (verification.cpp): its ratio is the speed-up.
         if (v.detail.contains("mfu")) {
             entry["mfu"] = v.detail["mfu"];
@@ -455,6 +457,14 @@ std::string pair_lines(const json& v, const std::string& indent) {
     };
     if (v.contains("pairs") && !v["pairs"].empty())
         o += indent + "pairs (order, node, baseline/candidate s/step):" + pairs(v["pairs"]) + "\n";
+    if (v.contains("sequence") && v["sequence"].is_array() && !v["sequence"].empty()) {
+        o += indent + "sequence of looks (pairs: speed-up [one-sided bounds] -> next):";
+        for (const auto& l : v["sequence"])
+            o += fmt::format(" {}{}: {:.3f}x [{:.3f}, {:.3f}] -> {};", l.value("pairs", 0),
+                             l.value("stage", "") == "recheck" ? " (re-check)" : "", l.value("estimate", 0.0),
+                             l.value("lo", 0.0), l.value("hi", 0.0), l.value("next", "?"));
+        o += "\n";
+    }
     const auto& rc = v.value("recheck", json());
     if (rc.is_object() && rc.contains("pairs"))
         o += fmt::format("{}re-check in a fresh allocation: {} ({:.3f}x [{:.3f}, {:.3f}]):{}\n", indent,
@@ -595,7 +605,8 @@ std::string render(const json& r) {
         o += "  none (nothing beat the baseline beyond the noise floor with the loss held)\n";
     for (const auto& p : r["promoted"]) {
         o += fmt::format(
-            "  {}\n    speed-up {:.3f}x (95% CI {:.3f}-{:.3f}) over {} counterbalanced A/B pairs; "
+            "  {}\n    speed-up {:.3f}x (one-sided bounds {:.3f}-{:.3f} at the rule's level) over {} "
+            "counterbalanced A/B pairs of the first stage; "
             "{:.4f} -> {:.4f} s/step; MFU {:.4f} -> {:.4f}\n",
             p["candidate"].get<std::string>(), p["speedup"].get<double>(), p["speedup_ci"][0].get<double>(),
             p["speedup_ci"][1].get<double>(), p["pairs"].size(), p["baseline_step_s"].get<double>(),

@@ -1,5 +1,7 @@
 #include "verify/verify.hpp"
 
+#include "verify/robust.hpp"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -122,6 +124,28 @@ std::string check_loss(const std::vector<double>& ref, const std::vector<double>
     return {};
 }
 
+NoisePrior doctor_prior(const std::vector<double>& step_s, double fallback_cv) {
+    NoisePrior p;
+    std::vector<double> logs;
+    for (double x : step_s)
+        if (x > 0 && std::isfinite(x)) logs.push_back(std::log(x));
+    p.cv_between = logs.size() >= 2 ? measure::stddev(logs) : fallback_cv;
+    if (!(p.cv_between > 0)) p.cv_between = fallback_cv;
+    p.cv_robust = robust_log_sd(step_s);
+    p.dof = std::max(0, static_cast<int>(logs.size()) - 1);
+    return p;
+}
+
+NoisePrior doctor_prior(const store::Baseline& b) {
+    std::vector<double> step_s;
+    for (const auto& r : b.runs)
+        if (r.is_object() && r.value("step_s", nlohmann::json()).is_number() &&
+            r.value("outcome", std::string()) == "ok")
+            step_s.push_back(r["step_s"].get<double>());
+    if (step_s.size() < 2) return {b.cv_between, std::max(0, b.completed - 1)};
+    return doctor_prior(step_s, b.cv_between);
+}
+
 measure::Interval speedup_interval(const std::vector<double>& log_ratios, const NoisePrior& prior,
                                    double level) {
     const int n = static_cast<int>(log_ratios.size());
@@ -242,19 +266,21 @@ Decision reproduce(Decision first, const Decision& recheck) {
 }
 
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
-                const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise,
+                const contract::Contract& c, const Rule& rule, bool math_changing, const NoisePrior& noise,
                 const EvalReference& eval) {
     const bool final_eval = c.invariants.loss_mode == contract::LossMode::FinalEval;
     Decision d;
     std::vector<double> log_ratios;
     std::vector<bool> ab;
-    std::set<std::string> nodes;
+    std::vector<std::size_t> index; // the pair each log-ratio is of
+    std::vector<std::string> node_of;
     double peak = 0;
     for (std::size_t i = 0; i < pairs.size(); ++i) {
         const auto& [a, b] = pairs[i];
         if (!a.ok || !b.ok) {
             d.reasons.push_back(
                 fmt::format("pair {}: {} run did not complete", i + 1, !b.ok ? "candidate" : "baseline"));
+            d.settled = true;
             continue;
         }
         if (!a.node.empty() && !b.node.empty() && a.node != b.node) {
@@ -263,50 +289,108 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
                             "node, not counted (a node's speed would be credited to the "
                             "candidate)",
                             i + 1, a.node, b.node));
+            d.settled = true;
             continue;
         }
-        if (!a.node.empty()) nodes.insert(a.node);
         const auto broken = final_eval            ? check_eval_loss(eval, b.eval_loss, c.invariants)
                             : b.at_reference_seed ? check_loss(reference_loss, b.losses, c.invariants)
                                                   : std::string();
-        if (!broken.empty())
+        if (!broken.empty()) {
             d.reasons.push_back(fmt::format("pair {}: loss invariant broken: {}", i + 1, broken));
+            d.settled = true;
+        }
         const auto differs =
             final_eval ? (a.eval_loss ? check_eval_loss(eval, b.eval_loss, c.invariants, a.eval_loss)
                                       : std::string())
                        : check_loss(a.losses, b.losses, c.invariants);
-        if (!differs.empty())
+        if (!differs.empty()) {
             d.reasons.push_back(
                 fmt::format("pair {}: loss differs from the interleaved baseline: {}", i + 1, differs));
+            d.settled = true;
+        }
         if (b.peak_memory_bytes) peak = std::max(peak, *b.peak_memory_bytes);
-        log_ratios.push_back(std::log(a.step_s / b.step_s));
+        log_ratios.push_back(robust_pair_log_ratio(a.step_samples, a.step_s, b.step_samples, b.step_s));
         ab.push_back(pair_order(a, b) == PairOrder::AB);
+        index.push_back(i);
+        node_of.push_back(a.node);
     }
-    d.pairs = static_cast<int>(log_ratios.size());
-    d.nodes = static_cast<int>(nodes.size());
-    const auto n_ab = std::count(ab.begin(), ab.end(), true);
-    const bool both_orders = n_ab > 0 && n_ab < static_cast<long>(ab.size());
-    if (math_changing)
+    if (math_changing) {
         d.reasons.push_back("a patch of this candidate is tagged math_changing: never promoted");
+        d.settled = true;
+    }
     const auto& limit = contract::modeled_memory_limit_text(c.resources);
-    if (peak >= static_cast<double>(contract::modeled_memory_limit_bytes(c.resources)))
-        d.reasons.push_back(fmt::format("peak memory {:.0f} MiB is not under the limit {}", peak / (1 << 20), limit));
+    if (peak >= static_cast<double>(contract::modeled_memory_limit_bytes(c.resources))) {
+        d.reasons.push_back(
+            fmt::format("peak memory {:.0f} MiB is not under the limit {}", peak / (1 << 20), limit));
+        d.settled = true;
+    }
     d.evidence.push_back(fmt::format("peak memory {:.0f} MiB, limit {}", peak / (1 << 20), limit));
-    if (log_ratios.size() < 2) {
-        d.reasons.push_back(fmt::format("only {} complete A/B pairs; at least 2 are needed for an interval",
-                                        log_ratios.size()));
-        if (log_ratios.size() == 1) d.speedup = d.lo = d.hi = std::exp(log_ratios[0]);
+    // Pairs far from the others (a run in the other mode of a bimodal host) are set aside, in both
+    // directions alike (verify/robust.hpp).
+    // Judged net of the order effect (robustly: half the difference of the two orders' medians), so a large
+    // one does not make the pairs of one order look like outliers.
+    std::vector<double> in_ab, in_ba;
+    for (std::size_t k = 0; k < log_ratios.size(); ++k)
+        (ab[k] ? in_ab : in_ba).push_back(log_ratios[k]);
+    const double order_shift =
+        !in_ab.empty() && !in_ba.empty() ? (measure::median(in_ab) - measure::median(in_ba)) / 2 : 0.0;
+    std::vector<double> net;
+    for (std::size_t k = 0; k < log_ratios.size(); ++k)
+        net.push_back(log_ratios[k] - (ab[k] ? order_shift : -order_shift));
+    const auto screen = screen_pairs(net, 3.5, ab);
+    // Enough pairs to set outliers aside: the doctor's robust spread; fewer: its plain one. A doctor whose
+    // runs were bimodal (plain spread over twice the robust one) keeps the plain one: when most of the
+    // pairs land in one of a bimodal host's off-modes, nothing tells them from a speed-up, and only the
+    // wide interval keeps the false promotions at alpha.
+    NoisePrior prior = noise;
+    if (static_cast<int>(log_ratios.size()) >= kMinPairsToScreen && noise.cv_robust > 0 &&
+        2 * noise.cv_robust >= noise.cv_between)
+        prior.cv_between = noise.cv_robust;
+    std::vector<double> kept;
+    std::vector<bool> kept_ab;
+    std::set<std::string> nodes;
+    for (std::size_t k = 0; k < log_ratios.size(); ++k) {
+        if (!screen.kept[k]) {
+            ++d.set_aside;
+            d.evidence.push_back(fmt::format(
+                "pair {} set aside as an outlier: its speed-up {:.3f}x lies more than 3.5 standard "
+                "deviations "
+                "({:.2f}% a pair) from the centre of the pairs' shortest half {:.3f}x (a run in another mode "
+                "of the host)",
+                index[k] + 1, std::exp(net[k]), 100 * screen.scale, std::exp(screen.center)));
+            continue;
+        }
+        kept.push_back(log_ratios[k]);
+        kept_ab.push_back(ab[k]);
+        if (!node_of[k].empty()) nodes.insert(node_of[k]);
+    }
+    d.pairs = static_cast<int>(kept.size());
+    d.nodes = static_cast<int>(nodes.size());
+    const auto n_ab = std::count(kept_ab.begin(), kept_ab.end(), true);
+    const bool both_orders = n_ab > 0 && n_ab < static_cast<long>(kept_ab.size());
+    const double threshold = 1.0 + rule.min_speedup;
+    if (kept.size() < 2) {
+        d.reasons.push_back(
+            fmt::format("only {} complete A/B pairs; at least 2 are needed for an interval", kept.size()));
+        if (kept.size() == 1)
+            d.speedup = d.lo = d.hi = d.upper = std::exp(kept[0]);
+        else
+            d.upper = INFINITY;
     } else {
-        auto ci = order_adjusted_interval(log_ratios, ab, noise, 0.95, &d.order_effect);
+        auto ci = order_adjusted_interval(kept, kept_ab, prior, 1 - 2 * rule.alpha, &d.order_effect);
+        const auto loose = order_adjusted_interval(kept, kept_ab, prior, 1 - 2 * rule.futility_alpha);
         d.speedup = std::exp(ci.estimate);
         d.lo = std::exp(ci.lo);
         d.hi = std::exp(ci.hi);
+        d.upper = std::exp(loose.hi);
+        d.futile = d.upper < threshold;
         d.evidence.push_back(fmt::format(
-            "speed-up {:.3f}x, 95% interval [{:.3f}, {:.3f}] over {} A/B pairs ({} baseline first, {} "
-            "candidate first; each pair on one node, {} node(s)){}",
-            d.speedup, d.lo, d.hi, log_ratios.size(), n_ab, log_ratios.size() - n_ab, d.nodes,
-            noise.dof > 0 ? fmt::format(" (variance pooled with the doctor's noise: CV {:.2f}%, {} dof)",
-                                        100 * noise.cv_between, noise.dof)
+            "speed-up {:.3f}x, one-sided {:.3g}% lower bound {:.3f}x (upper {:.3f}x) over {} A/B pairs ({} "
+            "baseline first, {} candidate first; each pair on one node, {} node(s)){}",
+            d.speedup, 100 * (1 - rule.alpha), d.lo, d.hi, kept.size(), n_ab, kept.size() - n_ab, d.nodes,
+            prior.dof > 0 ? fmt::format(" (variance pooled with the doctor's noise: CV {:.2f}%{}, {} dof)",
+                                        100 * prior.cv_between,
+                                        prior.cv_between != noise.cv_between ? " robust" : "", prior.dof)
                           : ""));
         if (both_orders)
             d.evidence.push_back(fmt::format("order effect: a pair's second run {:.2f}% {} than its first "
@@ -317,9 +401,11 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
             d.reasons.push_back(fmt::format("every pair ran the {} first: not counterbalanced, so an order "
                                             "effect cannot be told from the speed-up",
                                             n_ab > 0 ? "baseline" : "candidate"));
-        if (!(d.lo - 1.0 > mde))
+        if (!(d.lo > threshold))
             d.reasons.push_back(fmt::format(
-                "lower bound of the speed-up {:.3f}x does not exceed 1 + MDE = {:.3f}", d.lo, 1.0 + mde));
+                "lower bound of the speed-up {:.3f}x (one-sided, error {:.2g}) does not exceed 1 + "
+                "min_speedup = {:.3f}",
+                d.lo, rule.alpha, threshold));
     }
     d.promoted = d.reasons.empty();
     return d;

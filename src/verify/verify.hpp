@@ -1,10 +1,12 @@
 #pragma once
 // Re-verification and promotion rules. A candidate is promoted only if, in interleaved A/B runs against the
 // baseline: every run succeeded, the loss invariant holds, its peak memory stays under the limit, it changes
-// no math (a patch tagged math_changing is never promoted), and the lower confidence bound of its speed-up
-// exceeds the minimum detectable effect.
+// no math (a patch tagged math_changing is never promoted), and the one-sided lower confidence bound of its
+// speed-up exceeds 1 + min_speedup at a level the campaign's error budget sets (verify/sequential.hpp: the
+// sequence of looks, and the level of each; docs/orchestrator.md states the rule and its error rates).
 #include "contract/contract.hpp"
 #include "measure/statistics.hpp"
+#include "store/baseline.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -42,6 +44,9 @@ std::vector<double> reference_losses(const std::vector<std::vector<double>>& run
 struct Arm {
     bool ok = false;   // the run completed with all its step lines
     double step_s = 0; // steady-state median
+    // The steady-state per-step times (after warm-up) the median came from; a pair's log-ratio is the
+    // Hodges-Lehmann shift of its two runs' log step times (verify/robust.hpp). Empty: step_s alone.
+    std::vector<double> step_samples;
     std::vector<double> losses;
     std::optional<double> peak_memory_bytes;
     std::optional<double> eval_loss; // the final evaluation loss, when the job printed one
@@ -68,10 +73,25 @@ std::vector<PairOrder> counterbalanced_orders(int pairs, std::uint64_t seed);
 std::vector<std::vector<std::string>> spread_pairs(int pairs, const std::vector<std::string>& nodes,
                                                    int per_pair = 1);
 
+// The threshold and the level of one decision: promote when the one-sided lower confidence bound (error
+// `alpha`) of the speed-up exceeds 1 + min_speedup. The upper bound at one-sided error `futility_alpha` below
+// 1 + min_speedup says that more pairs would not promote it (a clear loser: the sequence stops).
+struct Rule {
+    double min_speedup = 0.03;
+    double alpha = 0.025;
+    double futility_alpha = 0.01;
+};
+
 struct Decision {
     bool promoted = false;
-    double speedup = 0, lo = 0, hi = 0; // baseline time / candidate time, with a 95 % t interval
-    int pairs = 0;
+    // baseline time / candidate time; lo and hi: one-sided bounds at error rule.alpha each (a 1 - 2 alpha
+    // two-sided interval)
+    double speedup = 0, lo = 0, hi = 0;
+    double upper = 0;     // one-sided upper bound at error rule.futility_alpha
+    bool futile = false;  // upper < 1 + min_speedup: more pairs will not promote it
+    bool settled = false; // refused for a reason more pairs do not change (a loss, memory, a node, math)
+    int pairs = 0;        // pairs counted in the interval (complete, on one node, not set aside)
+    int set_aside = 0;    // complete pairs set aside as outliers (verify/robust.hpp: screen_pairs)
     std::vector<std::string> reasons;  // why not (empty when promoted)
     std::vector<std::string> evidence; // what was checked
     double order_effect = 0; // estimated log-ratio of a pair's second run over its first (0: not estimable)
@@ -84,7 +104,16 @@ struct Decision {
 struct NoisePrior {
     double cv_between = 0;
     int dof = 0;
+    // The same spread, robustly (robust_log_sd: a bimodal host's minority runs do not inflate it); 0: as
+    // cv_between. decide() uses it once it has enough pairs to set outliers aside (kMinPairsToScreen).
+    double cv_robust = 0;
 };
+
+// The prior verification uses: the doctor's runs' spread of log step times, plain (cv_between; the stored
+// one with fewer than 2 runs) and robust (cv_robust), dof = completed runs - 1.
+NoisePrior doctor_prior(const store::Baseline& b);
+// The same from the runs' step times alone.
+NoisePrior doctor_prior(const std::vector<double>& step_s, double fallback_cv = 0);
 
 // The order-adjusted interval: log_ratios[i] = log(baseline / candidate) of pair i, ab[i] whether its
 // baseline ran first. Each pair's difference is taken within one node, so a node's speed cancels; the model
@@ -106,13 +135,15 @@ measure::Interval speedup_interval(const std::vector<double>& log_ratios, const 
 
 // pairs: (baseline run, candidate run); Arm::first says which ran first, Arm::node where. A pair whose two
 // runs ran on different nodes is not counted (a node's speed would be credited to the candidate); the pairs
-// must have run in both orders (else an order effect cannot be told from the speed-up: not promoted), and
-// the interval is order_adjusted_interval. The loss is checked by the contract's mode:
+// must have run in both orders (else an order effect cannot be told from the speed-up: not promoted). Each
+// pair's log-ratio is robust_pair_log_ratio of its runs' per-step times; pairs far from the others (a run in
+// another mode of a bimodal host) are set aside by screen_pairs; the interval is order_adjusted_interval of
+// the rest at `rule`'s level. The loss is checked by the contract's mode:
 // against reference_loss (per_step, last_k_mean; a candidate arm at_reference_seed only) or eval
 // (final_eval), and against the pair's baseline (at the pair's seed) in every mode.
 Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector<double>& reference_loss,
-                const contract::Contract& c, double mde, bool math_changing, const NoisePrior& noise = {},
-                const EvalReference& eval = {});
+                const contract::Contract& c, const Rule& rule, bool math_changing,
+                const NoisePrior& noise = {}, const EvalReference& eval = {});
 
 // MFU with one denominator. A trial's MFU as the job prints it divides by a peak the job measured itself
 // (minigpt: a short GEMM probe with the trial's own threads and ranks), so candidates are not comparable. The
@@ -139,7 +170,8 @@ MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const 
 
 // A verification that promoted is final only when a re-check in a fresh allocation (other nodes where the
 // partition has them), decided by the same rules, promotes it too. Returns `first` with the outcome: not
-// promoted, with the re-check's reasons, when it did not reproduce. The speed-up stays the first's.
+// promoted, with the re-check's reasons, when it did not reproduce. The speed-up stays the first's. (The
+// campaign's re-check is the next look of the same sequence, over all its pairs: verify/sequential.hpp.)
 Decision reproduce(Decision first, const Decision& recheck);
 
 // One MFU denominator per hardware, by precedence: the contract's `[resources] peak_flops`; the node's peak

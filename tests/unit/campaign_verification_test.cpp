@@ -1,6 +1,8 @@
 // Verification's design, end to end on the local scheduler with the stepload fixture: each A/B pair is its
-// own array job(s) placed on one node, pairs in counterbalanced order spread over the nodes, a promotion
-// re-checked on the nodes the first stage did not use, and MFU over one denominator.
+// own array job(s) placed on one node, pairs in blocks of two (one in each order) spread over the nodes until
+// the sequence decides (verify/sequential.hpp), a promotion re-checked on the nodes the first stage did not
+// use, a candidate with no gain stopped after one block, a restart mid-sequence resumed, and MFU over one
+// denominator.
 //
 // The local backend has one host. A decorator (Placed, below) gives it four nodes as Slurm would: nodes()
 // answers n1..n4, and each task's end record names the node its array was placed on (--nodelist), as Slurm's
@@ -14,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -68,7 +71,8 @@ class Placed final : public scheduler::Scheduler {
 
 // The stepload fixture with 3 verification pairs; its step lines also carry model FLOPs and the job's own
 // MFU over a peak it "measures" per run (10% apart from run to run, as a per-trial probe would).
-fs::path campaign_dir(const test::TempDir& d) {
+fs::path campaign_dir(const test::TempDir& d,
+                      const std::vector<std::pair<std::string, std::string>>& replace = {}) {
     const fs::path fx = INFRARSI_FIXTURES;
     fs::copy(fx / "stepload", d.path / "stepload", fs::copy_options::recursive);
     fs::copy(fx / "stepload-patches", d.path / "stepload-patches", fs::copy_options::recursive);
@@ -87,6 +91,8 @@ fs::path campaign_dir(const test::TempDir& d) {
     std::ofstream(d.path / "stepload/train.sh") << train;
     std::string contract = test::read_file(fx / "stepload.contract.toml");
     contract.replace(contract.find("verify = 2"), 10, "verify = 3");
+    for (const auto& [from, to] : replace)
+        contract.replace(contract.find(from), from.size(), to);
     std::ofstream(d.path / "stepload.contract.toml") << contract;
     campaign::Campaign::init(d.path / "stepload.contract.toml", d.path / "c");
     return d.path / "c";
@@ -117,18 +123,20 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, pairs s
     CHECK(v.state == "done");
     CHECK(v.promoted);
     CHECK(c.store().promotions().size() == 1);
-    // The first stage: 3 pairs on n1, n2, n3, both orders, each pair's runs on its node.
+    // The first stage: one block of 2 pairs (a 2x gain crosses at its first look), on n1 and n2, one in
+    // each order, each pair's runs on its node.
     const auto& pairs = v.detail["pairs"];
-    REQUIRE(pairs.size() == 3);
+    REQUIRE(pairs.size() == 2);
     std::set<std::string> orders, nodes;
     for (const auto& p : pairs) {
         orders.insert(p["order"].get<std::string>());
         nodes.insert(p["baseline_node"].get<std::string>());
         CHECK(p["same_node"].get<bool>());
         CHECK(p["baseline_node"] == p["candidate_node"]);
+        CHECK(p["block"] == 1);
     }
     CHECK(orders == std::set<std::string>{"AB", "BA"});
-    CHECK(nodes == std::set<std::string>{"n1", "n2", "n3"});
+    CHECK(nodes == std::set<std::string>{"n1", "n2"});
     CHECK(v.detail.contains("order_seed"));
     // Each pair at a fresh seed of its own (the contract's is 1), both its runs at it.
     std::set<long long> seeds;
@@ -136,8 +144,20 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, pairs s
         REQUIRE(p.contains("seed"));
         seeds.insert(p["seed"].get<long long>());
     }
-    CHECK(seeds.size() == 3);
+    CHECK(seeds.size() == 2);
     CHECK_FALSE(seeds.count(1));
+    // The sequence of looks: the first stage's crossed (re-check), the re-check's over all 4 pairs promoted.
+    const auto& seq = v.detail["sequence"];
+    REQUIRE(seq.size() == 2);
+    CHECK(seq[0]["stage"] == "first");
+    CHECK(seq[0]["pairs"] == 2);
+    CHECK(seq[0]["next"] == "recheck");
+    CHECK(seq[1]["stage"] == "recheck");
+    CHECK(seq[1]["pairs"] == 4);
+    CHECK(seq[1]["next"] == "promoted");
+    CHECK(seq[1]["lo"].get<double>() > 1.03);
+    CHECK(seq[1]["lo"].get<double>() <= seq[1]["estimate"].get<double>());
+    CHECK(seq[1]["estimate"].get<double>() <= seq[1]["hi"].get<double>());
     // Each pair's trials ran in its order: the first trial of the pair has the lower array index.
     const auto trials = c.store().trials({.verification_id = v.id});
     for (const auto& p : pairs) {
@@ -149,19 +169,22 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, pairs s
         }
         CHECK((p["order"] == "AB" ? ia < ib : ib < ia));
     }
-    // The re-check: a fresh batch, on n4 only (the node the first stage did not use), reproduced.
+    // The re-check: a fresh batch, on n3 and n4 (the nodes the first stage did not use), reproduced.
     REQUIRE(v.detail.contains("recheck"));
     CHECK(v.detail["reproduced"].get<bool>());
     CHECK(v.detail["recheck"]["batch"].get<std::int64_t>() != v.batch_id);
+    REQUIRE(v.detail["recheck"]["pairs"].size() == 2);
+    std::set<std::string> fresh;
     for (const auto& p : v.detail["recheck"]["pairs"])
-        CHECK(p["baseline_node"] == "n4");
+        fresh.insert(p["baseline_node"].get<std::string>());
+    CHECK(fresh == std::set<std::string>{"n3", "n4"});
     // Every verification array was placed on one node: a pair is its own array(s).
     int pinned = 0;
     for (const auto& pl : placed->placements)
         pinned += pl.size() == 1 && pl[0].rfind("--nodelist=n", 0) == 0;
-    // 2 stages x 3 pairs, one array each (the two trials' sbatch options are the same), and each stage's spot
+    // 2 stages x 2 pairs, one array each (the two trials' sbatch options are the same), and each stage's spot
     // check of its patches (the candidate's knobs without them, on the drawn pair's node).
-    CHECK(pinned == 8);
+    CHECK(pinned == 6);
     CHECK(v.detail["spot_check"]["state"] == "passed");
     CHECK(v.detail["recheck"]["spot_check"]["state"] == "passed");
     // MFU: one denominator (the calibration of the host the trials ran on, or what a run achieved where that
@@ -197,4 +220,67 @@ TEST_CASE("a promotion whose re-check does not hold (its pairs' runs on two node
     const auto reasons = v.detail["reasons"].dump();
     CHECK(reasons.find("did not reproduce in a fresh allocation") != std::string::npos);
     CHECK(reasons.find("not one node") != std::string::npos);
+}
+
+TEST_CASE("a candidate with no gain stops after its first block: two pairs, not the sequence's sixteen") {
+    // `lucky` is fast on its first run only (the search's), as fast as the baseline after.
+    test::TempDir d("infrarsi-verification");
+    campaign::Campaign c(campaign_dir(d, {{"candidates = [\"fast\"]", "candidates = [\"lucky\"]"}}));
+    c.use_scheduler(std::make_unique<Placed>(d.path, false));
+    c.run(options());
+    REQUIRE(c.finished());
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 1);
+    const auto& v = vs[0];
+    CHECK(v.state == "done");
+    CHECK_FALSE(v.promoted);
+    CHECK(v.detail["pairs"].size() == 2);
+    REQUIRE(v.detail["sequence"].size() == 1);
+    CHECK(v.detail["sequence"][0]["next"] == "stop");
+    CHECK(v.detail["evidence"].dump().find("a clear loser") != std::string::npos);
+    CHECK(v.detail["reasons"].dump().find("lower bound of the speed-up") != std::string::npos);
+    CHECK_FALSE(v.detail.contains("recheck"));
+    CHECK(c.store().trials({.kinds = {store::TrialKind::VerifyCandidate}}).size() == 2);
+}
+
+TEST_CASE("a campaign stopped mid-sequence resumes it: the first stage's block is not run again, the "
+          "re-check runs and promotes") {
+    test::TempDir d("infrarsi-verification");
+    const auto dir = campaign_dir(d);
+    std::atomic<bool> stop{false};
+    {
+        campaign::Campaign c(dir);
+        c.use_scheduler(std::make_unique<Placed>(d.path, false));
+        auto o = options();
+        o.verbose = true;
+        o.stop = &stop;
+        // Stop right after the first stage's look (it crossed: the re-check is next).
+        o.on_event = [&](const std::string& msg) {
+            if (msg.find("look over 2 A/B pairs: ") != std::string::npos &&
+                msg.find("recheck") != std::string::npos)
+                stop = true;
+        };
+        c.run(o);
+        CHECK_FALSE(c.finished());
+        const auto vs = c.store().verifications();
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].state == "recheck");
+        CHECK_FALSE(vs[0].detail.contains("recheck"));
+        CHECK(vs[0].detail["blocks"].size() == 1);
+    }
+    campaign::Campaign c(dir);
+    c.use_scheduler(std::make_unique<Placed>(d.path, false));
+    c.run(options());
+    REQUIRE(c.finished());
+    const auto vs = c.store().verifications();
+    REQUIRE(vs.size() == 1);
+    const auto& v = vs[0];
+    CHECK(v.promoted);
+    CHECK(v.detail["blocks"].size() == 1); // the first stage's one block, not run again
+    CHECK(v.detail["pairs"].size() == 2);
+    CHECK(v.detail["recheck"]["pairs"].size() == 2);
+    REQUIRE(v.detail["sequence"].size() == 2);
+    CHECK(v.detail["sequence"][1]["next"] == "promoted");
+    CHECK(c.store().trials({.kinds = {store::TrialKind::VerifyCandidate}}).size() == 4);
+    CHECK(c.store().promotions().size() == 1);
 }

@@ -46,10 +46,15 @@ TEST_CASE("a trial summary splits cold start from steady state") {
 TEST_CASE("statistics helpers") {
     CHECK(median({3, 1, 2}) == 2);
     CHECK(median({4, 1, 2, 3}) == 2.5);
-    CHECK(t_quantile(2) == doctest::Approx(4.303));
+    CHECK(t_quantile(2) == doctest::Approx(4.303).epsilon(1e-3));
+    CHECK(student_t_quantile(0.975, 2) == doctest::Approx(4.302653).epsilon(1e-6));
+    CHECK(student_t_quantile(0.999, 10) == doctest::Approx(4.143700).epsilon(1e-6));
+    CHECK(student_t_quantile(0.01, 5) == doctest::Approx(-3.364930).epsilon(1e-6));
+    CHECK(normal_quantile(0.995) == doctest::Approx(2.575829).epsilon(1e-6));
+    CHECK(student_t_cdf(2.228139, 10) == doctest::Approx(0.975).epsilon(1e-6));
     auto ci = mean_ci({1, 2, 3});
     CHECK(ci.estimate == 2);
-    CHECK(ci.lo == doctest::Approx(2 - 4.303 / std::sqrt(3.0)));
+    CHECK(ci.lo == doctest::Approx(2 - 4.302653 / std::sqrt(3.0)));
 }
 
 TEST_CASE("the minimum detectable effect grows with noise and shrinks with repeats") {

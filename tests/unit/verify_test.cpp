@@ -25,6 +25,14 @@ verify::Arm arm(double step, double scale = 1.0, double peak = 1e8) {
     a.peak_memory_bytes = peak;
     return a;
 }
+// The rule of the tests written for the fixed-sample design: a two-sided 95% interval's lower bound
+// (one-sided error 2.5%) above 1 + m.
+verify::Rule rule(double m) {
+    verify::Rule r;
+    r.min_speedup = m;
+    r.alpha = 0.025;
+    return r;
+}
 // Pairs in alternating order (AB, BA, ...), as verification runs them (counterbalanced).
 std::vector<std::pair<verify::Arm, verify::Arm>> abba(std::vector<std::pair<verify::Arm, verify::Arm>> p) {
     for (std::size_t i = 0; i < p.size(); ++i)
@@ -51,7 +59,7 @@ TEST_CASE("the loss invariant: last-K mean within the relative tolerance, and al
 TEST_CASE("a clear, consistent speed-up with the loss held is promoted") {
     auto c = toy();
     auto d = verify::decide(abba({{arm(1.0), arm(0.5)}, {arm(1.02), arm(0.51)}, {arm(0.98), arm(0.5)}}),
-                            curve(1), c, 0.05, false);
+                            curve(1), c, rule(0.05), false);
     CHECK(d.promoted);
     CHECK(d.speedup == doctest::Approx(2.0).epsilon(0.02));
     CHECK(d.lo > 1.05);
@@ -60,17 +68,17 @@ TEST_CASE("a clear, consistent speed-up with the loss held is promoted") {
 TEST_CASE("a speed-up inside the noise floor is not promoted") {
     auto c = toy();
     auto d = verify::decide(abba({{arm(1.0), arm(0.97)}, {arm(1.0), arm(1.01)}, {arm(1.0), arm(0.96)}}),
-                            curve(1), c, 0.05, false);
+                            curve(1), c, rule(0.05), false);
     CHECK_FALSE(d.promoted);
 }
 
 TEST_CASE("the math-changing patch is never promoted, even when fast") {
     auto c = toy();
     auto d = verify::decide(abba({{arm(1.0), arm(0.3)}, {arm(1.0), arm(0.3)}, {arm(1.0), arm(0.3)}}),
-                            curve(1), c, 0.05, true);
+                            curve(1), c, rule(0.05), true);
     CHECK_FALSE(d.promoted);
     auto loss = verify::decide(abba({{arm(1.0), arm(0.3, 0.9)}, {arm(1.0), arm(0.3, 0.9)}}), curve(1), c,
-                               0.05, false);
+                               rule(0.05), false);
     CHECK_FALSE(loss.promoted);
     CHECK(loss.reasons[0].find("loss invariant broken") != std::string::npos);
 }
@@ -79,7 +87,7 @@ TEST_CASE("a candidate at or over the memory limit is not promoted") {
     auto c = toy();
     const double limit = static_cast<double>(c.resources.mem_bytes);
     auto d = verify::decide(abba({{arm(1.0), arm(0.5, 1.0, limit)}, {arm(1.0), arm(0.5, 1.0, limit)}}),
-                            curve(1), c, 0.05, false);
+                            curve(1), c, rule(0.05), false);
     CHECK_FALSE(d.promoted);
 }
 
@@ -89,16 +97,16 @@ TEST_CASE("two consistent pairs: the doctor's noise calibration decides what one
     // baseline runs had a CV of 1.06 % between them, so the minimum detectable effect was 3 %.
     const std::vector<std::pair<verify::Arm, verify::Arm>> pairs = {{arm(0.993), arm(0.716)},
                                                                     {arm(0.957), arm(0.722)}};
-    auto alone = verify::decide(abba(pairs), curve(1), c, 0.03, false);
+    auto alone = verify::decide(abba(pairs), curve(1), c, rule(0.03), false);
     CHECK_FALSE(alone.promoted); // one pair per order and no prior: no degree of freedom left
     CHECK(alone.lo < 1.03);
-    auto pooled = verify::decide(abba(pairs), curve(1), c, 0.03, false, {0.0106, 2});
+    auto pooled = verify::decide(abba(pairs), curve(1), c, rule(0.03), false, {0.0106, 2});
     CHECK(pooled.promoted);
     CHECK(pooled.speedup == doctest::Approx(alone.speedup));
     CHECK(pooled.lo > 1.2);
     CHECK(pooled.hi < alone.hi);
     // A noisy calibration widens the interval again: no promotion on noise.
-    CHECK_FALSE(verify::decide(abba(pairs), curve(1), c, 0.03, false, {0.25, 2}).promoted);
+    CHECK_FALSE(verify::decide(abba(pairs), curve(1), c, rule(0.03), false, {0.25, 2}).promoted);
 }
 
 TEST_CASE(
@@ -114,7 +122,7 @@ TEST_CASE(
     CHECK(pooled.estimate == doctest::Approx(plain.estimate));
     CHECK(pooled.hi - pooled.lo < plain.hi - plain.lo);
     CHECK((pooled.hi - pooled.lo) / (plain.hi - plain.lo) ==
-          doctest::Approx(measure::t_quantile(8) / measure::t_quantile(3)));
+          doctest::Approx(measure::student_t_quantile(0.975, 8) / measure::student_t_quantile(0.975, 3)));
 }
 
 TEST_CASE("final_eval: the final evaluation loss within a tolerance calibrated from the doctor's seeds") {
@@ -158,11 +166,11 @@ TEST_CASE("final_eval: the final evaluation loss within a tolerance calibrated f
     auto d = verify::decide(abba({{with_eval(1.0, 1, 2.0), with_eval(0.5, 1.05, 2.01)},
                                   {with_eval(1.0, 1, 1.99), with_eval(0.5, 1.05, 2.02)},
                                   {with_eval(1.0, 1, 2.0), with_eval(0.5, 1.05, 1.99)}}),
-                            curve(1), c, 0.05, false, {}, ref);
+                            curve(1), c, rule(0.05), false, {}, ref);
     CHECK(d.promoted);
     d = verify::decide(abba({{with_eval(1.0, 1, 2.0), with_eval(0.5, 1, 2.2)},
                              {with_eval(1.0, 1, 2.0), with_eval(0.5, 1, 2.2)}}),
-                       curve(1), c, 0.05, false, {}, ref);
+                       curve(1), c, rule(0.05), false, {}, ref);
     CHECK_FALSE(d.promoted);
     REQUIRE_FALSE(d.reasons.empty());
     CHECK(d.reasons[0].find("final evaluation loss 2.2") != std::string::npos);
@@ -219,7 +227,7 @@ TEST_CASE("a pure order effect is not promoted: the second run of every pair is 
     const std::vector<std::pair<verify::Arm, verify::Arm>> pairs = {
         pair_on("n1", PairOrder::AB, 1.0, 1.0, 0.85), pair_on("n2", PairOrder::BA, 1.0, 1.0, 0.85),
         pair_on("n3", PairOrder::AB, 1.0, 1.0, 0.85), pair_on("n4", PairOrder::BA, 1.0, 1.0, 0.85)};
-    auto d = verify::decide(pairs, curve(1), c, 0.03, false, {0.01, 4});
+    auto d = verify::decide(pairs, curve(1), c, rule(0.03), false, {0.01, 4});
     CHECK_FALSE(d.promoted);
     CHECK(d.speedup == doctest::Approx(1.0));
     CHECK(d.order_effect == doctest::Approx(-std::log(0.85)));
@@ -228,7 +236,7 @@ TEST_CASE("a pure order effect is not promoted: the second run of every pair is 
     const std::vector<std::pair<verify::Arm, verify::Arm>> ab_only = {
         pair_on("n1", PairOrder::AB, 1.0, 1.0, 0.85), pair_on("n2", PairOrder::AB, 1.0, 1.0, 0.85),
         pair_on("n3", PairOrder::AB, 1.0, 1.0, 0.85)};
-    auto old = verify::decide(ab_only, curve(1), c, 0.03, false, {0.01, 4});
+    auto old = verify::decide(ab_only, curve(1), c, rule(0.03), false, {0.01, 4});
     CHECK(old.speedup == doctest::Approx(1 / 0.85));
     CHECK_FALSE(old.promoted);
     bool named = false;
@@ -244,7 +252,7 @@ TEST_CASE("an order effect does not hide a real speed-up: 1.25x with the second 
     for (int i = 0; i < 4; ++i)
         pairs.push_back(pair_on("n" + std::to_string(i + 1), i % 2 ? PairOrder::BA : PairOrder::AB,
                                 1.0 + 0.01 * i, (1.0 + 0.01 * i) / 1.25, 0.9));
-    auto d = verify::decide(pairs, curve(1), c, 0.03, false, {0.01, 4});
+    auto d = verify::decide(pairs, curve(1), c, rule(0.03), false, {0.01, 4});
     CHECK(d.promoted);
     CHECK(d.speedup == doctest::Approx(1.25).epsilon(0.005));
     CHECK(d.nodes == 4);
@@ -258,7 +266,7 @@ TEST_CASE(
     std::vector<std::pair<verify::Arm, verify::Arm>> pairs = {
         pair_on("n1", PairOrder::AB, 1.0, 1.0), pair_on("n2", PairOrder::BA, 1.2, 1.2),
         pair_on("n1", PairOrder::BA, 1.0, 1.0), pair_on("n2", PairOrder::AB, 1.2, 1.2)};
-    auto d = verify::decide(pairs, curve(1), c, 0.03, false, {0.01, 4});
+    auto d = verify::decide(pairs, curve(1), c, rule(0.03), false, {0.01, 4});
     CHECK_FALSE(d.promoted);
     CHECK(d.speedup == doctest::Approx(1.0));
     CHECK(d.nodes == 2);
@@ -269,7 +277,7 @@ TEST_CASE(
         a.node = "n2", a.step_s = 1.2;
         b.node = "n1", b.step_s = 1.0;
     }
-    auto s = verify::decide(split, curve(1), c, 0.03, false, {0.01, 4});
+    auto s = verify::decide(split, curve(1), c, rule(0.03), false, {0.01, 4});
     CHECK_FALSE(s.promoted);
     CHECK(s.pairs == 0);
     REQUIRE_FALSE(s.reasons.empty());
@@ -285,19 +293,20 @@ TEST_CASE("reproduction: a promotion whose re-check in a fresh allocation fails 
     const std::vector<std::pair<verify::Arm, verify::Arm>> same = {pair_on("n3", PairOrder::BA, 1.0, 1.0),
                                                                    pair_on("n4", PairOrder::AB, 1.0, 0.99),
                                                                    pair_on("n3", PairOrder::AB, 1.0, 1.01)};
-    const auto first = verify::decide(fast, curve(1), c, 0.03, false, {0.01, 4});
+    const auto first = verify::decide(fast, curve(1), c, rule(0.03), false, {0.01, 4});
     REQUIRE(first.promoted);
-    const auto again = verify::decide(fast, curve(1), c, 0.03, false, {0.01, 4});
+    const auto again = verify::decide(fast, curve(1), c, rule(0.03), false, {0.01, 4});
     const auto kept = verify::reproduce(first, again);
     CHECK(kept.promoted);
     CHECK(kept.speedup == doctest::Approx(first.speedup));
     CHECK(kept.evidence.back().find("reproduced in a fresh allocation") != std::string::npos);
-    const auto failed = verify::reproduce(first, verify::decide(same, curve(1), c, 0.03, false, {0.01, 4}));
+    const auto failed =
+        verify::reproduce(first, verify::decide(same, curve(1), c, rule(0.03), false, {0.01, 4}));
     CHECK_FALSE(failed.promoted);
     REQUIRE_FALSE(failed.reasons.empty());
     CHECK(failed.reasons[0].find("did not reproduce") != std::string::npos);
     // A first verification that did not promote stays not promoted whatever the re-check says.
-    const auto none = verify::decide(same, curve(1), c, 0.03, false, {0.01, 4});
+    const auto none = verify::decide(same, curve(1), c, rule(0.03), false, {0.01, 4});
     CHECK_FALSE(verify::reproduce(none, first).promoted);
 }
 
@@ -376,17 +385,17 @@ TEST_CASE("pairs each at a seed of their own: the candidate is held to its pair'
     const std::vector<std::pair<verify::Arm, verify::Arm>> fresh = {
         seeded(pair_on("n1", PairOrder::AB, 0.2, 0.1), 0.8),
         seeded(pair_on("n2", PairOrder::BA, 0.2, 0.1), 1.2)};
-    auto d = verify::decide(fresh, curve(1), c, 0.01, false, {0.0, 1});
+    auto d = verify::decide(fresh, curve(1), c, rule(0.01), false, {0.0, 1});
     CHECK(d.promoted);
     // The same losses at the contract's seed would break the invariant against the reference.
     auto at_contract_seed = fresh;
     for (auto& [a, b] : at_contract_seed)
         a.at_reference_seed = b.at_reference_seed = true;
-    CHECK_FALSE(verify::decide(at_contract_seed, curve(1), c, 0.01, false, {0.0, 1}).promoted);
+    CHECK_FALSE(verify::decide(at_contract_seed, curve(1), c, rule(0.01), false, {0.0, 1}).promoted);
     // A candidate that differs from its pair's baseline at the pair's seed is caught.
     auto differs = fresh;
     differs[1].second.losses = curve(1.0);
-    d = verify::decide(differs, curve(1), c, 0.01, false, {0.0, 1});
+    d = verify::decide(differs, curve(1), c, rule(0.01), false, {0.0, 1});
     CHECK_FALSE(d.promoted);
     CHECK(std::any_of(d.reasons.begin(), d.reasons.end(), [](const std::string& r) {
         return r.find("loss differs from the interleaved baseline") != std::string::npos;
@@ -400,10 +409,10 @@ TEST_CASE("two pairs, one in each order, and a doctor that measured no noise: th
     using verify::PairOrder;
     const std::vector<std::pair<verify::Arm, verify::Arm>> real = {
         pair_on("n1", PairOrder::AB, 0.2, 0.1, 1.0), pair_on("n2", PairOrder::BA, 0.2, 0.1, 1.0)};
-    auto d = verify::decide(real, curve(1), c, 0.01, false, {0.0, 1});
+    auto d = verify::decide(real, curve(1), c, rule(0.01), false, {0.0, 1});
     CHECK(d.promoted);
     CHECK(d.speedup == doctest::Approx(2.0));
     const std::vector<std::pair<verify::Arm, verify::Arm>> order = {
         pair_on("n1", PairOrder::AB, 0.2, 0.2, 0.85), pair_on("n2", PairOrder::BA, 0.2, 0.2, 0.85)};
-    CHECK_FALSE(verify::decide(order, curve(1), c, 0.01, false, {0.0, 1}).promoted);
+    CHECK_FALSE(verify::decide(order, curve(1), c, rule(0.01), false, {0.0, 1}).promoted);
 }
