@@ -43,11 +43,16 @@ struct ManifestTask {
     std::string build, workdir, log; // absolute paths
     // Stop the workload early when its first timed steps are too slow to matter (search trials only): once
     // `after_steps` timed steps past the first `skip_steps` step lines have been printed, their median step
-    // time above `step_s` ends the trial (trial::Outcome::StoppedSlow).
+    // time above `step_s` ends the trial (trial::Outcome::StoppedSlow). With `control_log` (the log of the
+    // batch's control, a baseline run beside it under the same conditions) the limit is instead
+    // `control_ratio` times the control's median over its own first `after_steps` timed steps past
+    // `skip_steps`, undecided until the control has printed them: a host-wide slowdown moves both.
     struct SlowStop {
-        double step_s = 0;
+        double step_s = 0; // 0 with a control_log
         int skip_steps = 0;
         int after_steps = 0;
+        std::string control_log; // absolute; empty: the absolute limit step_s
+        double control_ratio = 0;
         bool operator==(const SlowStop&) const = default;
     };
     std::optional<SlowStop> stop_slow;
