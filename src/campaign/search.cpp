@@ -90,8 +90,15 @@ std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs
     auto rule = slow_stop_rule(best, mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
     if (!rule) return rule;
     rule->control_ratio = rule->step_s;
-    rule->step_s = 0;
     rule->control_log = control_log.string();
+    // Where the wrapper cannot read the control (the plugin's view hides it): the last batch's control's step
+    // time, measured under the search's conditions; none before the first control has run.
+    double last_control = 0;
+    for (const auto& t : store_->trials({.kinds = {TrialKind::SearchControl},
+                         .state = TrialState::Finished,
+                         .outcome = trial::Outcome::Ok}))
+        if (t.step_time_s && *t.step_time_s > 0) last_control = *t.step_time_s;
+    rule->step_s = rule->control_ratio * last_control;
     return rule;
 }
 

@@ -122,9 +122,13 @@ ManifestTask task_from_json(const json& t, const AllowedValues& knobs, bool v2, 
         if (st.contains("control_log")) {
             s.control_log = optional_path(st, "control_log", at);
             s.control_ratio = json_field<double>(st, "control_ratio", at);
-            if (s.control_log.empty() || !(s.control_ratio > 0) || !std::isfinite(s.control_ratio))
+            if (st.contains("step_s")) s.step_s = json_field<double>(st, "step_s", at);
+            if (s.control_log.empty() || !(s.control_ratio > 0) || !std::isfinite(s.control_ratio) ||
+                !(s.step_s >= 0) || !std::isfinite(s.step_s))
                 throw Error(
-                    "'stop_slow' with control_log needs an absolute control_log and control_ratio > 0", at);
+                    "'stop_slow' with control_log needs an absolute control_log, control_ratio > 0 and "
+                    "step_s >= 0",
+                    at);
         } else {
             s.step_s = json_field<double>(st, "step_s", at);
             if (!(s.step_s > 0) || !std::isfinite(s.step_s))
@@ -181,9 +185,9 @@ json to_json(const Manifest& m) {
         if (t.stop_slow) {
             e["stop_slow"] = {{"skip_steps", t.stop_slow->skip_steps},
                               {"after_steps", t.stop_slow->after_steps}};
-            if (t.stop_slow->control_log.empty()) {
+            if (t.stop_slow->control_log.empty() || t.stop_slow->step_s > 0)
                 e["stop_slow"]["step_s"] = t.stop_slow->step_s;
-            } else {
+            if (!t.stop_slow->control_log.empty()) {
                 e["stop_slow"]["control_log"] = t.stop_slow->control_log;
                 e["stop_slow"]["control_ratio"] = t.stop_slow->control_ratio;
             }

@@ -48,7 +48,9 @@ struct ManifestTask {
     // `control_ratio` times the control's median over its own first `after_steps` timed steps past
     // `skip_steps`, undecided until the control has printed them: a host-wide slowdown moves both.
     struct SlowStop {
-        double step_s = 0; // 0 with a control_log
+        // With a control_log: the limit where the wrapper cannot read the control (a view the plugin made
+        // hides it): the last batch's control x control_ratio; 0: none, the trial runs on.
+        double step_s = 0;
         int skip_steps = 0;
         int after_steps = 0;
         std::string control_log; // absolute; empty: the absolute limit step_s

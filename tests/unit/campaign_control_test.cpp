@@ -44,7 +44,8 @@ fs::path campaign_with_kernel(const TempDir& d, const std::string& lines,
 
 // A host-wide slowdown: every run is three times slower while the file host-slow exists.
 const std::string kHostSlow =
-    "[ -e \"$(dirname \"$runs\")/host-slow\" ] && speed=$(awk -v s=\"$speed\" 'BEGIN { print s * 3 }')\n";
+    "if [ -e \"$(dirname \"$runs\")/host-slow\" ]; then speed=$(awk -v s=\"$speed\" "
+    "'BEGIN { print s * 3 }'); fi\n";
 
 // 8 steps (the early stop needs at least twice its 3 steps after the warm-up), three trials at once.
 const std::map<std::string, std::string> kConcurrent{
@@ -72,14 +73,19 @@ TEST_CASE("the early stop with a control holds a trial to the control beside it,
     rule.control_ratio = 1.05;
     const auto host_slow_control = steps_of({1.0, 0.6, 0.6, 0.6});
     // Twice as fast as its control on a host three times slower than the doctor saw: runs on.
-    CHECK(trial::slow_stop_reason(steps_of({0.5, 0.3, 0.3, 0.3}), rule, host_slow_control) == std::string());
+    CHECK(trial::slow_stop_reason(steps_of({0.5, 0.3, 0.3, 0.3}), rule, &host_slow_control) == std::string());
     // Slower than its control by more than the ratio: stopped, and the reason names the control.
-    const auto why = trial::slow_stop_reason(steps_of({1.0, 0.7, 0.7, 0.7}), rule, host_slow_control);
+    const auto why = trial::slow_stop_reason(steps_of({1.0, 0.7, 0.7, 0.7}), rule, &host_slow_control);
     REQUIRE(why);
     CHECK(why->find("control") != std::string::npos);
     // Undecided while the control has printed too few steps (asked again at the trial's next step).
-    CHECK_FALSE(trial::slow_stop_reason(steps_of({1.0, 0.7, 0.7, 0.7}), rule, steps_of({1.0, 0.6})));
-    CHECK_FALSE(trial::slow_stop_reason(steps_of({1.0, 0.7, 0.7, 0.7}), rule, {}));
+    const auto early = steps_of({1.0, 0.6});
+    CHECK_FALSE(trial::slow_stop_reason(steps_of({1.0, 0.7, 0.7, 0.7}), rule, &early));
+    // No control to read (the plugin's view hides it) and no fallback: runs on; with one: the absolute limit.
+    CHECK(trial::slow_stop_reason(steps_of({1.0, 0.7, 0.7, 0.7}), rule, nullptr) == std::string());
+    rule.step_s = 0.5;
+    CHECK(trial::slow_stop_reason(steps_of({1.0, 0.7, 0.7, 0.7}), rule, nullptr).value_or("").find("0.5") !=
+          std::string::npos);
 }
 
 TEST_CASE("a host-wide slowdown after the doctor moves the search batch's control too: a truly faster "
@@ -139,7 +145,7 @@ TEST_CASE("a search trial slower than its batch's control by more than the MDE i
     // One trial at a time (the contract's default): the control, first in its batch, has printed its steps
     // when the candidate's are compared, so the stop does not depend on which of them the host runs first.
     const auto dir =
-        campaign_with_kernel(d, "[ \"$speed\" = 0.5 ] && speed=4\n", {{"steps = 6", "steps = 8"}});
+        campaign_with_kernel(d, "if [ \"$speed\" = 0.5 ]; then speed=4; fi\n", {{"steps = 6", "steps = 8"}});
     campaign::Campaign c(dir);
     c.run(test::local_run_options(false));
     bool slow_seen = false;
@@ -156,8 +162,8 @@ TEST_CASE("a search trial slower than its batch's control by more than the MDE i
 // Noisy: every second run of the baseline's build is twice as slow while the file `noisy` exists
 // (`transient`: its first three runs only, the doctor's).
 std::string noisy_kernel(bool transient) {
-    return std::string("[ -e \"$(dirname \"$runs\")/noisy\" ] && [ $((run % 2)) = 0 ] ") +
-           (transient ? "&& [ \"$run\" -le 3 ] " : "") + "&& speed=2\n";
+    return std::string("if [ -e \"$(dirname \"$runs\")/noisy\" ] && [ $((run % 2)) = 0 ] ") +
+           (transient ? "&& [ \"$run\" -le 3 ] " : "") + "; then speed=2; fi\n";
 }
 
 TEST_CASE("a doctor whose noise stays too high re-measures one job at a time, then pauses the campaign and "
