@@ -153,8 +153,8 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
     const double flops = node::all_core_peak_flops(0, kSlice, kRounds, &isa);
     if (!(flops > 0)) return std::nullopt;
     return verify::PeakFlops{
-        flops, fmt::format("this host's {} single-precision FMA peak, every core at once (the fastest of {} "
-                           "rounds of {} ms; the local scheduler runs the trials here)",
+        flops, fmt::format("this host's calibration: the {} single-precision FMA peak of every core at once "
+                           "(the fastest of {} rounds of {} ms; the local scheduler runs the trials here)",
                            isa, kRounds, kSlice.count())};
 }
 

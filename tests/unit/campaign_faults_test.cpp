@@ -347,7 +347,8 @@ TEST_CASE("a campaign killed (SIGKILL) at any step of a search batch's life resu
             twice += n == 2;
         }
         CHECK(twice <= (std::string(point.name) == "a task running" ? 1 : 0));
-        CHECK(times.size() == 2 + 3); // the doctor's 2 and the search's 3
+        // The doctor's 2, the search's 3 and each search batch's control.
+        CHECK(times.size() == 2 + 3 + c.store().trials({.kinds = {store::TrialKind::SearchControl}}).size());
         if (std::string(point.name) == "submitted held, its id not yet recorded")
             CHECK(fs::exists(dir / "local-jobs" / "2" / "cancelled")); // the held orphan, cancelled
         CHECK(before.size() <= after.size());
