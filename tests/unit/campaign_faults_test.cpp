@@ -124,13 +124,13 @@ TEST_CASE("a trial whose scheduler record says NODE_FAIL is recorded node_failur
     TempDir d("infrarsi-faults");
     const auto dir = test::stepload_campaign(d);
     campaign::Campaign c(dir);
-    // The first search batch is the second submission (the doctor's is the first): its task 0 "lost its
-    // node" once it ended, every time the campaign asks.
+    // The first search batch is the second submission (the doctor's is the first): its task 1 (task 0 is the
+    // batch's control) "lost its node" once it ended, every time the campaign asks.
     c.use_scheduler(std::make_unique<Faulty>(
         dir, [](Step step, int n, const std::string&, std::vector<slurm::JobRecord>* records) {
             if (step != Step::Waited || n != 2) return;
             for (auto& r : *records)
-                if (r.array_task_id == 0 && slurm::is_finished(r.state)) {
+                if (r.array_task_id == 1 && slurm::is_finished(r.state)) {
                     r.state = slurm::JobState::NodeFail;
                     r.raw_state = "NODE_FAIL";
                     r.exit_code = 0;
@@ -143,7 +143,7 @@ TEST_CASE("a trial whose scheduler record says NODE_FAIL is recorded node_failur
     REQUIRE(failed.size() == 1);
     const auto& f = failed[0];
     CHECK_FALSE(f.counted);
-    CHECK(f.array_index == 0);
+    CHECK(f.array_index == 1);
     CHECK(f.detail.find("NODE_FAIL") != std::string::npos);
     // Re-queued: the same candidate, its next attempt, in a later batch, counted.
     int reruns = 0;
