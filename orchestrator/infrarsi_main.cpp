@@ -79,6 +79,9 @@ static int run_main(int argc, char** argv) {
         ->check(CLI::IsMember({"auto", "slurm", "local"}))
         ->capture_default_str();
     run->add_flag("--no-verify", no_verify, "stop after the search, before verification");
+    run->add_flag("--accept-noise", ro.accept_noise,
+                  "go on with a baseline too noisy to promote a gain of a usual size (the campaign pauses "
+                  "there otherwise)");
     bool no_bank = false;
     run->add_option("--bank", ro.bank,
                     "experience bank to seed from and record into (default: $INFRARSI_BANK, "
@@ -374,7 +377,10 @@ static int run_main(int argc, char** argv) {
             return report::watch(c, stop_requested) ? 0 : 130;
         } else if (*status) {
             auto j = report::status(c);
+            const auto paused = c.paused();
+            if (paused) j["paused"] = *paused;
             fmt::print("{}\n", as_json ? j.dump(2) : report::render_status(j));
+            if (paused && !as_json) fmt::print("paused: {}\n", *paused);
         } else if (*report) {
             if (!html.file.empty()) {
                 for (const auto& f : report::write_html(c, html))
@@ -384,6 +390,9 @@ static int run_main(int argc, char** argv) {
                 throw Error("--html-dir and --table go with --html", "infrarsi report", "--html FILE");
             }
             auto j = report::build(c);
+            const auto paused = c.paused();
+            if (paused) j["paused"] = *paused;
+            if (paused && !as_json) fmt::print("paused: {}\n\n", *paused);
             fmt::print("{}\n", as_json ? j.dump(2) : report::render(j));
         } else if (*apply) {
             ao.target = target;

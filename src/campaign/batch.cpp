@@ -117,9 +117,15 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         options[i] = contract_.space.sbatch_options(tasks[i].candidate);
         if (boxes[i].state == patch::Sandbox::State::Ready) order.push_back(i);
     }
-    if (kind == "search")
-        std::stable_sort(order.begin(), order.end(),
-                         [&](std::size_t a, std::size_t b) { return options[a] < options[b]; });
+    if (kind == "search") {
+        // The control's option set first (the control first in it): it starts with the first candidates.
+        std::vector<std::string> first;
+        for (std::size_t i = 0; i < tasks.size(); ++i)
+            if (tasks[i].kind == TrialKind::SearchControl) first = options[i];
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+            return std::pair(options[a] != first, options[a]) < std::pair(options[b] != first, options[b]);
+        });
+    }
     std::vector<int> index_of(tasks.size(), -1);
     std::vector<store::ArrayRow> arrays;
     json placement = json::object(); // array seq -> ArrayJob::placement, for arrays that have one
@@ -142,11 +148,14 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
 
     // A search trial whose first timed steps are slower than the incumbent by more than the MDE cannot be
     // promoted: the wrapper stops it there (trial::Outcome::StoppedSlow) rather than run its other steps.
-    const auto slow_stop = kind == "search" ? search_slow_stop() : std::nullopt;
-
     store::Transaction tx(store_->db());
     const auto batch_id = store_->add_batch(kind, "");
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
+    fs::path control_log; // the batch's control's, which its search trials are compared with as they run
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+        if (tasks[i].kind == TrialKind::SearchControl && boxes[i].state == patch::Sandbox::State::Ready)
+            control_log = bdir / std::to_string(index_of[i]) / "log.txt";
+    const auto slow_stop = kind == "search" ? search_slow_stop(control_log) : std::nullopt;
     fs::create_directories(bdir);
     trial::Manifest manifest;
     manifest.campaign = store_->meta("id").value_or("");
@@ -737,6 +746,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     store_->set_batch_finished(batch_id);
     tx.commit();
     if (b.kind == "doctor") finish_doctor();
+    if (b.kind == kNoiseRemeasureBatch) finish_doctor(batch_id);
+    if (b.kind == "search") record_control_ratios(batch_id);
     if (b.kind == "equivalence") finish_equivalence(batch_id);
     if (b.kind == "ablation") finish_ablation(batch_id);
     if (b.kind == "verify") {

@@ -225,7 +225,7 @@ void Campaign::run(const RunOptions& o) {
                        trial_script().string(), scheduler(o).description()));
     store_->advance_stage(Stage::Doctor);
     doctor(o);
-    if (stopping(o)) return;
+    if (stopping(o) || paused()) return;
     if (auto b = store_->baseline()) {
         say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%", b->median_step_s,
                            100 * b->minimum_detectable_effect));

@@ -45,8 +45,11 @@ struct RunOptions {
     // (scheduler/lost_tasks.hpp). Covers accounting written after the queue forgot the job.
     std::chrono::seconds lost_grace{120};
     bool verify = true; // run the verification stage after the search
-    std::string bank;   // experience bank file: seeds the search, receives the findings; empty: none
-    std::string spool;  // the plugin's spool, whose allocation records name the hardware; empty: this host
+    // Go on with a baseline whose noise leaves only large speed-ups promotable, instead of pausing
+    // (check_noise, doctor.cpp).
+    bool accept_noise = false;
+    std::string bank;  // experience bank file: seeds the search, receives the findings; empty: none
+    std::string spool; // the plugin's spool, whose allocation records name the hardware; empty: this host
     const std::atomic<bool>* stop = nullptr; // set by a signal handler: finish the current step and return
     // Set: each event goes here (after the store's log) instead of a line on stdout (the live status line
     // of report/progress.hpp); only while verbose.
@@ -83,6 +86,24 @@ int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs);
 // when that would save too little (fewer than half the timed steps left) or there is no incumbent.
 std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_step_s, double mde, int steps,
                                                             int warmup_steps);
+
+// The doctor's verdict on the baseline's noise: noisy when its minimum detectable effect is above `limit`,
+// max(kNoisyMde, min_speedup): no gain of a usual size (most tuning wins are 10-30%) could be promoted.
+inline constexpr double kNoisyMde = 0.25;
+struct NoiseCheck {
+    bool noisy = false;
+    double limit = 0;
+    std::string why; // for people, when noisy
+};
+NoiseCheck check_noise(const store::Baseline& d, double min_speedup);
+// The contract's min_speedup, the smallest gain worth applying.
+double min_speedup(const contract::Contract& c);
+// The batch kind of the doctor's re-measurement, one job at a time, of a baseline too noisy at first.
+inline constexpr const char* kNoiseRemeasureBatch = "doctor_remeasure";
+
+// A search trial's step time over its batch's control's (measurements "control": {"trial": the control's
+// id, "step_s": its step time, "ratio"}), where both ran every step; nullopt otherwise.
+std::optional<double> control_ratio(const store::TrialRow& t);
 
 // Whether the search may start another batch: the wall time used, that batch and the verification reserve
 // must fit in the budget (budget_s <= 0: no wall-time limit).
@@ -126,6 +147,9 @@ class Campaign {
     void verify(const RunOptions& o); // interleaved A/B verification of the best candidates
     void run(const RunOptions& o);    // doctor, search, verify; resumable
     bool finished();                  // every stage done
+    // Why the campaign is paused (the doctor's noise stayed too high to promote a real gain: doctor.cpp), or
+    // nullopt; `infrarsi run --accept-noise` goes on.
+    std::optional<std::string> paused();
 
     struct BudgetUse {
         int trials = 0;        // counted search trials (planned, running or finished)
@@ -182,7 +206,12 @@ class Campaign {
     // (read by await_batch into user_jobs_), and those submitted while one trial's job ran.
     std::vector<slurm::UserJob> jobs_not_ours(const scheduler::Scheduler& sched, std::int64_t batch_id);
     nlohmann::json self_submitted_during(const slurm::JobRecord& rec) const;
-    void finish_doctor();
+    // The baseline from the doctor's runs (`remeasure`: from that re-measurement batch's runs alone).
+    void finish_doctor(std::optional<std::int64_t> remeasure = std::nullopt);
+    std::vector<Task> doctor_tasks(int adopted, const std::string& why) const; // the baseline's repeats
+    // After the doctor: a baseline too noisy to promote a real gain is re-measured once, one job at a time;
+    // still too noisy, the campaign pauses (paused()) unless RunOptions::accept_noise.
+    void check_doctor_noise(const RunOptions& o);
     // nccl_check.cpp: the baseline's NCCL transports against the nodes' NICs, for a job that uses NCCL;
     // throws (or logs, with [nccl] fallback = "warn") when NCCL fell back to a slower transport.
     void check_nccl_transport(const std::vector<store::TrialRow>& doctor_runs);
@@ -264,7 +293,11 @@ class Campaign {
     std::map<std::string, std::optional<double>> estimates_; // by candidate and build
     std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
     double mde();
-    std::optional<trial::ManifestTask::SlowStop> search_slow_stop(); // slow_stop_rule for the next batch
+    // slow_stop_rule for the next batch: relative to its control, whose log is `control_log` (empty: none,
+    // the incumbent's absolute step time).
+    std::optional<trial::ManifestTask::SlowStop> search_slow_stop(const fs::path& control_log);
+    // Each search trial's step time over its batch's control's, kept in its measurements (control_ratio).
+    void record_control_ratios(std::int64_t batch_id);
     // Empty, or a warning for people when the doctor's noise leaves only very large speed-ups promotable.
     std::string noise_warning();
     bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }

@@ -307,7 +307,12 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
                 }
                 // A finished campaign is left alone, also once the user has changed its tree or contract
                 // (applying its result): only one that still runs must find its inputs as at init.
-                if (Campaign(d, Campaign::Open::read_only).finished()) continue;
+                // A paused one (too noisy to promote a real gain) waits for `infrarsi run --accept-noise`.
+                if (Campaign ro_view(d, Campaign::Open::read_only); ro_view.finished() || ro_view.paused()) {
+                    if (const auto why = ro_view.paused(); why && said.insert("paused " + d.string()).second)
+                        fmt::print("infrarsid: campaign {} is paused: {}\n", d.string(), *why);
+                    continue;
+                }
                 Campaign c(d);
                 ++open;
                 fmt::print("infrarsid: running campaign {}\n", d.string());

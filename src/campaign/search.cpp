@@ -51,21 +51,77 @@ std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_ste
     const int timed = steps - std::max(0, warmup_steps);
     const int after = std::max(3, timed / 4);
     if (!(incumbent_step_s > 0) || !std::isfinite(incumbent_step_s) || 2 * after > timed) return std::nullopt;
-    return trial::ManifestTask::SlowStop{incumbent_step_s * (1 + std::max(0.0, mde)),
-                                         std::max(0, warmup_steps), after};
+    trial::ManifestTask::SlowStop rule;
+    rule.step_s = incumbent_step_s * (1 + std::max(0.0, mde));
+    rule.skip_steps = std::max(0, warmup_steps);
+    rule.after_steps = after;
+    return rule;
 }
 
-std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop() {
-    // The incumbent: the fastest step time measured so far over every step (the baseline's or a search
-    // trial's that ran every step).
-    double best = 0;
-    for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+std::optional<double> control_ratio(const store::TrialRow& t) {
+    const auto it = t.measurements.find("control");
+    if (it == t.measurements.end() || !it->is_object()) return std::nullopt;
+    const auto r = it->find("ratio");
+    if (r == it->end() || !r->is_number()) return std::nullopt;
+    return r->get<double>();
+}
+
+std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs::path& control_log) {
+    if (control_log.empty()) {
+        // No control in the batch (planned by hand): the incumbent's step time as measured, the fastest so
+        // far over every step (the baseline's or a search trial's that ran every step).
+        double best = 0;
+        for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+                             .state = TrialState::Finished,
+                             .outcome = trial::Outcome::Ok,
+                             .counted = true}))
+            if (t.step_time_s && *t.step_time_s > 0 && (best == 0 || *t.step_time_s < best))
+                best = *t.step_time_s;
+        return slow_stop_rule(best, mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
+    }
+    // Like against like: the incumbent is the best ratio to its own batch's control so far (the baseline's
+    // is 1), and a trial is held to that ratio, slowed by the MDE, times the control running beside it.
+    double best = 1;
+    for (const auto& t : store_->trials({.kinds = {TrialKind::Search},
                          .state = TrialState::Finished,
                          .outcome = trial::Outcome::Ok,
                          .counted = true}))
-        if (t.step_time_s && *t.step_time_s > 0 && (best == 0 || *t.step_time_s < best))
-            best = *t.step_time_s;
-    return slow_stop_rule(best, mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
+        if (const auto r = control_ratio(t); r && *r > 0 && *r < best) best = *r;
+    auto rule = slow_stop_rule(best, mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
+    if (!rule) return rule;
+    rule->control_ratio = rule->step_s;
+    rule->control_log = control_log.string();
+    // Where the wrapper cannot read the control (the plugin's view hides it): the last batch's control's step
+    // time, measured under the search's conditions; none before the first control has run.
+    double last_control = 0;
+    for (const auto& t : store_->trials({.kinds = {TrialKind::SearchControl},
+                         .state = TrialState::Finished,
+                         .outcome = trial::Outcome::Ok}))
+        if (t.step_time_s && *t.step_time_s > 0) last_control = *t.step_time_s;
+    rule->step_s = rule->control_ratio * last_control;
+    return rule;
+}
+
+void Campaign::record_control_ratios(std::int64_t batch_id) {
+    const auto trials = store_->trials_of_batch(batch_id);
+    std::optional<store::TrialRow> control;
+    for (const auto& t : trials)
+        if (t.kind == TrialKind::SearchControl) control = t;
+    if (!control) return;
+    if (control->outcome != trial::Outcome::Ok || !control->step_time_s || !(*control->step_time_s > 0)) {
+        store_->log(fmt::format("batch {}: its control (trial {}) ended {}: no ratios to it", batch_id,
+                                control->id, store::outcome_name(*control)));
+        return;
+    }
+    store::Transaction tx(store_->db());
+    for (auto t : trials) {
+        if (t.kind != TrialKind::Search || !t.step_time_s || !(*t.step_time_s > 0)) continue;
+        t.measurements["control"] = {{"trial", control->id},
+                                     {"step_s", *control->step_time_s},
+                                     {"ratio", *t.step_time_s / *control->step_time_s}};
+        store_->update_trial(t);
+    }
+    tx.commit();
 }
 
 fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
@@ -203,8 +259,9 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
         previous_end = b.finished;
     }
     const int conc = std::max(1, contract_.resources.max_concurrent);
-    p.next_batch_s =
-        periods.empty() ? std::ceil(double(std::max(q, 1)) / conc) * m.trial_s() : measure::median(periods);
+    p.next_batch_s = periods.empty()
+                         ? std::ceil(double(std::max(q, 1) + 1) / conc) * m.trial_s() // + the control
+                         : measure::median(periods);
     // Verification: the best verify_top distinct candidates faster than the baseline; the next batch may
     // add up to q of them.
     const auto baseline = store_->baseline();
@@ -212,7 +269,8 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     const auto baseline_key = contract_.space.baseline().key();
     std::set<std::string> faster, unchecked; // unchecked: with a patch set whose equivalence is not known
     for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
-        if (t.candidate_key != baseline_key && t.step_time_s && *t.step_time_s < base) {
+        if (const auto r = control_ratio(t);
+            t.candidate_key != baseline_key && t.step_time_s && (r ? *r < 1 : *t.step_time_s < base)) {
             faster.insert(t.candidate_key);
             const auto c = space::Candidate::from_json(t.candidate);
             if (const auto eq = c.patches.empty() ? std::nullopt : equivalence_record(c);
@@ -350,10 +408,18 @@ void Campaign::search(const RunOptions& o) {
             say(o, "search ends: " + (why.empty() ? "every candidate of the space has been tried" : why));
             return;
         }
+        // The batch's control first: the baseline under the same conditions as its candidates (the same
+        // concurrency, nodes spread the same way), which their comparisons and early stops are made with.
+        tasks.insert(tasks.begin(), {contract_.space.baseline(),
+                                     TrialKind::SearchControl,
+                                     "the batch's control: the baseline beside its candidates",
+                                     0,
+                                     {},
+                                     {}});
         auto id = plan_batch("search", tasks);
         store_->set_meta("requeue", requeue.dump());
-        say(o, fmt::format("batch {}: {} candidates ({} of {} trials used)", id, tasks.size(), use.trials,
-                           contract_.budget.trials));
+        say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used)", id,
+                           tasks.size() - 1, use.trials, contract_.budget.trials));
         submit_batch(id, o);
         await_batch(id, o);
     }

@@ -10,6 +10,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sched.h>
+#include <thread>
 #include <time.h>
 
 namespace infrarsi::node {
@@ -206,6 +208,30 @@ NcclInfo probe_nccl() {
         info.version = v;
     }
     return info;
+}
+
+double all_core_peak_flops(unsigned threads, std::chrono::milliseconds slice, unsigned repeats,
+                           std::string* isa) {
+    if (threads == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 0;
+        if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+    }
+    const auto [name, vector_sample] = vector_probe();
+    if (isa) *isa = name;
+    double best = 0;
+    for (unsigned r = 0; r < std::max(1u, repeats); ++r) {
+        std::vector<double> gflops(threads, 0.0);
+        {
+            std::vector<std::jthread> pool;
+            for (unsigned t = 0; t < threads; ++t)
+                pool.emplace_back(
+                    [&, t, probe = vector_sample] { gflops[t] = probe(double(slice.count())); });
+        }
+        best = std::max(best, std::accumulate(gflops.begin(), gflops.end(), 0.0) * 1e9);
+    }
+    return best;
 }
 
 Calibration calibrate(const CalibrationOptions& options) {

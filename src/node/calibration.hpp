@@ -52,6 +52,15 @@ struct Calibration {
 // Runs the probes on the calling thread. A budget of 0 runs nothing and returns empty samples.
 Calibration calibrate(const CalibrationOptions& options = {});
 
+// The node's single-precision vector FMA peak as a job using every core sees it: the widest vector probe on
+// `threads` threads at once (0: every core this process may run on), each `slice` long, `repeats` times;
+// the fastest round's total in FLOP/s, with the instruction set in *isa. A per-core sample taken while one
+// core was busy elsewhere, times the cores, can come out below what a multi-threaded job achieves; this one
+// measures what the cores do together, long enough for their clocks to settle.
+double all_core_peak_flops(unsigned threads = 0,
+                           std::chrono::milliseconds slice = std::chrono::milliseconds(250),
+                           unsigned repeats = 3, std::string* isa = nullptr);
+
 // Summary of raw samples (exposed for the record reader and for tests).
 ProbeStats summarize(std::vector<double> samples);
 

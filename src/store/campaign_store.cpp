@@ -27,6 +27,8 @@ const char* to_string(TrialKind k) {
         return "equivalence_candidate";
     case TrialKind::Ablation:
         return "ablation";
+    case TrialKind::SearchControl:
+        return "search_control";
     }
     return "?";
 }
@@ -39,9 +41,10 @@ TrialKind parse_trial_kind(const std::string& s) {
     if (s == "equivalence_baseline") return TrialKind::EquivalenceBaseline;
     if (s == "equivalence_candidate") return TrialKind::EquivalenceCandidate;
     if (s == "ablation") return TrialKind::Ablation;
+    if (s == "search_control") return TrialKind::SearchControl;
     throw Error("unknown trial kind '" + s + "'", "campaign store",
                 "doctor, search, verify_baseline, verify_candidate, equivalence_baseline, "
-                "equivalence_candidate, ablation");
+                "equivalence_candidate, ablation, search_control");
 }
 
 const char* to_string(TrialState s) {

@@ -18,7 +18,9 @@ namespace infrarsi::store {
 
 // What a trial is for. equivalence_*: a patch set's equivalence check, the baseline and the patch set at the
 // baseline's knobs and one fresh seed (campaign/equivalence.cpp); ablation: a promoted bundle and the bundle
-// without one of its changes, in rounds (campaign/ablation.cpp).
+// without one of its changes, in rounds (campaign/ablation.cpp); search_control: the baseline run in a search
+// batch beside its candidates, under the same conditions, whose step time theirs are compared with
+// (campaign/search.cpp).
 enum class TrialKind {
     Doctor,
     Search,
@@ -26,7 +28,8 @@ enum class TrialKind {
     VerifyCandidate,
     EquivalenceBaseline,
     EquivalenceCandidate,
-    Ablation
+    Ablation,
+    SearchControl
 };
 const char* to_string(TrialKind k);
 TrialKind parse_trial_kind(const std::string& s);

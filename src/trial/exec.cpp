@@ -136,20 +136,58 @@ Settings seen_settings(const ManifestTask& task, const std::map<std::string, std
 
 } // namespace
 
-std::optional<std::string> slow_stop_reason(const std::vector<measure::StepSample>& steps,
-                                            const ManifestTask::SlowStop& rule) {
+namespace {
+
+// The median of the first `after` timed steps past the first `skip` step lines; nullopt while fewer.
+std::optional<double> early_median(const std::vector<measure::StepSample>& steps, int skip, int after) {
     std::vector<double> times;
-    for (std::size_t i = static_cast<std::size_t>(rule.skip_steps); i < steps.size(); ++i)
+    for (std::size_t i = static_cast<std::size_t>(skip); i < steps.size(); ++i)
         if (steps[i].timed && std::isfinite(steps[i].step_time_s) && steps[i].step_time_s > 0)
             times.push_back(steps[i].step_time_s);
-    if (static_cast<int>(times.size()) < rule.after_steps) return std::nullopt;
-    times.resize(static_cast<std::size_t>(rule.after_steps));
+    if (static_cast<int>(times.size()) < after) return std::nullopt;
+    times.resize(static_cast<std::size_t>(after));
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    const double median = times[times.size() / 2];
-    if (!(median > rule.step_s)) return std::string();
-    return fmt::format("stopped after {} timed steps: median {:.4g} s/step is above {:.4g} s/step (the "
-                       "incumbent slowed by the minimum detectable effect)",
-                       rule.after_steps, median, rule.step_s);
+    return times[times.size() / 2];
+}
+
+} // namespace
+
+std::optional<std::string> slow_stop_reason(const std::vector<measure::StepSample>& steps,
+                                            const ManifestTask::SlowStop& rule,
+                                            const std::vector<measure::StepSample>* control) {
+    const auto median = early_median(steps, rule.skip_steps, rule.after_steps);
+    if (!median) return std::nullopt;
+    if (rule.control_log.empty() || !control) {
+        // No control to read: the absolute limit, where the rule has one; else the trial runs on.
+        if (!(rule.step_s > 0) || !(*median > rule.step_s)) return std::string();
+        return fmt::format("stopped after {} timed steps: median {:.4g} s/step is above {:.4g} s/step (the "
+                           "incumbent slowed by the minimum detectable effect)",
+                           rule.after_steps, *median, rule.step_s);
+    }
+    const auto reference = early_median(*control, rule.skip_steps, rule.after_steps);
+    if (!reference) return std::nullopt; // the control has not got there yet: asked again at the next step
+    const double limit = rule.control_ratio * *reference;
+    if (!(*median > limit)) return std::string();
+    return fmt::format(
+        "stopped after {} timed steps: median {:.4g} s/step is above {:.4g} s/step (the batch's "
+        "control ran {:.4g} s/step over its first {} timed steps beside it; x {:.4g}: the "
+        "incumbent's ratio to its control slowed by the minimum detectable effect)",
+        rule.after_steps, *median, limit, *reference, rule.after_steps, rule.control_ratio);
+}
+
+std::vector<measure::StepSample> control_steps(const fs::path& log, const measure::LogFormat& f) {
+    try {
+        auto out = read_trial_output(log);
+        if (out.cut) return {};
+        // Whole lines only: the control may be writing its last one now.
+        const auto end = out.text.rfind('\n');
+        if (end == std::string::npos) return {};
+        out.text.resize(end + 1);
+        const auto times = read_line_times(line_times_path(log));
+        return measure::parse_log(out.text, f, &times).steps;
+    } catch (const Error&) {
+        return {};
+    }
 }
 
 int execute(const fs::path& manifest_path, int index) {
@@ -179,6 +217,17 @@ int execute(const fs::path& manifest_path, int index) {
     LogSink sink(log, manifest.metrics);
     // A search trial too slow to be promoted is stopped once its first timed steps say so: its process
     // group gets SIGTERM, and SIGKILL with the next output after 5 s.
+    // The batch's control's trial directory, opened before the trial's private view hides the rest of the
+    // campaign (close-on-exec: the workload never holds it) and read through /proc/self/fd. It cannot be
+    // opened where the plugin made the view before the wrapper ran: the rule's absolute step_s applies then.
+    UniqueFd control_dir;
+    std::string control_log;
+    if (task.stop_slow && !task.stop_slow->control_log.empty()) {
+        const fs::path p = task.stop_slow->control_log;
+        control_dir.reset(::open(p.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (control_dir)
+            control_log = fmt::format("/proc/self/fd/{}/{}", control_dir.get(), p.filename().string());
+    }
     std::optional<std::string> stopped;
     bool decided = !task.stop_slow;
     std::size_t steps_seen = 0;
@@ -193,7 +242,13 @@ int execute(const fs::path& manifest_path, int index) {
         }
         if (decided || sink.steps().steps.size() == steps_seen) return;
         steps_seen = sink.steps().steps.size();
-        const auto why = slow_stop_reason(sink.steps().steps, *task.stop_slow);
+        // The control's steps are read only once this trial has enough of its own to compare.
+        const auto& rule = *task.stop_slow;
+        std::vector<measure::StepSample> control;
+        const bool compare = !control_log.empty() &&
+                             steps_seen >= static_cast<std::size_t>(rule.skip_steps + rule.after_steps);
+        if (compare) control = control_steps(control_log, manifest.metrics);
+        const auto why = slow_stop_reason(sink.steps().steps, rule, control_log.empty() ? nullptr : &control);
         if (!why) return; // not enough steps yet
         decided = true;
         if (why->empty()) return; // fast enough: runs to the end

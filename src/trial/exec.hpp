@@ -17,8 +17,15 @@ int execute(const std::filesystem::path& manifest, int index);
 
 // The early stop of a search trial (ManifestTask::stop_slow) on the steps printed so far: nullopt while
 // there are too few timed steps to decide, an empty string when they are fast enough (run on), else why it
-// is stopped.
+// is stopped. A rule with a control_log compares with `control`, the steps the control has printed so far
+// (control_steps): undecided while it has too few; with no control to read (nullptr), the rule's absolute
+// step_s where it has one, else the trial runs on.
 std::optional<std::string> slow_stop_reason(const std::vector<measure::StepSample>& steps,
-                                            const ManifestTask::SlowStop& rule);
+                                            const ManifestTask::SlowStop& rule,
+                                            const std::vector<measure::StepSample>* control = nullptr);
+
+// The steps a batch's control has printed so far: its log and line times as far as they are written
+// (read like the orchestrator reads a trial's output: bounded, no symlink, no FIFO); none when unreadable.
+std::vector<measure::StepSample> control_steps(const std::filesystem::path& log, const measure::LogFormat& f);
 
 } // namespace infrarsi::trial

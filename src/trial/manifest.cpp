@@ -117,12 +117,25 @@ ManifestTask task_from_json(const json& t, const AllowedValues& knobs, bool v2, 
     if (t.contains("stop_slow")) {
         const json& st = t.at("stop_slow");
         ManifestTask::SlowStop s;
-        s.step_s = json_field<double>(st, "step_s", at);
         s.skip_steps = json_field<int>(st, "skip_steps", at);
         s.after_steps = json_field<int>(st, "after_steps", at);
-        if (!(s.step_s > 0) || !std::isfinite(s.step_s) || s.skip_steps < 0 || s.after_steps < 1 ||
-            s.after_steps > 1000000 || s.skip_steps > 1000000)
-            throw Error("'stop_slow' needs step_s > 0, skip_steps >= 0 and after_steps >= 1", at);
+        if (st.contains("control_log")) {
+            s.control_log = optional_path(st, "control_log", at);
+            s.control_ratio = json_field<double>(st, "control_ratio", at);
+            if (st.contains("step_s")) s.step_s = json_field<double>(st, "step_s", at);
+            if (s.control_log.empty() || !(s.control_ratio > 0) || !std::isfinite(s.control_ratio) ||
+                !(s.step_s >= 0) || !std::isfinite(s.step_s))
+                throw Error(
+                    "'stop_slow' with control_log needs an absolute control_log, control_ratio > 0 and "
+                    "step_s >= 0",
+                    at);
+        } else {
+            s.step_s = json_field<double>(st, "step_s", at);
+            if (!(s.step_s > 0) || !std::isfinite(s.step_s))
+                throw Error("'stop_slow' needs step_s > 0 (or a control_log and control_ratio)", at);
+        }
+        if (s.skip_steps < 0 || s.after_steps < 1 || s.after_steps > 1000000 || s.skip_steps > 1000000)
+            throw Error("'stop_slow' needs skip_steps >= 0 and after_steps >= 1", at);
         e.stop_slow = s;
     }
     e.build = optional_path(t, "build", at);
@@ -169,10 +182,16 @@ json to_json(const Manifest& m) {
         if (!t.command.empty()) e["command"] = t.command;
         if (!t.args.empty()) e["args"] = t.args;
         if (!t.sbatch_options.empty()) e["sbatch_options"] = t.sbatch_options;
-        if (t.stop_slow)
-            e["stop_slow"] = {{"step_s", t.stop_slow->step_s},
-                              {"skip_steps", t.stop_slow->skip_steps},
+        if (t.stop_slow) {
+            e["stop_slow"] = {{"skip_steps", t.stop_slow->skip_steps},
                               {"after_steps", t.stop_slow->after_steps}};
+            if (t.stop_slow->control_log.empty() || t.stop_slow->step_s > 0)
+                e["stop_slow"]["step_s"] = t.stop_slow->step_s;
+            if (!t.stop_slow->control_log.empty()) {
+                e["stop_slow"]["control_log"] = t.stop_slow->control_log;
+                e["stop_slow"]["control_ratio"] = t.stop_slow->control_ratio;
+            }
+        }
         for (const auto& [name, value] :
              {std::pair{"build", &t.build}, {"workdir", &t.workdir}, {"log", &t.log}})
             if (!value->empty()) e[name] = *value;

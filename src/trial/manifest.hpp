@@ -43,11 +43,18 @@ struct ManifestTask {
     std::string build, workdir, log; // absolute paths
     // Stop the workload early when its first timed steps are too slow to matter (search trials only): once
     // `after_steps` timed steps past the first `skip_steps` step lines have been printed, their median step
-    // time above `step_s` ends the trial (trial::Outcome::StoppedSlow).
+    // time above `step_s` ends the trial (trial::Outcome::StoppedSlow). With `control_log` (the log of the
+    // batch's control, a baseline run beside it under the same conditions) the limit is instead
+    // `control_ratio` times the control's median over its own first `after_steps` timed steps past
+    // `skip_steps`, undecided until the control has printed them: a host-wide slowdown moves both.
     struct SlowStop {
+        // With a control_log: the limit where the wrapper cannot read the control (a view the plugin made
+        // hides it): the last batch's control x control_ratio; 0: none, the trial runs on.
         double step_s = 0;
         int skip_steps = 0;
         int after_steps = 0;
+        std::string control_log; // absolute; empty: the absolute limit step_s
+        double control_ratio = 0;
         bool operator==(const SlowStop&) const = default;
     };
     std::optional<SlowStop> stop_slow;

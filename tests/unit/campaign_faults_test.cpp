@@ -124,13 +124,13 @@ TEST_CASE("a trial whose scheduler record says NODE_FAIL is recorded node_failur
     TempDir d("infrarsi-faults");
     const auto dir = test::stepload_campaign(d);
     campaign::Campaign c(dir);
-    // The first search batch is the second submission (the doctor's is the first): its task 0 "lost its
-    // node" once it ended, every time the campaign asks.
+    // The first search batch is the second submission (the doctor's is the first): its task 1 (task 0 is the
+    // batch's control) "lost its node" once it ended, every time the campaign asks.
     c.use_scheduler(std::make_unique<Faulty>(
         dir, [](Step step, int n, const std::string&, std::vector<slurm::JobRecord>* records) {
             if (step != Step::Waited || n != 2) return;
             for (auto& r : *records)
-                if (r.array_task_id == 0 && slurm::is_finished(r.state)) {
+                if (r.array_task_id == 1 && slurm::is_finished(r.state)) {
                     r.state = slurm::JobState::NodeFail;
                     r.raw_state = "NODE_FAIL";
                     r.exit_code = 0;
@@ -143,7 +143,7 @@ TEST_CASE("a trial whose scheduler record says NODE_FAIL is recorded node_failur
     REQUIRE(failed.size() == 1);
     const auto& f = failed[0];
     CHECK_FALSE(f.counted);
-    CHECK(f.array_index == 0);
+    CHECK(f.array_index == 1);
     CHECK(f.detail.find("NODE_FAIL") != std::string::npos);
     // Re-queued: the same candidate, its next attempt, in a later batch, counted.
     int reruns = 0;
@@ -347,7 +347,8 @@ TEST_CASE("a campaign killed (SIGKILL) at any step of a search batch's life resu
             twice += n == 2;
         }
         CHECK(twice <= (std::string(point.name) == "a task running" ? 1 : 0));
-        CHECK(times.size() == 2 + 3); // the doctor's 2 and the search's 3
+        // The doctor's 2, the search's 3 and each search batch's control.
+        CHECK(times.size() == 2 + 3 + c.store().trials({.kinds = {store::TrialKind::SearchControl}}).size());
         if (std::string(point.name) == "submitted held, its id not yet recorded")
             CHECK(fs::exists(dir / "local-jobs" / "2" / "cancelled")); // the held orphan, cancelled
         CHECK(before.size() <= after.size());

@@ -36,6 +36,8 @@ campaign::RunOptions local_options() {
     o.verbose = false;
     o.scheduler = "local";
     o.poll = 50ms;
+    // A loaded test host may make the toyload's baseline too noisy: these tests are not about that pause.
+    o.accept_noise = true;
     return o;
 }
 
@@ -108,5 +110,8 @@ TEST_CASE("a campaign killed (SIGKILL) while its first search batch runs resumes
         CHECK(t.state == store::TrialState::Finished);
         if (t.array_index >= 0) CHECK(++per_batch_index[t.batch_id * 1000 + t.array_index] == 1);
     }
-    CHECK(outcomes(c, store::TrialKind::Doctor) == std::map<std::string, int>{{"ok", 3}});
+    // The doctor ran once (3 runs), and once more, one job at a time, where a loaded host made it too noisy.
+    const auto doctor = outcomes(c, store::TrialKind::Doctor);
+    CHECK(doctor.size() == 1);
+    CHECK((doctor.at("ok") == 3 || doctor.at("ok") == 6));
 }

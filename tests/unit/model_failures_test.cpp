@@ -502,7 +502,10 @@ TEST_CASE("the trial wrapper stops a workload slower than its manifest's stop ru
     t.workdir = (tmp.path / "0").string();
     t.result = (tmp.path / "0/result.json").string();
     t.log = (tmp.path / "0/log.txt").string();
-    t.stop_slow = trial::ManifestTask::SlowStop{0.4, 2, 5};
+    t.stop_slow = trial::ManifestTask::SlowStop{};
+    t.stop_slow->step_s = 0.4;
+    t.stop_slow->skip_steps = 2;
+    t.stop_slow->after_steps = 5;
     m.tasks = {t};
     trial::write_manifest(tmp.path / "manifest.json", m);
     REQUIRE(trial::read_manifest(tmp.path / "manifest.json").tasks[0].stop_slow == t.stop_slow);
