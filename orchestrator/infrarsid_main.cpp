@@ -44,6 +44,9 @@ static int run_main(int argc, char** argv) {
                    "~/.local/share/infrarsi/bank.sqlite of the user each campaign runs as; "
                    "INFRARSI_BANK=off: none)");
     app.add_flag("--no-bank", no_bank, "neither seed from nor record into the experience bank");
+    app.add_flag("--accept-noise", o.run.accept_noise,
+                 "go on with a baseline too noisy to promote a gain of a usual size (as infrarsi run "
+                 "--accept-noise; a campaign pauses there otherwise)");
     bool quiet = false;
     app.add_flag("--quiet,-q", quiet, "print only errors");
     try {

@@ -96,8 +96,6 @@ struct NoiseCheck {
     std::string why; // for people, when noisy
 };
 NoiseCheck check_noise(const store::Baseline& d, double min_speedup);
-// The contract's min_speedup, the smallest gain worth applying.
-double min_speedup(const contract::Contract& c);
 // The batch kind of the doctor's re-measurement, one job at a time, of a baseline too noisy at first.
 inline constexpr const char* kNoiseRemeasureBatch = "doctor_remeasure";
 

@@ -39,12 +39,6 @@ std::vector<double> Campaign::reference_losses() {
     return d ? d->reference_losses : std::vector<double>{};
 }
 
-double min_speedup(const contract::Contract&) {
-    // The contract's min_speedup (issue 32: the smallest gain worth applying), default 0.03; read here only,
-    // so the key's one accessor is this line once the contract has it.
-    return 0.03;
-}
-
 NoiseCheck check_noise(const store::Baseline& d, double min_speedup) {
     NoiseCheck c;
     // A gain worth applying must be detectable; gains beyond 25% are rare, so an MDE above that (or above
@@ -54,8 +48,8 @@ NoiseCheck check_noise(const store::Baseline& d, double min_speedup) {
     if (c.noisy)
         c.why =
             fmt::format("the baseline's minimum detectable effect {:.1f}% (noise CV {:.1f}% between runs, "
-                        "{:.1f}% within a run, over {} runs) is above {:.0f}%: no candidate less than "
-                        "{:.0f}% faster could be promoted",
+                        "{:.1f}% within a run, over {} runs) is above {:.0f}%: a candidate less than "
+                        "{:.0f}% faster would need more A/B pairs than a verification can afford",
                         100 * d.minimum_detectable_effect, 100 * d.cv_between, 100 * d.cv_within, d.completed,
                         100 * c.limit, 100 * d.minimum_detectable_effect);
     return c;
@@ -383,11 +377,12 @@ void Campaign::doctor(const RunOptions& o) {
 }
 
 void Campaign::check_doctor_noise(const RunOptions& o) {
-    auto verdict = check_noise(*store_->baseline(), min_speedup(contract_));
+    auto verdict = check_noise(*store_->baseline(), contract_.verify.min_speedup);
     if (!verdict.noisy) return;
     const auto batches = store_->batches();
-    if (std::none_of(batches.begin(), batches.end(),
-                     [](auto& b) { return b.kind == kNoiseRemeasureBatch; })) {
+    // Told to go on whatever the noise: no re-measurement either (it would spend what the user chose not to).
+    if (!o.accept_noise && std::none_of(batches.begin(), batches.end(),
+                                        [](auto& b) { return b.kind == kNoiseRemeasureBatch; })) {
         // Once, before the search spends anything: a load that passed (another job, a backup) made the noise,
         // or the host is this noisy.
         const auto tasks =
@@ -400,7 +395,7 @@ void Campaign::check_doctor_noise(const RunOptions& o) {
         submit_batch(id, o);
         await_batch(id, o);
         if (stopping(o)) return;
-        verdict = check_noise(*store_->baseline(), min_speedup(contract_));
+        verdict = check_noise(*store_->baseline(), contract_.verify.min_speedup);
         if (!verdict.noisy) {
             const auto d = *store_->baseline();
             say(o,

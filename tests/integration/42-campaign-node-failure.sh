@@ -52,7 +52,7 @@ fail_a_node_under_a_trial() {
   touch "$work/$name.hold"
   "$bin" init "$work/$name.contract.toml" --dir "$work/$name" >/dev/null
   log=$work/$name.log
-  "$bin" run --dir "$work/$name" --no-bank >"$log" 2>&1 &
+  "$bin" run --accept-noise --dir "$work/$name" --no-bank >"$log" 2>&1 &
   pid=$!
   job=""
   node=""

@@ -30,7 +30,7 @@ contract() { # NAME WALL_TIME VERIFY_PAIRS TRIALS: writes $work/NAME.contract.to
 contract reserve 00:02:00 100 8
 "$bin" init "$work/reserve.contract.toml" --dir "$work/reserve" >/dev/null
 log=$work/reserve.log
-"$bin" run --dir "$work/reserve" --no-bank >"$log" 2>&1 || fail "reserve: infrarsi run failed"
+"$bin" run --accept-noise --dir "$work/reserve" --no-bank >"$log" 2>&1 || fail "reserve: infrarsi run failed"
 grep -q "search ends: wall-time budget 120 s: .* the verification reserve (~[0-9]* s: 1 candidates x 100 A/B pairs" "$log" \
   || fail "reserve: the search did not end for the verification reserve"
 "$bin" report --dir "$work/reserve" --json >"$work/reserve.json"
@@ -42,7 +42,7 @@ echo "ok A: $(grep -o 'search ends: wall-time budget.*' "$log")"
 contract skip 00:30:00 2 4
 "$bin" init "$work/skip.contract.toml" --dir "$work/skip" >/dev/null
 log=$work/skip.log
-"$bin" run --dir "$work/skip" --no-bank --no-verify >"$log" 2>&1 || fail "skip: infrarsi run failed"
+"$bin" run --accept-noise --dir "$work/skip" --no-bank --no-verify >"$log" 2>&1 || fail "skip: infrarsi run failed"
 db=$work/skip/campaign.db
 faster=$(sqlite3 "$db" "SELECT count(*) FROM trials WHERE kind = 'search' AND outcome = 'ok' AND step_time_s < (SELECT min(step_time_s) FROM trials WHERE kind = 'doctor')")
 [ "$faster" -ge 1 ] || fail "skip: no search trial beat the baseline, nothing to verify (precondition)"

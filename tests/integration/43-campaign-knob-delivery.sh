@@ -16,7 +16,7 @@ cp -r "$fx/argload" "$work/argload"
 cp "$fx/argload.contract.toml" "$work/"
 "$bin" init "$work/argload.contract.toml" --dir "$work/c" >/dev/null
 log=$work/run.log
-"$bin" run --dir "$work/c" --scheduler slurm --proposer simple >"$log" 2>&1 || fail "infrarsi run failed"
+"$bin" run --accept-noise --dir "$work/c" --scheduler slurm --proposer simple >"$log" 2>&1 || fail "infrarsi run failed"
 "$bin" report --dir "$work/c" --json >"$work/report.json"
 r=$work/report.json
 
@@ -63,7 +63,7 @@ sed -e 's/^loss_mode = .*/loss_mode = "final_eval"\nseed_arg = "--seed={}"/' -e 
   -e 's/^doctor = 2/doctor = 3/' "$work/argload.contract.toml" >"$work/eval.contract.toml"
 "$bin" init "$work/eval.contract.toml" --dir "$work/e" >/dev/null
 log=$work/eval-run.log
-"$bin" run --dir "$work/e" --scheduler slurm --proposer simple >"$log" 2>&1 || fail "infrarsi run (final_eval) failed"
+"$bin" run --accept-noise --dir "$work/e" --scheduler slurm --proposer simple >"$log" 2>&1 || fail "infrarsi run (final_eval) failed"
 db=$work/e/campaign.db
 seeds=$(sqlite3 "$db" "SELECT result_path FROM trials WHERE kind = 'doctor' ORDER BY id" | while read -r p; do
   sed -n 's/^seed: //p' "$(dirname "$p")/log.txt"; done | tr '\n' ' ')

@@ -8,7 +8,7 @@ set -euo pipefail
 bank=$work/bank.sqlite
 
 "$bin" init "$fx/toyload.contract.toml" --dir "$work/first" >/dev/null
-"$bin" run --dir "$work/first" --bank "$bank" >"$work/first.log" 2>&1 || { cat "$work/first.log"; fail "first campaign failed"; }
+"$bin" run --accept-noise --dir "$work/first" --bank "$bank" >"$work/first.log" 2>&1 || { cat "$work/first.log"; fail "first campaign failed"; }
 "$bin" report --dir "$work/first" --json | jq -e '.promoted | length >= 1' >/dev/null || fail "first campaign promoted nothing"
 "$bin" report --dir "$work/first" >"$work/first.txt"
 grep -q "^Experience bank .*: unseen hardware (the bank is empty); 0 seeds" "$work/first.txt" \
@@ -30,7 +30,7 @@ jq -e --rawfile known "$work/cluster-nodes.txt" '.hardware[0].nodes as $n |
 grep -q "prior" "$work/show.txt" || fail "bank show prints no prior"
 
 "$bin" init "$fx/toyload.contract.toml" --dir "$work/second" >/dev/null
-"$bin" run --dir "$work/second" --bank "$bank" >"$work/second.log" 2>&1 || { cat "$work/second.log"; fail "second campaign failed"; }
+"$bin" run --accept-noise --dir "$work/second" --bank "$bank" >"$work/second.log" 2>&1 || { cat "$work/second.log"; fail "second campaign failed"; }
 "$bin" report --dir "$work/second" --json >"$work/second.json"
 jq -e '.bank.seeds | length >= 1' "$work/second.json" >/dev/null || fail "the second campaign has no seeds from the bank"
 jq -e '.bank.seeds[0].reason | test("experience bank")' "$work/second.json" >/dev/null || fail "seed without its provenance"

@@ -33,7 +33,7 @@ cp "$fx/bank/allocations-gpu-2s64c-pcie5.jsonl" "$work/spool-b/allocations.jsonl
 run_campaign() { # NAME [run options]
   local name=$1; shift
   "$bin" init "$work/$name.contract.toml" --dir "$work/$name" >/dev/null
-  "$bin" run --dir "$work/$name" --bank "$bank" --spool "$work/spool-$name" "$@" >"$work/$name.log" 2>&1 \
+  "$bin" run --accept-noise --dir "$work/$name" --bank "$bank" --spool "$work/spool-$name" "$@" >"$work/$name.log" 2>&1 \
     || { cat "$work/$name.log"; fail "campaign $name failed"; }
   "$bin" report --dir "$work/$name" --json >"$work/$name.json"
   "$bin" report --dir "$work/$name" >"$work/$name.txt"

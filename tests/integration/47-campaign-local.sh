@@ -9,7 +9,7 @@ export SLURM_CONF=$work/no-such-slurm.conf # whatever this machine has, Slurm do
 
 "$bin" init "$fx/toyload.contract.toml" --dir "$work/c" >/dev/null
 log=$work/run.log
-"$bin" run --dir "$work/c" --scheduler auto >"$log" 2>&1 || fail "infrarsi run failed"
+"$bin" run --accept-noise --dir "$work/c" --scheduler auto >"$log" 2>&1 || fail "infrarsi run failed"
 file_has "scheduler: local \(Slurm does not answer" "$log" || fail "auto did not say it fell back to the local scheduler"
 file_has "submitted to local as job array" "$log" || fail "no batch went to the local scheduler"
 # How the local scheduler holds the memory limit (a cgroup v2 or v1, or the watchdog and why) is said once.
@@ -27,6 +27,6 @@ jq -e '.promoted | length >= 1' "$r" >/dev/null || fail "nothing promoted (toylo
 jq -e '.promoted[0] | .speedup_ci[0] > 1 + .mde and (.pairs | length) >= 2' "$r" >/dev/null \
   || fail "promotion without a lower bound above the MDE"
 # A campaign keeps its scheduler: it finished on local, and asking for Slurm now changes nothing that ran.
-"$bin" run --dir "$work/c" --scheduler slurm >"$work/rerun.log" 2>&1 || fail "re-running a finished campaign failed"
+"$bin" run --accept-noise --dir "$work/c" --scheduler slurm >"$work/rerun.log" 2>&1 || fail "re-running a finished campaign failed"
 echo "ok: campaign on the local scheduler: $(jq -c '.outcomes' "$r"), promoted $(jq -r '.promoted[0].candidate' "$r")"
 rm -rf "$work"

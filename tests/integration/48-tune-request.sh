@@ -43,7 +43,7 @@ request=$spool/tune/$job.json
 wait_for 60 "the tune request $request" test -f "$request"
 
 log=$work/daemon.log
-as_user "$daemon" --once --idle 1 --spool "$spool" --root "$u/campaigns" --scheduler local >"$log" 2>&1 ||
+as_user "$daemon" --accept-noise --once --idle 1 --spool "$spool" --root "$u/campaigns" --scheduler local >"$log" 2>&1 ||
   fail "infrarsid failed"
 file_has "tune request $job.json: campaign $u/campaigns/tune-$job started" "$log" || fail "the request started no campaign"
 file_has "tune request $job.json: .*it stays in tune/" "$log" || fail "the daemon did not say why the request stays"
@@ -64,7 +64,7 @@ jq -e --arg job "$job" '[.trials[] | select(.kind == "doctor" and (.reason | sta
 
 # A second run: the campaign exists, nothing starts again.
 log=$work/daemon2.log
-as_user "$daemon" --once --idle 1 --spool "$spool" --root "$u/campaigns" --scheduler local >"$log" 2>&1 ||
+as_user "$daemon" --accept-noise --once --idle 1 --spool "$spool" --root "$u/campaigns" --scheduler local >"$log" 2>&1 ||
   fail "the second infrarsid failed"
 file_has "tune request $job.json: campaign .* was started already" "$log" || fail "the second run did not see the campaign"
 [ "$(find "$u/campaigns" -mindepth 1 -maxdepth 1 -name 'tune-*' | wc -l)" = 1 ] || fail "a request started twice"
@@ -72,7 +72,7 @@ file_has "tune request $job.json: campaign .* was started already" "$log" || fai
 # A site's root daemon takes the request still in tune/, and acts as its user.
 log=$work/daemon-root.log
 site=$work/site
-"$daemon" --once --idle 1 --spool "$spool" --root "$site" --scheduler local >"$log" 2>&1 ||
+"$daemon" --accept-noise --once --idle 1 --spool "$spool" --root "$site" --scheduler local >"$log" 2>&1 ||
   fail "the root infrarsid failed: $(tail -5 "$log")"
 file_has "tune request $job.json: campaign $site/nobody/tune-$job started \\(moved to done/\\)" "$log" ||
   fail "the root daemon started no campaign: $(tail -5 "$log")"

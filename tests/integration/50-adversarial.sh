@@ -147,7 +147,7 @@ run_campaigns() {
   for w in "$@"; do
     "$bin" init "$work/$w.contract.toml" --dir "$work/$w$suffix" >"$work/$w$suffix.init.log" 2>&1 \
       || { log=$work/$w$suffix.init.log; fail "$w: init failed"; }
-    "$bin" run --dir "$work/$w$suffix" --scheduler slurm --proposer simple >"$work/$w$suffix.run.log" 2>&1 &
+    "$bin" run --accept-noise --dir "$work/$w$suffix" --scheduler slurm --proposer simple >"$work/$w$suffix.run.log" 2>&1 &
     pid[$w]=$!
   done
   for w in "$@"; do

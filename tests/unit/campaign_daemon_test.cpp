@@ -52,6 +52,7 @@ TEST_CASE("an unexpected exception in one campaign marks it failed while the dae
     o.idle = 0s;
     o.run.verbose = false;
     o.run.scheduler = "local";
+    o.run.accept_noise = true; // toyload is timed for real: a loaded host must not pause it
     o.run.poll = 50ms;
     std::atomic<bool> stop{false};
     CHECK(campaign::run_daemon(o, stop) == 1);
@@ -89,6 +90,7 @@ TEST_CASE("the daemon skips a campaign another process drives") {
     o.idle = 0s;
     o.run.verbose = false;
     o.run.scheduler = "local";
+    o.run.accept_noise = true; // toyload is timed for real: a loaded host must not pause it
     std::atomic<bool> stop{false};
     CHECK(campaign::run_daemon(o, stop) == 0);
     campaign::Campaign busy(d.path / "root" / "busy");
@@ -127,6 +129,7 @@ campaign::DaemonOptions once_under(const fs::path& root) {
     o.idle = 0s;
     o.run.verbose = false;
     o.run.scheduler = "local";
+    o.run.accept_noise = true; // toyload is timed for real: a loaded host must not pause it
     o.run.poll = 20ms;
     return o;
 }

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 
 namespace fs = std::filesystem;
 using namespace infrarsi;
@@ -374,16 +375,18 @@ TEST_CASE(
     CHECK((*group)["change"]["names"] == json::array({"chunk", "threads"}));
     CHECK((*group)["state"] == "measured");
     CHECK((*group)["effect"].get<double>() > 1.8);
-    int knob_effects = 0;
+    // By knob: another promoted bundle with the same knobs (without the patch) may share the speed-up
+    // exactly (stepload's step times are deterministic, the estimate a median of their differences).
+    std::set<std::string> knob_effects;
     for (const auto& f : campaign::campaign_findings(c.experience_view()))
         if (f.kind == "knob_effect" && f.content["bundle_speedup"].get<double>() == *bundle->speedup) {
-            ++knob_effects;
+            knob_effects.insert(f.content["knob"].get<std::string>());
             CHECK(f.verified);
             CHECK(f.content["speedup"].get<double>() > 1.8);
             CHECK(f.content["measured_by"].get<std::string>().find("together with the knobs") !=
                   std::string::npos);
         }
-    CHECK(knob_effects == 2);
+    CHECK(knob_effects == std::set<std::string>{"chunk", "threads"});
 }
 
 TEST_CASE(

@@ -175,7 +175,7 @@ TEST_CASE("the looks spend the campaign's alpha: each candidate's looks sum to a
     CHECK(s.rule(6).alpha == doctest::Approx(0.005 * 3 / 36));
 }
 
-TEST_CASE("a clear loser stops after its first block; a clear winner goes to its re-check after it") {
+TEST_CASE("a clear loser stops after its first block, a clear winner goes to its re-check after it") {
     const verify::Design s;
     const auto c = sim_contract();
     std::mt19937_64 rng(7);
@@ -211,7 +211,7 @@ TEST_CASE("a clear loser stops after its first block; a clear winner goes to its
     CHECK(verify::after_recheck(s, math, 1.6, 4, true) == verify::Next::Stop);
 }
 
-TEST_CASE("one stalled step does not move a pair's log-ratio; the Hodges-Lehmann shift of the steps") {
+TEST_CASE("one stalled step does not move a pair's log-ratio, the Hodges-Lehmann shift of the steps") {
     std::mt19937_64 rng(3);
     const auto a = run(0.0, "n1", true, rng);
     const auto b = run(-std::log(1.2), "n1", false, rng);
