@@ -167,7 +167,7 @@ std::string noisy_kernel(bool transient) {
 }
 
 TEST_CASE("a doctor whose noise stays too high re-measures one job at a time, then pauses the campaign and "
-          "says why; --accept-noise goes on") {
+          "says why, --accept-noise goes on") {
     TempDir d;
     const auto dir = campaign_with_kernel(d, noisy_kernel(false), {});
     std::ofstream(d.path / "noisy") << "";

@@ -109,7 +109,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a change measured to save memory, or contradicted by a trial that fitted, is not crossed by the "
-          "OOM edge; an ordered knob an OOM had higher than a fitting trial is learned to drive memory") {
+          "OOM edge, an ordered knob an OOM had higher than a fitting trial is learned to drive memory") {
     Space sp;
     // The unknown patch measured 30% lower at the same declared knobs: it saves memory.
     std::vector<TrialObservation> trials = {ok(sp.at("16", "1", "openblas"), 1.0, 4e8),
