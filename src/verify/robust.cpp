@@ -144,6 +144,18 @@ double pairs_mode_gap(const std::vector<double>& d, double min_gap) {
             below.push_back(v);
         else if (v >= x[cut] && v <= x[cut] + wide / 2)
             above.push_back(v);
+    // And at least 6 standard deviations of the pairs within the two clusters (the verification's noise,
+    // which the doctor's can understate): a gap that noise made is no mode.
+    if (below.size() + above.size() < 4) return 0;
+    double ss = 0;
+    for (const auto* side : {&below, &above}) {
+        if (side->empty()) continue;
+        const double mu = measure::mean(*side);
+        for (double v : *side)
+            ss += (v - mu) * (v - mu);
+    }
+    const double within = std::sqrt(ss / static_cast<double>(below.size() + above.size() - 2));
+    if (!(wide >= 6 * within)) return 0;
     return measure::median(above) - measure::median(below);
 }
 
@@ -207,7 +219,9 @@ PairModes pair_modes(const std::vector<double>& d, const std::vector<double>& la
     int lo = cmax - 1, hi = cmin + 1;
     if (lo > hi)
         lo = hi = static_cast<int>(std::lround(measure::median(std::vector<double>(c.begin(), c.end()))));
-    double k_low = lo, k_high = hi, k_mid = (lo + hi) / 2.0;
+    // The estimate without votes: the densest cluster (the reference, 0) as the same-mode one, the likeliest
+    // while a run is in its usual mode more often than not.
+    double k_low = lo, k_high = hi, k_mid = std::clamp(0, lo, hi);
     out.votes = static_cast<int>(votes.size());
     // Votes count when at least two pairs cast them and all agree: one node's split made by noise, not by
     // the modes, would otherwise decide.

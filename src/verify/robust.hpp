@@ -67,10 +67,11 @@ std::vector<int> arm_modes(const std::vector<double>& log_levels, double min_gap
 // them tells each one's mode where that node saw both modes of that arm. Each such pair votes k = c_i -
 // (sA - sB). `low`: the smallest k voted (none voted: the smallest any pairing allows), so what the levels
 // cannot tell is never credited to the candidate; `high`: the largest (the futility bound's); `mid`: the
-// middle vote, or halfway (the estimate). Each vector holds c_i - k per pair; `votes`: pairs that voted.
-// The gap the pairs' own log-ratios show when the doctor saw one mode (all its runs in the same one): the
-// widest gap between the sorted log-ratios when it is at least `min_gap`, as the distance between the
-// medians of the pairs within half that gap on either side of it; 0 when none is that wide.
+// middle vote, or the densest cluster as the same-mode one (the estimate). Each vector holds c_i - k per
+// pair; `votes`: pairs that voted. The gap the pairs' own log-ratios show when the doctor saw one mode (all
+// its runs in the same one): the widest gap between the sorted log-ratios when it is at least `min_gap`, as
+// the distance between the medians of the pairs within half that gap on either side of it; 0 when none is
+// that wide.
 double pairs_mode_gap(const std::vector<double>& log_ratios, double min_gap);
 
 struct PairModes {

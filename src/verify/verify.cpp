@@ -362,8 +362,19 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     // plain one.)
     const double doctor_sd =
         noise.cv_robust > 0 ? std::min(noise.cv_robust, noise.cv_between) : noise.cv_between;
-    const double gap =
-        noise.mode_gap > 0 ? noise.mode_gap : pairs_mode_gap(log_ratios, 8 * std::sqrt(2.0) * doctor_sd);
+    // The doctor's gap is used where a pair's noise at the doctor's spread is under a sixth of it (the
+    // clusters told apart); a smaller one is a chance split of one mode's runs. The pairs' own gap is looked
+    // for within each order (an order effect puts the two orders apart too, and it is no mode).
+    const bool doctor_gap =
+        noise.mode_gap > 0 && noise.mode_gap >= 6 * std::sqrt(2.0) * std::max(noise.cv_within, doctor_sd);
+    double gap = doctor_gap ? noise.mode_gap : 0.0;
+    if (!doctor_gap)
+        for (bool order : {true, false}) {
+            std::vector<double> in;
+            for (std::size_t k = 0; k < log_ratios.size(); ++k)
+                if (ab[k] == order) in.push_back(log_ratios[k]);
+            gap = std::max(gap, pairs_mode_gap(in, 8 * std::sqrt(2.0) * doctor_sd));
+        }
     if (gap > 0 && !log_ratios.empty()) {
         std::vector<double> la, lb;
         for (std::size_t k = 0; k < index.size(); ++k) {
@@ -380,7 +391,7 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
         // several pairs are in different modes the same way.
         const double margin = pm.measured && pm.gap > 0
                                   ? 3 * pm.gap_se
-                                  : 3 * std::sqrt(2.0) * (noise.mode_gap > 0 ? noise.cv_within : doctor_sd);
+                                  : 3 * std::sqrt(2.0) * (doctor_gap ? noise.cv_within : doctor_sd);
         // (One gap for every pair: the worst error of it moves the mean by the margin x the pairs' net
         // shift.)
         const double net_low = std::accumulate(pm.low.begin(), pm.low.end(), 0.0),
@@ -398,7 +409,7 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
             "bimodal host: {} in two modes {:.1f}% apart; {} of {} pairs with their runs in "
             "different modes, brought back by the gap ({} pairs' runs told apart by their level on their "
             "node; what they cannot tell is taken the way that makes the speed-up smaller)",
-            noise.mode_gap > 0 ? "the doctor's runs" : "the pairs", 100 * (std::exp(gap) - 1), mixed,
+            doctor_gap ? "the doctor's runs" : "the pairs", 100 * (std::exp(gap) - 1), mixed,
             log_ratios.size(), pm.votes));
     }
     const auto& limit = contract::modeled_memory_limit_text(c.resources);
@@ -426,7 +437,7 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     // pairs land in one of a bimodal host's off-modes, nothing tells them from a speed-up, and only the
     // wide interval keeps the false promotions at alpha.
     NoisePrior prior = noise;
-    if (modes_used && noise.within_dof > 0 && noise.cv_within > 0) {
+    if (modes_used && doctor_gap && noise.within_dof > 0 && noise.cv_within > 0) {
         // The modes taken out of the pairs: the noise within a mode is what is left.
         prior.cv_between = noise.cv_within;
         prior.dof = noise.within_dof;
