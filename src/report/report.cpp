@@ -373,6 +373,7 @@ json build(campaign::Campaign& c) {
                       {"evidence", v.detail.value("evidence", json::array())},
                       {"pairs", v.detail.value("pairs", json::array())},
                       {"mde", v.detail.value("mde", 0.0)},
+                      {"min_speedup", v.detail.value("min_speedup", json())},
                       {"baseline_step_s", median_of(base, &store::TrialRow::step_time_s)},
                       {"candidate_step_s", median_of(cnd, &store::TrialRow::step_time_s)},
                       {"baseline_mfu", median_of(base, &store::TrialRow::mfu)},

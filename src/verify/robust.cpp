@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace infrarsi::verify {
 
@@ -81,6 +82,161 @@ double robust_log_sd(const std::vector<double>& step_s) {
     const auto l = logs(step_s);
     if (l.size() < 3) return l.size() >= 2 ? measure::stddev(l) : 0.0;
     return mad_sd(l, measure::median(l));
+}
+
+Modes doctor_modes(const std::vector<double>& step_s) {
+    Modes m;
+    auto l = logs(step_s);
+    const int n = static_cast<int>(l.size());
+    if (n < 4) return m;
+    std::sort(l.begin(), l.end());
+    int cut = 1; // the slow mode starts at l[cut]
+    for (int i = 2; i < n; ++i)
+        if (l[i] - l[i - 1] > l[cut] - l[cut - 1]) cut = i;
+    const std::vector<double> fast(l.begin(), l.begin() + cut), slow(l.begin() + cut, l.end());
+    double ss = 0;
+    for (const auto* side : {&fast, &slow}) {
+        const double mu = measure::mean(*side);
+        for (double x : *side)
+            ss += (x - mu) * (x - mu);
+    }
+    const double within = std::sqrt(ss / (n - 2));
+    const double gap = measure::median(slow) - measure::median(fast);
+    // And at least kModeGapRobustSds of the runs' robust spread: two or three runs of a mode can agree
+    // closely by chance, which makes the pooled spread alone call one run a little off a mode.
+    const double robust = mad_sd(l, measure::median(l));
+    const double split = l[cut] - l[cut - 1];
+    if (!(split >= kModeGapSds * within) || !(split >= kModeGapRobustSds * robust) || !(gap > 0)) return m;
+    m.gap = gap;
+    m.within_sd = within;
+    m.dof = n - 2;
+    return m;
+}
+
+std::vector<int> arm_modes(const std::vector<double>& log_levels, double min_gap, int unsplit) {
+    const int n = static_cast<int>(log_levels.size());
+    std::vector<int> out(log_levels.size(), unsplit);
+    if (n < 2) return out;
+    std::vector<double> x = log_levels;
+    std::sort(x.begin(), x.end());
+    int cut = 1;
+    for (int i = 2; i < n; ++i)
+        if (x[i] - x[i - 1] > x[cut] - x[cut - 1]) cut = i;
+    if (!(x[cut] - x[cut - 1] >= min_gap)) return out;
+    const double threshold = (x[cut] + x[cut - 1]) / 2;
+    for (int i = 0; i < n; ++i)
+        out[i] = log_levels[i] > threshold ? 1 : 0;
+    return out;
+}
+
+double pairs_mode_gap(const std::vector<double>& d, double min_gap) {
+    if (d.size() < 2 || !(min_gap > 0)) return 0;
+    std::vector<double> x = d;
+    std::sort(x.begin(), x.end());
+    std::size_t cut = 1;
+    for (std::size_t i = 2; i < x.size(); ++i)
+        if (x[i] - x[i - 1] > x[cut] - x[cut - 1]) cut = i;
+    const double wide = x[cut] - x[cut - 1];
+    if (!(wide >= min_gap)) return 0;
+    std::vector<double> below, above;
+    for (double v : x)
+        if (v <= x[cut - 1] && v >= x[cut - 1] - wide / 2)
+            below.push_back(v);
+        else if (v >= x[cut] && v <= x[cut] + wide / 2)
+            above.push_back(v);
+    // And at least 6 standard deviations of the pairs within the two clusters (the verification's noise,
+    // which the doctor's can understate): a gap that noise made is no mode.
+    if (below.size() + above.size() < 4) return 0;
+    double ss = 0;
+    for (const auto* side : {&below, &above}) {
+        if (side->empty()) continue;
+        const double mu = measure::mean(*side);
+        for (double v : *side)
+            ss += (v - mu) * (v - mu);
+    }
+    const double within = std::sqrt(ss / static_cast<double>(below.size() + above.size() - 2));
+    if (!(wide >= 6 * within)) return 0;
+    return measure::median(above) - measure::median(below);
+}
+
+PairModes pair_modes(const std::vector<double>& d, const std::vector<double>& la,
+                     const std::vector<double>& lb, const std::vector<std::string>& nodes, double gap) {
+    PairModes out;
+    const int n = static_cast<int>(d.size());
+    if (n == 0 || !(gap > 0)) return out;
+    // The reference: the pair with the most others within a quarter gap (the densest cluster's).
+    int ref = 0, best = -1;
+    for (int i = 0; i < n; ++i) {
+        int near = 0;
+        for (int j = 0; j < n; ++j)
+            near += std::fabs(d[j] - d[i]) <= gap / 4;
+        if (near > best) best = near, ref = i;
+    }
+    std::vector<int> c(n);
+    for (int i = 0; i < n; ++i)
+        c[i] = static_cast<int>(std::lround((d[i] - d[ref]) / gap));
+    out.gap = gap;
+    {
+        double mc = 0, md = 0;
+        for (int i = 0; i < n; ++i)
+            mc += c[i], md += d[i];
+        mc /= n, md /= n;
+        double scc = 0, scd = 0;
+        for (int i = 0; i < n; ++i)
+            scc += (c[i] - mc) * (c[i] - mc), scd += (c[i] - mc) * (d[i] - md);
+        if (scc > 0 && n >= 3) {
+            const double slope = scd / scc;
+            double ss = 0;
+            for (int i = 0; i < n; ++i) {
+                const double r = d[i] - md - slope * (c[i] - mc);
+                ss += r * r;
+            }
+            out.gap = slope;
+            out.gap_se = std::sqrt(ss / (n - 2) / scc);
+            out.measured = true;
+        }
+    }
+    // Each arm's modes, node by node.
+    std::vector<int> sa(n, -1), sb(n, -1);
+    std::map<std::string, std::vector<int>> by_node;
+    for (int i = 0; i < n; ++i)
+        by_node[i < static_cast<int>(nodes.size()) ? nodes[i] : std::string()].push_back(i);
+    for (const auto& [node, members] : by_node) {
+        std::vector<double> xa, xb;
+        for (int i : members)
+            xa.push_back(la[i]), xb.push_back(lb[i]);
+        // Two thirds of a gap: a split that noise and the order effect make is far less likely than at half.
+        const auto ma = arm_modes(xa, gap / 2, -1), mb = arm_modes(xb, gap / 2, -1);
+        for (std::size_t m = 0; m < members.size(); ++m)
+            sa[members[m]] = ma[m], sb[members[m]] = mb[m];
+    }
+    std::vector<int> votes;
+    for (int i = 0; i < n; ++i)
+        if (sa[i] >= 0 && sb[i] >= 0) votes.push_back(c[i] - (sa[i] - sb[i]));
+    // Every pair's c_i - k must be -1, 0 or 1: k within [max c - 1, min c + 1] (an outlier beyond that is
+    // the screen's to set aside).
+    const int cmax = *std::max_element(c.begin(), c.end()), cmin = *std::min_element(c.begin(), c.end());
+    int lo = cmax - 1, hi = cmin + 1;
+    if (lo > hi)
+        lo = hi = static_cast<int>(std::lround(measure::median(std::vector<double>(c.begin(), c.end()))));
+    // The estimate without votes: the densest cluster (the reference, 0) as the same-mode one, the likeliest
+    // while a run is in its usual mode more often than not.
+    double k_low = lo, k_high = hi, k_mid = std::clamp(0, lo, hi);
+    out.votes = static_cast<int>(votes.size());
+    // Votes count when at least two pairs cast them and all agree: one node's split made by noise, not by
+    // the modes, would otherwise decide.
+    std::sort(votes.begin(), votes.end());
+    if (votes.size() >= 2 && votes.front() == votes.back()) {
+        k_low = std::clamp(votes.front(), lo, hi);
+        k_high = std::clamp(votes.back(), lo, hi);
+        k_mid = std::clamp(votes[votes.size() / 2], lo, hi);
+    }
+    for (int i = 0; i < n; ++i) {
+        out.low.push_back(c[i] - k_low);
+        out.mid.push_back(c[i] - k_mid);
+        out.high.push_back(c[i] - k_high);
+    }
+    return out;
 }
 
 } // namespace infrarsi::verify

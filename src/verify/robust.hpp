@@ -11,6 +11,7 @@
 //    of the pairs' shortest half), in both directions alike, so a bimodal host costs pairs, not bias; the
 //    interval is then judged with the doctor's robust spread (robust_log_sd). With fewer pairs an outlier
 //    cannot be told from the noise: the doctor's plain spread (which a bimodal host widens) is used.
+#include <string>
 #include <vector>
 
 namespace infrarsi::verify {
@@ -38,5 +39,51 @@ Screen screen_pairs(const std::vector<double>& d, double k = 3.5, const std::vec
 // times (the standard deviation for normal noise; a bimodal host's minority runs do not inflate it). The
 // plain standard deviation with fewer than 3 runs.
 double robust_log_sd(const std::vector<double>& step_s);
+
+// A bimodal host (docs/orchestrator.md, "bimodal hosts"): each run lands in a fast or a slow mode, `gap`
+// apart in log step time, independently of what it runs. A pair whose two runs are in different modes carries
+// +-gap on top of the speed-up; one in the same mode does not.
+struct Modes {
+    double gap = 0;       // log(slow / fast); 0: the runs show one mode
+    double within_sd = 0; // the runs' spread within their mode (pooled standard deviation of log step time)
+    int dof = 0;          // its degrees of freedom (runs - 2)
+};
+// The doctor's runs: split at the widest gap of their sorted log step times; two modes when at least 4 runs
+// complete, each side holds one, and the gap is at least kModeGapSds within-mode standard deviations (pooled)
+// and kModeGapRobustSds of the runs' robust_log_sd (two or three runs can agree closely by chance) (a lone
+// stalled run counts as a mode too: it is one, for the pairs' purpose).
+inline constexpr double kModeGapSds = 6, kModeGapRobustSds = 4;
+Modes doctor_modes(const std::vector<double>& step_s);
+
+// Each run's mode among runs that differ by nothing else (`log_levels`: each run's log step time; one arm's
+// runs on one node): 1 above the widest gap of the sorted levels when that gap is at least `min_gap`, else 0;
+// when no gap is that wide (all the runs in one mode, which one unknown), every run gets `unsplit`.
+std::vector<int> arm_modes(const std::vector<double>& log_levels, double min_gap, int unsplit);
+
+// Each pair's modes, as sA - sB in {-1, 0, 1} (its log-ratio is mu + gap x (sA - sB) + noise): the pairs'
+// log-ratios fall in clusters a gap apart (cluster index c_i, exact while the noise is well under half a
+// gap), and which cluster holds the same-mode pairs (k) is told by the pairs whose two runs' modes are both
+// known: each arm's runs on one node differ by their mode only (a node's speed is common), so arm_modes of
+// them tells each one's mode where that node saw both modes of that arm. Each such pair votes k = c_i -
+// (sA - sB). `low`: the smallest k voted (none voted: the smallest any pairing allows), so what the levels
+// cannot tell is never credited to the candidate; `high`: the largest (the futility bound's); `mid`: the
+// middle vote, or the densest cluster as the same-mode one (the estimate). Each vector holds c_i - k per
+// pair; `votes`: pairs that voted. The gap the pairs' own log-ratios show when the doctor saw one mode (all
+// its runs in the same one): the widest gap between the sorted log-ratios when it is at least `min_gap`, as
+// the distance between the medians of the pairs within half that gap on either side of it; 0 when none is
+// that wide.
+double pairs_mode_gap(const std::vector<double>& log_ratios, double min_gap);
+
+struct PairModes {
+    std::vector<double> low, mid, high;
+    int votes = 0;
+    // The gap as the pairs measure it (the least-squares slope of their log-ratios on their cluster index,
+    // when they fall in more than one cluster) and its standard error; else `gap` and 0.
+    double gap = 0, gap_se = 0;
+    bool measured = false;
+};
+PairModes pair_modes(const std::vector<double>& log_ratios, const std::vector<double>& baseline_levels,
+                     const std::vector<double>& candidate_levels, const std::vector<std::string>& nodes,
+                     double gap);
 
 } // namespace infrarsi::verify

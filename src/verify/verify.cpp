@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -133,6 +134,10 @@ NoisePrior doctor_prior(const std::vector<double>& step_s, double fallback_cv) {
     if (!(p.cv_between > 0)) p.cv_between = fallback_cv;
     p.cv_robust = robust_log_sd(step_s);
     p.dof = std::max(0, static_cast<int>(logs.size()) - 1);
+    const auto modes = doctor_modes(step_s);
+    p.mode_gap = modes.gap;
+    p.cv_within = modes.within_sd;
+    p.within_dof = modes.dof;
     return p;
 }
 
@@ -145,6 +150,32 @@ NoisePrior doctor_prior(const store::Baseline& b) {
     if (step_s.size() < 2) return {b.cv_between, std::max(0, b.completed - 1)};
     return doctor_prior(step_s, b.cv_between);
 }
+
+namespace {
+
+// decide()'s interval over `log_ratios` (net of the order effect, screened, order-adjusted) at `level`;
+// nullopt when fewer than 2 pairs are kept.
+std::optional<measure::Interval> screened_interval(const std::vector<double>& log_ratios,
+                                                   const std::vector<bool>& ab, const NoisePrior& prior,
+                                                   double level) {
+    std::vector<double> in_ab, in_ba;
+    for (std::size_t k = 0; k < log_ratios.size(); ++k)
+        (ab[k] ? in_ab : in_ba).push_back(log_ratios[k]);
+    const double shift =
+        !in_ab.empty() && !in_ba.empty() ? (measure::median(in_ab) - measure::median(in_ba)) / 2 : 0.0;
+    std::vector<double> net;
+    for (std::size_t k = 0; k < log_ratios.size(); ++k)
+        net.push_back(log_ratios[k] - (ab[k] ? shift : -shift));
+    const auto screen = screen_pairs(net, 3.5, ab);
+    std::vector<double> kept;
+    std::vector<bool> kept_ab;
+    for (std::size_t k = 0; k < log_ratios.size(); ++k)
+        if (screen.kept[k]) kept.push_back(log_ratios[k]), kept_ab.push_back(ab[k]);
+    if (kept.size() < 2) return std::nullopt;
+    return order_adjusted_interval(kept, kept_ab, prior, level);
+}
+
+} // namespace
 
 measure::Interval speedup_interval(const std::vector<double>& log_ratios, const NoisePrior& prior,
                                    double level) {
@@ -318,6 +349,69 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
         d.reasons.push_back("a patch of this candidate is tagged math_changing: never promoted");
         d.settled = true;
     }
+    // A bimodal host (the doctor's runs in two modes, mode_gap apart): each arm's runs are told fast or slow
+    // by their own level, apart from the other arm's (a speed-up moves one arm as a whole, not its split),
+    // and a pair whose runs are in different modes is brought back by the gap. An arm whose runs show one
+    // mode could be in either: it is taken to be in the one that makes the speed-up smaller (the baseline
+    // slow, the candidate fast), so that what the levels cannot tell is never credited to the candidate.
+    bool modes_used = false;
+    std::vector<double> high_ratios, mid_ratios;
+    // A doctor whose runs all fell in one mode says nothing of a second: the pairs' own log-ratios do, when
+    // they lie further apart than its noise allows (8 standard deviations of a pair).
+    // (The doctor's robust spread where it has one: runs in two modes too close to tell apart inflate the
+    // plain one.)
+    const double doctor_sd =
+        noise.cv_robust > 0 ? std::min(noise.cv_robust, noise.cv_between) : noise.cv_between;
+    // The doctor's gap is used where a pair's noise at the doctor's spread is under a sixth of it (the
+    // clusters told apart); a smaller one is a chance split of one mode's runs. The pairs' own gap is looked
+    // for within each order (an order effect puts the two orders apart too, and it is no mode).
+    const bool doctor_gap =
+        noise.mode_gap > 0 && noise.mode_gap >= 6 * std::sqrt(2.0) * std::max(noise.cv_within, doctor_sd);
+    double gap = doctor_gap ? noise.mode_gap : 0.0;
+    if (!doctor_gap)
+        for (bool order : {true, false}) {
+            std::vector<double> in;
+            for (std::size_t k = 0; k < log_ratios.size(); ++k)
+                if (ab[k] == order) in.push_back(log_ratios[k]);
+            gap = std::max(gap, pairs_mode_gap(in, 8 * std::sqrt(2.0) * doctor_sd));
+        }
+    if (gap > 0 && !log_ratios.empty()) {
+        std::vector<double> la, lb;
+        for (std::size_t k = 0; k < index.size(); ++k) {
+            la.push_back(std::log(pairs[index[k]].first.step_s));
+            lb.push_back(std::log(pairs[index[k]].second.step_s));
+        }
+        const auto pm = pair_modes(log_ratios, la, lb, node_of, gap);
+        const double g = pm.measured && pm.gap > 0 ? pm.gap : gap;
+        high_ratios = mid_ratios = log_ratios;
+        int mixed = 0;
+        // The gap is known only as well as the doctor's runs tell it: a pair brought back by it is brought
+        // back by the gap 3 standard errors the candidate's way less (for the lower bound), or more (for the
+        // futility bound), so that a gap a little wider than measured is not credited to the candidate when
+        // several pairs are in different modes the same way.
+        const double margin = pm.measured && pm.gap > 0
+                                  ? 3 * pm.gap_se
+                                  : 3 * std::sqrt(2.0) * (doctor_gap ? noise.cv_within : doctor_sd);
+        // (One gap for every pair: the worst error of it moves the mean by the margin x the pairs' net
+        // shift.)
+        const double net_low = std::accumulate(pm.low.begin(), pm.low.end(), 0.0),
+                     net_high = std::accumulate(pm.high.begin(), pm.high.end(), 0.0);
+        const double g_low = g + (net_low > 0 ? margin : -margin),
+                     g_high = g - (net_high > 0 ? margin : -margin);
+        for (std::size_t k = 0; k < log_ratios.size(); ++k) {
+            log_ratios[k] -= g_low * pm.low[k];
+            high_ratios[k] -= g_high * pm.high[k];
+            mid_ratios[k] -= g * pm.mid[k];
+            mixed += pm.low[k] != 0;
+        }
+        modes_used = true;
+        d.evidence.push_back(fmt::format(
+            "bimodal host: {} in two modes {:.1f}% apart; {} of {} pairs with their runs in "
+            "different modes, brought back by the gap ({} pairs' runs told apart by their level on their "
+            "node; what they cannot tell is taken the way that makes the speed-up smaller)",
+            doctor_gap ? "the doctor's runs" : "the pairs", 100 * (std::exp(gap) - 1), mixed,
+            log_ratios.size(), pm.votes));
+    }
     const auto& limit = contract::modeled_memory_limit_text(c.resources);
     if (peak >= static_cast<double>(contract::modeled_memory_limit_bytes(c.resources))) {
         d.reasons.push_back(
@@ -343,8 +437,12 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     // pairs land in one of a bimodal host's off-modes, nothing tells them from a speed-up, and only the
     // wide interval keeps the false promotions at alpha.
     NoisePrior prior = noise;
-    if (static_cast<int>(log_ratios.size()) >= kMinPairsToScreen && noise.cv_robust > 0 &&
-        2 * noise.cv_robust >= noise.cv_between)
+    if (modes_used && doctor_gap && noise.within_dof > 0 && noise.cv_within > 0) {
+        // The modes taken out of the pairs: the noise within a mode is what is left.
+        prior.cv_between = noise.cv_within;
+        prior.dof = noise.within_dof;
+    } else if (static_cast<int>(log_ratios.size()) >= kMinPairsToScreen && noise.cv_robust > 0 &&
+               2 * noise.cv_robust >= noise.cv_between)
         prior.cv_between = noise.cv_robust;
     std::vector<double> kept;
     std::vector<bool> kept_ab;
@@ -383,6 +481,12 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
         d.lo = std::exp(ci.lo);
         d.hi = std::exp(ci.hi);
         d.upper = std::exp(loose.hi);
+        if (modes_used) {
+            const auto high = screened_interval(high_ratios, ab, prior, 1 - 2 * rule.futility_alpha);
+            d.upper = std::max(d.upper, high ? std::exp(high->hi) : INFINITY);
+            if (const auto mid = screened_interval(mid_ratios, ab, prior, 0.5))
+                d.speedup = std::exp(mid->estimate);
+        }
         d.futile = d.upper < threshold;
         d.evidence.push_back(fmt::format(
             "speed-up {:.3f}x, one-sided {:.3g}% lower bound {:.3f}x (upper {:.3f}x) over {} A/B pairs ({} "

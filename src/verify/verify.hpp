@@ -107,6 +107,11 @@ struct NoisePrior {
     // The same spread, robustly (robust_log_sd: a bimodal host's minority runs do not inflate it); 0: as
     // cv_between. decide() uses it once it has enough pairs to set outliers aside (kMinPairsToScreen).
     double cv_robust = 0;
+    // A bimodal doctor (verify::doctor_modes): the gap between its runs' two modes (log) and the spread
+    // within a mode (its dof: runs - 2). mode_gap 0: one mode. decide() then takes each pair's runs' modes
+    // into account (docs/orchestrator.md, "bimodal hosts").
+    double mode_gap = 0, cv_within = 0;
+    int within_dof = 0;
 };
 
 // The prior verification uses: the doctor's runs' spread of log step times, plain (cv_between; the stored

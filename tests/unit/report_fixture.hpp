@@ -121,6 +121,7 @@ inline std::filesystem::path fixture_campaign(const TempDir& d) {
     v.hi = 1.46;
     v.detail = {{"pairs", pairs},
                 {"mde", 0.05},
+                {"min_speedup", 0.03},
                 {"reasons", nlohmann::json::array()},
                 {"evidence", {"3 pairs, 95% interval above 1 + MDE"}}};
     s.update_verification(v);

@@ -47,6 +47,9 @@ TEST_CASE("the HTML report of a campaign has its six plots inline, the audit pat
     for (const char* id :
          {"progress-trials", "progress-node-hours", "memory", "oom-map", "verification", "cost"})
         CHECK_MESSAGE(page.find(std::string("data-plot=\"") + id + "\"") != std::string::npos, id);
+    // The verification plot's threshold line is the rule's, 1 + [verify] min_speedup, not 1 + MDE.
+    CHECK(page.find("1 + min speed-up (the promotion threshold)") != std::string::npos);
+    CHECK(page.find("minimum detectable effect'") == std::string::npos);
     CHECK(count(page, "<svg") == 6);
     CHECK(count(page, "</svg>") == 6);
     // Self-contained: no script, nothing fetched.
