@@ -6,6 +6,7 @@
 #include "report/format.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/json_field.hpp"
 #include "util/process.hpp"
 #include "util/shell_quote.hpp"
 
@@ -462,16 +463,22 @@ std::string pair_lines(const json& v, const std::string& indent) {
         o += indent + "sequence of looks (pairs: speed-up [one-sided bounds] -> next):";
         for (const auto& l : v["sequence"])
             o += fmt::format(" {}{}: {:.3f}x [{:.3f}, {:.3f}] -> {};", l.value("pairs", 0),
-                             l.value("stage", "") == "recheck" ? " (re-check)" : "", l.value("estimate", 0.0),
-                             l.value("lo", 0.0), l.value("hi", 0.0), l.value("next", "?"));
+                             l.value("stage", "") == "recheck" ? " (re-check)" : "",
+                             json_number_or(l, "estimate", NAN), json_number_or(l, "lo", -INFINITY),
+                             json_number_or(l, "hi", INFINITY), l.value("next", "?"));
         o += "\n";
     }
     const auto& rc = v.value("recheck", json());
+    // An end of the interval that was infinite was stored as null (JSON has no infinity).
+    auto ci_end = [](const json& r, std::size_t i, double if_not) {
+        const auto& ci = r.value("ci", json());
+        return ci.is_array() && ci.size() == 2 && ci[i].is_number() ? ci[i].get<double>() : if_not;
+    };
     if (rc.is_object() && rc.contains("pairs"))
         o += fmt::format("{}re-check in a fresh allocation: {} ({:.3f}x [{:.3f}, {:.3f}]):{}\n", indent,
                          v.value("reproduced", json()) == json(true) ? "reproduced" : "DID NOT reproduce",
-                         rc.value("speedup", 0.0), rc["ci"][0].get<double>(), rc["ci"][1].get<double>(),
-                         pairs(rc["pairs"]));
+                         json_number_or(rc, "speedup", NAN), ci_end(rc, 0, -INFINITY),
+                         ci_end(rc, 1, INFINITY), pairs(rc["pairs"]));
     else if (rc.is_object() && rc.value("skipped", false))
         o += indent + "re-check in a fresh allocation: not run (budget): not promoted\n";
     return o;

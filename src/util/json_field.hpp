@@ -46,4 +46,13 @@ template <class T> T json_field(const nlohmann::json& j, const char* name, const
     }
 }
 
+// A number the campaign wrote itself that may have been infinite or NaN: JSON has neither, so nlohmann wrote
+// it as null. Read back: `j[name]` when it is a number, else `if_not` (e.g. -INFINITY for an interval's
+// unbounded lower end).
+inline double json_number_or(const nlohmann::json& j, const char* name, double if_not) {
+    if (!j.is_object()) return if_not;
+    const auto it = j.find(name);
+    return it != j.end() && it->is_number() ? it->template get<double>() : if_not;
+}
+
 } // namespace infrarsi
