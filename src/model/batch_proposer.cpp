@@ -537,7 +537,9 @@ void add_remeasurements(BatchDraft& batch, const std::vector<TrialObservation>& 
     for (const auto& [c, k] : measured)
         if (k == 1 && !other.count(c)) once.push_back({mean_of(c), c});
     std::sort(once.begin(), once.end());
-    for (const auto& [mean, c] : once) {
+    for (const auto& entry : once) {
+        const double mean = entry.first;
+        const int c = entry.second; // not a structured binding: a lambda below captures it (clang < 16)
         if (batch.size() >= q || mean > incumbent_mean + std::log1p(s.min_detectable_effect)) break;
         const auto& chosen = batch.proposals();
         if (std::any_of(chosen.begin(), chosen.end(), [&](const Proposal& p) { return p.candidate == c; }))
