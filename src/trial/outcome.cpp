@@ -125,6 +125,15 @@ Verdict classify(const Evidence& e, const Limits& limits) {
         } else if (log.signal == LogSignal::GpuOom) {
             v.outcome = Outcome::OutOfMemory;
             v.detail = fmt::format("GPU memory ran out after {} steps: {}", e.steps, log.reason);
+        } else if (rec.restarts > 0 && rec.exit_signal != 0 && !e.has_result && e.steps == 0 &&
+                   log.signal == LogSignal::None) {
+            // Slurm requeued the task and its re-run was killed by a signal before it printed a step or
+            // wrote a result: the kill of the run on the failed node reached the relaunch (the job id is the
+            // same). Nothing of the candidate ran to be judged: like the node failure, re-queued, not counted.
+            v.outcome = Outcome::NodeFailure;
+            v.detail = fmt::format("Slurm requeued the task and its re-run was killed (exit {} signal {}, {} "
+                                   "on {}) before a step or a result: re-queued, not counted",
+                                   rec.exit_code, rec.exit_signal, rec.raw_state, rec.node_list);
         } else {
             v.outcome = Outcome::Crash;
             v.detail =

@@ -163,3 +163,27 @@ TEST_CASE("Slurm's verdict decides what only Slurm knows, whatever the trial's o
     CHECK_FALSE(trial::says_nothing(Outcome::Crash));
     CHECK_FALSE(trial::says_nothing(Outcome::OutOfMemory));
 }
+
+TEST_CASE("a requeued task whose re-run was killed before its first step is a node failure, not a crash") {
+    trial::Evidence e;
+    auto killed = record(slurm::JobState::Failed, 0, 9);
+    killed.restarts = 1;
+    e.record = &killed;
+    auto v = trial::classify(e, limits);
+    CHECK(v.outcome == Outcome::NodeFailure);
+    CHECK(trial::says_nothing(v.outcome));
+    CHECK(v.detail.find("re-ran this task 1 time(s)") != std::string::npos);
+
+    // The same kill of a run that printed steps is the run's own: a crash, counted.
+    e.steps = 3;
+    CHECK(trial::classify(e, limits).outcome == Outcome::Crash);
+    // And of a run never requeued.
+    e.steps = 0;
+    killed.restarts = 0;
+    CHECK(trial::classify(e, limits).outcome == Outcome::Crash);
+    // A requeued run that exited with a code (no signal) failed on its own.
+    killed.restarts = 1;
+    killed.exit_signal = 0;
+    killed.exit_code = 1;
+    CHECK(trial::classify(e, limits).outcome == Outcome::Crash);
+}
