@@ -129,7 +129,8 @@ Verdict classify(const Evidence& e, const Limits& limits) {
                    log.signal == LogSignal::None) {
             // Slurm requeued the task and its re-run was killed by a signal before it printed a step or
             // wrote a result: the kill of the run on the failed node reached the relaunch (the job id is the
-            // same). Nothing of the candidate ran to be judged: like the node failure, re-queued, not counted.
+            // same). Nothing of the candidate ran to be judged: like the node failure, re-queued, not
+            // counted.
             v.outcome = Outcome::NodeFailure;
             v.detail = fmt::format("Slurm requeued the task and its re-run was killed (exit {} signal {}, {} "
                                    "on {}) before a step or a result: re-queued, not counted",
