@@ -71,11 +71,9 @@ struct TrialCostModel {
 };
 
 // Wall time of verifying `candidates` candidates with `pairs` interleaved A/B pairs each (2 trials a pair,
-// one at a time), `equivalence_checks` of them with a patch set still to check (equivalence.cpp: 2 trials
-// each) and `rechecks` promotions re-checked in a fresh allocation (`pairs` more pairs each). 0 when there
-// is nothing to run.
-double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks = 0,
-                           int rechecks = 0);
+// one at a time; a re-check's pairs counted in `pairs`) and `equivalence_checks` of them with a patch set
+// still to check (equivalence.cpp: 2 trials each). 0 when there is nothing to run.
+double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks = 0);
 
 // How many of `pairs` A/B pairs of one candidate fit in `wall_left_s` (0..pairs). All of them when the
 // model has no estimate (trial_s() == 0).
@@ -110,7 +108,7 @@ struct SearchWallPlan {
     double verify_reserve_s = 0; // verification_wall_s of the candidates it may have to verify
     int verify_candidates = 0;
     int equivalence_checks = 0; // of those, patch sets not checked yet
-    int rechecks = 0;           // promotions whose re-check is reserved (1 when any candidate)
+    int pairs = 0;              // A/B pairs planned a candidate, its re-check's included
     bool fits(double used_s, double budget_s) const {
         return budget_s <= 0 || used_s + next_batch_s + verify_reserve_s <= budget_s;
     }

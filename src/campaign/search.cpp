@@ -9,6 +9,7 @@
 #include "util/bounded_json.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
+#include "verify/sequential.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -32,10 +33,8 @@ double TrialCostModel::trial_s() const {
     return std::max(0.0, steps_s() + std::max(0.0, overhead_s));
 }
 
-double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks,
-                           int rechecks) {
-    const int trials = (std::max(0, candidates) + std::max(0, rechecks)) * std::max(0, pairs) * 2 +
-                       2 * std::max(0, equivalence_checks);
+double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks) {
+    const int trials = std::max(0, candidates) * std::max(0, pairs) * 2 + 2 * std::max(0, equivalence_checks);
     return trials * m.trial_s();
 }
 
@@ -268,10 +267,12 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     const double base = baseline ? baseline->median_step_s : 0.0;
     const auto baseline_key = contract_.space.baseline().key();
     std::set<std::string> faster, unchecked; // unchecked: with a patch set whose equivalence is not known
+    double best = 0; // the search's best speed-up (over its control, else the baseline)
     for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
         if (const auto r = control_ratio(t);
             t.candidate_key != baseline_key && t.step_time_s && (r ? *r < 1 : *t.step_time_s < base)) {
             faster.insert(t.candidate_key);
+            best = std::max(best, r ? 1 / *r : base / *t.step_time_s);
             const auto c = space::Candidate::from_json(t.candidate);
             if (const auto eq = c.patches.empty() ? std::nullopt : equivalence_record(c);
                 !c.patches.empty() && (!eq || (*eq)["state"] == "running"))
@@ -281,10 +282,12 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     // The next batch's candidates may each bring a patch set of its own when the space has patches.
     p.equivalence_checks =
         std::min(p.verify_candidates, static_cast<int>(unchecked.size()) + (catalog_.empty() ? 0 : q));
-    // A promotion is final after its re-check; one is reserved (a second promotion cuts its own pairs).
-    p.rechecks = p.verify_candidates > 0 ? 1 : 0;
-    p.verify_reserve_s = verification_wall_s(m, p.verify_candidates, contract_.repeats.verify,
-                                             p.equivalence_checks, p.rechecks);
+    // The pairs each is expected to take, its re-check's block included (verify::Design::planned_pairs): at
+    // the doctor's noise, for the search's best speed-up, or for a 1.10x (the common real gain) before any.
+    const auto seq = verify::design(contract_);
+    const double run_sd = baseline ? std::log1p(std::max(0.0, baseline->cv_between)) : 0.05;
+    p.pairs = std::max(contract_.repeats.verify, seq.planned_pairs(run_sd, best > 1 ? best : 1.10));
+    p.verify_reserve_s = verification_wall_s(m, p.verify_candidates, p.pairs, p.equivalence_checks);
     return p;
 }
 
@@ -308,11 +311,10 @@ void Campaign::search(const RunOptions& o) {
                 say(o, fmt::format(
                            "search ends: wall-time budget {:.0f} s: {:.0f} s used; the next batch (~{:.0f} "
                            "s) and the verification reserve (~{:.0f} s: {} candidates x {} A/B pairs x 2 "
-                           "trials, {} equivalence checks x 2 trials and {} re-check of {} pairs, trials of "
-                           "~{:.1f} s) would pass it",
+                           "trials, the re-check's included, and {} equivalence checks x 2 trials, trials "
+                           "of ~{:.1f} s) would pass it",
                            budget, use.wall_s, plan.next_batch_s, plan.verify_reserve_s,
-                           plan.verify_candidates, contract_.repeats.verify, plan.equivalence_checks,
-                           plan.rechecks, contract_.repeats.verify, m.trial_s()));
+                           plan.verify_candidates, plan.pairs, plan.equivalence_checks, m.trial_s()));
                 return;
             }
         }

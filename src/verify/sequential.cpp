@@ -1,6 +1,9 @@
 #include "verify/sequential.hpp"
 
+#include "measure/statistics.hpp"
+
 #include <algorithm>
+#include <cmath>
 
 namespace infrarsi::verify {
 
@@ -24,6 +27,18 @@ Rule Design::rule(int pairs) const {
     r.alpha = look_alpha(pairs);
     r.futility_alpha = kFutilityAlpha;
     return r;
+}
+
+int Design::planned_pairs(double run_log_sd, double speedup) const {
+    const double margin = std::log(speedup) - std::log1p(min_speedup);
+    if (!(margin > 0) || !std::isfinite(margin) || !(run_log_sd >= 0)) return max_pairs;
+    for (int n = kBlock; n <= first_stage_pairs(); n += kBlock) {
+        // A pair's log-ratio carries two runs' noise.
+        const double se = std::sqrt(2.0) * run_log_sd / std::sqrt(static_cast<double>(n));
+        if (margin - measure::normal_quantile(1 - look_alpha(n)) * se > 0)
+            return std::min(max_pairs, n + kBlock);
+    }
+    return max_pairs;
 }
 
 Design design(const contract::Contract& c) {

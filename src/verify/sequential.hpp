@@ -36,6 +36,12 @@ struct Design {
     int first_stage_pairs() const;      // max_pairs less the re-check's block
     double look_alpha(int pairs) const; // the error of the look over `pairs` pairs
     Rule rule(int pairs) const;
+    // The pairs a candidate `speedup` faster is expected to take to be promoted, re-check included, where a
+    // run's log step time has standard deviation `run_log_sd` (the doctor's noise): the first look whose
+    // lower bound at that noise clears 1 + min_speedup, plus the re-check's block; max_pairs when none does
+    // (or the speed-up is not above 1 + min_speedup). What the search reserves wall time for: the MDE plans
+    // the pairs, the rule alone decides.
+    int planned_pairs(double run_log_sd, double speedup) const;
 };
 // From the contract's [verify] (min_speedup, alpha, max_pairs) and [repeats] verify_top.
 Design design(const contract::Contract& c);

@@ -11,6 +11,8 @@
 
 #include "test_support.hpp"
 
+#include "verify/sequential.hpp"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -343,8 +345,26 @@ TEST_CASE("the batch manifest declares every env name a task sets: knobs with th
     CHECK(kw.size() == 2);
 }
 
+TEST_CASE(
+    "the pairs the reserve plans: the first look expected to clear 1 + min_speedup at the doctor's noise, "
+    "and the re-check's block") {
+    verify::Design d; // min_speedup 3%, alpha 1% over 2 candidates, 16 pairs at most
+    // A large gain at 3% noise clears at the first block: 2 pairs and the re-check's 2.
+    CHECK(d.planned_pairs(0.03, 1.5) == 4);
+    // A 1.10x needs more looks, and more again at twice the noise.
+    const int small = d.planned_pairs(0.03, 1.10);
+    CHECK(small > 4);
+    CHECK(small < d.max_pairs);
+    CHECK(small % verify::Design::kBlock == 0);
+    CHECK(d.planned_pairs(0.06, 1.10) > small);
+    // Nothing to plan for a candidate the rule cannot promote: the cap.
+    CHECK(d.planned_pairs(0.03, 1.02) == d.max_pairs);
+    CHECK(d.planned_pairs(0.5, 1.10) == d.max_pairs);
+    CHECK(d.planned_pairs(std::nan(""), 1.10) == d.max_pairs);
+}
+
 TEST_CASE("the verification reserve: baseline trials plus the observed overhead, two per A/B pair, the "
-          "equivalence checks and the re-check") {
+          "equivalence checks") {
     campaign::TrialCostModel m;
     m.step_s = 0.5;
     m.cold_step_s = 2.0;
@@ -355,9 +375,8 @@ TEST_CASE("the verification reserve: baseline trials plus the observed overhead,
     CHECK(m.trial_s() == doctest::Approx(11.0));
     CHECK(campaign::verification_wall_s(m, 2, 3) == doctest::Approx(2 * 3 * 2 * 11.0));
     CHECK(campaign::verification_wall_s(m, 0, 3) == 0);
-    // The equivalence checks (2 trials each) and a promotion's re-check (its pairs again) count too.
-    CHECK(campaign::verification_wall_s(m, 2, 3, 1, 1) == doctest::Approx(((2 + 1) * 3 * 2 + 2) * 11.0));
-    CHECK(campaign::verification_wall_s(m, 0, 3, 0, 1) == doctest::Approx(3 * 2 * 11.0));
+    // The equivalence checks count too, 2 trials each.
+    CHECK(campaign::verification_wall_s(m, 2, 3, 1) == doctest::Approx((2 * 3 * 2 + 2) * 11.0));
     // A cold step faster than the steady one (no warm-up effect) is not counted as faster.
     m.cold_step_s = 0.1;
     CHECK(m.steps_s() == doctest::Approx(10 * 0.5));
