@@ -194,6 +194,10 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         }
         row.array_index = index_of[i];
         const fs::path tdir = bdir / std::to_string(row.array_index);
+        // Made now, not by the task's wrapper: a search trial that starts before its batch's control opens
+        // the control's directory at its start (trial::execute), and would else fall back to the absolute
+        // rule.
+        fs::create_directories(tdir);
         row.result_path = (tdir / "result.json").string();
         row.id = store_->add_trial(row);
         std::map<std::string, std::string> vars{{"source", box.source.string()},
