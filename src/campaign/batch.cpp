@@ -156,6 +156,12 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         if (tasks[i].kind == TrialKind::SearchControl && boxes[i].state == patch::Sandbox::State::Ready)
             control_log = bdir / std::to_string(index_of[i]) / "log.txt";
     const auto slow_stop = kind == "search" ? search_slow_stop(control_log) : std::nullopt;
+    // A candidate measured before runs again to be measured again (the search's re-measure of a promising
+    // one): it is not stopped early, least of all against its own earlier ratio slowed by the MDE.
+    std::set<std::string> measured;
+    if (slow_stop)
+        for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
+            measured.insert(t.candidate_key);
     fs::create_directories(bdir);
     trial::Manifest manifest;
     manifest.campaign = store_->meta("id").value_or("");
@@ -233,7 +239,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
             task.args.push_back(
                 contract::substitute({contract_.invariants.seed_arg}, {{"", std::to_string(seed)}})[0]);
         task.sbatch_options = options[i];
-        if (t.kind == TrialKind::Search) task.stop_slow = slow_stop;
+        if (t.kind == TrialKind::Search && !measured.count(row.candidate_key)) task.stop_slow = slow_stop;
         task.index = static_cast<std::uint32_t>(row.array_index);
         task.trial_id = std::to_string(row.id);
         task.kind = store::to_string(t.kind);
