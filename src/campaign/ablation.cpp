@@ -14,6 +14,7 @@
 #include "verify/verify.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -213,11 +214,18 @@ void Campaign::finish_ablation(std::int64_t batch_id) {
         std::vector<double> log_ratios;
         json pairs = json::array();
         std::string failure;
+        int rounds = 0, without_oom = 0; // rounds run; of which the bundle without it ran out of memory
+        std::vector<std::int64_t> oom_trials;
         for (std::size_t r = 0; (r + 1) * per_round <= trials.size(); ++r) {
             const store::TrialRow *b = nullptr, *w = nullptr;
             for (std::size_t i = r * per_round; i < (r + 1) * per_round; ++i) {
                 if (trials[i].candidate_key == bundle) b = &trials[i];
                 if (trials[i].candidate_key == without) w = &trials[i];
+            }
+            ++rounds;
+            if (w && w->outcome == trial::Outcome::OutOfMemory) {
+                ++without_oom;
+                oom_trials.push_back(w->id);
             }
             if (w && !usable(*w) && failure.empty())
                 failure = fmt::format("trial {}: {} {}", w->id, store::outcome_name(*w), w->detail);
@@ -229,6 +237,17 @@ void Campaign::finish_ablation(std::int64_t batch_id) {
                              {"without_step_s", *w->step_time_s}});
         }
         comp["pairs"] = pairs;
+        if (log_ratios.empty() && rounds > 0 && without_oom == rounds) {
+            // A memory saver: without it the bundle's settings do not fit. It carries the gain as the
+            // settings it makes possible do; there is no time to compare with.
+            comp["state"] = "required";
+            comp["carries"] = true;
+            comp["why"] =
+                fmt::format("without it the bundle runs out of memory (trials {}: peak > the limit): "
+                            "the bundle's settings need its saving",
+                            fmt::join(oom_trials, ", "));
+            continue;
+        }
         if (log_ratios.size() < 2) {
             comp["state"] = "unmeasured";
             comp["why"] = fmt::format("{} of the rounds completed{}", log_ratios.size(),

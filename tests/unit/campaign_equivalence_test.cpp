@@ -474,6 +474,23 @@ TEST_CASE("a memory saver whose best knobs do not fit without it passes its equi
     CHECK(text.find("at chunk=1: the candidate's knobs do not fit in memory without its patches") !=
           std::string::npos);
     CHECK(text.find("the patch set vs chunk=1 without it") != std::string::npos);
+    // The ablation: the bundle without the saver runs out of memory in every round, which says the saver is
+    // required, not that it went unmeasured.
+    const auto after = verification_of(c, kSaverKey);
+    REQUIRE(after);
+    REQUIRE(after->detail.contains("ablation"));
+    bool saver_seen = false;
+    for (const auto& comp : after->detail["ablation"]["components"]) {
+        if (comp["name"] != "+saver") continue;
+        saver_seen = true;
+        CHECK(comp["state"] == "required");
+        CHECK(comp["carries"] == true);
+        CHECK(comp["why"].get<std::string>().find("runs out of memory") != std::string::npos);
+    }
+    CHECK(saver_seen);
+    CHECK(
+        report::render(report::build(c)).find("+saver: required without it the bundle runs out of memory") !=
+        std::string::npos);
 }
 
 TEST_CASE("an unpatched reference that runs out of memory in the equivalence check is no verdict: the check "
