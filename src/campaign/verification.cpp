@@ -222,7 +222,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
             }
         }
     }
-    // Where the pairs run: the nodes the partition has now but the doctor's slow ones, spread round-robin;
+    // Where the pairs run: the nodes the partition has now but the doctor's slow ones, a block to a node;
     // the re-check on the nodes the first stage did not use, where there are any.
     auto nodes = scheduler(o).nodes(contract_.resources.partition);
     if (const auto slow = scheduler::nodes_to_avoid(slow_nodes(), nodes, contract_.resources.nodes);
@@ -241,7 +241,8 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
             if (!used.count(n)) fresh.push_back(n);
         if (static_cast<int>(fresh.size()) >= std::max(1, contract_.resources.nodes)) nodes = fresh;
     }
-    // The sequence's pair k on node k mod N: each block continues round the nodes where the last stopped.
+    // Node-blocked: the stage's block b on node b mod N, both its pairs there (verify::spread_pairs), so
+    // each block continues round the nodes where the last stopped.
     const int before =
         stage_record.is_object() ? static_cast<int>(stage_record.value("plan", json::array()).size()) : 0;
     auto placed = verify::spread_pairs(before + pairs, nodes, contract_.resources.nodes);

@@ -106,6 +106,11 @@ Modes doctor_modes(const std::vector<double>& step_s) {
     // closely by chance, which makes the pooled spread alone call one run a little off a mode.
     const double robust = mad_sd(l, measure::median(l));
     const double split = l[cut] - l[cut - 1];
+    const int h = n / 2 + 1;
+    double shortest = l[h - 1] - l[0];
+    for (int i = 1; i + h - 1 < n; ++i)
+        shortest = std::min(shortest, l[i + h - 1] - l[i]);
+    m.core_sd = 0.7413 * shortest;
     if (!(split >= kModeGapSds * within) || !(split >= kModeGapRobustSds * robust) || !(gap > 0)) return m;
     m.gap = gap;
     m.within_sd = within;
@@ -129,34 +134,54 @@ std::vector<int> arm_modes(const std::vector<double>& log_levels, double min_gap
     return out;
 }
 
-double pairs_mode_gap(const std::vector<double>& d, double min_gap) {
+double pairs_mode_gap(const std::vector<double>& d, double min_gap, const std::vector<bool>& group) {
     if (d.size() < 2 || !(min_gap > 0)) return 0;
-    std::vector<double> x = d;
-    std::sort(x.begin(), x.end());
-    std::size_t cut = 1;
-    for (std::size_t i = 2; i < x.size(); ++i)
-        if (x[i] - x[i - 1] > x[cut] - x[cut - 1]) cut = i;
-    const double wide = x[cut] - x[cut - 1];
-    if (!(wide >= min_gap)) return 0;
-    std::vector<double> below, above;
-    for (double v : x)
-        if (v <= x[cut - 1] && v >= x[cut - 1] - wide / 2)
-            below.push_back(v);
-        else if (v >= x[cut] && v <= x[cut] + wide / 2)
-            above.push_back(v);
-    // And at least 6 standard deviations of the pairs within the two clusters (the verification's noise,
-    // which the doctor's can understate): a gap that noise made is no mode.
-    if (below.size() + above.size() < 4) return 0;
-    double ss = 0;
-    for (const auto* side : {&below, &above}) {
-        if (side->empty()) continue;
-        const double mu = measure::mean(*side);
-        for (double v : *side)
-            ss += (v - mu) * (v - mu);
+    // Each group (a pair's order) on its own: an order effect puts the two orders apart too, and it is no
+    // mode. Its widest gap, and the pairs within half that gap on either side of it.
+    struct Side {
+        double wide = 0, gap = 0;
+        std::vector<double> below, above;
+    };
+    std::vector<Side> sides;
+    for (int g : {1, 0}) {
+        std::vector<double> x;
+        for (std::size_t i = 0; i < d.size(); ++i)
+            if (group.size() == d.size() ? static_cast<int>(group[i]) == g : g == 1) x.push_back(d[i]);
+        if (x.size() < 2) continue;
+        std::sort(x.begin(), x.end());
+        std::size_t cut = 1;
+        for (std::size_t i = 2; i < x.size(); ++i)
+            if (x[i] - x[i - 1] > x[cut] - x[cut - 1]) cut = i;
+        Side s;
+        s.wide = x[cut] - x[cut - 1];
+        if (!(s.wide >= min_gap)) continue;
+        for (double v : x)
+            if (v <= x[cut - 1] && v >= x[cut - 1] - s.wide / 2)
+                s.below.push_back(v);
+            else if (v >= x[cut] && v <= x[cut] + s.wide / 2)
+                s.above.push_back(v);
+        s.gap = measure::median(s.above) - measure::median(s.below);
+        sides.push_back(std::move(s));
     }
-    const double within = std::sqrt(ss / static_cast<double>(below.size() + above.size() - 2));
-    if (!(wide >= 6 * within)) return 0;
-    return measure::median(above) - measure::median(below);
+    // And at least 6 standard deviations of the pairs within the clusters, pooled over the groups (the
+    // verification's noise, which the doctor's can understate): a gap that noise made is no mode.
+    double ss = 0, gaps = 0;
+    std::size_t count = 0, clusters = 0;
+    for (const auto& s : sides) {
+        for (const auto* side : {&s.below, &s.above}) {
+            const double mu = measure::mean(*side);
+            for (double v : *side)
+                ss += (v - mu) * (v - mu);
+            count += side->size();
+            ++clusters;
+        }
+        gaps += s.gap;
+    }
+    if (sides.empty() || count < clusters + 2) return 0;
+    const double within = std::sqrt(ss / static_cast<double>(count - clusters));
+    for (const auto& s : sides)
+        if (!(s.wide >= 6 * within)) return 0;
+    return gaps / static_cast<double>(sides.size());
 }
 
 PairModes pair_modes(const std::vector<double>& d, const std::vector<double>& la,

@@ -47,6 +47,12 @@ struct Modes {
     double gap = 0;       // log(slow / fast); 0: the runs show one mode
     double within_sd = 0; // the runs' spread within their mode (pooled standard deviation of log step time)
     int dof = 0;          // its degrees of freedom (runs - 2)
+    // The spread of the runs' densest half (0.7413 x the length of the narrowest window holding n/2 + 1
+    // of the sorted log step times): a run's noise as the larger mode shows it, which the other mode does
+    // not inflate (a median absolute deviation of 5 runs split 3/2 is the range of the 3), and which a
+    // chance split of one mode's runs does not shrink (the within-mode spread, 3 dof, can be tiny).
+    // Computed with 4 runs or more, modes or not.
+    double core_sd = 0;
 };
 // The doctor's runs: split at the widest gap of their sorted log step times; two modes when at least 4 runs
 // complete, each side holds one, and the gap is at least kModeGapSds within-mode standard deviations (pooled)
@@ -72,7 +78,10 @@ std::vector<int> arm_modes(const std::vector<double>& log_levels, double min_gap
 // its runs in the same one): the widest gap between the sorted log-ratios when it is at least `min_gap`, as
 // the distance between the medians of the pairs within half that gap on either side of it; 0 when none is
 // that wide.
-double pairs_mode_gap(const std::vector<double>& log_ratios, double min_gap);
+// `group` (each pair's order, AB true; empty: one group): the gap is looked for within each group, an
+// order effect being no mode, and the spread within the clusters pooled over the groups that show one.
+double pairs_mode_gap(const std::vector<double>& log_ratios, double min_gap,
+                      const std::vector<bool>& group = {});
 
 struct PairModes {
     std::vector<double> low, mid, high;

@@ -24,7 +24,7 @@
 namespace infrarsi::verify {
 
 struct Design {
-    static constexpr int kBlock = 2; // pairs a block: one AB, one BA
+    static constexpr int kBlock = kPairsPerBlock; // pairs a block: one AB, one BA, on one node
     // A look whose one-sided upper bound at this error lies under 1 + min_speedup stops the sequence (a
     // clear loser). It cannot raise the false promotions (it only stops), and it costs a true 1.10x little.
     static constexpr double kFutilityAlpha = 0.05;

@@ -74,7 +74,7 @@ std::vector<std::vector<std::string>> spread_pairs(int pairs, const std::vector<
     if (groups < 1) return {};
     std::vector<std::vector<std::string>> out;
     for (int i = 0; i < pairs; ++i) {
-        const int g = i % groups;
+        const int g = (i / kPairsPerBlock) % groups;
         out.emplace_back(nodes.begin() + g * per_pair, nodes.begin() + (g + 1) * per_pair);
     }
     return out;
@@ -138,6 +138,7 @@ NoisePrior doctor_prior(const std::vector<double>& step_s, double fallback_cv) {
     p.mode_gap = modes.gap;
     p.cv_within = modes.within_sd;
     p.within_dof = modes.dof;
+    p.cv_core = modes.core_sd;
     return p;
 }
 
@@ -365,16 +366,13 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     // The doctor's gap is used where a pair's noise at the doctor's spread is under a sixth of it (the
     // clusters told apart); a smaller one is a chance split of one mode's runs. The pairs' own gap is looked
     // for within each order (an order effect puts the two orders apart too, and it is no mode).
+    // (A doctor in two modes inflates its median absolute deviation too: the spread of its densest half
+    // where it is smaller.)
+    const double run_sd = noise.cv_core > 0 ? std::min(doctor_sd, noise.cv_core) : doctor_sd;
     const bool doctor_gap =
-        noise.mode_gap > 0 && noise.mode_gap >= 6 * std::sqrt(2.0) * std::max(noise.cv_within, doctor_sd);
+        noise.mode_gap > 0 && noise.mode_gap >= 6 * std::sqrt(2.0) * std::max(noise.cv_within, run_sd);
     double gap = doctor_gap ? noise.mode_gap : 0.0;
-    if (!doctor_gap)
-        for (bool order : {true, false}) {
-            std::vector<double> in;
-            for (std::size_t k = 0; k < log_ratios.size(); ++k)
-                if (ab[k] == order) in.push_back(log_ratios[k]);
-            gap = std::max(gap, pairs_mode_gap(in, 8 * std::sqrt(2.0) * doctor_sd));
-        }
+    if (!doctor_gap) gap = pairs_mode_gap(log_ratios, 8 * std::sqrt(2.0) * doctor_sd, ab);
     if (gap > 0 && !log_ratios.empty()) {
         std::vector<double> la, lb;
         for (std::size_t k = 0; k < index.size(); ++k) {

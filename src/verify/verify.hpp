@@ -67,9 +67,15 @@ PairOrder pair_order(const Arm& baseline, const Arm& candidate); // AB unless th
 // the mean and a candidate cannot tell from its position which run it is.
 std::vector<PairOrder> counterbalanced_orders(int pairs, std::uint64_t seed);
 
-// Where each pair runs: pairs spread round-robin over `nodes` (each pair on one node; `per_pair` nodes a pair
-// for a multi-node job, taken as consecutive groups). Empty when `nodes` has fewer than `per_pair` (the
-// scheduler places them; a local backend has one host).
+// Pairs come in blocks of kPairsPerBlock, one AB and one BA (verify/sequential.hpp).
+inline constexpr int kPairsPerBlock = 2;
+
+// Where each pair of a sequence runs: node-blocked, the blocks rotating over `nodes`: pair k on group
+// (k / kPairsPerBlock) mod G, so a block's pairs (one AB, one BA) share one node and each block moves to the
+// next (`per_pair` nodes a pair for a multi-node job, taken as consecutive groups; G groups). Both arms then
+// run twice on one node from the first block, which is what tells a bimodal host's modes apart
+// (verify::pair_modes): one arm's runs on one node differ by their mode only. Empty when `nodes` has fewer
+// than `per_pair` (the scheduler places them; a local backend has one host).
 std::vector<std::vector<std::string>> spread_pairs(int pairs, const std::vector<std::string>& nodes,
                                                    int per_pair = 1);
 
@@ -112,6 +118,8 @@ struct NoisePrior {
     // into account (docs/orchestrator.md, "bimodal hosts").
     double mode_gap = 0, cv_within = 0;
     int within_dof = 0;
+    // The spread of the doctor's densest half of runs (verify::Modes::core_sd); 0: not known.
+    double cv_core = 0;
 };
 
 // The prior verification uses: the doctor's runs' spread of log step times, plain (cv_between; the stored

@@ -50,15 +50,18 @@ jq -e '.promoted | length >= 1' "$r" >/dev/null || fail "nothing promoted (toylo
 jq -e '.promoted[0] | .speedup_ci[0] > 1 + .mde and (.supporting_trials | length) >= 1 and (.pairs | length) >= 2' "$r" >/dev/null \
   || fail "promotion without lower bound above the MDE or without audit"
 # Every verification's pairs: each pair's two runs on one node (Slurm's record of where each ran), in both
-# orders, spread over more than one of the cluster's nodes; a promotion reproduced in a re-check on nodes the
-# first stage did not use.
+# orders, node-blocked (a block's two pairs on one node, the next block on another node); a promotion
+# reproduced in a re-check on nodes the first stage did not use.
 jq -e '[.verifications[] | select(.state == "done" and (.pairs | length) > 0) | .pairs[]] | length > 0 and
        all(.same_node and .baseline_node == .candidate_node and (.baseline_node | length) > 0)' "$r" >/dev/null \
   || fail "a verification pair ran on two nodes"
 jq -e '[.verifications[] | select((.pairs | length) >= 2)] | all([.pairs[].order] | unique == ["AB", "BA"])' "$r" >/dev/null \
   || fail "verification pairs not counterbalanced"
-jq -e '[.verifications[] | select((.pairs | length) >= 2)] | all([.pairs[].baseline_node] | unique | length >= 2)' "$r" >/dev/null \
-  || fail "verification pairs not spread over the nodes"
+jq -e '[.verifications[] | [.pairs[].baseline_node] as $n |
+       [range(0; $n | length; 2) | $n[.:. + 2] | map(select(. != null and . != "")) | unique | length] | all(. <= 1)] | all' "$r" >/dev/null \
+  || fail "a verification block's pairs not on one node"
+jq -e '[.verifications[] | select((.pairs | length) >= 4)] | all([.pairs[].baseline_node] | unique | length >= 2)' "$r" >/dev/null \
+  || fail "verification blocks not spread over the nodes"
 jq -e '.promoted | all(.reproduced == true and (.recheck.pairs | length) >= 2 and
        ([.recheck.pairs[] | select(.same_node | not)] | length == 0) and
        (([.pairs[].baseline_node] - [.recheck.pairs[].baseline_node]) | length) == ([.pairs[].baseline_node] | length))' "$r" >/dev/null \

@@ -204,19 +204,21 @@ TEST_CASE(
     CHECK(ba_first);
 }
 
-TEST_CASE("pairs are spread over the nodes, one node (or one group of nodes) each") {
+TEST_CASE("pairs are node-blocked: a block's two pairs on one node (or one group of nodes), the blocks "
+          "rotating over the nodes") {
     const std::vector<std::string> nodes = {"n1", "n2", "n3"};
-    const auto p = verify::spread_pairs(4, nodes);
-    REQUIRE(p.size() == 4);
-    CHECK(p[0] == std::vector<std::string>{"n1"});
-    CHECK(p[1] == std::vector<std::string>{"n2"});
-    CHECK(p[2] == std::vector<std::string>{"n3"});
-    CHECK(p[3] == std::vector<std::string>{"n1"});
-    const auto two = verify::spread_pairs(3, {"n1", "n2", "n3", "n4"}, 2);
-    REQUIRE(two.size() == 3);
+    const auto p = verify::spread_pairs(8, nodes);
+    REQUIRE(p.size() == 8);
+    const std::vector<std::string> expect = {"n1", "n1", "n2", "n2", "n3", "n3", "n1", "n1"};
+    for (std::size_t i = 0; i < expect.size(); ++i)
+        CHECK(p[i] == std::vector<std::string>{expect[i]});
+    const auto two = verify::spread_pairs(6, {"n1", "n2", "n3", "n4"}, 2);
+    REQUIRE(two.size() == 6);
     CHECK(two[0] == std::vector<std::string>{"n1", "n2"});
-    CHECK(two[1] == std::vector<std::string>{"n3", "n4"});
-    CHECK(two[2] == std::vector<std::string>{"n1", "n2"});
+    CHECK(two[1] == std::vector<std::string>{"n1", "n2"});
+    CHECK(two[2] == std::vector<std::string>{"n3", "n4"});
+    CHECK(two[3] == std::vector<std::string>{"n3", "n4"});
+    CHECK(two[4] == std::vector<std::string>{"n1", "n2"});
     CHECK(verify::spread_pairs(3, {}).empty());        // the local backend: one host, nothing to pin
     CHECK(verify::spread_pairs(3, {"n1"}, 2).empty()); // too few nodes for a group: the scheduler places
 }
