@@ -244,7 +244,13 @@ static int run_main(int argc, char** argv) {
             d.output = draft_output.empty()
                            ? std::filesystem::path(from_script).replace_extension(".contract.toml")
                            : std::filesystem::path(draft_output);
-            if (!draft_format.empty()) d.format = measure::log_format_names.parse(draft_format);
+            if (!draft_format.empty()) {
+                d.format = measure::log_format_names.parse(draft_format);
+                if (!d.format || *d.format == measure::LogFormatKind::Regex)
+                    throw Error("unknown log format '" + draft_format + "'", "--format",
+                                "one of " + measure::log_format_names.list() +
+                                    " but regex (write its pattern into the draft)");
+            }
             if (!sample_log.empty()) {
                 d.sample_log = read_regular_file(sample_log, {16u << 20});
                 d.sample_log_name = std::filesystem::path(sample_log).filename().string();

@@ -133,6 +133,11 @@ class Writer {
         kv(key, value, "CHECK: " + why);
         ++checks_;
     }
+    // A comment line the user must read.
+    void check_line(const std::string& why) {
+        line("# CHECK: " + why);
+        ++checks_;
+    }
     void fill(const std::string& key, const std::string& why) {
         kv(key, q(draft_placeholder), "CHECK: fill in: " + why);
         ++checks_;
@@ -176,21 +181,6 @@ std::optional<std::string> gpus_per_node(const BatchScript& s) {
     }
     if (auto it = s.sbatch.find("gpus"); it != s.sbatch.end()) return it->second;
     return std::nullopt;
-}
-
-// Tries every built-in format on a sample of the job's output: the one that reads the most steps.
-std::optional<std::pair<measure::LogFormatKind, std::size_t>> guess_format(const std::string& sample) {
-    std::optional<std::pair<measure::LogFormatKind, std::size_t>> best;
-    for (const auto& [kind, name] : measure::log_format_names.entries) {
-        (void)name;
-        if (kind == measure::LogFormatKind::Regex) continue;
-        measure::LogFormat f;
-        f.kind = kind;
-        std::vector<double> no_times;
-        const auto steps = measure::parse_log(sample, f, &no_times).steps.size();
-        if (steps >= 2 && (!best || steps > best->second)) best = std::pair{kind, steps};
-    }
-    return best;
 }
 
 // `p` relative to `dir` when they are close (the contract beside the script, or a folder or two away), else
@@ -466,21 +456,45 @@ Draft draft_contract(const DraftOptions& o) {
         w.line();
     }
 
-    // [metrics]
+    // [metrics]: the format given or detected, always checked against the sample when there is one.
     w.line("[metrics]");
-    if (o.format) {
-        w.check("format", q(std::string(measure::log_format_names.name(*o.format))), "given with --format");
-    } else if (!o.sample_log.empty()) {
-        if (auto g = guess_format(o.sample_log))
-            w.check("format", q(std::string(measure::log_format_names.name(g->first))),
-                    fmt::format("read {} step lines of {} this way", g->second, o.sample_log_name));
-        else
-            w.fill("format", fmt::format("no built-in format reads step lines in {}: {}, or \"regex\" with a "
-                                         "pattern",
-                                         o.sample_log_name, measure::log_format_names.list()));
+    std::optional<measure::LogFormatKind> chosen = o.format;
+    if (!chosen && !o.sample_log.empty()) chosen = measure::detect_format(o.sample_log);
+    std::optional<measure::SampleReading> sampled;
+    if (!o.sample_log.empty()) {
+        measure::LogFormat f; // the project's own lines when no format reads it: every step-like line unread
+        if (chosen) f.kind = *chosen;
+        sampled = measure::read_sample(o.sample_log, f);
+    }
+    const std::string format_name = chosen ? std::string(measure::log_format_names.name(*chosen)) : "";
+    if (o.format && !sampled) {
+        w.check("format", q(format_name), "given with --format");
+    } else if (o.format && sampled->steps == 0) {
+        w.check("format", q(format_name),
+                fmt::format("given with --format, but it reads no step line of {}", o.sample_log_name));
+        notes.push_back(fmt::format("--format {} reads no step line of {}: trials would measure nothing; "
+                                    "check the format, or leave --format out to detect it",
+                                    format_name, o.sample_log_name));
+    } else if (chosen && sampled) {
+        w.check("format", q(format_name),
+                fmt::format("{} {} step lines of {} this way",
+                            o.format ? "given with --format: read" : "read", sampled->steps,
+                            o.sample_log_name));
+    } else if (sampled) {
+        w.fill("format", fmt::format("no built-in format reads step lines in {}: {}, or \"regex\" with a "
+                                     "pattern",
+                                     o.sample_log_name, measure::log_format_names.list()));
     } else {
         w.fill("format", "how the job prints a step: " + measure::log_format_names.list() +
                              " (or give --sample-log FILE)");
+    }
+    if (sampled && sampled->unread > 0) {
+        const std::string unread = fmt::format(
+            "{} line{} of {} look{} like step lines but {} not read{}, the first: \"{}\"", sampled->unread,
+            sampled->unread == 1 ? "" : "s", o.sample_log_name, sampled->unread == 1 ? "s" : "",
+            chosen ? "the format does" : "are", chosen ? " them" : "", sampled->first_unread);
+        w.check_line(unread);
+        notes.push_back(unread);
     }
     w.line();
 
@@ -488,10 +502,9 @@ Draft draft_contract(const DraftOptions& o) {
     w.line("[invariants]");
     // The sample says how many step lines the script's own step count prints: nanoGPT prints iter 0 to
     // iter max_iters, one more than max_iters (13 lines for --max_iters=12).
-    const auto sampled = o.sample_log.empty() ? std::nullopt : guess_format(o.sample_log);
     long long extra = 0;
-    if (sampled && steps && integer(steps->arg.value)) {
-        const long long d = static_cast<long long>(sampled->second) - *integer(steps->arg.value);
+    if (sampled && sampled->steps > 0 && steps && integer(steps->arg.value)) {
+        const long long d = static_cast<long long>(sampled->steps) - *integer(steps->arg.value);
         if (d == 0 || d == 1) extra = d;
     }
     if (steps && !steps->arg.flag)
@@ -499,14 +512,14 @@ Draft draft_contract(const DraftOptions& o) {
                 extra
                     ? fmt::format("the step lines a trial prints with the args above (the sample printed {} "
                                   "for {}={})",
-                                  sampled->second, steps->arg.name, steps->arg.value)
+                                  sampled->steps, steps->arg.name, steps->arg.value)
                     : std::string("the step lines a trial prints with the args above"));
     else
         w.fill("steps", "the step lines a trial prints (the script sets no step count draft knows)");
     w.kv("warmup_steps", "3", "left out of the timing: start-up, first allocations");
     if (const Found* seed = role(Role::Seed); seed && integer(seed->arg.value))
         w.kv("seed", seed->arg.value, "the script's " + seed->arg.name);
-    if (sampled && sampled->first == measure::LogFormatKind::NanoGpt)
+    if (sampled && chosen == measure::LogFormatKind::NanoGpt)
         w.check("loss_mode", q("last_k_mean"),
                 "nanoGPT draws a random batch per micro-step: a micro-batch knob trains on other samples, "
                 "use final_eval with a seed (docs/contract.md, which loss mode)");

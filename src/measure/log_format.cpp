@@ -24,17 +24,27 @@ struct Builtin {
     const char* eval_pattern = nullptr; // a line with the evaluation loss: groups eval_loss and maybe step
 };
 
-// The built-in formats, each as its framework prints a training step:
+// The built-in formats, each as its framework prints a training step (tests/fixtures/logs/README.md says
+// where each fixture line comes from):
 //   nanoGPT train.py:     iter 10: loss 4.2153, time 31.72ms, mfu 12.34%
-//   Megatron-LM:          [...] iteration       10/     100 | consumed samples: ... | elapsed time per
+//   Megatron-LM (and Megatron-DeepSpeed, GPT-NeoX, which print it in ms or in s, and "lm loss" or "lm_loss"):
+//                         [...] iteration       10/     100 | consumed samples: ... | elapsed time per
 //                         iteration (ms): 1234.5 | ... | lm loss: 8.123456E+00 | ...
-//   Hugging Face Trainer: {'loss': 2.3456, 'grad_norm': 1.2, 'learning_rate': 4.9e-05, 'epoch': 0.01}
-//   torchtitan:           step:  1  loss: 12.2240  memory: 42.61GiB(44.86%)  tps: 1,165  tflops: 67.46
-//   mfu: 21.62%
+//   Hugging Face Trainer: {'loss': 2.3456, 'grad_norm': 1.2, 'learning_rate': 4.9e-05, 'epoch': 0.01}, or as
+//                         transformers prints it since floats are formatted: {'loss': '2.346', ...}
+//   torchtitan:           step:  1  loss: 12.2240  grad_norm: ...  memory: 42.61GiB(44.86%)  tps: 1,165
+//                         tflops: 67.46  mfu: 21.62%
+//   llm.c:                step 3: train loss 4.677779 (took 1234.5 ms)            (train_gpt2.c)
+//                         step    3/74 | loss 7.123456 (+0.00z)| norm ... | 123.45 ms | 40.1% bf16 MFU |
+//                         123456 tok/s                                             (train_gpt2.cu)
+//   litgpt:               Epoch 1 | iter 8 step 2 | loss train: 10.412, val: n/a | iter time: 123.45 ms
+//   (step) OLMo:                 a block: [step=10/739328,epoch=0] then indented name=value lines (below)
 // and their evaluation lines:
 //   nanoGPT:              step 50: train loss 2.4989, val loss 2.5071
 //   Megatron-LM:          validation loss at iteration 3 | lm loss value: 1.090000E+01 | lm loss PPL: ...
+//                         (GPT-NeoX: validation results at iteration 3 | lm_loss value: ...)
 //   Hugging Face Trainer: {'eval_loss': 2.7, 'eval_runtime': 1.2, ..., 'epoch': 0.16}
+//   llm.c:                val loss 4.512345
 std::optional<Builtin> builtin(LogFormatKind kind) {
     switch (kind) {
     case LogFormatKind::NanoGpt:
@@ -43,20 +53,35 @@ std::optional<Builtin> builtin(LogFormatKind kind) {
                        1e-3, 1.0,
                        R"(^step (?<step>\d+): train loss )" NUM R"(, val loss (?<eval_loss>)" NUM ")"};
     case LogFormatKind::Megatron:
-        return Builtin{
-            R"(\biteration\s+(?<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?<step_time>)" NUM
-            R"().*?\|\s*lm loss:\s*(?<loss>)" NUM R"())",
-            1e-3, 1.0,
-            R"(\bvalidation loss at (?:iteration (?<step>\d+)|.*?)\s*\|\s*lm loss value:\s*(?<eval_loss>)" NUM
-            ")"};
+        return Builtin{R"(\biteration\s+(?<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration )"
+                       R"(\((?<step_time_unit>ms|s)\):\s*(?<step_time>)" NUM
+                       R"().*?\|\s*lm[ _]loss:\s*(?<loss>)" NUM R"())",
+                       1e-3, 1.0,
+                       R"(\bvalidation (?:loss|results) at (?:iteration (?<step>\d+)|.*?)\s*\|\s*)"
+                       R"(lm[ _]loss value:\s*(?<eval_loss>)" NUM ")"};
     case LogFormatKind::HfTrainer:
-        return Builtin{R"(^\{'loss': (?<loss>)" NUM R"(),.*'epoch': )" NUM R"(\}\s*$)", 1.0, 1.0,
-                       R"(^\{'eval_loss': (?<eval_loss>)" NUM R"(),.*'epoch': )" NUM R"(\}\s*$)"};
+        return Builtin{R"(^\{'loss': '?(?<loss>)" NUM R"()'?,.*'epoch': '?)" NUM R"('?\}\s*$)", 1.0, 1.0,
+                       R"(^\{'eval_loss': '?(?<eval_loss>)" NUM R"()'?,.*'epoch': '?)" NUM R"('?\}\s*$)"};
     case LogFormatKind::Torchtitan:
         return Builtin{R"(\bstep:\s*(?<step>\d+)\s+loss:\s*(?<loss>)" NUM
                        R"()(?:.*?\bmemory:\s*(?<memory>)" NUM R"()GiB)?(?:.*?\btps:\s*(?<tokens_per_s>)" NUM
                        R"())?(?:.*?\bmfu:\s*(?<mfu_pct>)" NUM R"()%)?)",
                        1.0, double(1ull << 30)};
+    case LogFormatKind::LlmC:
+        // train_gpt2.c's line, or train_gpt2.cu's (the step printed one-based, the z-scores in brackets).
+        return Builtin{R"(^step\s+(?<step>\d+)(?::\s+train loss\s+|/\d+ \| loss\s+)(?<loss>)" NUM
+                       R"()(?: \(took |.*?\| )(?<step_time>)" NUM R"() ms\b)"
+                       R"((?:.*?(?<mfu_pct>)" NUM R"()% bf16 MFU)?(?:.*?(?<tokens_per_s>)" NUM R"() tok/s)?)",
+                       1e-3, 1.0, R"(^val loss\s+(?<eval_loss>)" NUM ")"};
+    case LogFormatKind::Litgpt:
+        // A line per optimizer step ("(step)"); its iter time is the last micro-batch's alone, so the step's
+        // time comes from the line times.
+        return Builtin{R"(^Epoch \d+ \| iter \d+ step (?<step>\d+) \| loss train: (?<loss>)" NUM
+                       R"(),.*\| iter time: )" NUM R"( ms \(step\))",
+                       1.0, 1.0};
+    case LogFormatKind::Olmo:
+        // The block's header; its name=value lines are read by State::olmo_line.
+        return Builtin{R"(\[step=(?<step>\d+)/\d+)", 1.0, 1.0};
     default:
         return std::nullopt;
     }
@@ -194,7 +219,11 @@ Fields pattern_fields(const std::map<std::string, std::string>& g, double time_u
     };
     out.step = get("step");
     out.loss = get("loss");
-    if (auto t = get("step_time")) out.step_time_s = *t * time_unit;
+    if (auto t = get("step_time")) {
+        auto u = g.find("step_time_unit");
+        const auto unit = u == g.end() ? std::optional(time_unit) : seconds_per_unit(u->second);
+        if (unit) out.step_time_s = *t * *unit;
+    }
     out.tokens_per_s = get("tokens_per_s");
     if (auto m = get("memory")) out.memory_bytes = *m * memory_unit;
     if (auto m = get("mfu")) out.mfu = *m;
@@ -233,12 +262,14 @@ void check(const LogFormat& f, const std::string& where) {
         if (!p.has_group("loss"))
             throw Error("the pattern has no (?<loss>...) group", where,
                         "named groups loss (required), step, step_time, tokens_per_s, memory, mfu, mfu_pct");
-        static const std::set<std::string> known{"step",   "loss", "step_time", "tokens_per_s",
-                                                 "memory", "mfu",  "mfu_pct",   "eval_loss"};
+        static const std::set<std::string> known{"step",         "loss",   "step_time", "step_time_unit",
+                                                 "tokens_per_s", "memory", "mfu",       "mfu_pct",
+                                                 "eval_loss"};
         for (const auto& g : p.group_names())
             if (!known.count(g))
                 throw Error("unknown group (?<" + g + ">...) in the pattern", where,
-                            "step, loss, step_time, tokens_per_s, memory, mfu, mfu_pct, eval_loss");
+                            "step, loss, step_time, step_time_unit, tokens_per_s, memory, mfu, mfu_pct, "
+                            "eval_loss");
     }
     if (!f.exclude_pattern.empty())
         LinePattern exclude(f.exclude_pattern); // throws where it does not compile
@@ -316,12 +347,15 @@ struct LogReader::State {
         }
     }
     void framework_line(std::string_view raw, std::optional<double> now);
+    void take_step(const Fields& fields, bool eval_line, std::optional<double> now);
+    bool olmo_line(const std::string& line, std::optional<double> now);
 
     std::optional<LinePattern> exclude;
     std::set<int> excluded;
     std::optional<int> rank;
     LogFormatKind kind;
     std::optional<StepLineReader> infrarsi; // the project's own format
+    bool last_infrarsi_read = false;
     // A framework's format or a user's pattern.
     std::optional<LinePattern> pattern, eval_pattern;
     double time_unit = 1.0, memory_unit = 1.0;
@@ -330,9 +364,56 @@ struct LogReader::State {
     std::optional<double> previous_time;
     int previous_step = 0, ordinal = 0;
     bool exclude_next = false; // an evaluation or an excluded line since the previous step line
+    bool read = false;         // the last line was one of the format's lines
+    // OLMo: the block under way ([step=N/M] and its indented name=value lines), its fields so far, and
+    // whether its step is read already (at its loss line, where the line has a time).
+    std::optional<Fields> olmo_block;
+    bool olmo_done = false;
 };
 
+// OLMo's log_metrics_to_console: "[step=10/739328,epoch=0]" and then, one a line, "    name=value" with
+// train/CrossEntropyLoss (the loss), throughput/device/tokens_per_second and batches_per_second (the step
+// time is its inverse where the line times give none), and the rest. A block's step is read at its loss line
+// when the line has a time, else at its batches_per_second line. True: the line was the block's.
+bool LogReader::State::olmo_line(const std::string& line, std::optional<double> now) {
+    if (auto g = pattern->match(line)) {
+        olmo_block = pattern_fields(*g, time_unit, memory_unit);
+        olmo_done = false;
+        return true;
+    }
+    if (!olmo_block || line.empty() || (line[0] != ' ' && line[0] != '\t')) {
+        olmo_block.reset(); // the block ended
+        return false;
+    }
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) return false;
+    std::string name = line.substr(0, eq);
+    name.erase(0, name.find_first_not_of(" \t"));
+    const auto v = number(line.substr(eq + 1));
+    if (!v) return true;
+    auto& b = *olmo_block;
+    if (name == "train/CrossEntropyLoss") {
+        b.loss = v;
+        if (now) {
+            take_step(b, false, now);
+            olmo_done = true;
+        }
+    } else if (name == "throughput/device/tokens_per_second") {
+        b.tokens_per_s = v;
+        if (olmo_done && !log.steps.empty() && log.steps.back().step == static_cast<int>(b.step.value_or(-1)))
+            log.steps.back().tokens_per_s = *v;
+    } else if (name == "throughput/device/batches_per_second" && *v > 0) {
+        b.step_time_s = 1.0 / *v;
+        if (!olmo_done && b.loss) {
+            take_step(b, false, now);
+            olmo_done = true;
+        }
+    }
+    return true;
+}
+
 void LogReader::State::framework_line(std::string_view raw, std::optional<double> now) {
+    read = false;
     std::string line = strip_ansi(raw.substr(0, std::min(raw.size(), kMaxLineBytes)));
     if (!line.empty() && line.back() == '\r') line.pop_back();
     // A progress bar redraws itself with carriage returns: what follows the last one is what shows.
@@ -340,6 +421,10 @@ void LogReader::State::framework_line(std::string_view raw, std::optional<double
     const auto line_rank = take_rank_tag(line);
     if (rank && line_rank && *line_rank != *rank) return;
     if (exclude && exclude->match(line)) exclude_next = true;
+    if (kind == LogFormatKind::Olmo) {
+        read = olmo_line(line, now);
+        return;
+    }
 
     std::optional<Fields> fields;
     bool eval_line = false; // the format's evaluation line
@@ -356,32 +441,37 @@ void LogReader::State::framework_line(std::string_view raw, std::optional<double
         }
     }
     if (!fields) return;
+    read = true;
+    take_step(*fields, eval_line, now);
+}
+
+void LogReader::State::take_step(const Fields& fields, bool eval_line, std::optional<double> now) {
     bool eval_after = false; // a step line that also reports an evaluation after it
-    if (fields->eval_loss) {
-        const int at = fields->step ? static_cast<int>(*fields->step) : previous_step;
-        const EvalLoss e{at, *fields->eval_loss};
+    if (fields.eval_loss) {
+        const int at = fields.step ? static_cast<int>(*fields.step) : previous_step;
+        const EvalLoss e{at, *fields.eval_loss};
         const bool repeated =
             !log.evals.empty() && log.evals.back().step == e.step &&
             (log.evals.back().loss == e.loss || (std::isnan(e.loss) && std::isnan(log.evals.back().loss)));
         if (!repeated) log.evals.push_back(e); // every rank printed it: once
-        if (eval_line || !fields->loss) {
+        if (eval_line || !fields.loss) {
             exclude_next = true; // it ran between two steps: the next step's time includes it
             return;
         }
         eval_after = true;
     }
-    if (!fields->loss) return;
-    const int step = fields->step ? static_cast<int>(*fields->step) : ++ordinal;
+    if (!fields.loss) return;
+    const int step = fields.step ? static_cast<int>(*fields.step) : ++ordinal;
     if (seen.size() < kMaxStepsKept && !seen.insert(step).second)
         return; // every rank printed it: the first one counts
     StepSample s;
     s.step = step;
-    s.loss = *fields->loss;
+    s.loss = *fields.loss;
     s.timed = !exclude_next && !excluded.count(step);
     s.arrival_s = now;
     exclude_next = eval_after;
-    if (fields->step_time_s) {
-        s.step_time_s = *fields->step_time_s;
+    if (fields.step_time_s) {
+        s.step_time_s = *fields.step_time_s;
     } else if (now) {
         // The time since the previous step line (or since the job started), per step in between.
         const int steps = std::max(1, previous_time ? step - previous_step : 1);
@@ -392,9 +482,9 @@ void LogReader::State::framework_line(std::string_view raw, std::optional<double
     }
     if (now) previous_time = now;
     previous_step = step;
-    if (fields->tokens_per_s) s.tokens_per_s = *fields->tokens_per_s;
-    if (fields->mfu && *fields->mfu >= 0) s.mfu = *fields->mfu; // nanoGPT prints -100% before it knows
-    if (fields->memory_bytes) s.peak_device_bytes = *fields->memory_bytes;
+    if (fields.tokens_per_s) s.tokens_per_s = *fields.tokens_per_s;
+    if (fields.mfu && *fields.mfu >= 0) s.mfu = *fields.mfu; // nanoGPT prints -100% before it knows
+    if (fields.memory_bytes) s.peak_device_bytes = *fields.memory_bytes;
     log.steps.push_back(std::move(s));
 }
 
@@ -406,8 +496,9 @@ void LogReader::line(std::string_view line, std::optional<double> arrival) {
     auto& st = *state_;
     if (st.infrarsi) {
         auto& log = st.infrarsi->log();
-        const std::size_t before = log.steps.size();
+        const std::size_t before = log.steps.size(), evals_before = log.evals.size();
         st.infrarsi->line(std::string(line), arrival);
+        st.last_infrarsi_read = log.steps.size() != before || log.evals.size() != evals_before;
         for (std::size_t i = before; i < log.steps.size(); ++i)
             if (st.excluded.count(log.steps[i].step)) log.steps[i].timed = false;
         if (log.steps.size() > kMaxStepsKept) log.steps.resize(kMaxStepsKept);
@@ -417,6 +508,12 @@ void LogReader::line(std::string_view line, std::optional<double> arrival) {
     st.framework_line(line, arrival);
     if (st.log.steps.size() > kMaxStepsKept) st.log.steps.resize(kMaxStepsKept);
     if (st.log.evals.size() > kMaxStepsKept) st.log.evals.resize(kMaxStepsKept);
+}
+
+bool LogReader::last_line_read() const {
+    const auto& st = *state_;
+    if (st.infrarsi) return st.last_infrarsi_read;
+    return st.read;
 }
 
 const StepLog& LogReader::log() const {
@@ -439,6 +536,45 @@ StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<d
         pos = nl + 1;
     }
     return reader.take();
+}
+
+SampleReading read_sample(std::string_view text, const LogFormat& f) {
+    // A line that looks like a framework's step line: a step or iteration number and a loss.
+    static const LinePattern step_like(
+        R"((?i)\b(?:step|iter|iteration)\b[\s:=#]{0,12}\d.*\bloss|\bloss\b.*\b(?:step|iter|)"
+        R"(iteration)\b[\s:=#]{0,12}\d)");
+    LogReader reader(f);
+    SampleReading out;
+    double now = 0;
+    for (std::size_t pos = 0; pos < text.size();) {
+        auto nl = text.find('\n', pos);
+        if (nl == std::string_view::npos) nl = text.size();
+        const auto line = text.substr(pos, nl - pos);
+        pos = nl + 1;
+        reader.line(line, now += 1.0);
+        if (reader.last_line_read()) continue;
+        const std::string plain = strip_ansi(line.substr(0, std::min(line.size(), kMaxLineBytes)));
+        if (!step_like.match(plain)) continue;
+        if (out.unread++ == 0) out.first_unread = plain.substr(0, 200);
+    }
+    out.steps = reader.log().steps.size();
+    return out;
+}
+
+std::optional<LogFormatKind> detect_format(std::string_view sample) {
+    std::optional<LogFormatKind> best;
+    std::size_t most = 1;
+    for (const auto& [kind, name] : log_format_names.entries) {
+        (void)name;
+        if (kind == LogFormatKind::Regex) continue;
+        LogFormat f;
+        f.kind = kind;
+        if (const auto steps = read_sample(sample, f).steps; steps > most) {
+            best = kind;
+            most = steps;
+        }
+    }
+    return best;
 }
 
 #undef NUM

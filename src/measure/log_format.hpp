@@ -1,7 +1,8 @@
 #pragma once
 // How to read a job's steps from its own output: the project's JSON lines (`INFRARSI_STEP {json}`), the log
-// line of a framework people use (nanoGPT, Megatron-LM, the Hugging Face Trainer, torchtitan, key=value
-// prints), or a user's regular expression with named groups. The contract's [metrics] section picks one
+// line of a framework people use (nanoGPT, Megatron-LM with Megatron-DeepSpeed and GPT-NeoX, the Hugging Face
+// Trainer, torchtitan, llm.c, litgpt, OLMo, key=value prints), or a user's regular expression with named
+// groups. The contract's [metrics] section picks one
 // (docs/contract.md); the trial wrapper parses the log with it (trial/exec.cpp) and so does ingest when the
 // wrapper died with the job. Each built-in format is tested on captured lines in tests/fixtures/logs/.
 #include "measure/steps.hpp"
@@ -17,13 +18,28 @@
 
 namespace infrarsi::measure {
 
-enum class LogFormatKind { Infrarsi, NanoGpt, Megatron, HfTrainer, Torchtitan, KeyValue, Regex };
-inline constexpr util::EnumNames<LogFormatKind, 7> log_format_names{
+// In the order detection tries them: on a tie the earlier (more specific) one wins, key-value last.
+enum class LogFormatKind {
+    Infrarsi,
+    NanoGpt,
+    Megatron,
+    HfTrainer,
+    Torchtitan,
+    LlmC,
+    Litgpt,
+    Olmo,
+    KeyValue,
+    Regex
+};
+inline constexpr util::EnumNames<LogFormatKind, 10> log_format_names{
     {{{LogFormatKind::Infrarsi, "infrarsi"},
       {LogFormatKind::NanoGpt, "nanogpt"},
       {LogFormatKind::Megatron, "megatron"},
       {LogFormatKind::HfTrainer, "hf-trainer"},
       {LogFormatKind::Torchtitan, "torchtitan"},
+      {LogFormatKind::LlmC, "llm.c"},
+      {LogFormatKind::Litgpt, "litgpt"},
+      {LogFormatKind::Olmo, "olmo"},
       {LogFormatKind::KeyValue, "key-value"},
       {LogFormatKind::Regex, "regex"}}}};
 
@@ -33,7 +49,8 @@ struct LogFormat {
     std::string step_prefix = "INFRARSI_STEP";
     std::string summary_prefix = "INFRARSI_SUMMARY";
     // regex: a PCRE2 pattern with named groups: loss (required), step (else lines are numbered in order),
-    // step_time (in step_time_unit), tokens_per_s, memory (the device memory peak the job reports, in
+    // step_time (in step_time_unit, or in the unit the line prints in a step_time_unit group: s, ms, us),
+    // tokens_per_s, memory (the device memory peak the job reports, in
     // memory_unit; the host's comes from the scheduler), mfu (a fraction) or mfu_pct (a percentage), and
     // eval_loss (a line where it takes part is an evaluation, not a step; `(?<loss>...)|(?<eval_loss>...)`).
     std::string pattern;
@@ -68,6 +85,20 @@ std::string describe(const LogFormat& f);
 // gives a step time to formats that print none: the time since the previous step line, per step.
 StepLog parse_log(std::string_view text, const LogFormat& f, const std::vector<double>* line_times = nullptr);
 
+// A sample of a job's output read with a format: the steps it gives, and the lines that look like step lines
+// (a step or iteration number and a loss on one line) that the format does not read, with the first of them:
+// what `infrarsi init --from --sample-log` reports for the format it picks or is given.
+struct SampleReading {
+    std::size_t steps = 0;
+    std::size_t unread = 0;
+    std::string first_unread;
+};
+// `line_times`-less formats are read with one second between lines (a sample has no times).
+SampleReading read_sample(std::string_view text, const LogFormat& f);
+// The built-in format that reads the most steps (at least 2) of a sample, the earlier in the table on a tie;
+// nullopt where none does.
+std::optional<LogFormatKind> detect_format(std::string_view sample);
+
 // A log's steps read one line at a time as the output arrives (the trial wrapper's way), in memory bounded by
 // the steps kept, whatever the output's volume: parse_log is this over a whole text. A line is read up to
 // kMaxReadLineBytes; at most kMaxStepsKept steps and evaluations are kept (a contract's steps are far
@@ -83,6 +114,9 @@ class LogReader {
     // One line, without its '\n' (cut to kMaxReadLineBytes here); `arrival`: when it arrived, seconds
     // since the job started (the wrapper's clock).
     void line(std::string_view line, std::optional<double> arrival);
+    // Whether the last line given was one of the format's step or evaluation lines (read, or a repeat of a
+    // step already read from another rank).
+    bool last_line_read() const;
     const StepLog& log() const;
     StepLog take();
 

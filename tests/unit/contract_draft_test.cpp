@@ -273,3 +273,54 @@ TEST_CASE(
     contract::write_draft(o.output, draft);
     CHECK(contract::load(o.output).budget.trials == 12);
 }
+
+TEST_CASE("a framework's sample picks its format, torchtitan's too: a given --format is checked against the "
+          "sample, the step lines it cannot read are named with the first") {
+    TempDir d;
+    std::ofstream(d.path / "job.sbatch")
+        << "#!/bin/bash\n#SBATCH --mem=8G\n"
+           "torchrun --nproc_per_node=8 train.py --training.steps 1000 \"$@\"\n";
+    contract::DraftOptions o;
+    o.script = d.path / "job.sbatch";
+    o.output = d.path / "job.contract.toml";
+    o.sample_log = read(fixtures / "logs" / "frameworks" / "torchtitan.log");
+    o.sample_log_name = "titan.out";
+    {
+        const auto draft = contract::draft_contract(o);
+        INFO(draft.text);
+        CHECK(has_line(draft.text, "format = \"torchtitan\"   # CHECK: read 3 step lines of titan.out"));
+        CHECK(draft.notes.empty());
+    }
+    // The format given does not read this sample: said in the draft and as a note, and the step-like
+    // lines it leaves are counted, the first quoted.
+    o.format = measure::LogFormatKind::Megatron;
+    {
+        const auto draft = contract::draft_contract(o);
+        INFO(draft.text);
+        CHECK(has_line(draft.text,
+                       "format = \"megatron\"   # CHECK: given with --format, but it reads no step line"));
+        CHECK(draft.text.find("# CHECK: 4 lines of titan.out look like step lines but the format does not "
+                              "read them, the first: \"[rank0]:[titan]") != std::string::npos);
+        REQUIRE(draft.notes.size() == 2);
+        CHECK(draft.notes[0].find("--format megatron reads no step line of titan.out") != std::string::npos);
+    }
+    // Given and readable: the count is said.
+    o.format = measure::LogFormatKind::Torchtitan;
+    {
+        const auto draft = contract::draft_contract(o);
+        CHECK(has_line(draft.text,
+                       "format = \"torchtitan\"   # CHECK: given with --format: read 3 step lines"));
+        CHECK(draft.notes.empty());
+    }
+    // No format reads it: the placeholder, and its step-like lines named.
+    o.format.reset();
+    o.sample_log = "step 1 | my loss is 2.5\nstep 2 | my loss is 2.4\n";
+    {
+        const auto draft = contract::draft_contract(o);
+        INFO(draft.text);
+        CHECK(has_line(draft.text, "format = \"FILL-IN\""));
+        CHECK(
+            draft.text.find("2 lines of titan.out look like step lines but are not read, the first: \"step 1 "
+                            "| my loss is 2.5\"") != std::string::npos);
+    }
+}

@@ -242,3 +242,163 @@ TEST_CASE("steps excluded from timing by number or by a pattern on the lines sin
     f.exclude_steps = {-1};
     CHECK_THROWS_WITH_AS(check(f, "metrics"), doctest::Contains("negative"), Error);
 }
+
+namespace {
+// The framework fixtures (tests/fixtures/logs/frameworks/README.md says where each line comes from), read as
+// a sample is: one second between lines.
+StepLog framework_log(const std::string& file, LogFormatKind k) {
+    const auto text = fixture("frameworks/" + file);
+    const auto times = times_for(text, 0.0, 1.0);
+    return parse_log(text, format(k), &times);
+}
+} // namespace
+
+TEST_CASE("torchtitan as metrics.py prints it today: grad_norm between loss and memory, colours, ranks") {
+    const auto log = framework_log("torchtitan.log", LogFormatKind::Torchtitan);
+    REQUIRE(log.steps.size() == 3); // rank 1's step 1 is the same step
+    CHECK(log.steps[0].step == 1);
+    CHECK(log.steps[0].loss == doctest::Approx(12.2517));
+    CHECK(*log.steps[0].peak_device_bytes == doctest::Approx(42.61 * (1ull << 30)));
+    CHECK(log.steps[0].tokens_per_s == doctest::Approx(1165));
+    CHECK(*log.steps[0].mfu == doctest::Approx(0.2162));
+    CHECK(log.steps[1].step == 2);
+    CHECK(log.steps[1].loss == doctest::Approx(11.98012));
+    CHECK(log.steps[1].step_time_s == doctest::Approx(2.0)); // line times: rank 1's line in between
+    CHECK(log.steps[2].step_time_s == doctest::Approx(1.0));
+}
+
+TEST_CASE("Megatron-LM, Megatron-DeepSpeed and GPT-NeoX: elapsed time per iteration in ms or in s, lm loss "
+          "or lm_loss") {
+    {
+        const auto log = framework_log("megatron-lm.log", LogFormatKind::Megatron);
+        REQUIRE(log.steps.size() == 3);
+        CHECK(log.steps[0].step_time_s == doctest::Approx(5.1234));
+        CHECK(log.steps[1].loss == doctest::Approx(10.9321));
+        REQUIRE(log.evals.size() == 1);
+        CHECK(log.evals[0] == EvalLoss{3, 10.9});
+    }
+    {
+        const auto log = framework_log("megatron-deepspeed.log", LogFormatKind::Megatron);
+        REQUIRE(log.steps.size() == 3);
+        CHECK(log.steps[0].step == 1);
+        CHECK(log.steps[0].step_time_s == doctest::Approx(2.3456));
+        CHECK(log.steps[2].loss == doctest::Approx(10.42));
+    }
+    {
+        const auto log = framework_log("megatron-deepspeed-s.log", LogFormatKind::Megatron);
+        REQUIRE(log.steps.size() == 3);
+        CHECK(log.steps[0].step == 12695);
+        CHECK(log.steps[0].step_time_s == doctest::Approx(105.22)); // (s): not divided by 1000
+        CHECK(log.steps[0].loss == doctest::Approx(2.463556));
+        CHECK(log.steps[1].step == 10);
+        CHECK(log.steps[1].step_time_s == doctest::Approx(7.231));
+        CHECK(log.steps[2].step_time_s == doctest::Approx(769.99));
+    }
+    {
+        const auto log = framework_log("gpt-neox.log", LogFormatKind::Megatron);
+        REQUIRE(log.steps.size() == 3);
+        CHECK(log.steps[0].step == 10);
+        CHECK(log.steps[0].step_time_s == doctest::Approx(0.6143));
+        CHECK(log.steps[0].loss == doctest::Approx(10.6431));
+        CHECK(log.steps[2].loss == doctest::Approx(8.4412));
+    }
+}
+
+TEST_CASE("llm.c: train_gpt2.c's and train_gpt2.cu's step lines, ms to s, MFU and tok/s, val loss lines") {
+    {
+        const auto log = framework_log("llmc-c.log", LogFormatKind::LlmC);
+        REQUIRE(log.steps.size() == 3);
+        CHECK(log.steps[0].step == 0);
+        CHECK(log.steps[0].loss == doctest::Approx(4.677779));
+        CHECK(log.steps[0].step_time_s == doctest::Approx(1.234567891));
+        CHECK_FALSE(log.steps[0].timed); // after the val loss line
+        CHECK(log.steps[1].timed);
+        REQUIRE(log.evals.size() == 1);
+        CHECK(log.evals[0].loss == doctest::Approx(5.325522));
+    }
+    {
+        const auto log = framework_log("llmc-cu.log", LogFormatKind::LlmC);
+        REQUIRE(log.steps.size() == 3);
+        CHECK(log.steps[0].step == 1);
+        CHECK(log.steps[0].loss == doctest::Approx(11.010424));
+        CHECK(log.steps[1].step_time_s == doctest::Approx(0.16428));
+        CHECK(*log.steps[1].mfu == doctest::Approx(0.833));
+        CHECK(log.steps[1].tokens_per_s == doctest::Approx(1727461));
+        CHECK(log.evals.size() == 1);
+    }
+}
+
+TEST_CASE("litgpt: the optimizer step's line, its time from the line times, not the last micro-batch's") {
+    const auto log = framework_log("litgpt.log", LogFormatKind::Litgpt);
+    REQUIRE(log.steps.size() == 3);
+    CHECK(log.steps[0].step == 1);
+    CHECK(log.steps[0].loss == doctest::Approx(10.467));
+    CHECK(log.steps[1].step == 2);
+    CHECK(log.steps[1].step_time_s == doctest::Approx(1.0));
+}
+
+TEST_CASE("OLMo: a header and indented name=value lines make one step, other ranks' headers add none") {
+    const auto log = framework_log("olmo.log", LogFormatKind::Olmo);
+    REQUIRE(log.steps.size() == 3);
+    CHECK(log.steps[0].step == 1);
+    CHECK(log.steps[0].loss == doctest::Approx(11.05));
+    CHECK(log.steps[0].tokens_per_s == doctest::Approx(3421)); // "3,421", as format_float prints it
+    CHECK(log.steps[1].step == 2);
+    CHECK(log.steps[1].loss == doctest::Approx(10.81));
+    CHECK(log.steps[1].step_time_s == doctest::Approx(11.0)); // one line a second: loss lines 11 apart
+    // Without line times the step time is the inverse of batches_per_second.
+    const auto untimed = parse_log(fixture("frameworks/olmo.log"), format(LogFormatKind::Olmo));
+    REQUIRE(untimed.steps.size() == 3);
+    CHECK(untimed.steps[1].step_time_s == doctest::Approx(1.0 / 0.5001));
+    CHECK(untimed.steps[1].tokens_per_s == doctest::Approx(8192));
+}
+
+TEST_CASE("Hugging Face Trainer as transformers prints it today: floats as quoted strings") {
+    const auto log = framework_log("hf-trainer.log", LogFormatKind::HfTrainer);
+    REQUIRE(log.steps.size() == 3);
+    CHECK(log.steps[0].loss == doctest::Approx(3.215));
+    CHECK(log.steps[2].loss == doctest::Approx(2.654));
+    REQUIRE(log.evals.size() == 1);
+    CHECK(log.evals[0] == EvalLoss{2, 2.7});
+}
+
+TEST_CASE("detection over every framework fixture: each read best by its own format, no other format reads "
+          "a step of it, DeepSpeed's own lines read by none") {
+    const std::vector<std::pair<std::string, std::optional<LogFormatKind>>> expected{
+        {"torchtitan.log", LogFormatKind::Torchtitan},
+        {"megatron-lm.log", LogFormatKind::Megatron},
+        {"megatron-deepspeed.log", LogFormatKind::Megatron},
+        {"megatron-deepspeed-s.log", LogFormatKind::Megatron},
+        {"gpt-neox.log", LogFormatKind::Megatron},
+        {"llmc-c.log", LogFormatKind::LlmC},
+        {"llmc-cu.log", LogFormatKind::LlmC},
+        {"litgpt.log", LogFormatKind::Litgpt},
+        {"olmo.log", LogFormatKind::Olmo},
+        {"hf-trainer.log", LogFormatKind::HfTrainer},
+        {"deepspeed.log", std::nullopt}};
+    for (const auto& [file, kind] : expected) {
+        INFO(file);
+        const auto text = fixture("frameworks/" + file);
+        CHECK(detect_format(text) == kind);
+        for (const auto& [other, name] : log_format_names.entries) {
+            if (other == LogFormatKind::Regex) continue;
+            INFO(name);
+            const auto r = read_sample(text, format(other));
+            if (kind && other == *kind) {
+                CHECK(r.steps == 3);
+                CHECK(r.unread == 0);
+            } else {
+                CHECK(r.steps == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("a sample read with the wrong format names the step lines it could not read, the first of them") {
+    const auto text = fixture("frameworks/megatron-deepspeed-s.log");
+    const auto r = read_sample(text, format(LogFormatKind::NanoGpt));
+    CHECK(r.steps == 0);
+    CHECK(r.unread == 3);
+    CHECK(r.first_unread.find("iteration    12695/  115311") != std::string::npos);
+    CHECK(read_sample(fixture("nanogpt.log"), format(LogFormatKind::NanoGpt)).unread == 0);
+}
