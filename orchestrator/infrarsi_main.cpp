@@ -57,9 +57,12 @@ static int run_main(int argc, char** argv) {
     init->add_option("--from", from_script,
                      "draft a contract from this batch script instead (written to --output; nothing is "
                      "initialized)");
+    // The names from the format table, so that a format added there is accepted here.
+    std::vector<std::string> draft_formats;
+    for (const auto& [kind, name] : measure::log_format_names.entries)
+        draft_formats.emplace_back(name);
     init->add_option("--format", draft_format, "with --from: the job's log format")
-        ->check(CLI::IsMember(std::vector<std::string>{"infrarsi", "nanogpt", "megatron", "hf-trainer",
-                                                       "torchtitan", "key-value", "regex"}));
+        ->check(CLI::IsMember(draft_formats));
     init->add_option("--sample-log", sample_log,
                      "with --from: a sample of the job's output, to guess the format");
     init->add_option("--output,-o", draft_output,
@@ -244,13 +247,7 @@ static int run_main(int argc, char** argv) {
             d.output = draft_output.empty()
                            ? std::filesystem::path(from_script).replace_extension(".contract.toml")
                            : std::filesystem::path(draft_output);
-            if (!draft_format.empty()) {
-                d.format = measure::log_format_names.parse(draft_format);
-                if (!d.format || *d.format == measure::LogFormatKind::Regex)
-                    throw Error("unknown log format '" + draft_format + "'", "--format",
-                                "one of " + measure::log_format_names.list() +
-                                    " but regex (write its pattern into the draft)");
-            }
+            if (!draft_format.empty()) d.format = measure::log_format_names.parse(draft_format); // IsMember
             if (!sample_log.empty()) {
                 d.sample_log = read_regular_file(sample_log, {16u << 20});
                 d.sample_log_name = std::filesystem::path(sample_log).filename().string();
