@@ -146,8 +146,8 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         ++arrays.back().tasks;
     }
 
-    // A search trial whose first timed steps are slower than the incumbent by more than the MDE cannot be
-    // promoted: the wrapper stops it there (trial::Outcome::StoppedSlow) rather than run its other steps.
+    // A search trial whose first timed steps are slower than the incumbent by more than max(MDE, 10%) cannot
+    // be promoted: the wrapper stops it there (trial::Outcome::StoppedSlow) rather than run its other steps.
     store::Transaction tx(store_->db());
     const auto batch_id = store_->add_batch(kind, "");
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);

@@ -79,9 +79,12 @@ double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, i
 // model has no estimate (trial_s() == 0).
 int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs);
 
-// The early stop of search trials: slower than the incumbent's step time by more than the MDE over the
-// median of the first max(3, timed / 4) timed steps after the warm-up (timed = steps - warmup_steps). None
-// when that would save too little (fewer than half the timed steps left) or there is no incumbent.
+// The early stop of search trials: slower than the incumbent's step time by more than max(MDE,
+// kMinStopMargin) over the median of the first max(3, timed / 4) timed steps after the warm-up (timed = steps
+// - warmup_steps). None when that would save too little (fewer than half the timed steps left) or there is
+// no incumbent. The floor: the MDE is the noise of whole runs' means, and a few steps of two runs side by
+// side are noisier; a candidate within 10% of the incumbent is worth its full measurement.
+inline constexpr double kMinStopMargin = 0.10;
 std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_step_s, double mde, int steps,
                                                             int warmup_steps);
 

@@ -51,7 +51,7 @@ std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_ste
     const int after = std::max(3, timed / 4);
     if (!(incumbent_step_s > 0) || !std::isfinite(incumbent_step_s) || 2 * after > timed) return std::nullopt;
     trial::ManifestTask::SlowStop rule;
-    rule.step_s = incumbent_step_s * (1 + std::max(0.0, mde));
+    rule.step_s = incumbent_step_s * (1 + std::max(kMinStopMargin, mde));
     rule.skip_steps = std::max(0, warmup_steps);
     rule.after_steps = after;
     return rule;

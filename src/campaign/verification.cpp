@@ -476,8 +476,9 @@ void Campaign::finish_verification(std::int64_t vid) {
                                    {"model_flops_per_step", m.model_flops_per_step},
                                    {"baseline_step_s", m.baseline_step_s},
                                    {"candidate_step_s", m.candidate_step_s},
-                                   {"baseline", m.baseline},
-                                   {"candidate", m.candidate}};
+                                   {"baseline", m.baseline_known() ? json(m.baseline) : json(nullptr)},
+                                   {"candidate", m.candidate_known() ? json(m.candidate) : json(nullptr)}};
+                if (!m.unknown.empty()) v.detail["mfu"]["unknown"] = m.unknown;
             }
         }
     };

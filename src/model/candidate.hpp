@@ -33,7 +33,8 @@ struct Candidate {
 //   oom       killed at the memory limit: peak > limit (memory model, censored);
 //   timeout   killed at the time limit: step time >= step_time_s (runtime model, right-censored; see
 //             step_time_censored), when step_time_s > 0;
-//   stopped   stopped early because its first steps were slower than the incumbent by more than the MDE:
+//   stopped   stopped early because its first steps were slower than the incumbent by more than max(MDE,
+//   10%):
 //             step_time_s is what those steps measured (runtime model); not a failure of the candidate;
 //   infeasible failed for a reason of its own (a crash, a broken contract): the feasibility model; its steps,
 //             when it printed any timed ones (step_time_s > 0), teach the runtime model too;

@@ -64,6 +64,11 @@ std::string fmt_opt(const json& v, const char* spec = "{:.4f}") {
     return v.is_number() ? fmt::format(fmt::runtime(spec), v.get<double>()) : "-";
 }
 
+// An MFU, or "unknown" where there is none (the record's null: above 1 against the measured peak).
+std::string mfu_text(const json& v) {
+    return v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : "unknown";
+}
+
 // The losses verification compared, as the contract's loss mode reads them: per step, the doctor's reference
 // curve and the median of the candidate's verification runs; the summary the mode decides on (the largest
 // relative step difference, the mean of the last k steps, or the final evaluation loss).
@@ -614,19 +619,25 @@ std::string render(const json& r) {
     for (const auto& p : r["promoted"]) {
         o += fmt::format(
             "  {}\n    speed-up {:.3f}x (one-sided bounds {:.3f}-{:.3f} at the rule's level) over {} "
-            "counterbalanced A/B pairs of the first stage; "
-            "{:.4f} -> {:.4f} s/step; MFU {:.4f} -> {:.4f}\n",
+            "counterbalanced A/B pairs ({} in the first stage); "
+            "{:.4f} -> {:.4f} s/step; MFU {} -> {}\n",
             p["candidate"].get<std::string>(), p["speedup"].get<double>(), p["speedup_ci"][0].get<double>(),
-            p["speedup_ci"][1].get<double>(), p["pairs"].size(), p["baseline_step_s"].get<double>(),
-            p["candidate_step_s"].get<double>(), p["baseline_mfu"].get<double>(),
-            p["candidate_mfu"].get<double>());
-        if (p.contains("mfu"))
-            o += fmt::format(
-                "    MFU denominator {:.4g} FLOP/s, {}; {:.4g} model FLOPs a step: MFU ratio {:.3f} = "
-                "the speed-up at fixed model FLOPs\n",
-                p["mfu"]["peak_flops"].get<double>(), p["mfu"]["peak_flops_source"].get<std::string>(),
-                p["mfu"]["model_flops_per_step"].get<double>(),
-                p["mfu"]["candidate"].get<double>() / p["mfu"]["baseline"].get<double>());
+            p["speedup_ci"][1].get<double>(),
+            p.contains("sequence") && !p["sequence"].empty() ? p["sequence"].back().value("pairs", 0)
+                                                             : static_cast<int>(p["pairs"].size()),
+            p["pairs"].size(), p["baseline_step_s"].get<double>(), p["candidate_step_s"].get<double>(),
+            mfu_text(p["baseline_mfu"]), mfu_text(p["candidate_mfu"]));
+        if (p.contains("mfu")) {
+            const auto& m = p["mfu"];
+            o += fmt::format("    MFU denominator {:.4g} FLOP/s, {}; {:.4g} model FLOPs a step",
+                             m["peak_flops"].get<double>(), m["peak_flops_source"].get<std::string>(),
+                             m["model_flops_per_step"].get<double>());
+            if (m["baseline"].is_number() && m["candidate"].is_number())
+                o += fmt::format(": MFU ratio {:.3f} = the speed-up at fixed model FLOPs\n",
+                                 m["candidate"].get<double>() / m["baseline"].get<double>());
+            else
+                o += fmt::format(": MFU unknown where {}\n", m.value("unknown", std::string("above 1")));
+        }
         o += pair_lines(p, "    ");
         o += apply_lines(p, "    ");
         for (const auto& patch : p["patches"])

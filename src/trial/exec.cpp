@@ -161,7 +161,7 @@ std::optional<std::string> slow_stop_reason(const std::vector<measure::StepSampl
         // No control to read: the absolute limit, where the rule has one; else the trial runs on.
         if (!(rule.step_s > 0) || !(*median > rule.step_s)) return std::string();
         return fmt::format("stopped after {} timed steps: median {:.4g} s/step is above {:.4g} s/step (the "
-                           "incumbent slowed by the minimum detectable effect)",
+                           "incumbent slowed by the stop margin, max(MDE, 10%))",
                            rule.after_steps, *median, rule.step_s);
     }
     const auto reference = early_median(*control, rule.skip_steps, rule.after_steps);
@@ -171,7 +171,7 @@ std::optional<std::string> slow_stop_reason(const std::vector<measure::StepSampl
     return fmt::format(
         "stopped after {} timed steps: median {:.4g} s/step is above {:.4g} s/step (the batch's "
         "control ran {:.4g} s/step over its first {} timed steps beside it; x {:.4g}: the "
-        "incumbent's ratio to its control slowed by the minimum detectable effect)",
+        "incumbent's ratio to its control slowed by the stop margin, max(MDE, 10%))",
         rule.after_steps, *median, limit, *reference, rule.after_steps, rule.control_ratio);
 }
 

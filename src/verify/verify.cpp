@@ -250,17 +250,15 @@ MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const 
     m.peak_source = peak_source;
     m.baseline_step_s = baseline_step_s;
     m.candidate_step_s = speedup > 0 ? baseline_step_s / speedup : 0;
-    const double fastest = std::min(m.baseline_step_s > 0 ? m.baseline_step_s : INFINITY,
-                                    m.candidate_step_s > 0 ? m.candidate_step_s : INFINITY);
-    if (std::isfinite(fastest) && model_flops_per_step / fastest > peak_flops) {
-        m.peak_flops = model_flops_per_step / fastest;
-        m.peak_source =
-            fmt::format("{:.4g} FLOP/s achieved by the faster run: the peak {:.4g} FLOP/s ({}) is "
-                        "lower than achieved",
-                        m.peak_flops, peak_flops, peak_source);
-    }
     m.baseline = measure::mfu(model_flops_per_step, m.baseline_step_s, m.peak_flops);
     m.candidate = measure::mfu(model_flops_per_step, m.candidate_step_s, m.peak_flops);
+    const double fastest = std::min(m.baseline_step_s > 0 ? m.baseline_step_s : INFINITY,
+                                    m.candidate_step_s > 0 ? m.candidate_step_s : INFINITY);
+    if (!m.baseline_known() || !m.candidate_known())
+        m.unknown = fmt::format("the faster run achieved {:.4g} model FLOP/s, above the peak {:.4g} FLOP/s: "
+                                "an MFU above 1 is no MFU (its model FLOPs count work the code skips, or the "
+                                "peak was measured low)",
+                                model_flops_per_step / fastest, peak_flops);
     return m;
 }
 

@@ -172,12 +172,16 @@ struct MfuComparison {
     double peak_flops = 0, model_flops_per_step = 0;
     std::string peak_source;
     double baseline_step_s = 0, candidate_step_s = 0; // the candidate's: the baseline's / the speed-up
-    double baseline = 0, candidate = 0;               // MFU
+    double baseline = 0, candidate = 0;               // MFU; above 1 when `unknown` says why
+    // Non-empty when a run achieved more model FLOP/s than `peak_flops`: an MFU above 1 is no MFU (the model
+    // FLOPs count work the code skips, a causal mask's upper triangle, or the peak was measured low), so the
+    // report says unknown for it rather than raise the denominator to what was achieved and print 1.0000.
+    std::string unknown;
+    bool baseline_known() const { return baseline <= 1; }
+    bool candidate_known() const { return candidate <= 1; }
 };
-// `baseline_step_s`: the verification's baseline step time; `speedup`: its estimate. Never an MFU above 1:
-// when the faster run achieves more than `peak_flops` (a measured peak below what a job reaches), the
-// denominator is raised to what it achieved, for both, and `peak_source` says so (the ratio stays the
-// speed-up).
+// `baseline_step_s`: the verification's baseline step time; `speedup`: its estimate. Both over the one
+// `peak_flops` (the MFU ratio is the speed-up); an MFU above 1 is marked unknown (`unknown`).
 MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const std::string& peak_source,
                           double baseline_step_s, double speedup);
 

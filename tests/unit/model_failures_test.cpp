@@ -458,11 +458,13 @@ TEST_CASE("the baseline's neighbours under a fixed global batch and a core budge
     CHECK(first == std::multiset<std::string>{"micro_batch", "recompute", "ranks", "threads", "p1", "p2"});
 }
 
-TEST_CASE("the early stop: a search trial's first timed steps against the incumbent slowed by the MDE") {
+TEST_CASE("the early stop: a search trial's first timed steps against the incumbent slowed by the MDE, 10% "
+          "at least") {
     // The rule: the median of the first max(3, timed / 4) timed steps after the warm-up.
     auto r = campaign::slow_stop_rule(1.0, 0.05, 22, 2);
     REQUIRE(r);
-    CHECK(r->step_s == doctest::Approx(1.05));
+    CHECK(r->step_s == doctest::Approx(1.10)); // an MDE under the floor: the floor
+    CHECK(campaign::slow_stop_rule(1.0, 0.2, 22, 2)->step_s == doctest::Approx(1.2));
     CHECK(r->skip_steps == 2);
     CHECK(r->after_steps == 5);
     CHECK_FALSE(campaign::slow_stop_rule(1.0, 0.05, 6, 2)); // too few steps to save any

@@ -346,8 +346,8 @@ TEST_CASE("one MFU denominator: the MFU ratio equals the speed-up at fixed model
     CHECK_FALSE(verify::reported_mfu_parts(none, 1));
 }
 
-TEST_CASE("one MFU denominator: the contract's, else the node's calibration, else the job's probe, never "
-          "an MFU above 1") {
+TEST_CASE("one MFU denominator: the contract's, else the node's calibration, else the job's probe, an MFU "
+          "above 1 unknown") {
     const verify::PeakFlops calibration{4e9, "calibration record"};
     const verify::PeakFlops probe{3e9, "job's probe"};
     CHECK(verify::mfu_denominator(5e9, calibration, probe, 1e9).flops == 5e9);
@@ -360,18 +360,21 @@ TEST_CASE("one MFU denominator: the contract's, else the node's calibration, els
     CHECK(low.flops == 6e9);
     CHECK(low.source.find("lower than achieved") != std::string::npos);
     CHECK(low.source.find("calibration record") != std::string::npos);
-    // A candidate faster than the peak allows: both MFUs with the raised denominator, the candidate's 1, the
-    // ratio still the speed-up.
+    // A candidate faster than the peak allows: the denominator stays the measured peak, the baseline's MFU is
+    // known, the candidate's (2 here) is unknown and says why; never 1.0000 by a raised denominator.
     const auto m = verify::compare_mfu(2e9, 4e9, "calibration record", 1.0, 4.0);
-    CHECK(m.peak_flops == doctest::Approx(8e9));
-    CHECK(m.candidate == doctest::Approx(1.0));
-    CHECK(m.baseline == doctest::Approx(0.25));
-    CHECK(m.candidate / m.baseline == doctest::Approx(4.0));
-    CHECK(m.peak_source.find("lower than achieved") != std::string::npos);
-    // Below the peak: untouched.
+    CHECK(m.peak_flops == doctest::Approx(4e9));
+    CHECK(m.baseline == doctest::Approx(0.5));
+    CHECK(m.baseline_known());
+    CHECK_FALSE(m.candidate_known());
+    CHECK(m.unknown.find("above the peak") != std::string::npos);
+    CHECK(m.peak_source == "calibration record");
+    // Below the peak: both known.
     const auto ok = verify::compare_mfu(2e9, 1e10, "calibration record", 1.0, 2.0);
     CHECK(ok.peak_flops == 1e10);
     CHECK(ok.peak_source == "calibration record");
+    CHECK(ok.unknown.empty());
+    CHECK(ok.candidate == doctest::Approx(0.4));
 }
 
 TEST_CASE("pairs each at a seed of their own: the candidate is held to its pair's baseline at that seed, not "
