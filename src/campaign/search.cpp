@@ -384,6 +384,7 @@ void Campaign::search(const RunOptions& o) {
             ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
         if (baseline) ctx.baseline_step_s = baseline->median_step_s;
         ctx.noise_floor = mde();
+        ctx.min_gain = contract_.verify.min_speedup;
         ctx.memory_limit_bytes =
             static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
         {

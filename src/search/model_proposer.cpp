@@ -265,7 +265,8 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
 
     s.memory_limit_bytes = ctx.memory_limit_bytes;
     if (ctx.noise_floor > 0) {
-        s.min_detectable_effect = ctx.noise_floor;
+        s.min_detectable_effect =
+            ctx.min_gain > 0 ? std::min(ctx.min_gain, ctx.noise_floor) : ctx.noise_floor;
         // MDE ~ (z_0.975 + z_0.8) sd for one trial against another: sd of log step time ~ MDE / 2.8.
         s.noise_variance = std::max(1e-6, std::pow(ctx.noise_floor / 2.8, 2));
     }

@@ -35,7 +35,11 @@ struct ProposalContext {
     std::vector<PatchFacts> patches;
     std::vector<Observation> history;
     std::optional<double> baseline_step_s;
-    double noise_floor = 0.0; // minimum detectable effect (relative)
+    double noise_floor = 0.0; // minimum detectable effect (relative): one trial's noise against another's
+    // The smallest gain worth a trial: the rule's [verify] min_speedup (0: the noise floor). Verification
+    // takes as many pairs as a smaller gain than the MDE needs, so the search aims at what the rule promotes,
+    // not at what one trial can tell apart.
+    double min_gain = 0.0;
     double memory_limit_bytes = 0;
     // What a trial costs and may take: the contract's time limit (0: none), its steps, and the start-up per
     // trial (campaign::TrialCostModel). A timeout's step time is at least (time_limit_s - overhead) / steps.
