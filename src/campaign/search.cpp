@@ -283,10 +283,18 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     p.equivalence_checks =
         std::min(p.verify_candidates, static_cast<int>(unchecked.size()) + (catalog_.empty() ? 0 : q));
     // The pairs each is expected to take, its re-check's block included (verify::Design::planned_pairs): at
-    // the doctor's noise, for the search's best speed-up, or for a 1.10x (the common real gain) before any.
+    // the doctor's noise, for the search's best speed-up, or for a 1.10x (the common real gain) before any;
+    // never more than half the wall-time budget holds (a noisy doctor plans max_pairs: reserving them all
+    // would end the search before its first batch, and nothing would be found to verify).
     const auto seq = verify::design(contract_);
     const double run_sd = baseline ? std::log1p(std::max(0.0, baseline->cv_between)) : 0.05;
     p.pairs = std::max(contract_.repeats.verify, seq.planned_pairs(run_sd, best > 1 ? best : 1.10));
+    if (const double budget = contract_.budget.wall_time_s; budget > 0 && p.verify_candidates > 0) {
+        const double per_pair = verification_wall_s(m, p.verify_candidates, 1);
+        if (per_pair > 0)
+            p.pairs = std::min(p.pairs, std::max(contract_.repeats.verify,
+                                                 static_cast<int>(std::floor(budget / 2 / per_pair))));
+    }
     p.verify_reserve_s = verification_wall_s(m, p.verify_candidates, p.pairs, p.equivalence_checks);
     return p;
 }
