@@ -66,7 +66,7 @@ std::string fmt_opt(const json& v, const char* spec = "{:.4f}") {
 
 // An MFU, or "unknown" where there is none (the record's null: above 1 against the measured peak).
 std::string mfu_text(const json& v) {
-    return v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : "unknown";
+    return v.is_number() ? fmt_opt(v) : "unknown";
 }
 
 // The losses verification compared, as the contract's loss mode reads them: per step, the doctor's reference
