@@ -1,4 +1,5 @@
 // The `infrarsi` command: parses arguments and calls the core library. No logic lives here.
+#include "agent/exec.hpp"
 #include "bank/experience_bank.hpp"
 #include "campaign/campaign.hpp"
 #include "campaign/campaign_lock.hpp"
@@ -65,6 +66,12 @@ static int run_main(int argc, char** argv) {
         ->check(CLI::IsMember(draft_formats));
     init->add_option("--sample-log", sample_log,
                      "with --from: a sample of the job's output, to guess the format");
+    std::string draft_goal;
+    std::string draft_agent;
+    init->add_option("--goal", draft_goal,
+                     "with --from: what you want, in your words, for the agent ([agent] goal)");
+    init->add_option("--agent", draft_agent,
+                     "with --from: the agent's program ([agent] command, docs/agent.md)");
     init->add_option("--output,-o", draft_output,
                      "with --from: the draft's file (default: the script's name with .contract.toml)");
 
@@ -200,6 +207,18 @@ static int run_main(int argc, char** argv) {
     trial->add_option("--index", index, "array index")->required();
     trial->group(""); // internal
 
+    agent::CallSpec agent_call;
+    long long agent_time_limit = 600;
+    auto* agent_exec_cmd = app.add_subcommand(
+        "agent-exec", "run one call of the campaign's agent, contained (used by the agent stage)");
+    agent_exec_cmd->add_option("--campaign", agent_call.campaign, "campaign directory")->required();
+    agent_exec_cmd->add_option("--call-dir", agent_call.call_dir, "the call's directory")->required();
+    agent_exec_cmd->add_option("--tree", agent_call.tree, "the read-only baseline tree")->required();
+    agent_exec_cmd->add_option("--time-limit", agent_time_limit, "seconds")->check(CLI::Range(1LL, 86400LL));
+    agent_exec_cmd->add_option("--max-output", agent_call.max_output_bytes, "bytes of stdout and of stderr");
+    agent_exec_cmd->add_option("command", agent_call.command, "the agent's argv (after --)")->required();
+    agent_exec_cmd->group(""); // internal
+
     trial::ClassifyRequest classify_request;
     auto* trial_cmd = app.add_subcommand("trial", "one job's outcome, as a campaign judges it");
     trial_cmd->require_subcommand(1);
@@ -252,6 +271,8 @@ static int run_main(int argc, char** argv) {
                 d.sample_log = read_regular_file(sample_log, {16u << 20});
                 d.sample_log_name = std::filesystem::path(sample_log).filename().string();
             }
+            d.goal = draft_goal;
+            if (!draft_agent.empty()) d.agent_command = {draft_agent};
             const auto draft = contract::draft_contract(d);
             contract::write_draft(d.output, draft);
             fmt::print("drafted {}: {} lines to check, {} values to fill in\n", d.output.string(),
@@ -340,6 +361,10 @@ static int run_main(int argc, char** argv) {
             return r.status == node::GpuProbeStatus::ok ? 0 : 1;
         }
         if (*trial) return trial::execute(manifest, index);
+        if (*agent_exec_cmd) {
+            agent_call.time_limit = std::chrono::seconds(agent_time_limit);
+            return agent::agent_exec(agent_call);
+        }
         if (*classify) {
             fmt::print("{}\n", trial::classify_request(classify_request).dump());
             return 0;

@@ -115,6 +115,7 @@ Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexi
     for (const auto& p : store_->patches())
         if (p.accepted) contract_.space.patches.push_back(p.id);
     std::sort(contract_.space.patches.begin(), contract_.space.patches.end());
+    load_agent_patches(mode);
 }
 
 const patch::PatchInfo* Campaign::patch_info(const std::string& id) const {

@@ -6,6 +6,7 @@
 // One class, one file per part: campaign.cpp (open, lock, budget, run() the sequencer), batch.cpp (plan,
 // submit, await, resume, ingest: the batch runner, which never calls a stage), doctor.cpp, search.cpp,
 // verification.cpp, equivalence.cpp, ablation.cpp, bank_stage.cpp (the stages).
+#include "agent/protocol.hpp"
 #include "campaign/experience.hpp"
 #include "contract/contract.hpp"
 #include "node/allocation_record.hpp"
@@ -115,6 +116,13 @@ struct SearchWallPlan {
     bool fits(double used_s, double budget_s) const {
         return budget_s <= 0 || used_s + next_batch_s + verify_reserve_s <= budget_s;
     }
+};
+
+// A patch's measured effect (Campaign::measured_patch_effect): step-time speed-up and peak-memory factor.
+struct AgentPatchEffect {
+    double speedup = 1;
+    std::optional<double> memory_factor;
+    int pairs = 0;
 };
 
 class Campaign {
@@ -270,6 +278,28 @@ class Campaign {
     // finished, changed in place) say they ran at one seed.
     void retract_seed_claims(store::VerificationRow* current);
     std::vector<std::vector<std::string>> not_equivalent_patch_sets(); // every failed check's patch set
+    std::vector<nlohmann::json> failed_equivalence_checks();           // the failed checks' records
+
+    // The agent stage (agent_stage.cpp).
+    struct AgentPatchIntake {
+        std::string id;
+        bool accepted = false;
+        std::string reason;
+    };
+    fs::path agent_patch_file(const std::string& id) const;
+    void load_agent_patches(Open mode); // at open: the accepted ones join the catalog, checked by hash
+    // A call is owed now and allowed: after the doctor, after each search batch, or (space_exhausted) once
+    // when the proposer has no candidate left, while calls and token budget remain.
+    bool agent_due(bool space_exhausted = false);
+    int consult_agent(const RunOptions& o, const std::string& trigger); // patches accepted
+    nlohmann::json agent_request(int call, const std::string& trigger, const fs::path& tree);
+    AgentPatchIntake take_agent_patch(const agent::ProposedPatch& p, int call, int index);
+
+  public:
+    // What trials measured of a patch: the median over pairs of trials that differ by it alone.
+    std::optional<AgentPatchEffect> measured_patch_effect(const std::string& patch_id);
+
+  private:
     // The verdict of a patch set's run against the same knobs without it at one seed: state passed, failed
     // or incomplete (a run that did not complete says nothing about the math), the compared values and the
     // trial ids; a failed patch set run gets the typed violation not_equivalent.

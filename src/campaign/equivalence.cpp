@@ -224,10 +224,17 @@ long long Campaign::fresh_seed(const std::set<long long>& used) const {
     }
 }
 
+std::vector<json> Campaign::failed_equivalence_checks() {
+    std::vector<json> out;
+    for (const auto& r : json::parse(store_->meta(kMeta).value_or("[]")))
+        if (r.value("state", "") == "failed") out.push_back(r);
+    return out;
+}
+
 std::vector<std::vector<std::string>> Campaign::not_equivalent_patch_sets() {
     std::vector<std::vector<std::string>> out;
-    for (const auto& r : json::parse(store_->meta(kMeta).value_or("[]")))
-        if (r.value("state", "") == "failed") out.push_back(r["patches"].get<std::vector<std::string>>());
+    for (const auto& r : failed_equivalence_checks())
+        out.push_back(r["patches"].get<std::vector<std::string>>());
     return out;
 }
 

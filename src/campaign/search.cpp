@@ -326,6 +326,11 @@ void Campaign::search(const RunOptions& o) {
                 return;
             }
         }
+        // The agent, after the doctor and after each batch: its patches join the space before the proposal.
+        if (contract_.agent.enabled()) {
+            consult_agent(o, store_->agent_calls().empty() ? "after_doctor" : "after_batch");
+            if (stopping(o)) return;
+        }
         std::vector<Task> tasks;
         // Patch sets that failed their equivalence check: no candidate that contains one runs again.
         const auto excluded = not_equivalent_patch_sets();
@@ -414,6 +419,9 @@ void Campaign::search(const RunOptions& o) {
                 say(o, note);
             }
         }
+        if (tasks.empty() && contract_.agent.enabled() && agent_due(true) &&
+            consult_agent(o, "space_exhausted") > 0)
+            continue; // new patches: propose again
         if (tasks.empty()) {
             const auto why = proposer->stop_reason();
             say(o, "search ends: " + (why.empty() ? "every candidate of the space has been tried" : why));

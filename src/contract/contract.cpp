@@ -574,6 +574,51 @@ void read_patches(const Reader& r, const toml::table& root, Contract& c) {
                     "editable = [\"src/kernels/*\", ...]");
 }
 
+// [agent]: command (argv), name, goal, calls, call_time_limit (a Slurm time), max_patches_per_call,
+// token_budget. An agent writes patches, so the contract must say where they may go ([patches] editable).
+void read_agent(const Reader& r, const toml::table& root, Contract& c) {
+    const toml::table* t = r.table(root, "agent", "agent", false);
+    if (!t) return;
+    r.known_keys(
+        *t, "agent",
+        {"command", "name", "goal", "calls", "call_time_limit", "max_patches_per_call", "token_budget"});
+    auto& a = c.agent;
+    // Without a command the section keeps the user's goal for a later agent (a draft's) and calls nothing.
+    a.command = substitute(r.strings(*t, "command", "agent"), {{"contract_dir", c.dir.string()}});
+    if (!a.command.empty() && a.command[0].empty())
+        throw Error("[agent] command's program is empty", r.at_key(*t, "command"),
+                    "command = [\"path/to/agent\", \"--flag\"]");
+    a.name = r.str(*t, "name", "agent")
+                 .value_or(a.command.empty() ? "agent" : fs::path(a.command[0]).filename().string());
+    if (a.name.empty() || a.name.size() > 64 || !std::all_of(a.name.begin(), a.name.end(), [](char ch) {
+            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+        }))
+        throw Error("'agent.name' is '" + a.name + "'", r.at_key(*t, "name"),
+                    "up to 64 letters, digits, '-', '_' or '.'");
+    a.goal = r.str(*t, "goal", "agent").value_or("");
+    if (a.goal.size() > 4096)
+        throw Error("'agent.goal' is longer than 4096 bytes", r.at_key(*t, "goal"), "a short request");
+    a.calls = r.count(*t, "calls", "agent", false, 1).value_or(4);
+    if (a.calls > 1000)
+        throw Error(fmt::format("'agent.calls' is {}", a.calls), r.at_key(*t, "calls"), "at most 1000");
+    if (auto s = r.str(*t, "call_time_limit", "agent")) {
+        try {
+            a.call_time_limit_s = parse_time(*s);
+        } catch (const Error& e) {
+            throw Error("'agent.call_time_limit': " + e.problem(), r.at_key(*t, "call_time_limit"),
+                        "a Slurm time (\"10:00\", \"1:00:00\")");
+        }
+    }
+    a.max_patches_per_call = r.count(*t, "max_patches_per_call", "agent", false, 1).value_or(4);
+    if (a.max_patches_per_call > 100)
+        throw Error(fmt::format("'agent.max_patches_per_call' is {}", a.max_patches_per_call),
+                    r.at_key(*t, "max_patches_per_call"), "at most 100");
+    a.token_budget = r.integer(*t, "token_budget", "agent", false, 0).value_or(0);
+    if (a.enabled() && c.editable.empty())
+        throw Error("an agent is given but no editable scope", r.at(*t),
+                    "[patches] editable = [\"src/*\", ...]: the paths its patches may touch");
+}
+
 // [metrics]: format = "nanogpt" | "megatron" | "hf-trainer" | "torchtitan" | "key-value" | "regex" |
 // "infrarsi"; pattern, step_time_unit and memory_unit for "regex"; rank = N for one rank's lines.
 void read_metrics(const Reader& r, const toml::table& root, Contract& c) {
@@ -922,7 +967,7 @@ Contract load_text(const std::string& text, const fs::path& file) {
     }
     r.known_keys(root, "(top level)",
                  {"name", "workload", "resources", "knobs", "constants", "constraints", "patches",
-                  "invariants", "metrics", "budget", "repeats", "verify", "memory", "nccl"});
+                  "invariants", "metrics", "budget", "repeats", "verify", "memory", "nccl", "agent"});
     c.name = r.str(root, "name", "(top level)").value_or(c.file.stem().string());
     read_workload(r, root, c);
     read_resources(r, root, c);
@@ -936,6 +981,7 @@ Contract load_text(const std::string& text, const fs::path& file) {
     read_verify(r, root, c);
     read_memory(r, root, c);
     read_nccl(r, root, c);
+    read_agent(r, root, c);
     return c;
 }
 

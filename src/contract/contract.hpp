@@ -112,6 +112,21 @@ struct NcclSettings {
     bool stop_on_fallback = true; // [nccl] fallback = "stop" (default) or "warn"
 };
 
+// [agent]: a site's coding agent that writes patches (docs/agent.md). The campaign calls `command` after the
+// doctor and after each search batch, and when the space has no untried candidate left, until `calls` or
+// `token_budget` is spent; every patch it returns goes through the scope check, build, equivalence check and
+// verification like a catalog patch.
+struct AgentSettings {
+    std::vector<std::string> command;  // argv; {contract_dir} substituted; empty: no agent
+    std::string name;                  // the agent's name: the bank keeps its calibration by it
+    std::string goal;                  // the user's request, in their words
+    int calls = 4;                     // at most this many calls in a campaign
+    long long call_time_limit_s = 600; // a call killed with its whole process tree after this
+    int max_patches_per_call = 4;      // patches beyond this in one answer are refused
+    long long token_budget = 0;        // 0: none; the calls end once the agent's reported usage passes it
+    bool enabled() const { return !command.empty(); }
+};
+
 struct Contract {
     fs::path file; // absolute path of the contract
     fs::path dir;  // its directory; relative paths are relative to it
@@ -134,6 +149,7 @@ struct Contract {
     std::optional<TransformerMemoryPrior> memory_transformer; // the prior when there is no command
     std::vector<std::string> knob_presets; // [knobs] include: the presets (space/presets.hpp) in the space
     NcclSettings nccl;
+    AgentSettings agent;
 };
 
 // Whether the doctor reads the baseline's NCCL output: [nccl] used, an NCCL preset, or a knob that sets an

@@ -539,6 +539,28 @@ Draft draft_contract(const DraftOptions& o) {
     w.kv("doctor", "3");
     w.kv("verify", "2");
     w.kv("verify_top", "1");
+    if (!o.goal.empty() || !o.agent_command.empty()) {
+        // [agent] (docs/agent.md): the user's request in their words; the agent writes patches within the
+        // editable scope, which only the user can name.
+        w.line();
+        w.line("[patches]");
+        w.check_line("the files an agent's patches may change, relative to [workload] source");
+        w.kv("editable", "[\"*.py\"]");
+        w.line();
+        w.line("[agent]");
+        if (o.agent_command.empty()) {
+            w.check_line(
+                "command = [\"/path/to/agent\"]: a site's agent (docs/agent.md); none: no agent is called");
+        } else {
+            std::string argv;
+            for (const auto& a : o.agent_command)
+                argv += (argv.empty() ? "" : ", ") + q(a);
+            w.kv("command", "[" + argv + "]");
+        }
+        if (!o.goal.empty()) w.kv("goal", q(o.goal));
+        w.kv("calls", "4");
+        w.kv("call_time_limit", q("10:00"));
+    }
     if (found.empty())
         notes.push_back(fmt::format("no argument of {} is one the draft knows: add knobs by hand "
                                     "(docs/contract.md)",

@@ -22,6 +22,8 @@ struct DraftOptions {
     std::optional<measure::LogFormatKind> format; // --format
     std::string sample_log;                       // the text of a sample of the job's output, or empty
     std::string sample_log_name;                  // its file name, for the comment
+    std::string goal;                             // --goal: the user's request, for [agent]
+    std::vector<std::string> agent_command;       // --agent: the agent's argv, for [agent]
 };
 
 struct Draft {

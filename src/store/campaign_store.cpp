@@ -129,6 +129,15 @@ INSERT INTO arrays (batch_id, seq, first_index, tasks, job_id)
   SELECT b.id, 0, 0, (SELECT COUNT(*) FROM trials t WHERE t.batch_id = b.id AND t.array_index >= 0), b.job_id
   FROM batches b WHERE EXISTS (SELECT 1 FROM trials t WHERE t.batch_id = b.id AND t.array_index >= 0);
 )sql",
+    // 5: the agent's calls (issue 31); its patches are rows of `patches` whose info says source "agent".
+    R"sql(
+CREATE TABLE agent_calls (
+  id INTEGER PRIMARY KEY, started REAL NOT NULL, finished REAL NOT NULL DEFAULT 0,
+  trigger TEXT NOT NULL, outcome TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+  offered INTEGER NOT NULL DEFAULT 0, accepted INTEGER NOT NULL DEFAULT 0,
+  tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0, model TEXT NOT NULL DEFAULT '',
+  detail TEXT NOT NULL DEFAULT '{}');
+)sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 static_assert(migration_count == CampaignStore::schema_version);
@@ -523,6 +532,57 @@ std::vector<std::pair<std::int64_t, std::string>> CampaignStore::promotions() {
     Statement s(db_, "SELECT verification_id, candidate_key FROM promotions ORDER BY speedup DESC");
     while (s.step())
         out.emplace_back(s.integer(0), s.text(1));
+    return out;
+}
+
+std::int64_t CampaignStore::add_agent_call(const AgentCallRow& c) {
+    Statement(db_, "INSERT INTO agent_calls(started, trigger, outcome) VALUES (?1, ?2, ?3)")
+        .bind(1, c.started)
+        .bind(2, c.trigger)
+        .bind(3, c.outcome)
+        .run();
+    return db_.last_insert_rowid();
+}
+
+void CampaignStore::update_agent_call(const AgentCallRow& c) {
+    Statement(db_,
+              "UPDATE agent_calls SET finished = ?2, outcome = ?3, reason = ?4, offered = ?5, accepted = ?6, "
+              "tokens = ?7, cost = ?8, model = ?9, detail = ?10 WHERE id = ?1")
+        .bind(1, c.id)
+        .bind(2, c.finished)
+        .bind(3, c.outcome)
+        .bind(4, c.reason)
+        .bind(5, c.offered)
+        .bind(6, c.accepted)
+        .bind(7, static_cast<std::int64_t>(c.tokens))
+        .bind(8, c.cost)
+        .bind(9, c.model)
+        .bind(10, c.detail.dump())
+        .run();
+}
+
+std::vector<AgentCallRow> CampaignStore::agent_calls() {
+    std::vector<AgentCallRow> out;
+    Statement s(db_,
+                "SELECT id, started, finished, trigger, outcome, reason, offered, accepted, tokens, cost, "
+                "model, detail FROM agent_calls ORDER BY id");
+    while (s.step()) {
+        AgentCallRow c;
+        c.id = s.integer(0);
+        c.started = s.real(1);
+        c.finished = s.real(2);
+        c.trigger = s.text(3);
+        c.outcome = s.text(4);
+        c.reason = s.text(5);
+        c.offered = static_cast<int>(s.integer(6));
+        c.accepted = static_cast<int>(s.integer(7));
+        c.tokens = s.integer(8);
+        c.cost = s.real(9);
+        c.model = s.text(10);
+        c.detail = nlohmann::json::parse(s.text(11), nullptr, false);
+        if (c.detail.is_discarded()) c.detail = nlohmann::json::object();
+        out.push_back(std::move(c));
+    }
     return out;
 }
 

@@ -64,6 +64,22 @@ struct PatchRow {
     nlohmann::json info; // description, tags, touched paths
 };
 
+// One call of the campaign's agent (campaign/agent_stage.cpp): when, why, how it ended, what it offered and
+// what it cost. `detail` holds the refusals, the call's isolation and its stderr tail (the agent's words).
+struct AgentCallRow {
+    std::int64_t id = 0; // the call's number, from 1
+    double started = 0, finished = 0;
+    std::string trigger;  // after_doctor, after_batch, space_exhausted
+    std::string outcome;  // agent::CallOutcome's name, invalid_output, or running
+    std::string reason;   // for people, when not ok
+    int offered = 0;      // patches in its answer
+    int accepted = 0;     // of those, accepted for the search
+    long long tokens = 0; // as the agent reported
+    double cost = 0;
+    std::string model;
+    nlohmann::json detail = nlohmann::json::object();
+};
+
 struct BatchRow {
     std::int64_t id = 0;
     std::string kind;     // doctor, search, verify
@@ -141,7 +157,7 @@ struct VerificationRow {
 
 class CampaignStore {
   public:
-    static constexpr int schema_version = 4;
+    static constexpr int schema_version = 5;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
@@ -185,6 +201,10 @@ class CampaignStore {
 
     void add_promotion(std::int64_t verification_id, const std::string& candidate_key, double speedup);
     std::vector<std::pair<std::int64_t, std::string>> promotions(); // verification id, candidate key
+
+    std::int64_t add_agent_call(const AgentCallRow& c); // returns its id (the call's number)
+    void update_agent_call(const AgentCallRow& c);
+    std::vector<AgentCallRow> agent_calls(); // in call order
 
     // Appends to the campaign's event log (also shown by status).
     void log(const std::string& message);

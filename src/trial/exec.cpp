@@ -91,28 +91,6 @@ std::vector<pid_t> children() {
     return children_of(::getpid());
 }
 
-// Every descendant the workload left behind (a daemon that would rewrite result.json later) is killed and
-// reaped before the result is written: SIGTERM, then SIGKILL after `grace`. Returns how many there were.
-int kill_leftovers(std::chrono::milliseconds grace) {
-    std::set<pid_t> seen;
-    const auto deadline = std::chrono::steady_clock::now() + grace;
-    for (int round = 0; round < 1000; ++round) {
-        while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-        }
-        const auto left = children();
-        if (left.empty()) break;
-        const bool late = std::chrono::steady_clock::now() >= deadline;
-        for (const pid_t p : left) {
-            seen.insert(p);
-            ::kill(p, late ? SIGKILL : SIGTERM);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-    return static_cast<int>(seen.size());
-}
-
 // The environment the workload got for the names its manifest entry sets: the wrapper's own with the
 // entry's on top, as run_process gives it.
 Settings seen_settings(const ManifestTask& task, const std::map<std::string, std::string>& env,
@@ -262,7 +240,7 @@ int execute(const fs::path& manifest_path, int index) {
     std::signal(SIGTERM, SIG_IGN);
     std::signal(SIGINT, SIG_IGN);
     // Whatever the workload leaves running is re-parented to the wrapper, which kills it before the result
-    // is written (kill_leftovers): nothing of the trial outlives its result file.
+    // is written (kill_orphans): nothing of the trial outlives its result file.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
     // The workload sees its own trial directory and sandbox of the campaign directory, nothing else of it
@@ -290,7 +268,7 @@ int execute(const fs::path& manifest_path, int index) {
     const double wall = sink.elapsed_s();
     const auto gpu_sampled_peak = gpu_sampler ? gpu_sampler->peak_bytes() : std::nullopt;
     gpu_sampler.reset();
-    const int leftovers = kill_leftovers(std::chrono::milliseconds(500));
+    const int leftovers = kill_orphans(std::chrono::milliseconds(500));
     rusage ru{};
     getrusage(RUSAGE_CHILDREN, &ru);
 

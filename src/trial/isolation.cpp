@@ -165,15 +165,9 @@ std::vector<fs::path> bank_files(const std::function<std::string(const char*)>& 
     return out;
 }
 
-std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const ManifestTask& task,
-                                            const ContainmentSite& site) {
-    const auto m = canonical_or_none(manifest);
-    if (!m) return std::nullopt;
-    const fs::path batches = m->parent_path().parent_path();
-    if (batches.filename() != "batches") return std::nullopt;
-    const fs::path campaign = batches.parent_path();
+IsolationPlan isolation_plan_for(const fs::path& campaign, std::vector<IsolationPlan::Bind> keep,
+                                 std::vector<fs::path> named, const ContainmentSite& site) {
     std::error_code ec;
-    if (!fs::is_regular_file(campaign / "campaign.db", ec)) return std::nullopt;
     const fs::path home = canonical_or_none(site.home).value_or(site.home);
 
     IsolationPlan plan;
@@ -222,28 +216,6 @@ std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const Mani
                            [&](const fs::path& h) { return within(f, h); });
     });
 
-    // The trial's own directories in its campaign: its trial directory, writable, and its sandbox (the
-    // patched source beside the build it runs), read-only: every trial of a patch set (search, equivalence
-    // check, A/B pairs) runs the same sandbox, and none may leave state there for a later one.
-    std::vector<IsolationPlan::Bind> keep;
-    for (const auto& p : {task.workdir, task.result, task.log, task.build}) {
-        if (p.empty()) continue;
-        fs::path d = p;
-        if (!fs::is_directory(d, ec)) d = d.parent_path();
-        auto c = canonical_or_none(d);
-        if (!c || !strictly_inside(*c, campaign)) continue;
-        const auto rel = c->lexically_relative(campaign);
-        if (*rel.begin() == "sandboxes") {
-            auto it = rel.begin();
-            if (++it == rel.end()) continue; // the sandboxes directory itself: not one trial's
-            keep.push_back({campaign / "sandboxes" / *it, true});
-        } else {
-            keep.push_back({*c, false});
-        }
-    }
-    // The batch manifest, read by the wrapper inside the view; read-only, so no task rewrites another's
-    // settings before that task reads them.
-    keep.push_back({*m, true});
     const auto own = keep;
     auto in_own = [&](const fs::path& p) {
         return std::any_of(own.begin(), own.end(), [&](const auto& k) { return within(p, k.path); });
@@ -255,7 +227,6 @@ std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const Mani
     };
     // What the workload needs that a hidden directory holds, as its command, arguments and environment name
     // it: read-only, unless it is, or holds, a campaign or the bank.
-    auto named = named_paths(task);
     named.insert(named.end(), site.inputs.begin(), site.inputs.end());
     for (const auto& n : named) {
         const auto c = canonical_or_none(n);
@@ -295,6 +266,40 @@ std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const Mani
     std::sort(plan.refused.begin(), plan.refused.end());
     plan.refused.erase(std::unique(plan.refused.begin(), plan.refused.end()), plan.refused.end());
     return plan;
+}
+
+std::optional<IsolationPlan> isolation_plan(const fs::path& manifest, const ManifestTask& task,
+                                            const ContainmentSite& site) {
+    const auto m = canonical_or_none(manifest);
+    if (!m) return std::nullopt;
+    const fs::path batches = m->parent_path().parent_path();
+    if (batches.filename() != "batches") return std::nullopt;
+    const fs::path campaign = batches.parent_path();
+    std::error_code ec;
+    if (!fs::is_regular_file(campaign / "campaign.db", ec)) return std::nullopt;
+    // The trial's own directories in its campaign: its trial directory, writable, and its sandbox (the
+    // patched source beside the build it runs), read-only: every trial of a patch set (search, equivalence
+    // check, A/B pairs) runs the same sandbox, and none may leave state there for a later one.
+    std::vector<IsolationPlan::Bind> keep;
+    for (const auto& p : {task.workdir, task.result, task.log, task.build}) {
+        if (p.empty()) continue;
+        fs::path d = p;
+        if (!fs::is_directory(d, ec)) d = d.parent_path();
+        auto c = canonical_or_none(d);
+        if (!c || !strictly_inside(*c, campaign)) continue;
+        const auto rel = c->lexically_relative(campaign);
+        if (*rel.begin() == "sandboxes") {
+            auto it = rel.begin();
+            if (++it == rel.end()) continue; // the sandboxes directory itself: not one trial's
+            keep.push_back({campaign / "sandboxes" / *it, true});
+        } else {
+            keep.push_back({*c, false});
+        }
+    }
+    // The batch manifest, read by the wrapper inside the view; read-only, so no task rewrites another's
+    // settings before that task reads them.
+    keep.push_back({*m, true});
+    return isolation_plan_for(campaign, std::move(keep), named_paths(task), site);
 }
 
 Isolation isolate(const IsolationPlan& plan) {

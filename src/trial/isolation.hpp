@@ -61,6 +61,13 @@ struct IsolationPlan {
 std::optional<IsolationPlan> isolation_plan(const std::filesystem::path& manifest, const ManifestTask& task,
                                             const ContainmentSite& site = {});
 
+// The same for any process of a campaign that may see only `own` of it (canonical paths strictly inside
+// `campaign`, the canonical campaign directory): the agent's call (agent/exec.hpp) is one. `named` are the
+// further paths it needs (its command's), bound back read-only unless they are or hold a campaign or the
+// bank.
+IsolationPlan isolation_plan_for(const std::filesystem::path& campaign, std::vector<IsolationPlan::Bind> own,
+                                 std::vector<std::filesystem::path> named, const ContainmentSite& site = {});
+
 struct Isolation {
     bool in_place = false;
     std::string detail; // how, or why not

@@ -181,7 +181,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     posix_spawn_file_actions_adddup2(&setup.actions, options.on_output ? out.write.get() : err.write.get(),
                                      2);
     const auto start = clock::now();
-    Reaper child{spawn_child(argv, options.cwd, merged_environment(options.env), setup, Group::Own)};
+    Reaper child{spawn_child(argv, options.cwd, merged_environment(options.env, options.drop_env_prefixes),
+                             setup, Group::Own)};
     Deadline deadline;
     if (options.timeout) {
         deadline.armed = true;
@@ -192,21 +193,17 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     in.read.reset();
     out.write.reset();
     err.write.reset();
-    if (options.stdin_data) {
-        // Small inputs only (manifests, JSON requests): write before reading.
-        const std::string& data = *options.stdin_data;
-        size_t off = 0;
+    // The input is written as the child reads it, between reads of its output, never blocking: a child that
+    // reads none of it (or only part) cannot hang this process, and the deadline still holds.
+    std::string_view input = options.stdin_data ? std::string_view(*options.stdin_data) : std::string_view();
+    if (input.empty()) {
+        in.write.reset();
+    } else {
         ::signal(SIGPIPE, SIG_IGN);
-        while (off < data.size()) {
-            ssize_t n = ::write(in.write.get(), data.data() + off, data.size() - off);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break;
-            off += static_cast<size_t>(n);
-        }
+        ::fcntl(in.write.get(), F_SETFL, ::fcntl(in.write.get(), F_GETFL) | O_NONBLOCK);
     }
-    in.write.reset();
 
-    pollfd fds[2] = {{out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}};
+    pollfd fds[3] = {{out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}, {in.write.get(), POLLOUT, 0}};
     std::string* sinks[2] = {&result.out, &result.err};
     int open_fds = 2;
     if (options.on_output) { // one stream: the child's stderr is its stdout pipe
@@ -216,21 +213,43 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     }
     char buf[65536];
     while (open_fds > 0) {
-        int n = ::poll(fds, 2, 200);
+        int n = ::poll(fds, 3, 200);
         if (n < 0 && errno != EINTR) break;
+        if (fds[2].fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            const ssize_t w = ::write(fds[2].fd, input.data(), input.size());
+            if (w > 0) input.remove_prefix(static_cast<size_t>(w));
+            if (input.empty() || (w < 0 && errno != EAGAIN && errno != EINTR) ||
+                (fds[2].revents & (POLLERR | POLLHUP))) {
+                in.write.reset(); // all of it, or the child closed its end: EOF for it
+                fds[2].fd = -1;
+            }
+        }
         for (int i = 0; i < 2; ++i) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
             if (got > 0 && options.on_output) {
                 options.on_output(std::string_view(buf, static_cast<size_t>(got)));
             } else if (got > 0) {
-                sinks[i]->append(buf, static_cast<size_t>(got));
+                std::size_t keep = static_cast<size_t>(got);
+                if (options.max_output_bytes) {
+                    const std::size_t room =
+                        *options.max_output_bytes - std::min(*options.max_output_bytes, sinks[i]->size());
+                    if (keep > room) {
+                        keep = room;
+                        if (!result.output_exceeded) ::kill(-child.pid, SIGKILL);
+                        result.output_exceeded = true;
+                    }
+                }
+                sinks[i]->append(buf, keep);
             } else if (got == 0 || errno != EINTR) {
                 fds[i].fd = -1;
                 --open_fds;
             }
         }
         if (deadline.enforce(child.pid)) result.timed_out = true;
+        // Killed (the deadline's SIGKILL, or too much output): what it still writes is not waited for. A
+        // process it started in a session of its own may hold the pipes open for ever.
+        if (result.output_exceeded || (deadline.term_sent && !deadline.kill_pending)) break;
     }
     // Its output is closed, but the child may go on running: the deadline still holds.
     int status = 0;

@@ -17,6 +17,7 @@ struct ProcessResult {
     int exit_code = -1;  // exit status when the child exited normally, else -1
     int term_signal = 0; // signal that ended the child, else 0
     bool timed_out = false;
+    bool output_exceeded = false; // stdout or stderr passed ProcessOptions::max_output_bytes: killed
     std::string out;
     std::string err;
     bool ok() const { return exit_code == 0 && term_signal == 0 && !timed_out; }
@@ -30,6 +31,11 @@ struct ProcessOptions {
     // Set: the child's stdout and stderr are one stream (in the order it wrote them), handed to this as it
     // arrives instead of being kept in ProcessResult::out and err (a training job's output can be large).
     std::function<void(std::string_view)> on_output;
+    // Set: at most this many bytes of each of stdout and stderr are kept; a child that writes more is killed
+    // with its process group (ProcessResult::output_exceeded), what it wrote first kept.
+    std::optional<std::size_t> max_output_bytes;
+    // Variables of the inherited environment dropped, by name prefix ("INFRARSI_"), before `env` is added.
+    std::vector<std::string> drop_env_prefixes;
 };
 
 // Runs argv[0] (looked up in PATH) in a process group of its own and waits for it. With a timeout, returns

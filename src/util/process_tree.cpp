@@ -1,10 +1,13 @@
 #include "util/process_tree.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
 #include <fcntl.h>
 #include <string>
+#include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 namespace infrarsi {
@@ -91,6 +94,26 @@ std::vector<pid_t> children_of(pid_t parent) {
 
 std::set<pid_t> descendants_of(pid_t root) {
     return ProcessTable().descendants_of({root});
+}
+
+int kill_orphans(std::chrono::milliseconds grace) {
+    std::set<pid_t> seen;
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    for (int round = 0; round < 1000; ++round) {
+        while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        const auto left = children_of(::getpid());
+        if (left.empty()) break;
+        const bool late = std::chrono::steady_clock::now() >= deadline;
+        for (const pid_t p : left) {
+            seen.insert(p);
+            ::kill(p, late ? SIGKILL : SIGTERM);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    return static_cast<int>(seen.size());
 }
 
 } // namespace infrarsi

@@ -2,6 +2,7 @@
 // The processes of this machine as a tree, from /proc/<pid>/stat: who a process's children are, and every
 // process below one (the trial wrapper and the local scheduler are child subreapers, so every process a
 // workload starts stays below them, setsid or double fork included, for as long as they live).
+#include <chrono>
 #include <map>
 #include <set>
 #include <sys/types.h>
@@ -40,5 +41,10 @@ ProcessInfo process_info(pid_t pid);
 std::vector<pid_t> children_of(pid_t parent);
 // Every process below `root` (children, their children, ...), `root` not included.
 std::set<pid_t> descendants_of(pid_t root);
+
+// For a child subreaper (prctl PR_SET_CHILD_SUBREAPER), which inherits every orphaned descendant: kills and
+// reaps every child it has, and those that are re-parented to it meanwhile (a daemon that would act after its
+// parent ended): SIGTERM, then SIGKILL after `grace`. Returns how many there were.
+int kill_orphans(std::chrono::milliseconds grace);
 
 } // namespace infrarsi

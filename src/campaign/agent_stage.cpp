@@ -1,0 +1,416 @@
+// The agent stage (docs/agent.md): a site's coding agent is called after the doctor, after each search batch,
+// and when the space has no untried candidate left, until its calls or its token budget are spent. It gets
+// one request (the goal, the scope, the baseline, every finished trial, the fate of its earlier patches) and
+// answers with patches and priors. Everything it says is untrusted: the call is contained (agent/exec.hpp),
+// its answer bounded and checked (agent/protocol.hpp), and each patch stored in the campaign, then refused or
+// accepted by the same scope check as a catalog patch; an accepted one joins the space and from there goes
+// through the same sandbox, build, equivalence check, spot check and verification as any patch.
+#include "campaign/campaign.hpp"
+
+#include "agent/exec.hpp"
+#include "agent/protocol.hpp"
+#include "measure/statistics.hpp"
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/install_paths.hpp"
+#include "util/sha256.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace infrarsi::campaign {
+
+using nlohmann::json;
+using store::TrialKind;
+using store::TrialState;
+
+namespace {
+
+bool from_agent(const store::PatchRow& p) {
+    return p.info.is_object() && p.info.value("source", "") == "agent";
+}
+
+json claim_json(const agent::Claim& c) {
+    return {{"speedup", c.speedup}, {"memory_factor", c.memory_factor}, {"confidence", c.confidence}};
+}
+
+} // namespace
+
+fs::path Campaign::agent_patch_file(const std::string& id) const {
+    return dir_ / "agent" / "patches" / (id + ".patch");
+}
+
+void Campaign::load_agent_patches(Open mode) {
+    for (const auto& row : store_->patches()) {
+        if (!from_agent(row) || !row.accepted) continue;
+        patch::PatchInfo p;
+        p.id = row.id;
+        p.file = agent_patch_file(row.id);
+        p.description = row.info.value("description", "");
+        p.tags = row.info.value("tags", std::vector<std::string>{});
+        p.touches = row.info.value("touches", std::vector<std::string>{});
+        // The stored patch is what was checked: a file changed since (by hand; no trial can reach it) is
+        // refused, not run.
+        std::string now;
+        try {
+            now = sha256_file_hex(p.file);
+        } catch (const std::exception&) {
+        }
+        if (now != row.info.value("sha256", "")) {
+            if (mode == Open::read_only) {
+                changed_inputs_.push_back("agent patch " + p.file.string());
+                continue;
+            }
+            throw Error("an agent patch changed since the agent returned it", p.file.string(),
+                        "the file as stored (sha256 " + row.info.value("sha256", "") + ")");
+        }
+        catalog_.push_back(std::move(p));
+    }
+}
+
+bool Campaign::agent_due(bool space_exhausted) {
+    const auto& a = contract_.agent;
+    if (!a.enabled()) return false;
+    const auto calls = store_->agent_calls();
+    if (static_cast<int>(calls.size()) >= a.calls) return false;
+    long long tokens = 0;
+    for (const auto& c : calls)
+        tokens += c.tokens;
+    if (a.token_budget > 0 && tokens >= a.token_budget) return false;
+    if (calls.empty()) return true;
+    // Once after each search batch: the last call saw fewer finished batches than there are now. Once more
+    // when the space is exhausted, unless the last call was that one.
+    const auto seen = calls.back().detail.value("search_batches", -1);
+    int finished = 0;
+    for (const auto& b : store_->batches("finished"))
+        if (b.kind == "search") ++finished;
+    if (space_exhausted) return finished > seen || calls.back().trigger != "space_exhausted";
+    return finished > seen;
+}
+
+std::optional<AgentPatchEffect> Campaign::measured_patch_effect(const std::string& id) {
+    // Pairs of finished, counted trials whose candidates differ by this patch alone (same knobs, same other
+    // patches): the ratio of their step times (against their batches' controls where both have one, so two
+    // batches under different load compare like with like) and of their peaks. The median over pairs.
+    const auto trials =
+        store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor, TrialKind::SearchControl},
+                        .state = TrialState::Finished,
+                        .outcome = trial::Outcome::Ok});
+    std::map<std::string, std::vector<const store::TrialRow*>> by_key;
+    for (const auto& t : trials)
+        if (t.step_time_s && *t.step_time_s > 0) by_key[t.candidate_key].push_back(&t);
+    std::vector<double> speed, memory;
+    for (const auto& t : trials) {
+        auto c = space::Candidate::from_json(t.candidate);
+        const auto it = std::find(c.patches.begin(), c.patches.end(), id);
+        if (it == c.patches.end() || !t.step_time_s || !(*t.step_time_s > 0)) continue;
+        c.patches.erase(it);
+        const auto without = by_key.find(c.key());
+        if (without == by_key.end()) continue;
+        for (const auto* w : without->second) {
+            const auto rw = control_ratio(*w), rt = control_ratio(t);
+            speed.push_back(rw && rt ? *rw / *rt : *w->step_time_s / *t.step_time_s);
+            if (w->peak_memory_bytes && t.peak_memory_bytes && *w->peak_memory_bytes > 0)
+                memory.push_back(*t.peak_memory_bytes / *w->peak_memory_bytes);
+        }
+    }
+    if (speed.empty()) return std::nullopt;
+    AgentPatchEffect e;
+    e.speedup = measure::median(speed);
+    if (!memory.empty()) e.memory_factor = measure::median(memory);
+    e.pairs = static_cast<int>(speed.size());
+    return e;
+}
+
+json Campaign::agent_request(int call, const std::string& trigger, const fs::path& tree) {
+    const auto& a = contract_.agent;
+    json req;
+    req["protocol"] = agent::kProtocolVersion;
+    req["call"] = call;
+    req["calls_left"] = a.calls - call;
+    req["trigger"] = trigger;
+    req["goal"] = a.goal;
+    req["max_patches"] = a.max_patches_per_call;
+    req["tree"] = tree.string();
+    json knobs = json::array();
+    for (const auto& k : contract_.space.knobs) {
+        json values = json::array();
+        for (const auto& v : k.domain())
+            values.push_back(space::to_json(v));
+        knobs.push_back({{"name", k.name}, {"values", values}});
+    }
+    json constraints = json::array();
+    for (const auto& c : contract_.space.constraints)
+        constraints.push_back(c.text);
+    req["scope"] = {{"editable", contract_.editable},
+                    {"protected", contract_.protected_files},
+                    {"knobs", knobs},
+                    {"constraints", constraints},
+                    {"baseline", contract_.space.baseline().to_json()}};
+    const double limit = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
+    if (const auto b = store_->baseline()) {
+        json base = {{"step_time_s", b->median_step_s},
+                     {"cold_step_s", b->cold_step_s},
+                     {"noise_cv", b->cv_between},
+                     {"minimum_detectable_effect", b->minimum_detectable_effect},
+                     {"phases", b->phases},
+                     {"memory_limit_bytes", limit},
+                     {"tokens_per_s", b->tokens_per_s}};
+        if (b->peak_memory_bytes) base["peak_memory_bytes"] = *b->peak_memory_bytes;
+        if (b->mfu) base["mfu"] = *b->mfu;
+        req["baseline"] = base;
+    }
+    req["hardware"] = {{"nodes", contract_.resources.nodes},
+                       {"ranks_per_node", contract_.resources.ntasks_per_node},
+                       {"memory_limit_bytes", limit}};
+    json trials = json::array();
+    for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+                         .state = TrialState::Finished,
+                         .counted = true})) {
+        json j = {{"candidate", t.candidate}, {"outcome", store::outcome_name(t)}};
+        if (t.violation != trial::Violation::None)
+            j["violation"] = std::string(trial::violation_names.name(t.violation));
+        if (t.outcome == trial::Outcome::OutOfMemory) {
+            j["peak_memory_bytes_above"] = limit; // censored: the peak passed the limit
+        } else if (t.peak_memory_bytes) {
+            j["peak_memory_bytes"] = *t.peak_memory_bytes;
+        }
+        if (t.outcome == trial::Outcome::Timeout && t.step_time_s)
+            j["step_time_s_at_least"] = *t.step_time_s;
+        else if (t.step_time_s)
+            j["step_time_s"] = *t.step_time_s;
+        if (const auto r = control_ratio(t)) j["ratio_to_control"] = *r;
+        if (t.outcome == trial::Outcome::BuildFailure && !t.detail.empty())
+            j["build_error"] = agent::job_output(t.detail);
+        trials.push_back(std::move(j));
+    }
+    req["trials"] = trials;
+    // Its earlier patches and what became of them.
+    const auto failed_checks = failed_equivalence_checks();
+    json patches = json::array();
+    for (const auto& p : store_->patches()) {
+        if (!from_agent(p)) continue;
+        json j = {{"id", p.id},
+                  {"name", p.info.value("name", "")},
+                  {"call", p.info.value("call", 0)},
+                  {"claim", p.info.value("claim", json(nullptr))}};
+        if (!p.accepted) {
+            j["fate"] = "refused";
+            j["reason"] = p.reason;
+        } else if (const auto check =
+                       std::find_if(failed_checks.begin(), failed_checks.end(),
+                                    [&](const json& r) {
+                                        const auto set = r["patches"].get<std::vector<std::string>>();
+                                        return std::find(set.begin(), set.end(), p.id) != set.end();
+                                    });
+                   check != failed_checks.end()) {
+            // The check's own figures (step, both values, tolerance): written by equivalence.cpp, not the
+            // job.
+            j["fate"] = "not_equivalent";
+            json why = json::object();
+            for (const char* k : {"reason", "step", "baseline", "candidate_value", "max_relative",
+                                  "tolerance", "patches", "candidate"})
+                if (check->contains(k)) why[k] = (*check)[k];
+            j["equivalence"] = why;
+        } else {
+            j["fate"] = "accepted";
+            int tried = 0, built = 0;
+            for (const auto& t :
+                 store_->trials({.kinds = {TrialKind::Search}, .state = TrialState::Finished})) {
+                const auto c = space::Candidate::from_json(t.candidate);
+                if (std::find(c.patches.begin(), c.patches.end(), p.id) == c.patches.end()) continue;
+                ++tried;
+                if (t.outcome == trial::Outcome::BuildFailure) {
+                    j["fate"] = "build_failure";
+                    j["build_error"] = agent::job_output(t.detail);
+                } else {
+                    ++built;
+                }
+            }
+            j["trials"] = tried;
+            if (const auto e = measured_patch_effect(p.id)) {
+                j["fate"] = "measured";
+                j["measured"] = {{"speedup", e->speedup}, {"pairs", e->pairs}};
+                if (e->memory_factor) j["measured"]["memory_factor"] = *e->memory_factor;
+            }
+        }
+        patches.push_back(std::move(j));
+    }
+    req["patches"] = patches;
+    return req;
+}
+
+int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
+    // A call that was running when this process was killed: it ended with it.
+    for (auto c : store_->agent_calls())
+        if (c.outcome == "running") {
+            c.outcome = "interrupted";
+            c.reason = "the orchestrator stopped during the call";
+            store_->update_agent_call(c);
+        }
+    if (!agent_due(trigger == "space_exhausted")) return 0;
+    const auto& a = contract_.agent;
+    int finished_batches = 0;
+    for (const auto& b : store_->batches("finished"))
+        if (b.kind == "search") ++finished_batches;
+    store::AgentCallRow row;
+    row.started = store::now_seconds();
+    row.trigger = trigger;
+    row.outcome = "running";
+    row.id = store_->add_agent_call(row);
+    row.detail["search_batches"] = finished_batches;
+    store_->update_agent_call(row);
+    const int call = static_cast<int>(row.id);
+
+    // The tree the agent reads: the baseline's sandbox (an unpatched copy, made for the doctor), read-only in
+    // the call's view.
+    const auto base = sandbox_cache().materialize({});
+    const fs::path call_dir = dir_ / "agent" / "calls" / std::to_string(call);
+    agent::CallSpec spec;
+    spec.campaign = dir_;
+    spec.call_dir = call_dir;
+    spec.tree = base.source;
+    spec.command = a.command;
+    spec.time_limit = std::chrono::seconds(a.call_time_limit_s);
+    json request = agent_request(call, trigger, base.source);
+    spec.request = request.dump(2);
+    std::error_code ec;
+    fs::create_directories(call_dir, ec);
+    write_file_atomically(call_dir / "request.json", spec.request);
+    say(o, fmt::format("agent {}: call {} of {} ({})", a.name, call, a.calls, trigger));
+    const auto res = agent::call_agent(infrarsi_command(), spec);
+
+    row.finished = store::now_seconds();
+    row.detail["seconds"] = res.seconds;
+    row.detail["isolated"] = res.isolated;
+    row.detail["isolation"] = res.isolation;
+    row.detail["leftovers"] = res.leftovers;
+    row.detail["stderr_tail"] = agent::job_output(res.err_tail, 4096);
+    row.outcome = std::string(agent::call_outcome_names.name(res.outcome));
+    row.reason = res.reason;
+    if (res.outcome != agent::CallOutcome::ok) {
+        store_->update_agent_call(row);
+        say(o, fmt::format("agent {}: call {} failed ({}): {}; the campaign goes on without it", a.name, call,
+                           row.outcome, res.reason));
+        return 0;
+    }
+    agent::Response answer;
+    try {
+        agent::Limits limits;
+        limits.max_patches = a.max_patches_per_call;
+        answer = agent::parse_response(res.out, limits);
+    } catch (const Error& e) {
+        row.outcome = "invalid_output";
+        row.reason = e.what();
+        store_->update_agent_call(row);
+        say(o, fmt::format("agent {}: call {}: invalid answer: {}", a.name, call, e.what()));
+        return 0;
+    }
+    row.tokens = answer.usage.tokens;
+    row.cost = answer.usage.cost;
+    row.model = answer.usage.model;
+    row.offered = static_cast<int>(answer.patches.size() + answer.refused.size());
+    json refused = json::array();
+    for (const auto& r : answer.refused)
+        refused.push_back({{"index", r.index}, {"name", r.name}, {"reason", r.reason}});
+    row.detail["refused_while_reading"] = refused;
+    row.detail["knob_priors"] = json::array();
+    for (const auto& k : answer.knob_priors)
+        row.detail["knob_priors"].push_back(
+            {{"knob", k.knob}, {"value", k.value}, {"claim", claim_json(k.claim)}});
+    json refused_priors = json::array();
+    for (const auto& r : answer.refused_priors)
+        refused_priors.push_back({{"index", r.index}, {"reason", r.reason}});
+    row.detail["refused_priors"] = refused_priors;
+
+    for (std::size_t i = 0; i < answer.patches.size(); ++i) {
+        const auto& ap = answer.patches[i];
+        const auto outcome = take_agent_patch(ap, call, static_cast<int>(i));
+        if (outcome.accepted) ++row.accepted;
+        say(o, outcome.accepted
+                   ? fmt::format("agent {}: patch {} accepted ({})", a.name, outcome.id,
+                                 ap.description.substr(0, 80))
+                   : fmt::format("agent {}: patch {} refused: {}", a.name, outcome.id, outcome.reason));
+    }
+    for (const auto& r : answer.refused)
+        say(o, fmt::format("agent {}: patch #{} refused: {}", a.name, r.index, r.reason));
+    store_->update_agent_call(row);
+    return row.accepted;
+}
+
+Campaign::AgentPatchIntake Campaign::take_agent_patch(const agent::ProposedPatch& ap, int call, int index) {
+    // An id of its own: the call, the agent's name for it; never a catalog id or an earlier patch's.
+    std::set<std::string> taken;
+    for (const auto& p : store_->patches())
+        taken.insert(p.id);
+    for (const auto& p : catalog_)
+        taken.insert(p.id);
+    std::string id = fmt::format("agent{}-{}", call, ap.name);
+    for (int n = 2; taken.count(id); ++n)
+        id = fmt::format("agent{}-{}-{}", call, ap.name, n);
+
+    const std::string digest = agent::change_digest(ap.diff);
+    std::string reason;
+    for (const auto& p : store_->patches())
+        if (from_agent(p) && p.info.value("digest", "") == digest) {
+            reason = "the same change as patch " + p.id + " (not tried again)";
+            break;
+        }
+    if (reason.empty())
+        for (const auto& p : catalog_)
+            if (!p.file.empty() && p.file.parent_path() != agent_patch_file("x").parent_path()) {
+                std::string text;
+                try {
+                    text = read_regular_file(p.file.string(), {.max_bytes = 16u << 20});
+                } catch (const Error&) {
+                    continue;
+                }
+                if (agent::change_digest(text) == digest) {
+                    reason = "the same change as catalog patch " + p.id + " (not tried again)";
+                    break;
+                }
+            }
+    patch::PatchInfo info;
+    info.id = id;
+    info.file = agent_patch_file(id);
+    info.description = ap.description;
+    info.tags = ap.tags;
+    info.touches = patch::touched_paths(ap.diff);
+    info.symlink = patch::changes_symlink(ap.diff);
+    if (reason.empty() && info.touches.empty()) reason = "the diff touches no file (not a unified diff?)";
+    if (reason.empty()) {
+        const auto scope = patch::check_scope(info, contract_.editable, contract_.protected_files);
+        if (!scope.accepted) reason = "out of scope: " + scope.reason;
+    }
+    // Stored whatever its fate: the campaign stays auditable (what the agent said, and why it was refused).
+    std::error_code ec;
+    fs::create_directories(info.file.parent_path(), ec);
+    write_file_atomically(info.file, ap.diff);
+    json j = {{"source", "agent"},
+              {"call", call},
+              {"index", index},
+              {"name", ap.name},
+              {"description", ap.description},
+              {"tags", ap.tags},
+              {"touches", info.touches},
+              {"file", info.file.string()},
+              {"sha256", sha256_hex(ap.diff)},
+              {"digest", digest},
+              {"bytes", ap.diff.size()}};
+    if (ap.claimed) j["claim"] = claim_json(ap.claim);
+    const bool accepted = reason.empty();
+    store_->put_patch({id, accepted, reason, j});
+    store_->log(accepted ? "agent patch " + id + " accepted" : "agent patch " + id + " refused: " + reason);
+    if (accepted) {
+        catalog_.push_back(info);
+        contract_.space.patches.push_back(id);
+        std::sort(contract_.space.patches.begin(), contract_.space.patches.end());
+    }
+    return {id, accepted, reason};
+}
+
+} // namespace infrarsi::campaign
