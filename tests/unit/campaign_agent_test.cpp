@@ -1,0 +1,153 @@
+// The agent stage in a whole campaign on the local scheduler (the toyload fixture, no catalog): the patches a
+// stand-in agent (tests/fixtures/agents/toy-agent) writes are stored, scope-checked, searched, built,
+// equivalence-checked and verified like catalog patches; a hostile agent's answers are recorded for what they
+// are and the campaign completes.
+#include "campaign/campaign.hpp"
+#include "util/error.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+namespace fs = std::filesystem;
+using namespace infrarsi;
+using test::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The toyload contract without its catalog, with an agent of the given mode.
+fs::path agent_campaign(const TempDir& d, const std::string& mode, int trials = 8) {
+    const fs::path fx = INFRARSI_FIXTURES;
+    fs::copy(fx / "toyload", d.path / "toyload", fs::copy_options::recursive);
+    fs::copy(fx / "toyload-patches", d.path / "toyload-patches", fs::copy_options::recursive);
+    fs::create_directories(d.path / "agents");
+    fs::copy_file(fx / "agents" / "toy-agent", d.path / "agents" / "toy-agent");
+    std::string text = test::read_file(fx / "toyload.contract.toml");
+    text = std::regex_replace(text, std::regex("catalog = \"toyload-patches/catalog.toml\"\n"), "");
+    text = std::regex_replace(text, std::regex("trials = 8"), "trials = " + std::to_string(trials));
+    text += "\n[agent]\ncommand = [\"python3\", \"{contract_dir}/agents/toy-agent\", \"" + mode +
+            "\"]\nname = \"toy\"\ngoal = \"faster steps\"\ncalls = 2\ncall_time_limit = \"0:20\"\n"
+            "max_patches_per_call = 4\n";
+    std::ofstream(d.path / "toyload.contract.toml") << text;
+    campaign::Campaign::init(d.path / "toyload.contract.toml", d.path / "c");
+    return d.path / "c";
+}
+
+campaign::RunOptions local_options() {
+    campaign::RunOptions o;
+    o.verbose = false;
+    o.scheduler = "local";
+    o.poll = 50ms;
+    o.accept_noise = true;
+    return o;
+}
+
+std::map<std::string, store::PatchRow> patches(campaign::Campaign& c) {
+    std::map<std::string, store::PatchRow> out;
+    for (const auto& p : c.store().patches()) // the first of each name: a later offer of it is refused
+        if (p.info.value("call", 0) == 1) out.emplace(p.info.value("name", ""), p);
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("an agent's patches go the way of catalog patches: its speed-up searched and verified, its "
+          "math-changing patch refused by the checks although it did not say so") {
+    TempDir d;
+    const auto dir = agent_campaign(d, "honest", 6);
+    campaign::Campaign c(dir);
+    c.run(local_options());
+    CHECK(c.finished());
+    const auto calls = c.store().agent_calls();
+    REQUIRE(!calls.empty());
+    CHECK(calls[0].outcome == "ok");
+    CHECK(calls[0].trigger == "after_doctor");
+    CHECK(calls[0].accepted == 2);
+    CHECK(calls[0].tokens == 1000);
+    auto ps = patches(c);
+    REQUIRE(ps.count("fast-kernel"));
+    REQUIRE(ps.count("math-shortcut"));
+    const auto fast = ps["fast-kernel"];
+    CHECK(fast.accepted);
+    CHECK(fast.info["claim"]["speedup"].get<double>() == doctest::Approx(1.5));
+    CHECK(fs::is_regular_file(fast.info["file"].get<std::string>()));
+    // Later calls see the earlier patches' fates (the second call's request names them).
+    if (calls.size() > 1) {
+        const auto req = test::read_file(dir / "agent" / "calls" / "2" / "request.json");
+        CHECK(req.find(fast.id) != std::string::npos);
+        int again = 0; // the same patches offered again: refused as such, not tried twice
+        for (const auto& p : c.store().patches())
+            if (p.info.value("call", 0) == 2 && p.reason.find("same change") != std::string::npos) ++again;
+        CHECK(again == 2);
+    }
+    // The math-changing patch never ends promoted, the fast one was measured.
+    const auto math_id = ps["math-shortcut"].id;
+    for (const auto& [vid, key] : c.store().promotions()) {
+        (void)vid;
+        CHECK(key.find(math_id) == std::string::npos);
+    }
+    bool fast_measured = false;
+    for (const auto& t : c.store().trials({.kinds = {store::TrialKind::Search}}))
+        if (t.candidate_key.find(fast.id) != std::string::npos && t.outcome == trial::Outcome::Ok)
+            fast_measured = true;
+    CHECK(fast_measured);
+    const auto effect = c.measured_patch_effect(fast.id);
+    if (effect) CHECK(effect->speedup > 1.0);
+}
+
+TEST_CASE("hostile agents: out of scope, protected, symlink, 100 copies, a flood, a hang: each refused or "
+          "failed with its reason, nothing of theirs searched, the campaign completes") {
+    for (const std::string mode : {"scope", "copies", "flood", "invalid"}) {
+        CAPTURE(mode);
+        TempDir d;
+        const auto dir = agent_campaign(d, mode, 1);
+        campaign::Campaign c(dir);
+        auto o = local_options();
+        o.verify = false; // the agent stage is what is under test
+        c.run(o);
+        CHECK(c.store().stage() == store::Stage::Verification);
+        const auto calls = c.store().agent_calls();
+        REQUIRE(!calls.empty());
+        auto ps = patches(c);
+        if (mode == "scope") {
+            CHECK(calls[0].outcome == "ok");
+            CHECK(calls[0].accepted == 0);
+            REQUIRE(ps.size() == 3);
+            CHECK(ps["outside"].reason.find("out of scope") != std::string::npos);
+            CHECK(ps["protected"].reason.find("out of scope") != std::string::npos);
+            CHECK(ps["symlink"].reason.find("symbolic link") != std::string::npos);
+            for (const auto& [n, p] : ps)
+                CHECK_FALSE(p.accepted);
+        } else if (mode == "copies") {
+            // Four read (max_patches_per_call), one accepted, three the same change; the rest never read.
+            CHECK(calls[0].accepted == 1);
+            CHECK(calls[0].detail["refused_while_reading"].size() == 96);
+            int same = 0;
+            for (const auto& p : c.store().patches())
+                if (p.reason.find("same change") != std::string::npos) ++same;
+            CHECK(same == 3);
+        } else if (mode == "flood") {
+            CHECK(calls[0].outcome == "output_exceeded");
+            CHECK(ps.empty());
+        } else {
+            CHECK(calls[0].outcome == "invalid_output");
+            CHECK(ps.empty());
+        }
+        // Nothing an agent patch failed to earn is searched.
+        for (const auto& t : c.store().trials({.kinds = {store::TrialKind::Search}})) {
+            const auto cand = space::Candidate::from_json(t.candidate);
+            for (const auto& id : cand.patches) {
+                bool accepted = false;
+                for (const auto& p : c.store().patches())
+                    if (p.id == id) accepted = p.accepted;
+                CHECK(accepted);
+            }
+        }
+    }
+}
