@@ -355,6 +355,45 @@ json build(campaign::Campaign& c) {
                            {"touches", p.info["touches"]},
                            {"description", p.info["description"]}});
     r["patches"] = patches;
+    // The agent (docs/agent.md): each call, what it cost, and per patch its claim against what trials measured.
+    if (c.contract().agent.enabled() || !s.agent_calls().empty()) {
+        json calls = json::array();
+        long long tokens = 0;
+        double cost = 0, seconds = 0;
+        for (const auto& a : s.agent_calls()) {
+            tokens += a.tokens;
+            cost += a.cost;
+            seconds += a.detail.value("seconds", 0.0);
+            calls.push_back({{"call", a.id},
+                             {"trigger", a.trigger},
+                             {"outcome", a.outcome},
+                             {"reason", a.reason},
+                             {"offered", a.offered},
+                             {"accepted", a.accepted},
+                             {"tokens", a.tokens},
+                             {"cost", a.cost},
+                             {"model", a.model},
+                             {"seconds", a.detail.value("seconds", 0.0)},
+                             {"isolated", a.detail.value("isolated", false)}});
+        }
+        json claims = json::array();
+        for (const auto& p : s.patches()) {
+            if (p.info.value("source", "") != "agent") continue;
+            json j = {{"id", p.id}, {"call", p.info.value("call", 0)}, {"accepted", p.accepted}};
+            if (p.info.contains("claim")) j["claimed"] = p.info["claim"];
+            if (const auto e = p.accepted ? c.measured_patch_effect(p.id) : std::nullopt) {
+                j["measured"] = {{"speedup", e->speedup}, {"pairs", e->pairs}};
+                if (e->memory_factor) j["measured"]["memory_factor"] = *e->memory_factor;
+            }
+            claims.push_back(std::move(j));
+        }
+        r["agent"] = {{"name", c.contract().agent.name},
+                      {"calls", calls},
+                      {"claims", claims},
+                      {"tokens", tokens},
+                      {"cost", cost},
+                      {"seconds", seconds}};
+    }
 
     json verifications = json::array(), promoted = json::array();
     std::map<std::int64_t, bool> is_promoted;
@@ -685,6 +724,27 @@ std::string render(const json& r) {
         o += fmt::format("  {} {}{}\n", p["id"].get<std::string>(),
                          p["accepted"].get<bool>() ? "accepted" : "REFUSED: ",
                          p["accepted"].get<bool>() ? "" : p["refused_because"].get<std::string>());
+    if (r.contains("agent")) {
+        const auto& a = r["agent"];
+        o += fmt::format("\nAgent {}: {} calls, {} tokens, cost {:.2f}, {:.0f} s\n", a["name"].get<std::string>(),
+                         a["calls"].size(), a["tokens"].get<long long>(), a["cost"].get<double>(),
+                         a["seconds"].get<double>());
+        for (const auto& call : a["calls"])
+            o += fmt::format("  call {} ({}): {}{}; {} patches offered, {} accepted\n", call["call"].get<int>(),
+                             call["trigger"].get<std::string>(), call["outcome"].get<std::string>(),
+                             call["reason"].get<std::string>().empty() ? "" : ": " + call["reason"].get<std::string>(),
+                             call["offered"].get<int>(), call["accepted"].get<int>());
+        for (const auto& p : a["claims"]) {
+            if (!p.contains("claimed")) continue;
+            o += fmt::format("  {}: claimed {:.2f}x", p["id"].get<std::string>(),
+                             p["claimed"]["speedup"].get<double>());
+            o += p.contains("measured") ? fmt::format(", measured {:.2f}x over {} pairs of trials\n",
+                                                      p["measured"]["speedup"].get<double>(),
+                                                      p["measured"]["pairs"].get<int>())
+                                        : std::string(p["accepted"].get<bool>() ? ", not measured alone\n"
+                                                                                : ", refused\n");
+        }
+    }
     o += "\nTrials by outcome (cost in node-seconds):\n";
     for (const auto& [k, v] : r["outcomes"].items())
         o += fmt::format("  {:<20} {:>4}  {:>9.1f}\n", k, v.get<int>(), r["cost_node_s"].value(k, 0.0));
