@@ -12,6 +12,13 @@
 
 namespace infrarsi::model {
 
+Eigen::VectorXd runtime_features(const Candidate& c) {
+    if (c.prior_basis.size() == 0) return c.features;
+    Eigen::VectorXd x(c.features.size() + c.prior_basis.size());
+    x << c.features, c.prior_basis;
+    return x;
+}
+
 double expected_improvement(double target, double mean, double sd) {
     if (sd < 1e-12) return std::max(0.0, target - mean);
     double z = (target - mean) / sd;
@@ -108,7 +115,16 @@ void validate(const std::vector<Candidate>& candidates, const std::vector<TrialO
     if (!(s.memory_limit_bytes > 0))
         throw Error("no memory limit", "ProposerSettings::memory_limit_bytes", "bytes per GPU > 0");
     const auto d = candidates.front().features.size();
+    const auto m = s.runtime_prior.size();
+    if (s.runtime_prior.variance.size() != m)
+        throw Error("runtime prior with " + std::to_string(m) + " means and " +
+                        std::to_string(s.runtime_prior.variance.size()) + " variances",
+                    "ProposerSettings::runtime_prior", "one variance per mean");
     for (const auto& c : candidates) {
+        if (c.prior_basis.size() != m)
+            throw Error("candidate '" + c.id + "' has " + std::to_string(c.prior_basis.size()) +
+                            " prior basis values",
+                        "BatchProposer::propose", std::to_string(m) + ", one per claim of the runtime prior");
         if (c.features.size() != d)
             throw Error("candidate '" + c.id + "' has " + std::to_string(c.features.size()) + " features",
                         "BatchProposer::propose", std::to_string(d));
@@ -159,12 +175,12 @@ RuntimePoints runtime_points(const std::vector<Candidate>& candidates,
     }
     p.distinct_measured = static_cast<int>(measured.size());
     if (use.empty()) return p;
-    const auto d = candidates.front().features.size();
+    const auto d = candidates.front().features.size() + candidates.front().prior_basis.size();
     p.X.resize(static_cast<Eigen::Index>(use.size()), d);
     p.y.resize(static_cast<Eigen::Index>(use.size()));
     for (size_t i = 0; i < use.size(); ++i) {
         const auto& t = trials[use[i]];
-        p.X.row(i) = candidates[t.candidate].features.transpose();
+        p.X.row(i) = runtime_features(candidates[t.candidate]).transpose();
         p.y(i) = std::log(t.step_time_s);
         p.censored.push_back(t.outcome == Outcome::timeout && t.step_time_censored);
     }
@@ -335,10 +351,11 @@ std::vector<int> prescreen_pool(std::vector<int> pool, const std::vector<Candida
                                 const GaussianProcess& runtime, double target,
                                 const std::function<double(int)>& p_oom, const ProposerSettings& s) {
     if (static_cast<int>(pool.size()) <= s.exact_pool) return pool;
-    const int d = static_cast<int>(candidates.front().features.size());
+    const int d =
+        static_cast<int>(candidates.front().features.size() + candidates.front().prior_basis.size());
     Eigen::MatrixXd Xp(pool.size(), d);
     for (size_t i = 0; i < pool.size(); ++i)
-        Xp.row(i) = candidates[pool[i]].features.transpose();
+        Xp.row(i) = runtime_features(candidates[pool[i]]).transpose();
     Eigen::VectorXd mu = runtime.mean(Xp);
     const double sd0 = std::sqrt(runtime.signal_variance());
     std::vector<std::pair<double, int>> bound(pool.size());
@@ -390,10 +407,11 @@ double ScoredPool::predicted_step_s(std::size_t i) const {
 
 void ScoredPool::add(const std::vector<int>& idx) {
     if (idx.empty()) return;
-    const int d = static_cast<int>(candidates_.front().features.size());
+    const int d =
+        static_cast<int>(candidates_.front().features.size() + candidates_.front().prior_basis.size());
     Eigen::MatrixXd Xs(idx.size(), d);
     for (size_t i = 0; i < idx.size(); ++i)
-        Xs.row(i) = candidates_[idx[i]].features.transpose();
+        Xs.row(i) = runtime_features(candidates_[idx[i]]).transpose();
     GpPosterior p = runtime_.posterior(Xs);
     for (size_t i = 0; i < idx.size(); ++i) {
         pos_[idx[i]] = pool_.size();
@@ -427,9 +445,10 @@ void ScoredPool::refresh_ei() {
 
 void ScoredPool::believe(std::size_t b) {
     if (xpool_.rows() != static_cast<Eigen::Index>(pool_.size())) {
-        xpool_.resize(pool_.size(), candidates_.front().features.size());
+        xpool_.resize(pool_.size(),
+                      candidates_.front().features.size() + candidates_.front().prior_basis.size());
         for (size_t i = 0; i < pool_.size(); ++i)
-            xpool_.row(i) = candidates_[pool_[i]].features.transpose();
+            xpool_.row(i) = runtime_features(candidates_[pool_[i]]).transpose();
     }
     Eigen::VectorXd c = runtime_.prior_covariance(xpool_, xpool_.row(b)).col(0) -
                         post_.whitened.transpose() * post_.whitened.col(b);
@@ -648,12 +667,28 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
     if (!runtime_fitted_) {
         // The baseline's one-knob neighbours first (each is one change a person would try by hand), then
         // space-filling; the risk is that of an OOM or of a failure of its own.
-        for (int c : s.initial_design)
+        std::vector<int> design = s.initial_design;
+        if (s.runtime_prior.size() > 0) {
+            // Before the model is fitted a claim is all that is known of a change: the most claimed gain
+            // first (the claimed log effect, most negative first), the unclaimed in their order.
+            auto claimed = [&](int c) {
+                return c >= 0 && c < n ? candidates[c].prior_basis.dot(s.runtime_prior.mean) : 0.0;
+            };
+            std::stable_sort(design.begin(), design.end(),
+                             [&](int a, int b) { return claimed(a) < claimed(b); });
+        }
+        for (int c : design)
             if (batch.size() < q && c >= 0 && c < n && batch.allowed(c))
-                batch.take({c,
-                            "initial design: one knob away from the baseline; P(OOM)=" + percent(p_oom(c)) +
-                                (fail[c] > 0 ? ", P(fail)=" + percent(fail[c]) : ""),
-                            p_oom(c), fail[c], 0, 0, 0});
+                batch.take(
+                    {c,
+                     "initial design: one knob away from the baseline; P(OOM)=" + percent(p_oom(c)) +
+                         (fail[c] > 0 ? ", P(fail)=" + percent(fail[c]) : "") +
+                         (candidates[c].prior_basis.size() > 0 &&
+                                  candidates[c].prior_basis.dot(s.runtime_prior.mean) != 0
+                              ? fmt::format(", claimed speed-up {:.2f}x (discounted)",
+                                            std::exp(-candidates[c].prior_basis.dot(s.runtime_prior.mean)))
+                              : ""),
+                     p_oom(c), fail[c], 0, 0, 0});
         const std::function<double(int)> risk = [&](int c) { return 1 - (1 - p_oom(c)) * (1 - fail[c]); };
         add_space_filling(batch, candidates, trials, risk, q, s.initial_max_oom, rng);
         if (batch.size() == 0)
@@ -666,6 +701,7 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
     GpSettings gs = s.gp;
     gs.noise_variance_floor = std::max(s.noise_variance, 1e-8);
     gs.seed = s.seed + trials.size();
+    gs.basis = s.runtime_prior;
     if (warm_) gs.warm_start = warm_;
     fit_censored_runtime(runtime_, points, gs);
     warm_ = runtime_.hyperparameters();
@@ -685,9 +721,10 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
         for (int i : ok_trials)
             if (seen.insert(trials[i].candidate).second) tried_ok.push_back(trials[i].candidate);
     }
-    Eigen::MatrixXd Xo(tried_ok.size(), d);
+    const int dr = d + static_cast<int>(s.runtime_prior.size()); // the runtime model's columns
+    Eigen::MatrixXd Xo(tried_ok.size(), dr);
     for (size_t i = 0; i < tried_ok.size(); ++i)
-        Xo.row(i) = candidates[tried_ok[i]].features.transpose();
+        Xo.row(i) = runtime_features(candidates[tried_ok[i]]).transpose();
     const Eigen::VectorXd mean_tried = runtime_.mean(Xo);
     const double target = mean_tried.minCoeff() - std::log1p(s.min_detectable_effect);
     std::vector<int> order(tried_ok.size());
@@ -710,9 +747,9 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
     if (batch.size() < q) {
         // No untried candidate has gain left under the cap: measure again what could be the best, or stop.
         const int before = batch.size();
-        Eigen::MatrixXd x(1, d);
+        Eigen::MatrixXd x(1, dr);
         const std::function<double(int)> mean_of = [&](int c) {
-            x.row(0) = candidates[c].features.transpose();
+            x.row(0) = runtime_features(candidates[c]).transpose();
             return runtime_.mean(x)(0);
         };
         add_remeasurements(batch, trials, mean_of, mean_tried.minCoeff(), s, q);

@@ -71,8 +71,11 @@ struct ProposerSettings {
     MemoryModelSettings memory;
     FeasibilitySettings feasibility;
     // The initial design's first candidates after the hints (the baseline's one-knob neighbours), taken while
-    // the runtime model is not fitted.
+    // the runtime model is not fitted; with claims, those with the most claimed gain first.
     std::vector<int> initial_design;
+    // Claims as priors (model/claim_prior.hpp): the runtime GP's basis prior, one coefficient per claimed
+    // change; every candidate's prior_basis has its size. Empty: no claims, the plain runtime model.
+    GpBasisPrior runtime_prior;
 };
 
 struct Proposal {
@@ -269,6 +272,10 @@ void add_remeasurements(BatchDraft& batch, const std::vector<TrialObservation>& 
 // Candidates excluded by the hard memory rules: OOMed, or memory key >= an OOMed candidate's key.
 std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,
                                    const std::vector<TrialObservation>& trials);
+
+// What the runtime model reads of a candidate: its features, followed by its prior_basis when there are
+// claims (GpSettings::basis).
+Eigen::VectorXd runtime_features(const Candidate& c);
 
 // Expected improvement below `target` for a Gaussian N(mean, sd^2) (minimization; Jones et al. 1998).
 double expected_improvement(double target, double mean, double sd);

@@ -25,6 +25,9 @@ struct Candidate {
     // (model/failure_edges.hpp) presumes that changing one saves no memory until a trial shows it does.
     Eigen::VectorXd memory_unknown;
     std::vector<MemorySaver> savers;
+    // The runtime model's explicit basis at this candidate (model/claim_prior.hpp): 1 for each claimed change
+    // it has, else 0, in the order of ProposerSettings::runtime_prior. Empty: no claims.
+    Eigen::VectorXd prior_basis;
 };
 
 // What a trial says about its candidate. Every outcome marks the candidate as tried (never proposed again);

@@ -116,13 +116,17 @@ Unpacked unpack(const Eigen::VectorXd& theta, int d, bool ard, double floor_std)
 
 // Negative log marginal likelihood plus negative log prior, and its gradient (Rasmussen & Williams 2006,
 // eq. 2.30 and 5.9): dL/dtheta = -1/2 tr((alpha alpha^T - K^{-1}) dK/dtheta).
+// `fixed`: a covariance that does not depend on theta (the explicit basis's), added to K; empty when none.
+// Its derivative is zero, so the gradient's terms are those of the kernel and the noise alone.
 double negative_log_posterior(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, bool ard, double floor_std,
-                              const Eigen::VectorXd& theta, Eigen::VectorXd& grad) {
+                              const Eigen::MatrixXd& fixed, const Eigen::VectorXd& theta,
+                              Eigen::VectorXd& grad) {
     const int n = static_cast<int>(X.rows()), d = static_cast<int>(X.cols());
     Unpacked u = unpack(theta, d, ard, floor_std);
     Eigen::MatrixXd Xs = X.array().rowwise() * u.inv_lengthscales.transpose();
     Eigen::MatrixXd Kf = (-0.5 * squared_distances(Xs, Xs)).array().exp() * u.signal;
     Eigen::MatrixXd K = Kf;
+    if (fixed.size() > 0) K += fixed;
     K.diagonal().array() += u.noise;
     Eigen::LLT<Eigen::MatrixXd> llt(K);
     if (llt.info() != Eigen::Success) return std::numeric_limits<double>::infinity();
@@ -167,7 +171,16 @@ void GaussianProcess::fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, co
         throw Error("GP fit needs one target per row and at least one row", "GaussianProcess::fit");
     if (!y.allFinite()) throw Error("GP targets must be finite", "GaussianProcess::fit");
     if (s.max_points < 2 || s.fit_points < 2) throw Error("GP subset sizes must be at least 2", "GpSettings");
-    const int d = static_cast<int>(X.cols());
+    const int m = s.basis.size();
+    if (s.basis.variance.size() != m || m >= X.cols() || !s.basis.mean.allFinite() ||
+        !s.basis.variance.allFinite() || (m > 0 && s.basis.variance.minCoeff() < 0))
+        throw Error("GP basis prior: " + std::to_string(m) + " means, " +
+                        std::to_string(s.basis.variance.size()) + " variances for " +
+                        std::to_string(X.cols()) + " columns",
+                    "GpSettings::basis", "as many finite means as variances (>= 0), fewer than the columns");
+    basis_mean_ = s.basis.mean;
+    basis_variance_ = s.basis.variance;
+    const int d = static_cast<int>(X.cols()) - m; // the kernel's inputs
     std::mt19937_64 rng(s.seed);
 
     std::vector<int> used = subset(y, s.max_points, rng);
@@ -175,6 +188,7 @@ void GaussianProcess::fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, co
     Eigen::VectorXd yu(used.size());
     for (size_t i = 0; i < used.size(); ++i)
         yu(i) = y(used[i]);
+    if (m > 0) yu -= basis_mean(X_); // the GP models what the basis's prior mean leaves
     y_mean_ = yu.mean();
     double var = (yu.array() - y_mean_).square().mean();
     y_scale_ = std::sqrt(std::max(var, s.noise_variance_floor));
@@ -188,8 +202,14 @@ void GaussianProcess::fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, co
         yf(i) = ys(fit_idx[i]);
 
     const int k = s.ard ? d : 1;
+    Eigen::MatrixXd fixed; // the basis's covariance between the fitted points, standardized
+    if (m > 0) {
+        const Eigen::MatrixXd H = Xf.rightCols(m);
+        fixed = H * (basis_variance_ / (y_scale_ * y_scale_)).asDiagonal() * H.transpose();
+    }
+    const Eigen::MatrixXd Xk = Xf.leftCols(d);
     Objective objective = [&](const Eigen::VectorXd& theta, Eigen::VectorXd& g) {
-        return negative_log_posterior(Xf, yf, s.ard, floor_std_, theta, g);
+        return negative_log_posterior(Xk, yf, s.ard, floor_std_, fixed, theta, g);
     };
     Eigen::VectorXd start(k + 2);
     start.head(k).setConstant(std::log(0.7));
@@ -240,13 +260,27 @@ void GaussianProcess::fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, co
 }
 
 Eigen::MatrixXd GaussianProcess::kernel(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B) const {
-    const int d = static_cast<int>(X_.cols());
+    const int m = static_cast<int>(basis_mean_.size());
+    const int d = static_cast<int>(X_.cols()) - m;
     bool ard = hyp_.log_lengthscales.size() == d && d > 1;
     Eigen::ArrayXd inv = ard ? Eigen::ArrayXd((-hyp_.log_lengthscales).array().exp())
                              : Eigen::ArrayXd::Constant(d, std::exp(-hyp_.log_lengthscales(0)));
-    Eigen::MatrixXd As = A.array().rowwise() * inv.transpose();
-    Eigen::MatrixXd Bs = B.array().rowwise() * inv.transpose();
-    return (-0.5 * squared_distances(As, Bs)).array().exp() * std::exp(hyp_.log_signal_variance);
+    if (m == 0) {
+        Eigen::MatrixXd As = A.array().rowwise() * inv.transpose();
+        Eigen::MatrixXd Bs = B.array().rowwise() * inv.transpose();
+        return (-0.5 * squared_distances(As, Bs)).array().exp() * std::exp(hyp_.log_signal_variance);
+    }
+    Eigen::MatrixXd As = A.leftCols(d).array().rowwise() * inv.transpose();
+    Eigen::MatrixXd Bs = B.leftCols(d).array().rowwise() * inv.transpose();
+    Eigen::MatrixXd K = (-0.5 * squared_distances(As, Bs)).array().exp() * std::exp(hyp_.log_signal_variance);
+    K += A.rightCols(m) * (basis_variance_ / (y_scale_ * y_scale_)).asDiagonal() * B.rightCols(m).transpose();
+    return K;
+}
+
+Eigen::VectorXd GaussianProcess::basis_mean(const Eigen::MatrixXd& Xs) const {
+    const auto m = basis_mean_.size();
+    if (m == 0) return Eigen::VectorXd::Zero(Xs.rows());
+    return Xs.rightCols(m) * basis_mean_;
 }
 
 double GaussianProcess::noise_variance() const {
@@ -254,7 +288,7 @@ double GaussianProcess::noise_variance() const {
 }
 
 double GaussianProcess::signal_variance() const {
-    return std::exp(hyp_.log_signal_variance) * y_scale_ * y_scale_;
+    return std::exp(hyp_.log_signal_variance) * y_scale_ * y_scale_ + basis_variance_.sum();
 }
 
 Eigen::MatrixXd GaussianProcess::prior_covariance(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B) const {
@@ -264,7 +298,9 @@ Eigen::MatrixXd GaussianProcess::prior_covariance(const Eigen::MatrixXd& A, cons
 Eigen::VectorXd GaussianProcess::mean(const Eigen::MatrixXd& Xs) const {
     if (X_.rows() == 0) throw Error("GP mean asked before fit", "GaussianProcess::mean");
     if (Xs.cols() != X_.cols()) throw Error("query features have the wrong length", "GaussianProcess::mean");
-    return (kernel(Xs, X_) * alpha_).array() * y_scale_ + y_mean_;
+    Eigen::VectorXd out = (kernel(Xs, X_) * alpha_).array() * y_scale_ + y_mean_;
+    if (basis_mean_.size() > 0) out += basis_mean(Xs);
+    return out;
 }
 
 GpPosterior GaussianProcess::posterior(const Eigen::MatrixXd& Xs) const {
@@ -276,6 +312,18 @@ GpPosterior GaussianProcess::posterior(const Eigen::MatrixXd& Xs) const {
     p.mean = (Ks.transpose() * alpha_).array() * y_scale_ + y_mean_;
     p.whitened = L_.triangularView<Eigen::Lower>().solve(Ks);
     double signal = std::exp(hyp_.log_signal_variance);
+    if (const auto m = basis_mean_.size(); m > 0) {
+        p.mean += basis_mean(Xs);
+        // Each point's prior variance: the kernel's plus its basis's, h^T diag(variance) h.
+        const Eigen::ArrayXd prior =
+            signal +
+            (Xs.rightCols(m).array().square().matrix() * basis_variance_).array() / (y_scale_ * y_scale_);
+        p.variance = ((prior - p.whitened.colwise().squaredNorm().transpose().array()).cwiseMax(1e-12) *
+                      y_scale_ * y_scale_)
+                         .matrix();
+        p.whitened *= y_scale_;
+        return p;
+    }
     p.variance = ((signal - p.whitened.colwise().squaredNorm().array()).cwiseMax(1e-12) * y_scale_ * y_scale_)
                      .matrix();
     p.whitened *= y_scale_;

@@ -20,6 +20,19 @@ struct GpHyperparameters {
     double log_extra_noise = 0;       // noise variance above the floor, standardized units
 };
 
+// Explicit basis functions with a Gaussian prior on their coefficients (Rasmussen & Williams 2006, section
+// 2.7, after O'Hagan 1978): the last `mean.size()` columns of X are h(x), indicators in [0, 1], not inputs of
+// the kernel, and f(x) = g(x) + h(x)^T beta with g ~ GP(0, k) and beta ~ N(mean, diag(variance)). With beta
+// marginalized out this is a GP with mean h(x)^T mean and covariance k(x, x') + h(x)^T diag(variance) h(x')
+// (their eq. 2.39): the prior mean is where the model starts, and the data move beta away from it as they
+// move any GP, the more so the wider its variance. This is how an agent's claim about a change enters the
+// runtime model (model/claim_prior.hpp). Empty: no basis (the plain GP).
+struct GpBasisPrior {
+    Eigen::VectorXd mean;     // per basis function, target units
+    Eigen::VectorXd variance; // per basis function, target units (>= 0)
+    int size() const { return static_cast<int>(mean.size()); }
+};
+
 struct GpSettings {
     bool ard = true;
     int restarts = 1;                   // starts besides the warm start (or the default start)
@@ -29,6 +42,7 @@ struct GpSettings {
     int fit_points = 100;               // subset for hyperparameter fitting
     std::uint64_t seed = 1;
     std::optional<GpHyperparameters> warm_start;
+    GpBasisPrior basis; // the last basis.size() columns of X are its functions' values
 };
 
 // The posterior at a set of points, with what batch selection needs to condition on fantasies cheaply:
@@ -51,7 +65,8 @@ class GaussianProcess {
     Eigen::MatrixXd prior_covariance(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B) const;
     // Observation noise variance in target units (floor plus fitted excess).
     double noise_variance() const;
-    // Prior (latent) variance in target units: an upper bound on any posterior variance.
+    // Prior (latent) variance in target units: an upper bound on any posterior variance (with a basis, the
+    // kernel's plus every basis coefficient's: its functions are at most 1).
     double signal_variance() const;
     const GpHyperparameters& hyperparameters() const { return hyp_; }
     double log_marginal_likelihood() const { return lml_; }
@@ -59,7 +74,9 @@ class GaussianProcess {
 
   private:
     Eigen::MatrixXd kernel(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B) const; // standardized units
+    Eigen::VectorXd basis_mean(const Eigen::MatrixXd& Xs) const;                      // target units
     Eigen::MatrixXd X_;
+    Eigen::VectorXd basis_mean_, basis_variance_; // target units; standardized: / y_scale_^2
     Eigen::VectorXd alpha_;
     Eigen::MatrixXd L_; // Cholesky factor of K + noise
     GpHyperparameters hyp_;

@@ -1,10 +1,12 @@
 #include "search/model_proposer.hpp"
 
+#include "model/claim_prior.hpp"
 #include "space/memory_role.hpp"
 #include "util/error.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <map>
 #include <optional>
 #include <set>
@@ -80,6 +82,54 @@ std::vector<char> unknown_ordered(const space::Space& space, const std::map<std:
 }
 
 } // namespace
+
+bool ClaimedChange::in(const space::Candidate& c) const {
+    if (!patch.empty()) return std::binary_search(c.patches.begin(), c.patches.end(), patch);
+    auto it = c.knobs.find(knob);
+    return it != c.knobs.end() && space::to_string(it->second) == value;
+}
+
+std::string ClaimedChanges::describe() const {
+    std::string out = "claims as priors (speed-up as used, after the discount; memory factor):";
+    for (std::size_t j = 0; j < changes.size(); ++j)
+        out += fmt::format(
+            "{} {} {:.2f}x, memory {:.2f}x, sd {:.2f}", j == 0 ? "" : ";",
+            changes[j].patch.empty() ? changes[j].knob + "=" + changes[j].value : "+" + changes[j].patch,
+            std::exp(-model::claimed_log_step_effect(claims[j])), model::claimed_memory_factor(claims[j]),
+            model::claim_prior_sd(claims[j].confidence, claims[j].calibration_error));
+    return out;
+}
+
+ClaimedChanges claimed_changes(const space::Space& space, const std::vector<PatchFacts>& patches,
+                               const std::vector<KnobPrior>& knob_priors) {
+    ClaimedChanges out;
+    auto seen = [&](const ClaimedChange& c) {
+        return std::any_of(out.changes.begin(), out.changes.end(), [&](const ClaimedChange& o) {
+            return o.patch == c.patch && o.knob == c.knob && o.value == c.value;
+        });
+    };
+    for (const auto& p : patches) {
+        if (!p.claim || !std::count(space.patches.begin(), space.patches.end(), p.id)) continue;
+        ClaimedChange c{p.id, {}, {}};
+        if (seen(c)) continue;
+        out.changes.push_back(std::move(c));
+        const auto& k = *p.claim;
+        out.claims.push_back(
+            {k.speedup, k.memory_factor, k.confidence, k.discount, k.memory_discount, k.calibration_error});
+    }
+    const auto base = space.baseline();
+    for (const auto& k : knob_priors) {
+        auto it = base.knobs.find(k.knob);
+        // A knob outside the space, or the baseline's own value (no effect against itself): nothing to use.
+        if (it == base.knobs.end() || space::to_string(it->second) == k.value) continue;
+        ClaimedChange c{{}, k.knob, k.value};
+        if (seen(c)) continue;
+        out.changes.push_back(std::move(c));
+        out.claims.push_back(
+            {k.speedup, k.memory_factor, k.confidence, k.discount, k.memory_discount, k.calibration_error});
+    }
+    return out;
+}
 
 model::TrialObservation to_model_observation(const Observation& o, double timeout_bound_s) {
     model::TrialObservation t;
@@ -221,6 +271,20 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
     }
     if (!analytic) std::fill(prior.begin(), prior.end(), 0.5 * ctx.memory_limit_bytes);
 
+    // Claims as priors (model/claim_prior.hpp): one basis function of the runtime model per claimed change,
+    // and the claimed memory factor on the memory prior of every candidate with the change.
+    const ClaimedChanges claimed = claimed_changes(space, ctx.patches, ctx.knob_priors);
+    std::vector<Eigen::VectorXd> basis(list.size());
+    if (!claimed.changes.empty())
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            basis[i] = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(claimed.changes.size()));
+            for (std::size_t j = 0; j < claimed.changes.size(); ++j)
+                if (claimed.changes[j].in(list[i])) {
+                    basis[i](static_cast<Eigen::Index>(j)) = 1;
+                    prior[i] *= model::claimed_memory_factor(claimed.claims[j]);
+                }
+        }
+
     std::vector<model::Candidate> candidates(list.size());
     for (std::size_t i = 0; i < list.size(); ++i) {
         const auto& c = list[i];
@@ -231,6 +295,7 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
         auto mc = memory_coordinates(space, patch_effect, c);
         m.memory_key = std::move(mc.key);
         m.memory_unknown = std::move(mc.unknown);
+        m.prior_basis = std::move(basis[i]);
     }
     // Savers: recompute one step stronger, or one memory_saver patch added (when that candidate is listed).
     for (std::size_t i = 0; i < list.size(); ++i) {
@@ -271,6 +336,7 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
         s.noise_variance = std::max(1e-6, std::pow(ctx.noise_floor / 2.8, 2));
     }
     s.seed = ctx.seed;
+    if (!claimed.changes.empty()) s.runtime_prior = model::runtime_claim_prior(claimed.claims);
     s.edges.unknown_ordered = unknown_ordered(space, patch_effect);
     s.edges.feature_names = space.feature_names();
     s.time_limit_s = ctx.time_limit_s;
@@ -280,6 +346,7 @@ std::vector<Proposal> ModelProposer::propose(const ProposalContext& ctx) {
     std::vector<Proposal> out;
     auto proposals = model_.propose(candidates, trials, ctx.q, s);
     notes_ = model_.notes();
+    if (!claimed.changes.empty()) notes_.push_back(claimed.describe());
     stop_reason_ = model_.stop_reason();
     for (auto& p : proposals) {
         auto reason = std::move(p.reason);

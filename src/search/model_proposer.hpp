@@ -24,12 +24,18 @@
 //     (not for a Timing or Settings violation, whose step times are not the candidate's); a failure the
 //     infrastructure caused (Observation::infrastructure) -> failed, not learned;
 //   BuildFailure, NodeFailure, Cancelled -> failed.
+// Claims (PatchFacts::claim, ProposalContext::knob_priors; model/claim_prior.hpp): each claimed patch of the
+// space and each knob prior whose knob is in the space, at a value other than the baseline's, is one basis
+// function of the runtime model (1 for the candidates with that change) whose coefficient's prior is the
+// claim; its memory factor multiplies the memory prior of those candidates; the notes list them. Without
+// claims, nothing of this is in the models.
 // The initial design starts with the baseline's one-knob neighbours
 // (model::ProposerSettings::initial_design): every other value of a choice or bool knob, the adjacent values
 // of a numeric one, each patch on its own. Candidates whose patch set contains one that failed to build are
 // not proposed. Without a memory limit the model cannot weigh OOMs: the call falls back to the simple
 // proposer, and says so in the reasons.
 #include "model/batch_proposer.hpp"
+#include "model/claim_prior.hpp"
 #include "search/proposer.hpp"
 
 #include <cstddef>
@@ -51,6 +57,23 @@ class ModelProposer : public Proposer {
     std::size_t pool_limit_;
     model::BatchProposer model_; // keeps the last hyperparameters as the next fit's start
 };
+
+// A change an agent made a claim about: a patch switched on, or a knob at a value.
+struct ClaimedChange {
+    std::string patch;       // empty for a knob's value
+    std::string knob, value; // value as space::to_string writes it
+    bool in(const space::Candidate& c) const;
+};
+struct ClaimedChanges {
+    std::vector<ClaimedChange> changes;
+    std::vector<model::EffectClaim> claims; // one per change
+    std::string describe() const;           // one line for the notes
+};
+// The claims the models use, in their order: the claimed patches of the space first (as listed), then the
+// knob priors whose knob is in the space at a value other than the baseline's; a change claimed twice, the
+// first.
+ClaimedChanges claimed_changes(const space::Space& space, const std::vector<PatchFacts>& patches,
+                               const std::vector<KnobPrior>& knob_priors);
 
 // The model's reading of one trial (see above); `timeout_bound_s` is the least step time a timeout implies
 // (0 when unknown).

@@ -25,9 +25,38 @@ struct Observation {
     bool infrastructure = false;
 };
 
+// An agent's claim about a patch (issue 31): a prior on that patch's effect that trials correct
+// (model/claim_prior.hpp says how: a prior on the runtime model's mean, the claimed memory factor on the
+// memory model's prior estimate).
+struct PatchClaim {
+    double speedup = 1;       // claimed step-time factor, baseline / with the patch (> 0)
+    double memory_factor = 1; // claimed peak-memory factor with the patch (> 0; 0.8 = saves 20%)
+    double confidence = 0.5;  // the agent's, in [0, 1]
+    // The campaign's discount from the agent's calibration so far (bank and this campaign): the claim's
+    // log effect is multiplied by it before use (1 = taken as said, 0 = ignored).
+    double discount = 1;
+    // The same for the claimed memory factor (model::ClaimCalibration of the memory pairs).
+    double memory_discount = 1;
+    // The agent's calibration error so far (model::ClaimCalibration::error: mean |log claimed - log
+    // measured|; 0 = unknown): the prior's sd is at least this, whatever the confidence says.
+    double calibration_error = 0;
+};
 struct PatchFacts {
     std::string id;
     std::vector<std::string> tags; // memory_saver, memory_hungry, math_changing, ...
+    std::optional<PatchClaim> claim =
+        std::nullopt; // the agent's, for a patch an agent wrote; none for a catalog's
+};
+// A claim about a knob's value: its expected effect against the baseline's value.
+struct KnobPrior {
+    std::string knob;
+    std::string value; // as space::to_string writes it
+    double speedup = 1;
+    double memory_factor = 1;
+    double confidence = 0.5;
+    double discount = 1;
+    double memory_discount = 1;   // as PatchClaim's
+    double calibration_error = 0; // as PatchClaim's
 };
 
 struct ProposalContext {
@@ -55,6 +84,8 @@ struct ProposalContext {
     // Patch sets that failed their equivalence check (campaign/equivalence.cpp): a candidate whose patches
     // include one is never proposed (the patch set changes the math, whatever the knobs).
     std::vector<std::vector<std::string>> excluded_patch_sets;
+    // An agent's claims about knob values (issue 31): priors like a patch's claim (PatchFacts::claim).
+    std::vector<KnobPrior> knob_priors;
 };
 
 // Patch sets known not to work: pairs the catalog declares conflicting (tag conflicts_with=ID), sets that
