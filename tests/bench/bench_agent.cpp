@@ -543,6 +543,7 @@ class GreedyArm {
 struct ArmRun {
     std::vector<std::string> trace; // each trial: candidate, outcome, true time over the best
     double discount_10 = 1;         // the harness's discount after 10 trials
+    double bias = 1;                // the agent's
     int to_5pct = 0;                // 0: not within the budget
     int trials = 0;
     double wasted_s = 0, cost_to_5pct_s = 0;
@@ -698,8 +699,10 @@ int main(int argc, char** argv) {
                                    latent_patches(latent, rng));
                 world_size = w.size();
                 const Agent agent = simulated_agent(w, bias, rng);
-                for (Arm a : arms)
+                for (Arm a : arms) {
                     runs[a].push_back(run_arm(w, agent, a, static_cast<std::uint64_t>(seed), cfg));
+                    runs[a].back().bias = bias;
+                }
             }
             std::cout << fmt::format(
                 "\n## {}: {} candidates ({} latent patches), {:.0f} s\n", env->name(), world_size, latent,
@@ -734,6 +737,21 @@ int main(int argc, char** argv) {
                     cost.empty() ? std::string("-") : fmt::format("{:.0f}", quantile(cost, 0.5)),
                     std::isnan(calibration[a]) ? std::string("-") : fmt::format("{:.3f}", calibration[a]),
                     claim[a]);
+            }
+            // The calibration by the agent's bias: an over-claimer's error is mostly bias, which the discount
+            // removes; an under-claimer's is as much noise as bias, and the discount is capped at 1.5.
+            for (double b : biases) {
+                std::vector<double> cal, raw, disc;
+                for (const auto& r : runs[Arm::harness])
+                    if (r.bias == b && !std::isnan(r.calibration_error_10))
+                        cal.push_back(r.calibration_error_10), raw.push_back(r.claim_error),
+                            disc.push_back(r.discount_10);
+                if (cal.empty()) continue;
+                const double c = std::accumulate(cal.begin(), cal.end(), 0.0) / cal.size();
+                const double w0 = std::accumulate(raw.begin(), raw.end(), 0.0) / raw.size();
+                std::cout << fmt::format("harness, agent bias {}: claim error {:.3f}, after 10 trials {:.3f} "
+                                         "(ratio {:.2f}), discount median {:.2f}\n",
+                                         b, w0, c, c / w0, quantile(disc, 0.5));
             }
             if (trace) {
                 for (Arm a : arms) {
