@@ -126,6 +126,61 @@ std::optional<AgentPatchEffect> Campaign::measured_patch_effect(const std::strin
     return e;
 }
 
+AgentCalibration Campaign::agent_calibration() {
+    std::vector<model::ClaimPair> speed, memory;
+    for (const auto& p : store_->patches()) {
+        if (!from_agent(p) || !p.accepted || !p.info.contains("claim")) continue;
+        const auto e = measured_patch_effect(p.id);
+        if (!e) continue;
+        const auto& c = p.info["claim"];
+        speed.push_back({c.value("speedup", 1.0), e->speedup});
+        if (e->memory_factor) memory.push_back({c.value("memory_factor", 1.0), *e->memory_factor});
+    }
+    return {model::calibrate_claims(speed), model::calibrate_claims(memory)};
+}
+
+void Campaign::fill_agent_priors(search::ProposalContext& ctx) {
+    if (store_->agent_calls().empty()) return;
+    const auto cal = agent_calibration();
+    std::map<std::string, const store::PatchRow*> rows;
+    const auto all = store_->patches();
+    for (const auto& p : all)
+        if (from_agent(p) && p.accepted && p.info.contains("claim")) rows[p.id] = &p;
+    for (auto& f : ctx.patches) {
+        const auto it = rows.find(f.id);
+        if (it == rows.end()) continue;
+        const auto& c = it->second->info["claim"];
+        search::PatchClaim claim;
+        claim.speedup = c.value("speedup", 1.0);
+        claim.memory_factor = c.value("memory_factor", 1.0);
+        claim.confidence = c.value("confidence", 0.5);
+        claim.discount = cal.speed.discount;
+        claim.memory_discount = cal.memory.discount;
+        claim.calibration_error = cal.speed.error;
+        f.claim = claim;
+    }
+    // The knob priors of the latest call that gave any: an agent's newer view replaces its older one.
+    const auto calls = store_->agent_calls();
+    for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
+        const auto& priors = it->detail.value("knob_priors", json::array());
+        if (!priors.is_array() || priors.empty()) continue;
+        for (const auto& k : priors) {
+            search::KnobPrior kp;
+            kp.knob = k.value("knob", "");
+            kp.value = k.value("value", "");
+            const auto& c = k["claim"];
+            kp.speedup = c.value("speedup", 1.0);
+            kp.memory_factor = c.value("memory_factor", 1.0);
+            kp.confidence = c.value("confidence", 0.5);
+            kp.discount = cal.speed.discount;
+            kp.memory_discount = cal.memory.discount;
+            kp.calibration_error = cal.speed.error;
+            ctx.knob_priors.push_back(std::move(kp));
+        }
+        break;
+    }
+}
+
 json Campaign::agent_request(int call, const std::string& trigger, const fs::path& tree) {
     const auto& a = contract_.agent;
     json req;
@@ -241,6 +296,13 @@ json Campaign::agent_request(int call, const std::string& trigger, const fs::pat
         patches.push_back(std::move(j));
     }
     req["patches"] = patches;
+    const auto cal = agent_calibration();
+    req["calibration"] = {{"pairs", cal.speed.pairs},
+                          {"speedup_error", cal.speed.error},
+                          {"speedup_discount", cal.speed.discount},
+                          {"memory_pairs", cal.memory.pairs},
+                          {"memory_error", cal.memory.error},
+                          {"memory_discount", cal.memory.discount}};
     return req;
 }
 

@@ -9,6 +9,7 @@
 #include "agent/protocol.hpp"
 #include "campaign/experience.hpp"
 #include "contract/contract.hpp"
+#include "model/claim_calibration.hpp"
 #include "node/allocation_record.hpp"
 #include "patch/catalog.hpp"
 #include "patch/sandbox.hpp"
@@ -123,6 +124,10 @@ struct AgentPatchEffect {
     double speedup = 1;
     std::optional<double> memory_factor;
     int pairs = 0;
+};
+
+struct AgentCalibration {
+    model::ClaimCalibration speed, memory;
 };
 
 class Campaign {
@@ -295,9 +300,15 @@ class Campaign {
     nlohmann::json agent_request(int call, const std::string& trigger, const fs::path& tree);
     AgentPatchIntake take_agent_patch(const agent::ProposedPatch& p, int call, int index);
 
+    // The agent's claims as the proposer's priors (search::PatchFacts::claim, knob_priors), discounted by
+    // its calibration so far.
+    void fill_agent_priors(search::ProposalContext& ctx);
+
   public:
     // What trials measured of a patch: the median over pairs of trials that differ by it alone.
     std::optional<AgentPatchEffect> measured_patch_effect(const std::string& patch_id);
+    // The agent's calibration in this campaign: its patches' claims against what trials measured.
+    AgentCalibration agent_calibration();
 
   private:
     // The verdict of a patch set's run against the same knobs without it at one seed: state passed, failed

@@ -370,6 +370,7 @@ void Campaign::search(const RunOptions& o) {
             ctx.seeds.push_back(space::Candidate::from_json(sd["candidate"]));
         for (const auto& p : catalog_)
             ctx.patches.push_back({p.id, p.tags});
+        fill_agent_priors(ctx);
         const auto finished = store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
                                               .state = TrialState::Finished,
                                               .counted = true});

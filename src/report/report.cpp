@@ -355,7 +355,8 @@ json build(campaign::Campaign& c) {
                            {"touches", p.info["touches"]},
                            {"description", p.info["description"]}});
     r["patches"] = patches;
-    // The agent (docs/agent.md): each call, what it cost, and per patch its claim against what trials measured.
+    // The agent (docs/agent.md): each call, what it cost, and per patch its claim against what trials
+    // measured.
     if (c.contract().agent.enabled() || !s.agent_calls().empty()) {
         json calls = json::array();
         long long tokens = 0;
@@ -387,7 +388,16 @@ json build(campaign::Campaign& c) {
             }
             claims.push_back(std::move(j));
         }
+        const auto cal = c.agent_calibration();
         r["agent"] = {{"name", c.contract().agent.name},
+                      {"calibration",
+                       {{"pairs", cal.speed.pairs},
+                        {"speedup_error", cal.speed.error},
+                        {"speedup_discount", cal.speed.discount},
+                        {"speedup_error_after_discount", cal.speed.discounted_error},
+                        {"memory_pairs", cal.memory.pairs},
+                        {"memory_error", cal.memory.error},
+                        {"memory_discount", cal.memory.discount}}},
                       {"calls", calls},
                       {"claims", claims},
                       {"tokens", tokens},
@@ -726,23 +736,29 @@ std::string render(const json& r) {
                          p["accepted"].get<bool>() ? "" : p["refused_because"].get<std::string>());
     if (r.contains("agent")) {
         const auto& a = r["agent"];
-        o += fmt::format("\nAgent {}: {} calls, {} tokens, cost {:.2f}, {:.0f} s\n", a["name"].get<std::string>(),
-                         a["calls"].size(), a["tokens"].get<long long>(), a["cost"].get<double>(),
-                         a["seconds"].get<double>());
+        o += fmt::format("\nAgent {}: {} calls, {} tokens, cost {:.2f}, {:.0f} s\n",
+                         a["name"].get<std::string>(), a["calls"].size(), a["tokens"].get<long long>(),
+                         a["cost"].get<double>(), a["seconds"].get<double>());
         for (const auto& call : a["calls"])
-            o += fmt::format("  call {} ({}): {}{}; {} patches offered, {} accepted\n", call["call"].get<int>(),
-                             call["trigger"].get<std::string>(), call["outcome"].get<std::string>(),
-                             call["reason"].get<std::string>().empty() ? "" : ": " + call["reason"].get<std::string>(),
-                             call["offered"].get<int>(), call["accepted"].get<int>());
+            o += fmt::format(
+                "  call {} ({}): {}{}; {} patches offered, {} accepted\n", call["call"].get<int>(),
+                call["trigger"].get<std::string>(), call["outcome"].get<std::string>(),
+                call["reason"].get<std::string>().empty() ? "" : ": " + call["reason"].get<std::string>(),
+                call["offered"].get<int>(), call["accepted"].get<int>());
+        if (const auto& cal = a["calibration"]; cal["pairs"].get<int>() > 0)
+            o += fmt::format(
+                "  calibration over {} measured patches: claims off by {:.0f}% (mean |log claimed - "
+                "log measured|), next claims discounted x{:.2f}\n",
+                cal["pairs"].get<int>(), 100 * std::expm1(cal["speedup_error"].get<double>()),
+                cal["speedup_discount"].get<double>());
         for (const auto& p : a["claims"]) {
             if (!p.contains("claimed")) continue;
             o += fmt::format("  {}: claimed {:.2f}x", p["id"].get<std::string>(),
                              p["claimed"]["speedup"].get<double>());
-            o += p.contains("measured") ? fmt::format(", measured {:.2f}x over {} pairs of trials\n",
-                                                      p["measured"]["speedup"].get<double>(),
-                                                      p["measured"]["pairs"].get<int>())
-                                        : std::string(p["accepted"].get<bool>() ? ", not measured alone\n"
-                                                                                : ", refused\n");
+            o += p.contains("measured")
+                     ? fmt::format(", measured {:.2f}x over {} pairs of trials\n",
+                                   p["measured"]["speedup"].get<double>(), p["measured"]["pairs"].get<int>())
+                     : std::string(p["accepted"].get<bool>() ? ", not measured alone\n" : ", refused\n");
         }
     }
     o += "\nTrials by outcome (cost in node-seconds):\n";

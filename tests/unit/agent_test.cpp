@@ -114,7 +114,7 @@ TEST_CASE(
     CHECK(r.refused.size() == 1);
 }
 
-TEST_CASE("the same change from other context lines and positions has the same digest; another change not") {
+TEST_CASE("the same change from other context lines and positions has the same digest, another change not") {
     const std::string a = "--- a/k.c\t2026-01-01\n+++ b/k.c\t2026-01-02\n@@ -1,3 +1,3 @@\n x\n-a\n+b\n y\n";
     const std::string b = "diff -ruN a/k.c b/k.c\n--- a/k.c\n+++ b/k.c\n@@ -7,2 +7,2 @@\n-a\n+b\n z\n";
     const std::string c = "--- a/k.c\n+++ b/k.c\n@@ -1,2 +1,2 @@\n-a\n+c\n";

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The two adapters of agents/adapters (docs/agent.md), each run as a campaign runs an agent (infrarsi
+# agent-exec: contained, the request on stdin) up to its process boundary, against a stand-in that the test
+# names as one: coding-agent-cli with a script that edits the workspace (tests/fixtures/agents/
+# stand-in-coding-agent), openai-chat with a local HTTP server that answers one canned completion
+# (stand-in-chat-server). Each answer must be a response of the protocol whose patch applies to the tree, with
+# its claim and usage. No cluster.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh" agent-adapters --own-cluster
+command -v python3 >/dev/null || fail "no python3"
+adapters=$src/agents/adapters
+
+# A directory laid out like a campaign: the agent's tree is a sandbox of it, read-only in the call's view.
+c=$work/c
+mkdir -p "$c/sandboxes/base" "$c/agent/calls"
+cp -r "$fx/toyload" "$c/sandboxes/base/src"
+echo db >"$c/campaign.db"
+request() {
+  jq -n --arg tree "$c/sandboxes/base/src" \
+    '{protocol: 1, call: 1, goal: "a faster kernel", max_patches: 2, tree: $tree,
+      scope: {editable: ["kernels/*"], protected: ["main.c", "loss.c"]},
+      baseline: {step_time_s: 0.1}, trials: [], patches: []}'
+}
+call() { # call N ARGV...: one contained call; its status line in $work/status.N, its answer in agent.stdout
+  local n=$1
+  shift
+  mkdir -p "$c/agent/calls/$n/work"
+  request | "$bin" agent-exec --campaign "$c" --call-dir "$c/agent/calls/$n" --tree "$c/sandboxes/base/src" \
+    --time-limit 60 -- "$@" >"$work/status.$n"
+  cat "$work/status.$n"
+  jq -e '.exit_code == 0 and .timed_out == false' "$work/status.$n" >/dev/null ||
+    { cat "$c/agent/calls/$n/agent.stderr"; fail "call $n did not end well"; }
+}
+applies() { # applies FILE: the answer's first patch applies to a copy of the tree
+  local out=$1 copy=$work/copy.$RANDOM
+  cp -r "$fx/toyload" "$copy"
+  jq -r '.patches[0].diff' "$out" >"$copy.patch"
+  patch -p1 -d "$copy" --dry-run <"$copy.patch" >/dev/null || fail "the patch in $out does not apply"
+}
+
+# coding-agent-cli: the stand-in edits kernels/compute.c and leaves its claim.
+call 1 "$adapters/coding-agent-cli" -- "$fx/agents/stand-in-coding-agent" "{prompt_file}" "{workspace}"
+out=$c/agent/calls/1/agent.stdout
+jq -e '.protocol == 1 and (.patches | length) == 1 and .patches[0].name == "half loop" and
+       .patches[0].claim.speedup == 1.8 and (.patches[0].diff | test("^--- a/kernels/compute.c"; "m")) and
+       (.patches[0].diff | test("infrarsi-claim") | not)' "$out" >/dev/null || { cat "$out"; fail "coding-agent-cli's answer"; }
+applies "$out"
+[ ! -e "$c/sandboxes/base/src/infrarsi-claim.json" ] || fail "the adapter wrote into the read-only tree"
+
+# openai-chat: the stand-in server answers in a fenced JSON block; the adapter passes the patch and the usage on.
+"$fx/agents/stand-in-chat-server" "$work/port" "$work/chat-request.json" "$fx/toyload-patches/fast_kernel.patch" &
+server=$!
+wait_for 20 "the stand-in chat server's port" test -s "$work/port"
+call 2 "$adapters/openai-chat" --url "http://127.0.0.1:$(cat "$work/port")/v1" --model stand-in
+wait "$server" || true
+out=$c/agent/calls/2/agent.stdout
+jq -e '.protocol == 1 and (.patches | length) == 1 and .patches[0].claim.speedup == 1.7 and .usage.tokens == 4321' "$out" \
+  >/dev/null || { cat "$out"; fail "openai-chat's answer"; }
+applies "$out"
+# What the endpoint got: the prompt with the goal and the editable file's text, never the protected files'.
+jq -e '.model == "stand-in" and (.messages[1].content | test("a faster kernel")) and
+       (.messages[1].content | test("--- kernels/compute.c ---")) and (.messages[1].content | test("--- loss.c ---") | not)' \
+  "$work/chat-request.json" >/dev/null || fail "the chat request lacks the prompt or the editable files, or has a protected one"
+echo "PASS: 54-agent-adapters"
