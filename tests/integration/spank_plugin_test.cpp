@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace infrarsi;
 using infrarsi::testing::require_cluster;
@@ -283,6 +285,14 @@ TEST_CASE("tune mode hands a request with script and contract to the spool and r
             last = fs::exists(req_path) ? "" : "no file";
             return fs::exists(req_path);
         }));
+    // The request names the job's paths: root's, 0640, in the job's group, so other users cannot read it
+    // (issue 29: it was 0644).
+    struct stat st {};
+    REQUIRE(::lstat(req_path.c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(st.st_uid == 0);
+    CHECK(st.st_gid == ::getegid());
     auto req = nlohmann::json::parse(std::ifstream(req_path));
     CHECK(req["format"] == "infrarsi-tune-request/1");
     CHECK(std::to_string(req["job_id"].get<uint32_t>()) == job);
