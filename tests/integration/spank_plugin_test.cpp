@@ -255,6 +255,21 @@ TEST_CASE("a trial manifest nested a million levels deep ends its job at once wi
     });
     CHECK(text.find("infrarsi: trial not run:") != std::string::npos);
     CHECK(text.find("WORKLOAD-RAN") == std::string::npos);
+    // srun -N2: both stepds crashed and srun hung. Now each node's task ends with the plugin's error, and
+    // srun returns (the bound here is far above the second or two it takes).
+    ProcessOptions o;
+    o.timeout = std::chrono::seconds(60);
+    o.env = {{"INFRARSI_MANIFEST", (dir / "manifest.json").string()}};
+    const auto two = run_process({"srun", "-N2", "-n2", "--infrarsi=trial", "echo", "WORKLOAD-RAN"}, o);
+    INFO("srun: " << two.out << two.err);
+    CHECK_FALSE(two.timed_out);
+    CHECK(two.exit_code != 0);
+    CHECK(two.out.find("WORKLOAD-RAN") == std::string::npos);
+    CHECK((two.out + two.err).find("nested more than 64 levels") != std::string::npos);
+    // The nodes' slurmd and the next steps are fine: a plain two-node step runs.
+    const auto after = run({"srun", "-N2", "-n2", "--infrarsi=off", "echo", "AFTER"});
+    CHECK_MESSAGE(after.ok(), after.err);
+    CHECK(after.out.find("AFTER") != std::string::npos);
     fs::remove_all(dir);
 }
 
