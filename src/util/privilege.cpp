@@ -237,6 +237,14 @@ std::optional<Account> account_to_act_as(const std::filesystem::path& path) {
         existing = existing.parent_path();
     const auto pc = path_control(existing);
     if (pc.root_only()) return std::nullopt;
+    // To be made in a sticky directory of root's (/tmp), itself on a path only root may change: what root
+    // makes there only root may rename or replace.
+    if (existing != abs && !pc.why.empty()) {
+        struct stat dir {};
+        if (::lstat(existing.c_str(), &dir) == 0 && S_ISDIR(dir.st_mode) && dir.st_uid == 0 &&
+            (dir.st_mode & S_ISVTX) && path_control(existing.parent_path()).root_only())
+            return std::nullopt;
+    }
     const std::string expected =
         "a directory only root may change, or the command run as the user who owns it";
     if (!pc.why.empty()) throw Error("not opened as root: " + pc.why, abs.string(), expected);

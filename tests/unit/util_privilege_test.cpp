@@ -156,6 +156,17 @@ TEST_CASE("account_to_act_as: root on a path a user controls becomes that user, 
     std::filesystem::create_directories(shared / "c");
     REQUIRE(::chmod(shared.c_str(), 0775) == 0);
     CHECK_THROWS_WITH_AS(account_to_act_as(shared / "c"), doctest::Contains("not opened as root"), Error);
+    // A sticky directory of root's (/tmp): a campaign root makes there stays root's; a user's entry is
+    // theirs.
+    const auto sticky = s.path / "tmp";
+    std::filesystem::create_directories(sticky / "users");
+    REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
+    REQUIRE(::chown((sticky / "users").c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(account_to_act_as(sticky / "new-campaign"));
+    CHECK(account_to_act_as(sticky / "users" / "c")->uid == 65534);
+    REQUIRE(::chmod(sticky.c_str(), 0777) == 0); // not sticky: anyone may replace what root makes there
+    CHECK_THROWS_WITH_AS(account_to_act_as(sticky / "new-campaign"), doctest::Contains("writable by others"),
+                         Error);
     const auto orphan = s.path / "orphan";
     std::filesystem::create_directories(orphan);
     REQUIRE(::chown(orphan.c_str(), 4000000001u, 4000000001u) == 0); // a uid with no passwd entry
