@@ -20,6 +20,7 @@
 #include "util/error.hpp"
 #include "util/exit_codes.hpp"
 #include "util/fd.hpp"
+#include "util/privilege.hpp"
 
 #include "infrarsi/build_info.hpp"
 
@@ -245,6 +246,22 @@ static int run_main(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
+    }
+    // Root on a campaign a user controls acts as that user, for good, before it opens anything there (its
+    // build and trials run as the user, as under a root daemon's worker; issue 29): never as root on a user's
+    // content. Before the bank's default path, which is then the user's.
+    if ((*init && from_script.empty()) || *doctor || *run || *verify || *status || *report || *apply ||
+        *bank_ingest) {
+        try {
+            if (const auto user = account_to_act_as(dir)) {
+                fmt::print(stderr, "infrarsi: {} is {}'s (uid {}): acting as {}, not as root\n", dir,
+                           user->name, user->uid, user->name);
+                drop_to(*user);
+            }
+        } catch (const infrarsi::Error& e) {
+            fmt::print(stderr, "infrarsi: {}\n", e.what());
+            return 1;
+        }
     }
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);

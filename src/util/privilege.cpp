@@ -227,4 +227,32 @@ PathControl path_control(const std::filesystem::path& path, uid_t trusted) {
     return r;
 }
 
+std::optional<Account> account_to_act_as(const std::filesystem::path& path) {
+    if (::geteuid() != 0) return std::nullopt;
+    const auto abs = std::filesystem::absolute(path);
+    // A directory about to be made (init): whoever controls the nearest one that exists controls it.
+    auto existing = abs;
+    struct stat st {};
+    while (::lstat(existing.c_str(), &st) != 0 && errno == ENOENT && existing.has_relative_path())
+        existing = existing.parent_path();
+    const auto pc = path_control(existing);
+    if (pc.root_only()) return std::nullopt;
+    // To be made in a sticky directory of root's (/tmp), itself on a path only root may change: what root
+    // makes there only root may rename or replace.
+    if (existing != abs && !pc.why.empty()) {
+        struct stat dir {};
+        if (::lstat(existing.c_str(), &dir) == 0 && S_ISDIR(dir.st_mode) && dir.st_uid == 0 &&
+            (dir.st_mode & S_ISVTX) && path_control(existing.parent_path()).root_only())
+            return std::nullopt;
+    }
+    const std::string expected =
+        "a directory only root may change, or the command run as the user who owns it";
+    if (!pc.why.empty()) throw Error("not opened as root: " + pc.why, abs.string(), expected);
+    auto account = lookup_account(pc.uid);
+    if (!account)
+        throw Error(fmt::format("not opened as root: uid {} controls it and has no passwd entry", pc.uid),
+                    abs.string(), expected);
+    return account;
+}
+
 } // namespace infrarsi

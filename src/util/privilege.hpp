@@ -63,4 +63,11 @@ struct PathControl {
 };
 PathControl path_control(const std::filesystem::path& path, uid_t trusted = 0);
 
+// Root about to act on `path` itself (a command run as root on a campaign directory, which need not exist
+// yet): the user this process must become first, as a daemon's worker does, or nullopt where root may act
+// (not root, or only root can change the path: for a path that does not exist, its nearest existing parent).
+// Throws infrarsi::Error when no one user controls it (a group or others may write a directory on the way)
+// or its user has no passwd entry: root opens nothing there.
+std::optional<Account> account_to_act_as(const std::filesystem::path& path);
+
 } // namespace infrarsi

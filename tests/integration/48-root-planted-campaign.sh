@@ -5,6 +5,7 @@
 # then drives it, on the local scheduler and on Slurm (a second root): the build and every trial ran as the
 # user (the file has only the user's uid; Slurm's completion record says UserId=nobody for every job), and
 # every file in the campaign is the user's. Before the fix, root drove the planted campaign itself: uid 0.
+# Root's own `infrarsi run` on it acts as the user too.
 # Needs SLURM_CONF (scripts/test).
 set -euo pipefail
 export INFRARSI_BANK=off # campaigns here must neither read nor write the user's experience bank
@@ -48,6 +49,17 @@ log=$work/daemon-local.log
 file_has "campaigns of nobody under $work/site-local/nobody: driven as uid 65534" "$log" ||
   fail "the root daemon did not hand the user's directory to a worker"
 check "$work/src-local" "$work/site-local"
+
+# Root's own `infrarsi` on the user's campaign (an administrator's `run`, `status`): it acts as the user who
+# controls the directory, for good, before it opens anything there; the build and trials run as the user.
+plant "$work/src-cli" "$work/site-cli"
+log=$work/cli.log
+"$bin" run --accept-noise --dir "$work/site-cli/nobody" >"$log" 2>&1 || fail "root's infrarsi run failed"
+file_has "^infrarsi: $work/site-cli/nobody is nobody.s \\(uid 65534\\): acting as nobody, not as root" "$log" ||
+  fail "root's infrarsi run did not say it acts as the user"
+check "$work/src-cli" "$work/site-cli"
+"$bin" status --dir "$work/site-cli/nobody" --json >"$work/status-root.json" 2>"$log" || fail "root's status failed"
+file_has "acting as nobody" "$log" || fail "root's infrarsi status did not act as the user"
 
 # Slurm: the trials are jobs; the plugin's spool is the daemon's (its trial evidence, root's, 0640 in the
 # job's group, is read by the worker as the user).

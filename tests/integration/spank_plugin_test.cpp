@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace infrarsi;
 using infrarsi::testing::require_cluster;
@@ -253,6 +255,21 @@ TEST_CASE("a trial manifest nested a million levels deep ends its job at once wi
     });
     CHECK(text.find("infrarsi: trial not run:") != std::string::npos);
     CHECK(text.find("WORKLOAD-RAN") == std::string::npos);
+    // srun -N2: both stepds crashed and srun hung. Now each node's task ends with the plugin's error, and
+    // srun returns (the bound here is far above the second or two it takes).
+    ProcessOptions o;
+    o.timeout = std::chrono::seconds(60);
+    o.env = {{"INFRARSI_MANIFEST", (dir / "manifest.json").string()}};
+    const auto two = run_process({"srun", "-N2", "-n2", "--infrarsi=trial", "echo", "WORKLOAD-RAN"}, o);
+    INFO("srun: " << two.out << two.err);
+    CHECK_FALSE(two.timed_out);
+    CHECK(two.exit_code != 0);
+    CHECK(two.out.find("WORKLOAD-RAN") == std::string::npos);
+    CHECK((two.out + two.err).find("nested more than 64 levels") != std::string::npos);
+    // The nodes' slurmd and the next steps are fine: a plain two-node step runs.
+    const auto after = run({"srun", "-N2", "-n2", "--infrarsi=off", "echo", "AFTER"});
+    CHECK_MESSAGE(after.ok(), after.err);
+    CHECK(after.out.find("AFTER") != std::string::npos);
     fs::remove_all(dir);
 }
 
@@ -283,6 +300,14 @@ TEST_CASE("tune mode hands a request with script and contract to the spool and r
             last = fs::exists(req_path) ? "" : "no file";
             return fs::exists(req_path);
         }));
+    // The request names the job's paths: root's, 0640, in the job's group, so other users cannot read it
+    // (issue 29: it was 0644).
+    struct stat st {};
+    REQUIRE(::lstat(req_path.c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(st.st_uid == 0);
+    CHECK(st.st_gid == ::getegid());
     auto req = nlohmann::json::parse(std::ifstream(req_path));
     CHECK(req["format"] == "infrarsi-tune-request/1");
     CHECK(std::to_string(req["job_id"].get<uint32_t>()) == job);

@@ -132,6 +132,47 @@ TEST_CASE("path_control: the first directory or link on the way that a user owns
     CHECK(path_control(user / "campaign", 65534).root_only());
 }
 
+TEST_CASE("account_to_act_as: root on a path a user controls becomes that user, on one only root controls "
+          "stays root, on one no one user controls opens nothing") {
+    if (::geteuid() != 0) {
+        CHECK_FALSE(account_to_act_as("/")); // not root: nothing to drop
+        MESSAGE("skipped: the rest needs root to chown");
+        return;
+    }
+    Scratch s;
+    REQUIRE(::chmod(s.path.c_str(), 0755) == 0);
+    CHECK_FALSE(account_to_act_as(s.path));
+    CHECK_FALSE(account_to_act_as(s.path / "new" / "campaign")); // to be made where only root may write
+    const auto user = s.path / "nobody";
+    std::filesystem::create_directories(user / "c");
+    REQUIRE(::chown(user.c_str(), 65534, 65534) == 0);
+    for (const auto& p : {user, user / "c", user / "not-yet" / "c"}) {
+        CAPTURE(p);
+        const auto a = account_to_act_as(p);
+        REQUIRE(a);
+        CHECK(a->uid == 65534);
+    }
+    const auto shared = s.path / "shared";
+    std::filesystem::create_directories(shared / "c");
+    REQUIRE(::chmod(shared.c_str(), 0775) == 0);
+    CHECK_THROWS_WITH_AS(account_to_act_as(shared / "c"), doctest::Contains("not opened as root"), Error);
+    // A sticky directory of root's (/tmp): a campaign root makes there stays root's; a user's entry is
+    // theirs.
+    const auto sticky = s.path / "tmp";
+    std::filesystem::create_directories(sticky / "users");
+    REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
+    REQUIRE(::chown((sticky / "users").c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(account_to_act_as(sticky / "new-campaign"));
+    CHECK(account_to_act_as(sticky / "users" / "c")->uid == 65534);
+    REQUIRE(::chmod(sticky.c_str(), 0777) == 0); // not sticky: anyone may replace what root makes there
+    CHECK_THROWS_WITH_AS(account_to_act_as(sticky / "new-campaign"), doctest::Contains("writable by others"),
+                         Error);
+    const auto orphan = s.path / "orphan";
+    std::filesystem::create_directories(orphan);
+    REQUIRE(::chown(orphan.c_str(), 4000000001u, 4000000001u) == 0); // a uid with no passwd entry
+    CHECK_THROWS_WITH_AS(account_to_act_as(orphan), doctest::Contains("no passwd entry"), Error);
+}
+
 TEST_CASE("run_as_status: the work's own status and message come back") {
     if (::geteuid() != 0) {
         MESSAGE("skipped: dropping to another user needs root");
