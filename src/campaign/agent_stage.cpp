@@ -14,6 +14,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/install_paths.hpp"
+#include "util/json_field.hpp"
 #include "util/sha256.hpp"
 
 #include <fmt/core.h>
@@ -93,27 +94,32 @@ bool Campaign::agent_due(bool space_exhausted) {
 }
 
 std::optional<AgentPatchEffect> Campaign::measured_patch_effect(const std::string& id) {
-    // Pairs of finished, counted trials whose candidates differ by this patch alone (same knobs, same other
-    // patches): the ratio of their step times (against their batches' controls where both have one, so two
-    // batches under different load compare like with like) and of their peaks. The median over pairs.
-    const auto trials =
-        store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor, TrialKind::SearchControl},
-                        .state = TrialState::Finished,
-                        .outcome = trial::Outcome::Ok});
+    // Pairs of finished search trials whose candidates differ by this patch alone (same knobs, same other
+    // patches), compared like with like: each against the control that ran beside it in its batch (a
+    // batch's control is the baseline there: ratio 1), so two batches under different load compare by their
+    // ratios. A trial without a control (the doctor's, run alone) is not compared with one that had one.
+    // The median over pairs; the peaks' ratio likewise (memory does not depend on the load).
+    const auto trials = store_->trials({.kinds = {TrialKind::Search, TrialKind::SearchControl},
+                                        .state = TrialState::Finished,
+                                        .outcome = trial::Outcome::Ok});
+    auto ratio = [](const store::TrialRow& t) -> std::optional<double> {
+        if (t.kind == TrialKind::SearchControl) return 1.0;
+        return control_ratio(t);
+    };
     std::map<std::string, std::vector<const store::TrialRow*>> by_key;
     for (const auto& t : trials)
-        if (t.step_time_s && *t.step_time_s > 0) by_key[t.candidate_key].push_back(&t);
+        if (ratio(t)) by_key[t.candidate_key].push_back(&t);
     std::vector<double> speed, memory;
     for (const auto& t : trials) {
         auto c = space::Candidate::from_json(t.candidate);
         const auto it = std::find(c.patches.begin(), c.patches.end(), id);
-        if (it == c.patches.end() || !t.step_time_s || !(*t.step_time_s > 0)) continue;
+        const auto rt = ratio(t);
+        if (it == c.patches.end() || !rt || !(*rt > 0)) continue;
         c.patches.erase(it);
         const auto without = by_key.find(c.key());
         if (without == by_key.end()) continue;
         for (const auto* w : without->second) {
-            const auto rw = control_ratio(*w), rt = control_ratio(t);
-            speed.push_back(rw && rt ? *rw / *rt : *w->step_time_s / *t.step_time_s);
+            speed.push_back(*ratio(*w) / *rt);
             if (w->peak_memory_bytes && t.peak_memory_bytes && *w->peak_memory_bytes > 0)
                 memory.push_back(*t.peak_memory_bytes / *w->peak_memory_bytes);
         }
@@ -126,17 +132,40 @@ std::optional<AgentPatchEffect> Campaign::measured_patch_effect(const std::strin
     return e;
 }
 
-AgentCalibration Campaign::agent_calibration() {
-    std::vector<model::ClaimPair> speed, memory;
+AgentPairs Campaign::own_agent_pairs() {
+    AgentPairs out;
     for (const auto& p : store_->patches()) {
         if (!from_agent(p) || !p.accepted || !p.info.contains("claim")) continue;
         const auto e = measured_patch_effect(p.id);
         if (!e) continue;
         const auto& c = p.info["claim"];
-        speed.push_back({c.value("speedup", 1.0), e->speedup});
-        if (e->memory_factor) memory.push_back({c.value("memory_factor", 1.0), *e->memory_factor});
+        out.speed.push_back({c.value("speedup", 1.0), e->speedup});
+        if (e->memory_factor) out.memory.push_back({c.value("memory_factor", 1.0), *e->memory_factor});
     }
-    return {model::calibrate_claims(speed), model::calibrate_claims(memory)};
+    return out;
+}
+
+AgentCalibration Campaign::agent_calibration() {
+    // The bank's pairs for this agent on hardware like this (seed_from_bank), then this campaign's own.
+    AgentPairs all;
+    if (const auto kept = store_->meta("agent_bank_pairs")) {
+        const auto j = json::parse(*kept, nullptr, false);
+        auto read = [&](const char* key, std::vector<model::ClaimPair>& into) {
+            if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return;
+            for (const auto& p : j[key])
+                into.push_back({json_number_or(p, "claimed", 1.0), json_number_or(p, "measured", 1.0)});
+        };
+        read("speedup", all.speed);
+        read("memory", all.memory);
+    }
+    AgentCalibration cal;
+    cal.bank_pairs = static_cast<int>(all.speed.size());
+    const auto own = own_agent_pairs();
+    all.speed.insert(all.speed.end(), own.speed.begin(), own.speed.end());
+    all.memory.insert(all.memory.end(), own.memory.begin(), own.memory.end());
+    cal.speed = model::calibrate_claims(all.speed);
+    cal.memory = model::calibrate_claims(all.memory);
+    return cal;
 }
 
 void Campaign::fill_agent_priors(search::ProposalContext& ctx) {

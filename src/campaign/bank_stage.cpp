@@ -17,6 +17,11 @@ CampaignView Campaign::experience_view() {
     v.store = store_.get();
     v.id = store_->meta("id").value_or(dir_.string());
     v.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
+    if (!store_->agent_calls().empty()) {
+        const auto pairs = own_agent_pairs();
+        v.agent_speed_pairs = pairs.speed;
+        v.agent_memory_pairs = pairs.memory;
+    }
     return v;
 }
 
@@ -39,6 +44,21 @@ void Campaign::seed_from_bank(const RunOptions& o) {
             say(o, "seed: " + sd.candidate.describe() + ": " + sd.reason);
         }
         store_->set_meta("bank_seeds", list.dump());
+        if (contract_.agent.enabled()) {
+            // The agent's claims on hardware like this, measured by earlier campaigns: its first call's
+            // claims are discounted by them (agent_calibration).
+            const auto known_pairs = agent_pairs_from_bank(b, contract_.agent.name, here);
+            json sp = json::array(), mp = json::array();
+            for (const auto& p : known_pairs.speed)
+                sp.push_back({{"claimed", p.claimed}, {"measured", p.measured}});
+            for (const auto& p : known_pairs.memory)
+                mp.push_back({{"claimed", p.claimed}, {"measured", p.measured}});
+            store_->set_meta("agent_bank_pairs", json{{"speedup", sp}, {"memory", mp}}.dump());
+            if (known_pairs.findings > 0)
+                say(o,
+                    fmt::format("experience bank: agent {}: {} claims measured before on hardware like this",
+                                contract_.agent.name, known_pairs.speed.size()));
+        }
         store_->set_meta("bank", o.bank);
         say(o, fmt::format("experience bank {}: {}; {} seeds for this hardware", o.bank,
                            bank::describe_match(known), seeds.size()));

@@ -128,6 +128,10 @@ struct AgentPatchEffect {
 
 struct AgentCalibration {
     model::ClaimCalibration speed, memory;
+    int bank_pairs = 0; // of speed's pairs, those the experience bank brought (earlier campaigns)
+};
+struct AgentPairs {
+    std::vector<model::ClaimPair> speed, memory;
 };
 
 class Campaign {
@@ -307,8 +311,10 @@ class Campaign {
   public:
     // What trials measured of a patch: the median over pairs of trials that differ by it alone.
     std::optional<AgentPatchEffect> measured_patch_effect(const std::string& patch_id);
-    // The agent's calibration in this campaign: its patches' claims against what trials measured.
+    // The agent's calibration: its claims against what trials measured, the bank's (earlier campaigns on
+    // hardware like this) and this campaign's.
     AgentCalibration agent_calibration();
+    AgentPairs own_agent_pairs(); // this campaign's alone
 
   private:
     // The verdict of a patch set's run against the same knobs without it at one seed: state passed, failed

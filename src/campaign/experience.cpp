@@ -1,5 +1,7 @@
 #include "campaign/experience.hpp"
 
+#include "util/json_field.hpp"
+
 #include "measure/statistics.hpp"
 #include "node/allocation_record.hpp"
 #include "node/topology.hpp"
@@ -180,6 +182,49 @@ std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
     if (auto d = st.baseline())
         out.push_back(
             finding("noise", true, {{"cv", d->cv_between}, {"mde", d->minimum_detectable_effect}}, {}));
+
+    // The agent's calibration: its claims against what trials measured, for its next campaign on hardware
+    // like this one (keyed by the agent's name, not the workload: how far an agent's claims are off).
+    if (!c.agent_speed_pairs.empty() || !c.agent_memory_pairs.empty()) {
+        auto pairs = [](const std::vector<model::ClaimPair>& v) {
+            nlohmann::json a = nlohmann::json::array();
+            for (const auto& p : v)
+                a.push_back({{"claimed", p.claimed}, {"measured", p.measured}});
+            return a;
+        };
+        auto f = finding("agent_calibration", true,
+                         {{"agent", c.contract->agent.name},
+                          {"speedup", pairs(c.agent_speed_pairs)},
+                          {"memory", pairs(c.agent_memory_pairs)}},
+                         {});
+        f.workload = agent_bank_workload(c.contract->agent.name);
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
+std::string agent_bank_workload(const std::string& agent_name) {
+    return "agent:" + agent_name;
+}
+
+AgentBankPairs agent_pairs_from_bank(bank::ExperienceBank& bank, const std::string& agent_name,
+                                     const bank::HardwareKey& here, std::size_t max_pairs) {
+    AgentBankPairs out;
+    auto read = [&](const nlohmann::json& list, std::vector<model::ClaimPair>& into) {
+        if (!list.is_array()) return;
+        for (const auto& p : list) {
+            if (into.size() >= max_pairs) return;
+            const double claimed = json_number_or(p, "claimed", 0),
+                         measured = json_number_or(p, "measured", 0);
+            if (claimed > 0 && measured > 0) into.push_back({claimed, measured});
+        }
+    };
+    for (const auto& prior : bank.priors(here, agent_bank_workload(agent_name), store::now_seconds())) {
+        if (prior.finding.kind != "agent_calibration" || prior.hypothesis) continue;
+        ++out.findings;
+        read(prior.finding.content.value("speedup", nlohmann::json::array()), out.speed);
+        read(prior.finding.content.value("memory", nlohmann::json::array()), out.memory);
+    }
     return out;
 }
 

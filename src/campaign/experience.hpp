@@ -6,6 +6,7 @@
 // the campaign depends on this file, never the other way round.
 #include "bank/experience_bank.hpp"
 #include "contract/contract.hpp"
+#include "model/claim_calibration.hpp"
 #include "space/space.hpp"
 #include "store/campaign_store.hpp"
 
@@ -25,7 +26,21 @@ struct CampaignView {
     std::string id; // the campaign's id, for the findings' provenance
     // The contract's peak-memory estimate of a candidate (Campaign::memory_estimate); empty: none.
     std::function<std::optional<double>(const space::Candidate&)> memory_estimate;
+    // The agent's claims against what trials measured (Campaign::agent_calibration's pairs): the bank keeps
+    // them as an agent_calibration finding under the workload "agent:<name>".
+    std::vector<model::ClaimPair> agent_speed_pairs{}, agent_memory_pairs{};
 };
+
+// The bank's workload name for an agent's calibration findings.
+std::string agent_bank_workload(const std::string& agent_name);
+// What the bank knows of an agent's claims on hardware like `here`: the pairs of its calibration findings,
+// most similar hardware first, at most `max_pairs`.
+struct AgentBankPairs {
+    std::vector<model::ClaimPair> speed, memory;
+    int findings = 0;
+};
+AgentBankPairs agent_pairs_from_bank(bank::ExperienceBank& bank, const std::string& agent_name,
+                                     const bank::HardwareKey& here, std::size_t max_pairs = 32);
 
 // The campaign's hardware as the bank keys it: the topology of the node its trials run on, from the
 // plugin's allocation records in `spool_dir` when there are any (the first node's), else this host's own

@@ -392,6 +392,7 @@ json build(campaign::Campaign& c) {
         r["agent"] = {{"name", c.contract().agent.name},
                       {"calibration",
                        {{"pairs", cal.speed.pairs},
+                        {"bank_pairs", cal.bank_pairs},
                         {"speedup_error", cal.speed.error},
                         {"speedup_discount", cal.speed.discount},
                         {"speedup_error_after_discount", cal.speed.discounted_error},
@@ -747,10 +748,10 @@ std::string render(const json& r) {
                 call["offered"].get<int>(), call["accepted"].get<int>());
         if (const auto& cal = a["calibration"]; cal["pairs"].get<int>() > 0)
             o += fmt::format(
-                "  calibration over {} measured patches: claims off by {:.0f}% (mean |log claimed - "
-                "log measured|), next claims discounted x{:.2f}\n",
-                cal["pairs"].get<int>(), 100 * std::expm1(cal["speedup_error"].get<double>()),
-                cal["speedup_discount"].get<double>());
+                "  calibration over {} measured patches ({} from the experience bank): claims off "
+                "by {:.0f}% (mean |log claimed - log measured|), next claims discounted x{:.2f}\n",
+                cal["pairs"].get<int>(), cal.value("bank_pairs", 0),
+                100 * std::expm1(cal["speedup_error"].get<double>()), cal["speedup_discount"].get<double>());
         for (const auto& p : a["claims"]) {
             if (!p.contains("claimed")) continue;
             o += fmt::format("  {}: claimed {:.2f}x", p["id"].get<std::string>(),

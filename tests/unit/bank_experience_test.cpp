@@ -1,6 +1,7 @@
 // The experience bank: similarity over synthetic machines, priors from verified findings only,
 // export/import without duplicates, and refusal of bad files that leaves the bank untouched.
 #include "bank/experience_bank.hpp"
+#include "campaign/experience.hpp"
 #include "util/error.hpp"
 
 #include "test_support.hpp"
@@ -290,4 +291,28 @@ TEST_CASE("the plugin's allocation records become hardware entries and noise rec
     REQUIRE(hw.size() == 1);
     CHECK(hw[0].nodes == std::vector<std::string>{"n1", "n2"});
     CHECK(hw[0].noise_records == 2);
+}
+
+TEST_CASE("an agent's calibration is kept under its name and found again on hardware like this, not another "
+          "agent's") {
+    TempDir dir;
+    ExperienceBank bank((dir.path / "bank.sqlite").string());
+    Finding f;
+    f.kind = "agent_calibration";
+    f.workload = campaign::agent_bank_workload("reference");
+    f.verified = true;
+    f.content = {
+        {"agent", "reference"},
+        {"speedup", {{{"claimed", 1.35}, {"measured", 1.16}}, {{"claimed", 1.15}, {"measured", 0.58}}}},
+        {"memory", {{{"claimed", 0.8}, {"measured", 0.35}}, {{"claimed", -1}, {"measured", 1}}}}};
+    f.campaign = "c1";
+    CHECK(bank.add_finding(machine_a(), f));
+    const auto pairs = campaign::agent_pairs_from_bank(bank, "reference", machine_a_twin());
+    CHECK(pairs.findings == 1);
+    REQUIRE(pairs.speed.size() == 2);
+    CHECK(pairs.speed[1].measured == doctest::Approx(0.58));
+    CHECK(pairs.memory.size() == 1); // the unusable pair (a negative claim) is skipped
+    CHECK(campaign::agent_pairs_from_bank(bank, "other-agent", machine_a()).findings == 0);
+    // Its discount from those pairs: an agent that over-claims is believed less.
+    CHECK(model::calibrate_claims(pairs.speed).discount < 1.0);
 }
