@@ -31,6 +31,7 @@ fs::path agent_campaign(const TempDir& d, const std::string& mode, int trials = 
     std::string text = test::read_file(fx / "toyload.contract.toml");
     text = std::regex_replace(text, std::regex("catalog = \"toyload-patches/catalog.toml\"\n"), "");
     text = std::regex_replace(text, std::regex("trials = 8"), "trials = " + std::to_string(trials));
+    text = std::regex_replace(text, std::regex("doctor = 3"), "doctor = 2");
     text += "\n[agent]\ncommand = [\"python3\", \"{contract_dir}/agents/toy-agent\", \"" + mode +
             "\"]\nname = \"toy\"\ngoal = \"faster steps\"\ncalls = 2\ncall_time_limit = \"0:20\"\n"
             "max_patches_per_call = 4\n";
@@ -57,13 +58,16 @@ std::map<std::string, store::PatchRow> patches(campaign::Campaign& c) {
 
 } // namespace
 
-TEST_CASE("an agent's patches go the way of catalog patches: its speed-up searched and verified, its "
-          "math-changing patch refused by the checks although it did not say so") {
+TEST_CASE("an agent's patches go the way of catalog patches: its speed-up searched and measured, its "
+          "math-changing patch refused by the loss check although it did not say so, its repeats refused") {
+    // Verification of an agent's patch is that of any patch (53-agent promotes one on the cluster).
     TempDir d;
     const auto dir = agent_campaign(d, "honest", 6);
     campaign::Campaign c(dir);
-    c.run(local_options());
-    CHECK(c.finished());
+    auto o = local_options();
+    o.verify = false;
+    c.run(o);
+    CHECK(c.store().stage() == store::Stage::Verification);
     const auto calls = c.store().agent_calls();
     REQUIRE(!calls.empty());
     CHECK(calls[0].outcome == "ok");
@@ -86,17 +90,19 @@ TEST_CASE("an agent's patches go the way of catalog patches: its speed-up search
             if (p.info.value("call", 0) == 2 && p.reason.find("same change") != std::string::npos) ++again;
         CHECK(again == 2);
     }
-    // The math-changing patch never ends promoted, the fast one was measured.
+    // The math-changing patch never ran to an ok trial (the loss invariant), the fast one was measured.
     const auto math_id = ps["math-shortcut"].id;
-    for (const auto& [vid, key] : c.store().promotions()) {
-        (void)vid;
-        CHECK(key.find(math_id) == std::string::npos);
-    }
-    bool fast_measured = false;
-    for (const auto& t : c.store().trials({.kinds = {store::TrialKind::Search}}))
+    bool fast_measured = false, math_refused = false;
+    for (const auto& t : c.store().trials({.kinds = {store::TrialKind::Search}})) {
         if (t.candidate_key.find(fast.id) != std::string::npos && t.outcome == trial::Outcome::Ok)
             fast_measured = true;
+        if (t.candidate_key.find(math_id) != std::string::npos) {
+            CHECK(t.outcome != trial::Outcome::Ok);
+            if (t.violation == trial::Violation::LossInvariant) math_refused = true;
+        }
+    }
     CHECK(fast_measured);
+    CHECK(math_refused);
     const auto effect = c.measured_patch_effect(fast.id);
     if (effect) CHECK(effect->speedup > 1.0);
 }
