@@ -19,9 +19,9 @@ sed -e 's|^source = ".."|source = "'"$src"'/workloads/minigpt"|' \
     -e 's|^max = 16|max = 4|' \
     -e 's|^trials = 10|trials = 3|' -e 's|^doctor = 3|doctor = 2|' -e 's|^wall_time = .*|wall_time = "00:20:00"|' \
     "$preset" >"$work/agent.contract.toml"
-# A looser error rate than the preset's (this test is about the agent's path, not the rule's stringency): a
+# A looser rule than the preset's (this test is about the agent's path, not the rule's stringency): a
 # 1.2x gain is decided in fewer pairs.
-printf '\n[verify]\nalpha = 0.1\n' >>"$work/agent.contract.toml"
+printf '\n[verify]\nalpha = 0.2\nmin_speedup = 0.0\n' >>"$work/agent.contract.toml"
 grep -q '^\[agent\]' "$work/agent.contract.toml" || fail "the preset has no [agent] section"
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=$work

@@ -134,11 +134,15 @@ TEST_CASE("an agent that hangs is killed at its time limit with what it left run
     CHECK(r.leftovers >= 1); // its setsid child, killed by agent-exec (a child subreaper)
 }
 
-TEST_CASE("an agent that floods its output is killed at the bound: its call fails, nothing grows") {
+TEST_CASE("an agent that floods its output, or answers with a 50 MiB diff, is killed at the bound: its call "
+          "fails, nothing grows") {
     FakeCampaign f;
-    const auto r = agent::call_agent(infrarsi_command(), f.spec("flood"));
-    CHECK(r.outcome == agent::CallOutcome::output_exceeded);
-    CHECK(r.out.size() <= (1u << 20));
+    for (const char* mode : {"flood", "huge"}) {
+        CAPTURE(mode);
+        const auto r = agent::call_agent(infrarsi_command(), f.spec(mode));
+        CHECK(r.outcome == agent::CallOutcome::output_exceeded);
+        CHECK(r.out.size() <= (1u << 20));
+    }
 }
 
 TEST_CASE("an agent that exits non-zero, crashes or prints no JSON: each recorded for what it is") {
