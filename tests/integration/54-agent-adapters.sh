@@ -61,4 +61,32 @@ applies "$out"
 jq -e '.model == "stand-in" and (.messages[1].content | test("a faster kernel")) and
        (.messages[1].content | test("--- kernels/compute.c ---")) and (.messages[1].content | test("--- loss.c ---") | not)' \
   "$work/chat-request.json" >/dev/null || fail "the chat request lacks the prompt or the editable files, or has a protected one"
+
+# The reference agent's rules (agents/reference, not an LLM), on minigpt's tree: its first call offers the
+# patches marked "first" that apply, the costliest phase first; after a trial ran out of memory it offers the
+# memory saver first, and never a patch it offered before.
+m=$work/m
+mkdir -p "$m/sandboxes/base" "$m/agent/calls"
+cp -r "$src/workloads/minigpt" "$m/sandboxes/base/src"
+echo db >"$m/campaign.db"
+ref=$src/agents/reference/infrarsi-reference-agent
+ask() { # ask N JSON: one contained call of the reference agent with that request
+  mkdir -p "$m/agent/calls/$1/work"
+  echo "$2" | "$bin" agent-exec --campaign "$m" --call-dir "$m/agent/calls/$1" --tree "$m/sandboxes/base/src" \
+    --time-limit 60 -- "$ref" >"$work/ref-status.$1"
+  jq -e '.exit_code == 0' "$work/ref-status.$1" >/dev/null || { cat "$m/agent/calls/$1/agent.stderr"; fail "reference call $1"; }
+}
+ask 1 "$(jq -n --arg t "$m/sandboxes/base/src" '{protocol: 1, call: 1, max_patches: 3, tree: $t,
+  baseline: {phases: {forward_s: 0.3, backward_s: 0.6}}, trials: [], patches: []}')"
+out=$m/agent/calls/1/agent.stdout
+jq -e '[.patches[].name] == ["fused-bias-gelu", "fused-attention", "local-window-attention"] and
+       .patches[1].claim.speedup == 1.35 and ([.patches[] | select(.tags | index("math_changing"))] | length) == 0' "$out" \
+  >/dev/null || { cat "$out" | head -c 600; fail "the reference agent's first call"; }
+ask 2 "$(jq -n --arg t "$m/sandboxes/base/src" '{protocol: 1, call: 2, max_patches: 3, tree: $t,
+  trials: [{outcome: "oom", peak_memory_bytes_above: 1e9, candidate: {}}],
+  patches: [{name: "fused-bias-gelu"}, {name: "fused-attention"}, {name: "local-window-attention"}]}')"
+out=$m/agent/calls/2/agent.stdout
+jq -e '.patches[0].name == "chunked-lm-loss" and .patches[0].claim.memory_factor < 1 and
+       ([.patches[].name] | index("fused-attention")) == null' "$out" >/dev/null ||
+  { cat "$out" | head -c 600; fail "the reference agent after an OOM"; }
 echo "PASS: 54-agent-adapters"
