@@ -382,11 +382,31 @@ json build(campaign::Campaign& c) {
             if (p.info.value("source", "") != "agent") continue;
             json j = {{"id", p.id}, {"call", p.info.value("call", 0)}, {"accepted", p.accepted}};
             if (p.info.contains("claim")) j["claimed"] = p.info["claim"];
+            // A search trial of the patch that broke the contract: how a check refused it (loss_invariant,
+            // ...).
+            for (const auto& t : s.trials(
+                     {.kinds = {store::TrialKind::Search}, .outcome = trial::Outcome::ContractViolation})) {
+                const auto cand = space::Candidate::from_json(t.candidate);
+                if (std::find(cand.patches.begin(), cand.patches.end(), p.id) == cand.patches.end()) continue;
+                j["broke_contract"] = std::string(trial::violation_names.name(t.violation));
+                break;
+            }
             if (const auto e = p.accepted ? c.measured_patch_effect(p.id) : std::nullopt) {
                 j["measured"] = {{"speedup", e->speedup}, {"pairs", e->pairs}};
                 if (e->memory_factor) j["measured"]["memory_factor"] = *e->memory_factor;
             }
             claims.push_back(std::move(j));
+        }
+        // Per call: how far that call's claims were from what its patches measured (calibrate_claims' error).
+        for (auto& call : calls) {
+            std::vector<model::ClaimPair> pairs;
+            for (const auto& p : claims)
+                if (p["call"] == call["call"] && p.contains("claimed") && p.contains("measured"))
+                    pairs.push_back(
+                        {p["claimed"].value("speedup", 1.0), p["measured"]["speedup"].get<double>()});
+            const auto cal = model::calibrate_claims(pairs);
+            call["measured_patches"] = cal.pairs;
+            call["calibration_error"] = cal.pairs > 0 ? json(cal.error) : json(nullptr);
         }
         const auto cal = c.agent_calibration();
         r["agent"] = {{"name", c.contract().agent.name},
@@ -737,15 +757,20 @@ std::string render(const json& r) {
                          p["accepted"].get<bool>() ? "" : p["refused_because"].get<std::string>());
     if (r.contains("agent")) {
         const auto& a = r["agent"];
-        o += fmt::format("\nAgent {}: {} calls, {} tokens, cost {:.2f}, {:.0f} s\n",
+        o += fmt::format("\nAgent {}: {} calls, {} tokens, cost {:.2f}, {:.1f} s\n",
                          a["name"].get<std::string>(), a["calls"].size(), a["tokens"].get<long long>(),
                          a["cost"].get<double>(), a["seconds"].get<double>());
-        for (const auto& call : a["calls"])
+        for (const auto& call : a["calls"]) {
             o += fmt::format(
                 "  call {} ({}): {}{}; {} patches offered, {} accepted\n", call["call"].get<int>(),
                 call["trigger"].get<std::string>(), call["outcome"].get<std::string>(),
                 call["reason"].get<std::string>().empty() ? "" : ": " + call["reason"].get<std::string>(),
                 call["offered"].get<int>(), call["accepted"].get<int>());
+            if (call.value("measured_patches", 0) > 0)
+                o += fmt::format("    its claims off by {:.0f}% over {} measured patches\n",
+                                 100 * std::expm1(call["calibration_error"].get<double>()),
+                                 call["measured_patches"].get<int>());
+        }
         if (const auto& cal = a["calibration"]; cal["pairs"].get<int>() > 0)
             o += fmt::format(
                 "  calibration over {} measured patches ({} from the experience bank): claims off "
@@ -759,7 +784,10 @@ std::string render(const json& r) {
             o += p.contains("measured")
                      ? fmt::format(", measured {:.2f}x over {} pairs of trials\n",
                                    p["measured"]["speedup"].get<double>(), p["measured"]["pairs"].get<int>())
-                     : std::string(p["accepted"].get<bool>() ? ", not measured alone\n" : ", refused\n");
+                 : !p["accepted"].get<bool>() ? std::string(", refused\n")
+                 : p.contains("broke_contract")
+                     ? ", its trial broke the contract (" + p["broke_contract"].get<std::string>() + ")\n"
+                     : std::string(", not measured alone\n");
         }
     }
     o += "\nTrials by outcome (cost in node-seconds):\n";
