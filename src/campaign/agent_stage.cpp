@@ -35,6 +35,17 @@ bool from_agent(const store::PatchRow& p) {
     return p.info.is_object() && p.info.value("source", "") == "agent";
 }
 
+// A stored claim ({"speedup", "memory_factor", "confidence"}) as a prior of the proposer (PatchClaim or
+// KnobPrior: the same fields), discounted by the agent's calibration.
+template <class Prior> void set_prior(Prior& p, const json& claim, const AgentCalibration& cal) {
+    p.speedup = claim.value("speedup", 1.0);
+    p.memory_factor = claim.value("memory_factor", 1.0);
+    p.confidence = claim.value("confidence", 0.5);
+    p.discount = cal.speed.discount;
+    p.memory_discount = cal.memory.discount;
+    p.calibration_error = cal.speed.error;
+}
+
 json claim_json(const agent::Claim& c) {
     return {{"speedup", c.speedup}, {"memory_factor", c.memory_factor}, {"confidence", c.confidence}};
 }
@@ -169,7 +180,8 @@ AgentCalibration Campaign::agent_calibration() {
 }
 
 void Campaign::fill_agent_priors(search::ProposalContext& ctx) {
-    if (store_->agent_calls().empty()) return;
+    const auto calls = store_->agent_calls();
+    if (calls.empty()) return;
     const auto cal = agent_calibration();
     std::map<std::string, const store::PatchRow*> rows;
     const auto all = store_->patches();
@@ -178,18 +190,11 @@ void Campaign::fill_agent_priors(search::ProposalContext& ctx) {
     for (auto& f : ctx.patches) {
         const auto it = rows.find(f.id);
         if (it == rows.end()) continue;
-        const auto& c = it->second->info["claim"];
         search::PatchClaim claim;
-        claim.speedup = c.value("speedup", 1.0);
-        claim.memory_factor = c.value("memory_factor", 1.0);
-        claim.confidence = c.value("confidence", 0.5);
-        claim.discount = cal.speed.discount;
-        claim.memory_discount = cal.memory.discount;
-        claim.calibration_error = cal.speed.error;
+        set_prior(claim, it->second->info["claim"], cal);
         f.claim = claim;
     }
     // The knob priors of the latest call that gave any: an agent's newer view replaces its older one.
-    const auto calls = store_->agent_calls();
     for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
         const auto& priors = it->detail.value("knob_priors", json::array());
         if (!priors.is_array() || priors.empty()) continue;
@@ -197,13 +202,7 @@ void Campaign::fill_agent_priors(search::ProposalContext& ctx) {
             search::KnobPrior kp;
             kp.knob = k.value("knob", "");
             kp.value = k.value("value", "");
-            const auto& c = k["claim"];
-            kp.speedup = c.value("speedup", 1.0);
-            kp.memory_factor = c.value("memory_factor", 1.0);
-            kp.confidence = c.value("confidence", 0.5);
-            kp.discount = cal.speed.discount;
-            kp.memory_discount = cal.memory.discount;
-            kp.calibration_error = cal.speed.error;
+            set_prior(kp, k.value("claim", json::object()), cal);
             ctx.knob_priors.push_back(std::move(kp));
         }
         break;
