@@ -4,6 +4,7 @@
 // are and the campaign completes.
 #include "campaign/campaign.hpp"
 #include "util/error.hpp"
+#include "util/sha256.hpp"
 
 #include "test_support.hpp"
 
@@ -156,4 +157,33 @@ TEST_CASE("hostile agents: out of scope, protected, symlink, 100 copies, a flood
             }
         }
     }
+}
+
+TEST_CASE("an agent patch changed on disk after it was stored is refused when the campaign opens to run, and "
+          "named when it opens read-only") {
+    TempDir d;
+    const auto dir = agent_campaign(d, "honest", 1);
+    const std::string diff = test::read_file(d.path / "toyload-patches" / "fast_kernel.patch");
+    const auto file = dir / "agent" / "patches" / "agent1-fast.patch";
+    {
+        campaign::Campaign c(dir);
+        fs::create_directories(file.parent_path());
+        std::ofstream(file) << diff;
+        c.store().put_patch({"agent1-fast",
+                             true,
+                             "",
+                             {{"source", "agent"},
+                              {"call", 1},
+                              {"name", "fast"},
+                              {"touches", {"kernels/compute.c"}},
+                              {"file", file.string()},
+                              {"sha256", sha256_hex(diff)}}});
+    }
+    auto open = [&] { campaign::Campaign opened(dir); };
+    CHECK_NOTHROW(open());
+    std::ofstream(file, std::ios::app) << "+int planted;\n";
+    CHECK_THROWS_AS(open(), Error);
+    campaign::Campaign ro(dir, campaign::Campaign::Open::read_only);
+    REQUIRE(ro.changed_inputs().size() == 1);
+    CHECK(ro.changed_inputs()[0].find("agent1-fast.patch") != std::string::npos);
 }
