@@ -51,7 +51,11 @@ wait_for 60 "a log line about the FIFO" logs_have "fifo-spool/allocations.jsonl:
 # file others can open. It used to wait for the user's lock (44 s here while `nobody` held it).
 mkdir -m 0755 "$dir/lock-spool" && install -m 0644 /dev/null "$dir/lock-spool/allocations.jsonl"
 echo "required $so spool=$dir/lock-spool" >"$plugstack"
-runuser -u nobody -- flock -s "$dir/lock-spool/allocations.jsonl" sleep 120 &
+# One process holds the lock (setpriv and bash exec into the sleep that keeps the locked descriptor), so the kill
+# below ends it; its output is kept off ctest's pipe, which a leftover sleep held open for two minutes.
+setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+  bash -c 'exec 9<"$1" && flock -s 9 && exec sleep 120' lock-holder "$dir/lock-spool/allocations.jsonl" \
+  </dev/null >/dev/null 2>&1 &
 holder=$!
 wait_for 30 "nobody's shared lock" bash -c "! flock -n -x '$dir/lock-spool/allocations.jsonl' true"
 start=$(date +%s.%N)

@@ -29,8 +29,11 @@ jq -e --rawfile known "$work/cluster-nodes.txt" '.hardware[0].nodes as $n |
 "$bin" bank show --bank "$bank" >"$work/show.txt"
 grep -q "prior" "$work/show.txt" || fail "bank show prints no prior"
 
-"$bin" init "$fx/toyload.contract.toml" --dir "$work/second" >/dev/null
-"$bin" run --accept-noise --dir "$work/second" --bank "$bank" >"$work/second.log" 2>&1 || { cat "$work/second.log"; fail "second campaign failed"; }
+# The second campaign is checked up to its search: 2 doctor runs and one search batch of 4, no verification.
+sed -e 's/^trials = .*/trials = 4/' -e 's/^doctor = .*/doctor = 2/' "$fx/toyload.contract.toml" >"$work/second.contract.toml"
+cp -r "$fx/toyload" "$fx/toyload-patches" "$work/"
+"$bin" init "$work/second.contract.toml" --dir "$work/second" >/dev/null
+"$bin" run --accept-noise --no-verify --dir "$work/second" --bank "$bank" >"$work/second.log" 2>&1 || { cat "$work/second.log"; fail "second campaign failed"; }
 "$bin" report --dir "$work/second" --json >"$work/second.json"
 jq -e '.bank.seeds | length >= 1' "$work/second.json" >/dev/null || fail "the second campaign has no seeds from the bank"
 jq -e '.bank.seeds[0].reason | test("experience bank")' "$work/second.json" >/dev/null || fail "seed without its provenance"

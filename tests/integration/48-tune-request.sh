@@ -25,7 +25,11 @@ as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
 u=$dir/alice
 mkdir -p "$u"
 cp -r "$fx/toyload" "$fx/toyload-patches" "$u/"
-cp "$fx/toyload.contract.toml" "$u/job.contract.toml"
+# A small budget (2 doctor runs, one search batch of 2, nothing to verify): what is under test is the request's
+# way to a campaign run to done, twice, not what the search finds.
+sed -e 's/^trials = .*/trials = 2/' -e 's/^batch_size = .*/batch_size = 2/' -e 's/^doctor = .*/doctor = 2/' \
+  -e 's/^verify_top = .*/verify_top = 0/' "$fx/toyload.contract.toml" >"$u/job.contract.toml"
+grep -q '^verify_top = 0' "$u/job.contract.toml" || fail "could not write the small contract"
 # The user's job runs the baseline as the contract describes it (the toyload's baseline knobs, seed, steps).
 cat >"$u/job.sbatch" <<'EOF'
 #!/bin/bash

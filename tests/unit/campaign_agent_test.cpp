@@ -22,8 +22,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The toyload contract without its catalog, with an agent of the given mode.
-fs::path agent_campaign(const TempDir& d, const std::string& mode, int trials = 8) {
+// The toyload contract without its catalog, with an agent of the given mode. `short_runs`: 4 steps a run
+// instead of 8, for the tests of what the agent stage does with an answer (not of what a patch measures).
+fs::path agent_campaign(const TempDir& d, const std::string& mode, int trials = 8, bool short_runs = false) {
     const fs::path fx = INFRARSI_FIXTURES;
     fs::copy(fx / "toyload", d.path / "toyload", fs::copy_options::recursive);
     fs::copy(fx / "toyload-patches", d.path / "toyload-patches", fs::copy_options::recursive);
@@ -33,6 +34,10 @@ fs::path agent_campaign(const TempDir& d, const std::string& mode, int trials = 
     text = std::regex_replace(text, std::regex("catalog = \"toyload-patches/catalog.toml\"\n"), "");
     text = std::regex_replace(text, std::regex("trials = 8"), "trials = " + std::to_string(trials));
     text = std::regex_replace(text, std::regex("doctor = 3"), "doctor = 2");
+    if (short_runs) {
+        text = std::regex_replace(text, std::regex("steps = 8"), "steps = 4");
+        text = std::regex_replace(text, std::regex("warmup_steps = 2"), "warmup_steps = 1");
+    }
     text += "\n[agent]\ncommand = [\"python3\", \"{contract_dir}/agents/toy-agent\", \"" + mode +
             "\"]\nname = \"toy\"\ngoal = \"faster steps\"\ncalls = 2\ncall_time_limit = \"0:20\"\n"
             "max_patches_per_call = 4\n";
@@ -113,7 +118,7 @@ TEST_CASE("hostile agents: out of scope, protected, symlink, 100 copies, a flood
     for (const std::string mode : {"scope", "copies", "flood", "invalid"}) {
         CAPTURE(mode);
         TempDir d;
-        const auto dir = agent_campaign(d, mode, 1);
+        const auto dir = agent_campaign(d, mode, 1, true);
         campaign::Campaign c(dir);
         auto o = local_options();
         o.verify = false; // the agent stage is what is under test

@@ -33,35 +33,6 @@ struct TempDir {
 };
 } // namespace
 
-TEST_CASE("an unexpected exception in one campaign marks it failed while the daemon finishes the others") {
-    TempDir d;
-    const fs::path fx = INFRARSI_FIXTURES;
-    fs::copy(fx / "toyload", d.path / "toyload", fs::copy_options::recursive);
-    fs::copy(fx / "toyload-patches", d.path / "toyload-patches", fs::copy_options::recursive);
-    fs::copy_file(fx / "toyload.contract.toml", d.path / "toyload.contract.toml");
-    campaign::Campaign::init(d.path / "toyload.contract.toml", d.path / "root" / "bad");
-    campaign::Campaign::init(d.path / "toyload.contract.toml", d.path / "root" / "good");
-    {
-        // Internal state that is not JSON: reading it throws nlohmann's parse_error, not an infrarsi::Error.
-        campaign::Campaign bad(d.path / "root" / "bad");
-        bad.store().set_meta("requeue", "{not json");
-    }
-    campaign::DaemonOptions o;
-    o.root = d.path / "root";
-    o.once = true;
-    o.idle = 0s;
-    o.run.verbose = false;
-    o.run.scheduler = "local";
-    o.run.accept_noise = true; // toyload is timed for real: a loaded host must not pause it
-    o.run.poll = 50ms;
-    std::atomic<bool> stop{false};
-    CHECK(campaign::run_daemon(o, stop) == 1);
-    campaign::Campaign good(d.path / "root" / "good");
-    CHECK(good.finished());
-    campaign::Campaign bad(d.path / "root" / "bad");
-    CHECK_FALSE(bad.finished());
-}
-
 TEST_CASE("a campaign lock is exclusive, names its holder, and is free again once released") {
     TempDir d;
     std::optional<campaign::CampaignLock> first;
@@ -134,6 +105,24 @@ campaign::DaemonOptions once_under(const fs::path& root) {
     return o;
 }
 } // namespace
+
+TEST_CASE("an unexpected exception in one campaign marks it failed while the daemon finishes the others") {
+    TempDir d;
+    const auto contract = uid_recording_contract(d.path);
+    campaign::Campaign::init(contract, d.path / "root" / "bad");
+    campaign::Campaign::init(contract, d.path / "root" / "good");
+    {
+        // Internal state that is not JSON: reading it throws nlohmann's parse_error, not an infrarsi::Error.
+        campaign::Campaign bad(d.path / "root" / "bad");
+        bad.store().set_meta("requeue", "{not json");
+    }
+    std::atomic<bool> stop{false};
+    CHECK(campaign::run_daemon(once_under(d.path / "root"), stop) == 1);
+    campaign::Campaign good(d.path / "root" / "good");
+    CHECK(good.finished());
+    campaign::Campaign bad(d.path / "root" / "bad");
+    CHECK_FALSE(bad.finished());
+}
 
 TEST_CASE("a root daemon drives a campaign a user planted under its root as that user: its build and trials "
           "never run as root") {

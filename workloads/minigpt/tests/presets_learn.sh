@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Every preset runs under Slurm with its own resources and its loss decreases over a short run.
+# Every preset runs under Slurm with its own resources and its loss decreases over a short run. On a 2-node
+# cluster of its own (its own directory and ports, no plugin), so that it runs beside the tests on the shared
+# cluster (tests/CMakeLists.txt: the own_cluster lane).
 set -euo pipefail
-: "${SLURM_CONF:?SLURM_CONF is not set: start the cluster (eval \"\$(scripts/slurm-local start)\")}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 export MINIGPT_BIN=${MINIGPT_BIN:?} INFRARSI_SOURCE_DIR=$here
 out=$(mktemp -d /tmp/minigpt-presets.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+export INFRARSI_SLURM_DIR=$out/slurm INFRARSI_SLURM_PORT=17700
+trap '"$here/scripts/slurm-local" stop >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+eval "$("$here/scripts/slurm-local" start --nodes 2 --plugin none)"
 fail=0
 for f in "$here"/workloads/minigpt/presets/*.env; do
   p=$(basename "$f" .env)
