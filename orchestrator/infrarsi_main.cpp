@@ -11,6 +11,7 @@
 #include "node/nccl_allreduce.hpp"
 #include "node/topology.hpp"
 #include "report/bank_report.hpp"
+#include "report/campaign_list.hpp"
 #include "report/html.hpp"
 #include "report/node_report.hpp"
 #include "report/progress.hpp"
@@ -32,6 +33,7 @@
 #include <csignal>
 #include <filesystem>
 #include <optional>
+#include <unistd.h>
 
 namespace {
 std::atomic<bool> stop_requested{false};
@@ -89,6 +91,12 @@ static int run_main(int argc, char** argv) {
                     "answers, else local); a campaign keeps the one its first batch used")
         ->check(CLI::IsMember({"auto", "slurm", "local"}))
         ->capture_default_str();
+    int scheduler_wait = static_cast<int>(ro.first_answer_wait.count());
+    run->add_option("--scheduler-wait", scheduler_wait,
+                    "seconds a scheduler that has run no batch of this campaign may not answer before run "
+                    "stops with an error (one that has is waited for: a restart)")
+        ->check(CLI::Range(0, 86400))
+        ->capture_default_str();
     run->add_flag("--no-verify", no_verify, "stop after the search, before verification");
     run->add_flag("--accept-noise", ro.accept_noise,
                   "go on with a baseline too noisy to promote a gain of a usual size (the campaign pauses "
@@ -130,6 +138,22 @@ static int run_main(int argc, char** argv) {
         "--table", html.table,
         "with --html: a recorded table (tests/bench/tables) whose best is drawn on the progress "
         "plots");
+
+    std::string list_root = ".";
+    auto* list = app.add_subcommand(
+        "list", "the campaigns under a directory, with state, trials, best result and who drives them");
+    list->add_option("root", list_root,
+                     "the directory (its entries and theirs: a daemon's --root holds ROOT/USER/CAMPAIGN)")
+        ->capture_default_str();
+    list->add_flag("--json", as_json, "machine-readable");
+    auto* cancel = app.add_subcommand(
+        "cancel",
+        "stop a campaign for good: its running jobs cancelled, no process (infrarsid) drives it again");
+    add_dir(cancel);
+    cancel
+        ->add_option("--scheduler", ro.scheduler,
+                     "where its jobs run, when no process drives it (default: the one it ran on)")
+        ->check(CLI::IsMember({"auto", "slurm", "local"}));
 
     report::ApplyOptions ao;
     std::string target, git_repo;
@@ -245,13 +269,13 @@ static int run_main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        return app.exit(e) == 0 ? 0 : infrarsi::kUsageExit; // app.exit prints the message or the help
     }
     // Root on a campaign a user controls acts as that user, for good, before it opens anything there (its
     // build and trials run as the user, as under a root daemon's worker; issue 29): never as root on a user's
     // content. Before the bank's default path, which is then the user's.
     if ((*init && from_script.empty()) || *doctor || *run || *verify || *status || *report || *apply ||
-        *bank_ingest) {
+        *bank_ingest || *cancel) {
         try {
             if (const auto user = account_to_act_as(dir)) {
                 fmt::print(stderr, "infrarsi: {} is {}'s (uid {}): acting as {}, not as root\n", dir,
@@ -268,6 +292,7 @@ static int run_main(int argc, char** argv) {
     ro.stop = &stop_requested;
     ro.verbose = !quiet;
     ro.verify = !no_verify;
+    ro.first_answer_wait = std::chrono::seconds(scheduler_wait);
     // Only the commands that drive a campaign use the bank: a trial (trial-exec, as a user whose home may not
     // exist) or a report must not need one.
     if ((*doctor || *run || *verify) && ro.bank.empty() && !no_bank) ro.bank = bank::default_bank_path();
@@ -310,11 +335,27 @@ static int run_main(int argc, char** argv) {
                 if (!p.accepted) fmt::print("  patch {} refused: {}\n", p.id, p.reason);
             return 0;
         }
+        if (*list) {
+            const auto j = report::list_campaigns(list_root);
+            fmt::print("{}", as_json ? j.dump(2) + "\n" : report::render_list(j));
+            return 0;
+        }
         if (*bank) {
+            const bool named = !bank_path.empty();
             if (bank_path.empty()) bank_path = bank::default_bank_path();
             if (bank_path.empty())
                 throw Error("the experience bank is off", "INFRARSI_BANK=off",
                             "--bank PATH or INFRARSI_BANK=PATH");
+            // Only ingest and import write a bank: show and export of a bank that is not there create none
+            // (a mistyped --bank is an error; the default bank not made yet is empty).
+            if ((*bank_show || *bank_export) && !std::filesystem::exists(bank_path)) {
+                if (named || *bank_export)
+                    throw Error("no experience bank here", bank_path,
+                                "a bank a campaign or `infrarsi bank import` wrote (--bank, INFRARSI_BANK)");
+                fmt::print("the experience bank {} is empty: no campaign has recorded into it yet\n",
+                           bank_path);
+                return 0;
+            }
             bank::ExperienceBank b(bank_path);
             if (*bank_export) {
                 b.export_to(bank_file);
@@ -397,6 +438,21 @@ static int run_main(int argc, char** argv) {
         // One process drives a campaign: held until this command ends.
         std::optional<campaign::CampaignLock> lock;
         if (*doctor || *run || *verify) lock.emplace(c.dir());
+        if (*cancel) {
+            // The process driving it (if any) sees the cancel at its next look and cancels its jobs itself;
+            // otherwise this one does, holding the lock meanwhile.
+            std::string holder;
+            const auto held = campaign::CampaignLock::try_take(c.dir(), &holder);
+            c.request_cancel(fmt::format("by uid {} (infrarsi cancel)", ::getuid()));
+            if (held) {
+                c.cancel_running(ro);
+                fmt::print("campaign {} cancelled\n", c.dir().string());
+            } else {
+                fmt::print("campaign {} cancelled: {} drives it and cancels its jobs at its next look\n",
+                           c.dir().string(), holder);
+            }
+            return 0;
+        }
         if (*doctor) {
             c.doctor(ro);
             fmt::print("{}", report::render_status(report::status(c)));

@@ -52,7 +52,7 @@ static int run_main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        return app.exit(e) == 0 ? 0 : infrarsi::kUsageExit; // app.exit prints the message or the help
     }
     if (campaigns.empty() && root.empty()) {
         fmt::print(stderr, "infrarsid: give --campaign DIR or --root DIR\n");

@@ -268,12 +268,18 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     return batch_id;
 }
 
+void Campaign::mark_started(const std::string& scheduler_name) {
+    if (!store_->meta("started")) store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
+    if (!scheduler_name.empty() && !store_->meta("scheduler")) store_->set_meta("scheduler", scheduler_name);
+}
+
 void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
     if (b.state != "planned") return;
     if (b.kind == kSubmittedBatch) { // the user's job, submitted already: only its id was not recorded yet
         store_->set_array_submitted(batch_id, 0, store_->meta("tune_job_id").value_or(""));
         store_->set_batch_submitted(batch_id);
+        mark_started("");
         return;
     }
     int runnable = 0;
@@ -285,10 +291,21 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     }
     const std::string name = fmt::format("infrarsi-{}-b{}", store_->meta("id").value_or("x"), batch_id);
     auto& sched = scheduler(o);
-    // A scheduler not answering for a while is waited out, with a message now and then.
+    // A scheduler that has run this campaign's batches and stops answering (slurmctld restarting) is waited
+    // out, with a message now and then. One that never ran a batch of it is waited for first_answer_wait at
+    // most: no Slurm here is an error said at once, with nothing charged to the budget, not a wait without
+    // end.
+    const bool ran_here = store_->meta("scheduler") == sched.name();
+    const auto give_up = std::chrono::steady_clock::now() + o.first_answer_wait;
     for (int waited = 0;; ++waited) {
         std::string why;
         if (sched.reachable(&why)) break;
+        if (!ran_here && std::chrono::steady_clock::now() >= give_up)
+            throw Error(fmt::format("{} does not answer ({}), and no batch of this campaign ran on it yet",
+                                    sched.name(), why),
+                        "infrarsi run --scheduler " + sched.name(),
+                        "a Slurm that answers `scontrol ping` on this host, or --scheduler local to run the "
+                        "trials here");
         if (waited % 30 == 0) say(o, "waiting for " + sched.name() + " to answer: " + why);
         if (stopping(o)) return;
         std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -329,6 +346,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
             job.placement = scheduler::excluding(array_placement(batch_id, a.seq), avoid);
             const std::string id = sched.submit_held(job);
             store_->set_array_submitted(batch_id, a.seq, id); // recorded before it can run
+            mark_started(sched.name());
             previous = id;
         } else {
             previous = a.job_id;

@@ -165,7 +165,7 @@ scheduler::Scheduler& Campaign::scheduler(const RunOptions& o) {
         check_scheduler_change(which);
     std::string why;
     scheduler_ = scheduler::make_scheduler(which, dir_ / "local-jobs", &why);
-    store_->set_meta("scheduler", scheduler_->name());
+    // Kept once a batch has gone to it (submit_batch): a scheduler that never ran a batch binds nothing.
     if (which == "auto") say(o, fmt::format("scheduler: {} ({})", scheduler_->name(), why));
     return *scheduler_;
 }
@@ -194,7 +194,6 @@ void Campaign::check_scheduler_change(const std::string& to) {
 void Campaign::use_scheduler(std::unique_ptr<scheduler::Scheduler> s) {
     check_scheduler_change(s->name());
     scheduler_ = std::move(s);
-    store_->set_meta("scheduler", scheduler_->name());
 }
 
 Campaign::BudgetUse Campaign::budget_use() {
@@ -204,7 +203,12 @@ Campaign::BudgetUse Campaign::budget_use() {
         if (t.kind == TrialKind::Search && t.counted && t.outcome != trial::Outcome::BuildFailure) ++u.trials;
         u.node_hours += t.cost_node_s / 3600.0;
     }
-    if (auto s = store_->meta("started")) u.wall_s = store::now_seconds() - std::stod(*s);
+    // From the first batch submitted to the end of the campaign (or now): a run that never reached a
+    // scheduler costs no wall time, and a finished campaign's figure stops growing.
+    if (auto s = store_->meta("started")) {
+        const auto ended = store_->meta("ended");
+        u.wall_s = (ended ? std::stod(*ended) : store::now_seconds()) - std::stod(*s);
+    }
     const auto& b = contract_.budget;
     if (u.trials >= b.trials)
         u.exhausted = fmt::format("trial budget ({} trials)", b.trials);
@@ -219,9 +223,74 @@ bool Campaign::finished() {
     return store_->stage() == store::Stage::Done;
 }
 
+bool Campaign::stopping(const RunOptions& o) {
+    if (o.stop && o.stop->load()) return true;
+    if (cancel_seen_) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - cancel_checked_ >= std::chrono::seconds(1)) {
+        cancel_checked_ = now;
+        cancel_seen_ = cancelled().has_value();
+    }
+    return cancel_seen_;
+}
+
+std::optional<std::string> Campaign::cancelled() {
+    auto c = store_->meta("cancelled");
+    if (!c || c->empty()) return std::nullopt;
+    return c;
+}
+
+void Campaign::request_cancel(const std::string& why) {
+    if (cancelled()) return;
+    store_->set_meta("cancelled", why);
+    store_->log("campaign cancelled: " + why);
+}
+
+void Campaign::cancel_running(const RunOptions& o) {
+    const auto running = store_->batches("submitted");
+    if (running.empty()) return;
+    auto& sched = scheduler(o);
+    for (const auto& b : running) {
+        for (const auto& a : store_->arrays(b.id)) {
+            if (a.job_id.empty()) continue;
+            try {
+                sched.cancel(a.job_id);
+            } catch (const Error& e) { // gone already, or the scheduler does not answer: said, not fatal
+                say(o, fmt::format("cancelling job {} of batch {}: {}", a.job_id, b.id, e.what()));
+            }
+        }
+        // Until its tasks have ended (a few seconds: SIGTERM, then SIGKILL), so that none outlives the
+        // campaign and the local scheduler reaps its children; bounded, a scheduler that is slow to say is
+        // not waited for.
+        for (const auto& a : store_->arrays(b.id))
+            if (!a.job_id.empty()) try {
+                    sched.wait(a.job_id, std::chrono::seconds(10), o.poll);
+                } catch (const Error&) {
+                }
+        for (auto t : store_->trials_of_batch(b.id)) {
+            if (t.state == store::TrialState::Finished) continue;
+            t.state = store::TrialState::Finished;
+            t.outcome = trial::Outcome::Cancelled;
+            t.counted = false;
+            t.detail = "the campaign was cancelled (infrarsi cancel)";
+            store_->update_trial(t);
+        }
+        store_->set_batch_finished(b.id);
+    }
+    say(o, fmt::format("campaign cancelled: the jobs of {} running batch(es) cancelled", running.size()));
+}
+
 void Campaign::run(const RunOptions& o) {
+    if (const auto why = cancelled()) {
+        say(o, "campaign cancelled (" + *why + "): nothing to run");
+        return;
+    }
+    run_stages(o);
+    if (cancelled()) cancel_running(o);
+}
+
+void Campaign::run_stages(const RunOptions& o) {
     using store::Stage;
-    if (!store_->meta("started")) store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
     say(o, fmt::format("trials run {} trial-exec, submitted with {} to {}", infrarsi_command().string(),
                        trial_script().string(), scheduler(o).description()));
     store_->advance_stage(Stage::Doctor);

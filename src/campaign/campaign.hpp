@@ -46,6 +46,9 @@ struct RunOptions {
     // waited for before it is taken as lost: its trial ends cancelled and its candidate is re-queued
     // (scheduler/lost_tasks.hpp). Covers accounting written after the queue forgot the job.
     std::chrono::seconds lost_grace{120};
+    // How long a scheduler that has run no batch of this campaign may not answer before `run` stops with an
+    // error (no Slurm on this host); one that has is waited for as long as it takes (a restart).
+    std::chrono::seconds first_answer_wait{60};
     bool verify = true; // run the verification stage after the search
     // Go on with a baseline whose noise leaves only large speed-ups promotable, instead of pausing
     // (check_noise, doctor.cpp).
@@ -166,6 +169,14 @@ class Campaign {
     // Why the campaign is paused (the doctor's noise stayed too high to promote a real gain: doctor.cpp), or
     // nullopt; `infrarsi run --accept-noise` goes on.
     std::optional<std::string> paused();
+    // `infrarsi cancel`: from any process that may write the campaign (its user's). The process driving it
+    // (`infrarsi run`, a daemon) stops at its next look, cancels the campaign's running jobs and ends their
+    // trials as cancelled (cancel_running); nothing drives it again. For a campaign no process drives, the
+    // canceller calls cancel_running itself, holding the campaign's lock.
+    void request_cancel(const std::string& why);
+    std::optional<std::string> cancelled(); // why, when it was; nullopt otherwise
+    // Cancels the jobs of the batches still submitted and ends their unfinished trials as cancelled.
+    void cancel_running(const RunOptions& o);
 
     struct BudgetUse {
         int trials = 0;        // counted search trials (planned, running or finished)
@@ -215,6 +226,9 @@ class Campaign {
     patch::SandboxCache sandbox_cache() const; // the campaign's sandboxes, keyed by the locked tree
     std::vector<const patch::PatchInfo*> patch_set(const space::Candidate& c) const; // throws if unknown
     void submit_batch(std::int64_t batch_id, const RunOptions& o);
+    // The first batch submitted starts the wall-time budget's clock and binds the campaign to its scheduler
+    // (empty: the user's own job, which names none).
+    void mark_started(const std::string& scheduler_name);
     void await_batch(std::int64_t batch_id, const RunOptions& o);
     void resume_open_batches(const RunOptions& o);
     void ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records);
@@ -346,7 +360,11 @@ class Campaign {
     void record_control_ratios(std::int64_t batch_id);
     // Empty, or a warning for people when the doctor's noise leaves only very large speed-ups promotable.
     std::string noise_warning();
-    bool stopping(const RunOptions& o) const { return o.stop && o.stop->load(); }
+    // A signal (o.stop) or a cancel written by another process (read from the store once a second at most).
+    bool stopping(const RunOptions& o);
+    void run_stages(const RunOptions& o);
+    std::chrono::steady_clock::time_point cancel_checked_{};
+    bool cancel_seen_ = false;
     scheduler::Scheduler& scheduler(const RunOptions& o); // chosen on first use (RunOptions::scheduler)
     void check_scheduler_change(const std::string& to);   // throws while a batch is open on another
     // The plugin's spool for `sched`'s jobs: RunOptions::spool, else discovered (slurm/plugstack.hpp), said

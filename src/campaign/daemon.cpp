@@ -308,10 +308,14 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
                 // A finished campaign is left alone, also once the user has changed its tree or contract
                 // (applying its result): only one that still runs must find its inputs as at init.
                 // A paused one (too noisy to promote a real gain) waits for `infrarsi run --accept-noise`
-                // (or a daemon started with it).
+                // (or a daemon started with it). A cancelled one (`infrarsi cancel`) is never driven again.
                 if (Campaign ro_view(d, Campaign::Open::read_only);
-                    ro_view.finished() || (ro_view.paused() && !ro.accept_noise)) {
-                    if (const auto why = ro_view.paused(); why && said.insert("paused " + d.string()).second)
+                    ro_view.finished() || ro_view.cancelled() || (ro_view.paused() && !ro.accept_noise)) {
+                    if (const auto why = ro_view.cancelled();
+                        why && said.insert("cancelled " + d.string()).second)
+                        fmt::print("infrarsid: campaign {} is cancelled: {}\n", d.string(), *why);
+                    else if (const auto why = ro_view.paused();
+                             why && said.insert("paused " + d.string()).second)
                         fmt::print("infrarsid: campaign {} is paused: {}\n", d.string(), *why);
                     continue;
                 }

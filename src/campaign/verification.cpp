@@ -148,7 +148,10 @@ void Campaign::verify(const RunOptions& o) {
     // Which change of each promoted bundle carries its gain (ablation.cpp).
     ablate(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
-    if (!stopping(o)) store_->advance_stage(store::Stage::Done);
+    if (!stopping(o)) {
+        store_->advance_stage(store::Stage::Done);
+        if (!store_->meta("ended")) store_->set_meta("ended", fmt::format("{:.3f}", store::now_seconds()));
+    }
 }
 
 bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {

@@ -15,6 +15,10 @@ bool is_name_char(char c, bool first) {
 }
 
 // NAME= at the start of a word: the name, else empty.
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
 std::string assignment_name(const std::string& w) {
     const auto eq = w.find('=');
     if (eq == std::string::npos || eq == 0) return {};
@@ -417,8 +421,9 @@ std::vector<ProgramArg> read_program_args(const std::vector<std::string>& words)
 bool read_launch(const Command& c, BatchScript& out) {
     const auto& w = c.words;
     std::size_t k = 0;
-    while (k < w.size() && (!assignment_name(w[k]).empty() || w[k] == "exec" || w[k] == "time" ||
-                            w[k] == "nohup" || w[k] == "env"))
+    while (k < w.size() &&
+           (!assignment_name(w[k]).empty() || w[k] == "exec" || w[k] == "time" || w[k] == "nohup" ||
+            w[k] == "env" || w[k] == "do" || w[k] == "then" || w[k] == "else"))
         ++k;
     if (k >= w.size()) return false;
     std::vector<std::string> srun;
@@ -455,7 +460,24 @@ bool read_launch(const Command& c, BatchScript& out) {
     out.launcher = launcher;
     out.launcher_args = std::move(largs);
     out.program = w[k];
-    out.program_words.assign(w.begin() + static_cast<std::ptrdiff_t>(k) + 1, w.end());
+    // Redirections are the shell's, not the program's: `> log.txt`, `>>log`, `&> log`, `2>&1`, `1> f`.
+    out.program_words.clear();
+    out.stdout_redirect.clear();
+    for (std::size_t j = k + 1; j < w.size(); ++j) {
+        const std::string& word = w[j];
+        const auto gt = word.find('>');
+        const std::string fd = gt == std::string::npos ? "" : word.substr(0, gt);
+        if (gt == std::string::npos ||
+            !(fd.empty() || fd == "&" || std::all_of(fd.begin(), fd.end(), is_digit))) {
+            out.program_words.push_back(word);
+            continue;
+        }
+        std::string target = word.substr(gt + 1);
+        if (!target.empty() && target[0] == '>') target.erase(0, 1); // >>
+        if (target.empty() && j + 1 < w.size()) target = w[++j];
+        const bool stdout_too = fd.empty() || fd == "&" || fd == "1";
+        if (stdout_too && target.rfind('&', 0) != 0 && target != "/dev/stdout") out.stdout_redirect = target;
+    }
     out.program_args = read_program_args(out.program_words);
     for (const auto& word : out.program_words)
         if (word == "$@" || word == "${@}" || word == "$*") out.forwards_arguments = true;
@@ -497,8 +519,73 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
         if (l[first] != '#') break;
         if (l.compare(0, 7, "#SBATCH") == 0) read_sbatch_line(l.substr(7), line, out);
     }
-    for (const auto& c : Lexer(text).commands())
-        if (read_launch(c, out)) break;
+    // The launch: of the commands that launch a known program, the first a distributed launcher runs
+    // (torchrun, deepspeed, accelerate), else the first through srun or mpirun, else the first (a data
+    // preparation's `python prep.py` before the training's `srun torchrun ...` is not the training).
+    struct Launch {
+        BatchScript read;
+        int rank = 0;
+        bool in_loop = false;
+    };
+    std::vector<Launch> launches;
+    int loops = 0;
+    auto positional = [](const std::string& word) {
+        for (std::size_t k = 0; k + 1 < word.size(); ++k)
+            if (word[k] == '$' &&
+                ((word[k + 1] >= '1' && word[k + 1] <= '9') ||
+                 (word[k + 1] == '{' && k + 2 < word.size() && word[k + 2] >= '1' && word[k + 2] <= '9')))
+                return true;
+        return false;
+    };
+    auto literal_port = [](const std::string& v) {
+        return !v.empty() && v.size() <= 5 && std::all_of(v.begin(), v.end(), is_digit);
+    };
+    for (const auto& c : Lexer(text).commands()) {
+        const std::string& first = c.words.front();
+        if (first == "for" || first == "while" || first == "until" || first == "select") ++loops;
+        if (first == "done" && loops > 0) --loops;
+        if (std::any_of(c.words.begin(), c.words.end(), positional)) out.positional_lines.push_back(c.line);
+        for (const auto& word : c.words)
+            if (assignment_name(word) == "MASTER_PORT" && literal_port(word.substr(12)) &&
+                out.fixed_port.empty()) {
+                out.fixed_port = word.substr(12);
+                out.fixed_port_line = c.line;
+            }
+        BatchScript l;
+        if (!read_launch(c, l)) continue;
+        const bool distributed =
+            l.launcher == "torchrun" || l.launcher == "deepspeed" || l.launcher == "accelerate";
+        const int rank = distributed ? 2 : !l.srun.empty() ? 1 : 0;
+        launches.push_back({std::move(l), rank, loops > 0});
+    }
+    const Launch* taken = nullptr;
+    for (const auto& l : launches)
+        if (!taken || l.rank > taken->rank) taken = &l;
+    if (!taken) return out;
+    for (const auto& l : launches)
+        if (&l != taken) out.other_launch_lines.push_back(l.read.launch_line);
+    auto& t = taken->read;
+    out.launch_line = t.launch_line;
+    out.srun = t.srun;
+    out.launcher = t.launcher;
+    out.launcher_args = t.launcher_args;
+    out.program = t.program;
+    out.program_words = t.program_words;
+    out.program_args = t.program_args;
+    out.forwards_arguments = t.forwards_arguments;
+    out.stdout_redirect = t.stdout_redirect;
+    out.launch_in_loop = taken->in_loop;
+    if (out.fixed_port.empty())
+        for (const char* opt : {"--master_port", "--main_process_port", "--rdzv_endpoint"})
+            if (const auto v = out.launcher_option(opt)) {
+                const auto colon = v->rfind(':');
+                const std::string port = colon == std::string::npos ? *v : v->substr(colon + 1);
+                if (literal_port(port)) {
+                    out.fixed_port = port;
+                    out.fixed_port_line = out.launch_line;
+                    break;
+                }
+            }
     return out;
 }
 

@@ -37,6 +37,17 @@ struct BatchScript {
     bool forwards_arguments = false;        // "$@" is among them: arguments given to the script reach it
     // The value of one of the launcher's options ("--nproc_per_node" and "--nproc-per-node" alike).
     std::optional<std::string> launcher_option(std::string_view name) const;
+
+    // What a trial could trip on, as the script shows it (the draft names each with a CHECK line):
+    // further commands that launch a known program too (the launch taken is the first one a distributed
+    // launcher runs, torchrun/deepspeed/accelerate, else the first through srun, else the first);
+    std::vector<int> other_launch_lines;
+    bool launch_in_loop = false; // the launch runs inside a for/while/until loop: several trainings a job
+    std::string stdout_redirect; // the file the launch's standard output goes to instead of the job's
+    std::vector<int>
+        positional_lines;   // lines that read the script's own arguments ($1..$9): appended ones shift
+    std::string fixed_port; // a literal rendezvous port (MASTER_PORT=29500, --master_port 29500, ...)
+    int fixed_port_line = 0;
 };
 
 // Reads a script's text; `where` names it in errors. Throws infrarsi::Error only for text that is no script

@@ -1,5 +1,7 @@
 #include "contract/contract.hpp"
 
+#include "contract/draft.hpp"
+
 #include "space/presets.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -943,6 +945,25 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv,
     return out;
 }
 
+namespace {
+// Every value a draft left to fill in ("FILL-IN", contract/draft.hpp), alone or inside a string (an sbatch
+// option's value), with its line and key: all of them at once, not one per `init`. The tree's depth is
+// bounded by check_toml_limits before it is parsed.
+void collect_placeholders(const toml::node& n, const std::string& path, std::vector<std::string>& out) {
+    if (const auto* t = n.as_table()) {
+        for (const auto& [k, v] : *t)
+            collect_placeholders(v, path.empty() ? std::string(k.str()) : path + "." + std::string(k.str()),
+                                 out);
+    } else if (const auto* a = n.as_array()) {
+        for (const auto& e : *a)
+            collect_placeholders(e, path, out);
+    } else if (const auto* str = n.as_string()) {
+        if (str->get().find(draft_placeholder) != std::string::npos)
+            out.push_back(fmt::format("line {} ({})", n.source().begin.line, path));
+    }
+}
+} // namespace
+
 Contract load(const fs::path& file) {
     std::error_code ec;
     if (!fs::is_regular_file(fs::absolute(file, ec)))
@@ -964,6 +985,16 @@ Contract load_text(const std::string& text, const fs::path& file) {
     } catch (const toml::parse_error& e) {
         throw Error(std::string("TOML syntax error: ") + std::string(e.description()), r.at(e.source()),
                     "valid TOML (https://toml.io)");
+    }
+    std::vector<std::string> to_fill;
+    collect_placeholders(root, "", to_fill);
+    if (!to_fill.empty()) {
+        std::string list;
+        for (const auto& f : to_fill)
+            list += (list.empty() ? "" : ", ") + f;
+        throw Error(fmt::format("{} value(s) still to fill in: {}", to_fill.size(), list), c.file.string(),
+                    fmt::format("the values the draft marked \"{}\" (its CHECK comments say what each is)",
+                                draft_placeholder));
     }
     r.known_keys(root, "(top level)",
                  {"name", "workload", "resources", "knobs", "constants", "constraints", "patches",

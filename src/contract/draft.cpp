@@ -30,7 +30,8 @@ enum class Role {
     Workers,
     Bucket,
     TensorParallel,
-    PipelineParallel
+    PipelineParallel,
+    LogInterval // how often the program prints a step line: a short trial must print every step
 };
 
 struct Known {
@@ -91,6 +92,12 @@ const std::vector<Known>& known_arguments() {
          "pipeline_parallel",
          {"--pipeline-model-parallel-size", "--pipeline_model_parallel_size", "--pp"},
          "pipeline parallel size"},
+        {Role::LogInterval,
+         "",
+         {"--log-interval", "--log_interval", "--log-every", "--log_every", "--logging_steps",
+          "--logging-steps", "--print_freq", "--print-freq", "--log_freq", "--log-freq",
+          "--log_every_n_steps", "--log-every-n-steps", "--metrics.log_freq"},
+         "how often a step line is printed"},
     };
     return k;
 }
@@ -138,8 +145,10 @@ class Writer {
         line("# CHECK: " + why);
         ++checks_;
     }
-    void fill(const std::string& key, const std::string& why) {
-        kv(key, q(draft_placeholder), "CHECK: fill in: " + why);
+    void fill(const std::string& key, const std::string& why) { fill_in(key, q(draft_placeholder), why); }
+    // A value with the placeholder inside it (`["--gpus-per-node=FILL-IN"]`).
+    void fill_in(const std::string& key, const std::string& value, const std::string& why) {
+        kv(key, value, "CHECK: fill in: " + why);
         ++checks_;
         ++placeholders_;
     }
@@ -181,6 +190,83 @@ std::optional<std::string> gpus_per_node(const BatchScript& s) {
     }
     if (auto it = s.sbatch.find("gpus"); it != s.sbatch.end()) return it->second;
     return std::nullopt;
+}
+
+// What the draft does with each #SBATCH option sbatch would read. Resource: read into [resources] (or the
+// GPUs into sbatch_args as --gpus-per-node). Carried: every trial needs it as the script has it (where it may
+// run, whose allocation it is), so it goes into sbatch_args as written. Campaign: the campaign sets it per
+// trial itself (its name, output, arrays, environment), so the script's value is left out, and the draft says
+// why. Anything else is left out too, named, for the user to carry by hand if every trial needs it.
+enum class SbatchUse { Resource, Carried, Campaign };
+struct SbatchOption {
+    SbatchUse use;
+    const char* why; // for a Campaign option: why the campaign's own value replaces the script's
+};
+const std::map<std::string, SbatchOption>& sbatch_options() {
+    static const std::map<std::string, SbatchOption> table{
+        {"nodes", {SbatchUse::Resource, ""}},
+        {"ntasks-per-node", {SbatchUse::Resource, ""}},
+        {"cpus-per-task", {SbatchUse::Resource, ""}},
+        {"partition", {SbatchUse::Resource, ""}},
+        {"mem", {SbatchUse::Resource, ""}},
+        {"time", {SbatchUse::Resource, ""}},
+        {"gpus-per-node", {SbatchUse::Resource, ""}},
+        {"gpus", {SbatchUse::Resource, ""}},
+        {"gres", {SbatchUse::Resource, ""}},
+        {"account", {SbatchUse::Carried, ""}},
+        {"qos", {SbatchUse::Carried, ""}},
+        {"constraint", {SbatchUse::Carried, ""}},
+        {"reservation", {SbatchUse::Carried, ""}},
+        {"exclusive", {SbatchUse::Carried, ""}},
+        {"gpus-per-task", {SbatchUse::Carried, ""}},
+        {"cpus-per-gpu", {SbatchUse::Carried, ""}},
+        {"mem-per-gpu", {SbatchUse::Carried, ""}},
+        {"mem-per-cpu", {SbatchUse::Carried, ""}},
+        {"ntasks", {SbatchUse::Carried, ""}},
+        {"ntasks-per-gpu", {SbatchUse::Carried, ""}},
+        {"gpu-bind", {SbatchUse::Carried, ""}},
+        {"gpu-freq", {SbatchUse::Carried, ""}},
+        {"cpu-freq", {SbatchUse::Carried, ""}},
+        {"hint", {SbatchUse::Carried, ""}},
+        {"threads-per-core", {SbatchUse::Carried, ""}},
+        {"cores-per-socket", {SbatchUse::Carried, ""}},
+        {"sockets-per-node", {SbatchUse::Carried, ""}},
+        {"distribution", {SbatchUse::Carried, ""}},
+        {"switches", {SbatchUse::Carried, ""}},
+        {"network", {SbatchUse::Carried, ""}},
+        {"licenses", {SbatchUse::Carried, ""}},
+        {"clusters", {SbatchUse::Carried, ""}},
+        {"wckey", {SbatchUse::Carried, ""}},
+        {"nodelist", {SbatchUse::Carried, ""}},
+        {"exclude", {SbatchUse::Carried, ""}},
+        {"contiguous", {SbatchUse::Carried, ""}},
+        {"oversubscribe", {SbatchUse::Carried, ""}},
+        {"mincpus", {SbatchUse::Carried, ""}},
+        {"tmp", {SbatchUse::Carried, ""}},
+        {"tres-per-task", {SbatchUse::Carried, ""}},
+        {"job-name", {SbatchUse::Campaign, "each trial's job is named by the campaign"}},
+        {"output", {SbatchUse::Campaign, "the campaign keeps each trial's output in its batch directory"}},
+        {"error", {SbatchUse::Campaign, "the campaign keeps each trial's output in its batch directory"}},
+        {"input", {SbatchUse::Campaign, "a trial reads no standard input"}},
+        {"open-mode", {SbatchUse::Campaign, "the campaign keeps each trial's output in its batch directory"}},
+        {"array", {SbatchUse::Campaign, "the campaign submits its own job arrays, one task a trial"}},
+        {"dependency", {SbatchUse::Campaign, "the campaign orders its own batches"}},
+        {"chdir", {SbatchUse::Campaign, "each trial runs in its own sandbox of the tree"}},
+        {"mail-type", {SbatchUse::Campaign, "a campaign runs many trials: one mail each"}},
+        {"mail-user", {SbatchUse::Campaign, "a campaign runs many trials: one mail each"}},
+        {"requeue", {SbatchUse::Campaign, "the campaign re-queues what a node failure ended, itself"}},
+        {"no-requeue", {SbatchUse::Campaign, "the campaign re-queues what a node failure ended, itself"}},
+        {"export", {SbatchUse::Campaign, "the campaign sets each trial's environment"}},
+        {"signal", {SbatchUse::Campaign, "a trial runs a short, fixed number of steps"}},
+        {"time-min", {SbatchUse::Campaign, "a trial runs a short, fixed number of steps"}},
+        {"begin", {SbatchUse::Campaign, "the campaign decides when its trials run"}},
+        {"hold", {SbatchUse::Campaign, "the campaign decides when its trials run"}},
+        {"priority", {SbatchUse::Campaign, "the campaign decides when its trials run"}},
+        {"nice", {SbatchUse::Campaign, "the campaign decides when its trials run"}},
+        {"parsable", {SbatchUse::Campaign, "an option of sbatch's own output, not of the job"}},
+        {"wait", {SbatchUse::Campaign, "an option of sbatch's own output, not of the job"}},
+    };
+    return table;
 }
 
 // `p` relative to `dir` when they are close (the contract beside the script, or a folder or two away), else
@@ -253,12 +339,70 @@ Draft draft_contract(const DraftOptions& o) {
     w.kv("sbatch_script", q(relative_to(o.script, out_dir)),
          "run with bash inside each trial's allocation; its #SBATCH lines are replaced by [resources]");
     const Found* steps = role(Role::Steps);
-    if (steps && !steps->arg.flag) {
-        w.check(
-            "args", fmt::format("[{}]", q(steps->arg.name + "=" + "20")),
-            fmt::format("appended to the script's arguments: a short run of each trial (the script runs {} "
-                        "steps)",
-                        steps->arg.value));
+    // A step line every N steps (N > 1): a short trial would print few or none; every trial prints each.
+    const Found* interval = role(Role::LogInterval);
+    const bool sparse_log = interval && !interval->arg.flag && integer(interval->arg.value).value_or(1) > 1;
+    std::vector<std::string> args;
+    if (steps && !steps->arg.flag) args.push_back(q(steps->arg.name + "=" + "20"));
+    if (sparse_log) args.push_back(q(interval->arg.name + "=1"));
+    if (!args.empty()) {
+        std::string why = "appended to the script's arguments:";
+        if (steps && !steps->arg.flag)
+            why += fmt::format(" a short run of each trial (the script runs {} steps)", steps->arg.value);
+        if (sparse_log)
+            why +=
+                fmt::format("{} a step line every step (the script prints one every {}: a trial of 20 steps "
+                            "would measure {})",
+                            steps && !steps->arg.flag ? ";" : "", interval->arg.value,
+                            20 / integer(interval->arg.value).value_or(1));
+        std::string list;
+        for (const auto& a : args)
+            list += (list.empty() ? "" : ", ") + a;
+        w.check("args", "[" + list + "]", why);
+    }
+    // The traps a reader of the script can see, each a CHECK line.
+    if (!s.other_launch_lines.empty()) {
+        std::string lines;
+        for (const int l : s.other_launch_lines)
+            lines += (lines.empty() ? "" : ", ") + std::to_string(l);
+        w.check_line(
+            fmt::format("the script launches a program on line(s) {} too; the draft took line {} ({} "
+                        "{}) as the training: every trial runs the whole script, the others too",
+                        lines, s.launch_line, s.launcher, s.program));
+        notes.push_back(fmt::format("more than one launch: line {} taken as the training, also line(s) {}",
+                                    s.launch_line, lines));
+    }
+    if (s.launch_in_loop) {
+        w.check_line(
+            fmt::format("the launch (line {}) is inside a loop: several trainings in one job, and each "
+                        "trial would run them all; keep one in the script a trial runs",
+                        s.launch_line));
+        notes.push_back("the launch is inside a loop: several trainings in one job");
+    }
+    if (!s.stdout_redirect.empty()) {
+        w.check_line(
+            fmt::format("the launch (line {}) sends its output to {}, not to the job's output: trials "
+                        "would read no step line; remove the redirection (or use `| tee {}`)",
+                        s.launch_line, s.stdout_redirect, s.stdout_redirect));
+        notes.push_back("the training's output is redirected to " + s.stdout_redirect +
+                        ": trials read the job's output");
+    }
+    if (!s.positional_lines.empty()) {
+        std::string lines;
+        for (const int l : s.positional_lines)
+            lines += (lines.empty() ? "" : ", ") + std::to_string(l);
+        w.check_line(
+            fmt::format("the script reads its own arguments ($1..$9, line(s) {}): the args and knobs "
+                        "a trial appends would land there; give them as knobs of another kind, or "
+                        "read them by name",
+                        lines));
+        notes.push_back("the script reads positional arguments ($1..): appended arguments would shift them");
+    }
+    if (!s.fixed_port.empty()) {
+        w.check_line(fmt::format("a fixed rendezvous port {} (line {}): two trials on one node at once would "
+                                 "collide; derive it from the job, e.g. $((29500 + SLURM_JOB_ID % 1000))",
+                                 s.fixed_port, s.fixed_port_line));
+        notes.push_back("a fixed rendezvous port " + s.fixed_port + ": trials sharing a node would collide");
     }
     if (!s.forwards_arguments) {
         notes.push_back(fmt::format("the launch on line {} does not pass the script's arguments on (\"$@\"): "
@@ -305,12 +449,55 @@ Draft draft_contract(const DraftOptions& o) {
     const auto nproc = s.launcher_option("--nproc_per_node");
     if (nproc && slurm_source(*nproc) == "--gpus-per-node") gpus_knob = true;
     if (gpus && !gpus_knob) sbatch_args.push_back("--gpus-per-node=" + *gpus);
+    // Every #SBATCH option accounted for: carried as written, or named as left out with why.
+    std::vector<std::string> carried, left_out;
+    for (const auto& [name, value] : s.sbatch) {
+        const std::string at = fmt::format("--{} (line {})", name, s.sbatch_line.at(name));
+        const auto it = sbatch_options().find(name);
+        if (name == "gres" && value.rfind("gpu", 0) != 0) { // a non-GPU resource (a license, local disk)
+            sbatch_args.push_back("--gres=" + value);
+            continue;
+        }
+        if (it == sbatch_options().end()) {
+            left_out.push_back(
+                at + ": not an option the draft knows; add it to sbatch_args if every trial needs it");
+        } else if (it->second.use == SbatchUse::Carried) {
+            sbatch_args.push_back(value.empty() ? "--" + name : "--" + name + "=" + value);
+            carried.push_back(at);
+        } else if (it->second.use == SbatchUse::Campaign) {
+            left_out.push_back(at + ": " + it->second.why);
+        }
+    }
     if (!sbatch_args.empty()) {
         std::string list;
         for (const auto& a : sbatch_args)
             list += (list.empty() ? "" : ", ") + q(a);
-        w.check("sbatch_args", "[" + list + "]", "further sbatch options of every trial");
+        w.check("sbatch_args", "[" + list + "]",
+                carried.empty() ? "further sbatch options of every trial"
+                                : "further sbatch options of every trial, as the script's #SBATCH lines have "
+                                  "them (where a trial may run, whose allocation it is)");
     }
+    if (s.sbatch.empty()) {
+        // No #SBATCH line at all (the options come from a wrapper, or the command line): nothing says how
+        // many nodes or GPUs a trial needs, and a silent 1 node without a GPU would time every trial wrongly.
+        w.fill("nodes", "the script has no #SBATCH lines: the nodes one run of the job needs");
+        w.fill_in("sbatch_args", "[\"--gpus-per-node=" + std::string(draft_placeholder) + "\"]",
+                  "the GPUs per node one run needs (or remove this line: a CPU job)");
+        notes.push_back("the script has no #SBATCH lines: fill in nodes, the GPUs per node and mem in "
+                        "[resources] (the draft cannot know them)");
+    }
+    for (const auto& l : left_out)
+        w.line("# not carried from #SBATCH " + l);
+    // The options the campaign sets itself are routine (named in the draft); one the draft does not know is
+    // the user's to decide.
+    std::size_t unknown = 0;
+    for (const auto& [name, value] : s.sbatch)
+        if (!sbatch_options().count(name) && name != "gres") ++unknown;
+    if (unknown > 0)
+        notes.push_back(
+            fmt::format("{} #SBATCH option(s) the draft does not know, not carried into the trials "
+                        "(named in the draft: add each to sbatch_args if every trial needs it)",
+                        unknown));
     w.line();
 
     // [knobs.*]

@@ -402,8 +402,8 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
                         fmt_num(b["median_step_s"]), b.value("completed", 0), 100 * num(b["cv_between"], 0),
                         100 * num(b["minimum_detectable_effect"], 0)));
     }
-    if (r["promoted"].empty())
-        row("promoted", "none (nothing beat the baseline beyond the noise floor with the loss held)");
+    if (r["promoted"].empty() && r.contains("none_promoted"))
+        row("promoted", esc(r["none_promoted"]["text"].get<std::string>()));
     for (const auto& p : r["promoted"])
         row("promoted",
             fmt::format("<a href=\"#verification-{}\">{}</a>: <b>{:.3f}x</b> (95% CI {:.3f}-{:.3f}), "

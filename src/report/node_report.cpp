@@ -1,6 +1,7 @@
 #include "report/node_report.hpp"
 
 #include "node/gpu_peaks.hpp"
+#include "report/format.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +10,7 @@ namespace infrarsi::report {
 nlohmann::json describe_node(const node::TopologyFeatures& topology, const node::Calibration& calibration,
                              const std::optional<node::GpuCalibration>& gpu,
                              const std::optional<node::NcclAllreduce>& allreduce) {
-    nlohmann::json j = {{"format", "infrarsi-node/1"},
+    nlohmann::json j = {{"format", format_json(kNodeFormat)},
                         {"topology", node::to_json(topology)},
                         {"calibration", node::to_json(calibration)}};
     if (gpu) {

@@ -163,6 +163,13 @@ std::string apply_lines(const json& promoted, const std::string& indent) {
     if (!args.empty()) o += indent + "arguments: " + shell_join(args) + "\n";
     return o;
 }
+
+// The campaign's state as status and report show it: its stage, or "cancelled" (infrarsi cancel) before done.
+std::string campaign_state(campaign::Campaign& c) {
+    const auto stage = c.store().stage();
+    if (stage != store::Stage::Done && c.cancelled()) return "cancelled";
+    return store::to_string(stage);
+}
 } // namespace
 
 json status(campaign::Campaign& c) {
@@ -196,7 +203,7 @@ json status(campaign::Campaign& c) {
     json j = {{"format", format_json(kStatusFormat)},
               {"campaign", s.meta("name").value_or("")},
               {"dir", c.dir().string()},
-              {"state", store::to_string(s.stage())},
+              {"state", campaign_state(c)},
               {"trials", {{"used", use.trials}, {"budget", b.trials}}},
               {"node_hours", {{"used", use.node_hours}, {"budget", b.node_hours}}},
               {"wall_s", use.wall_s},
@@ -278,6 +285,55 @@ std::string render_status(const json& j) {
     return out;
 }
 
+namespace {
+// Why a campaign has promoted nothing, from what it ran, never a guess: it has not finished; its search ran
+// no trial (it stopped before, a scheduler that never answered, a budget spent by the doctor); no candidate
+// reached verification (nothing measured faster in the search), with the power the doctor's noise left it; or
+// what reached verification was refused. `reason` is one of not_finished, no_search_trial, none_verified,
+// refused.
+json why_none_promoted(campaign::Campaign& c, const std::vector<store::TrialRow>& trials,
+                       const json& verifications) {
+    auto& s = c.store();
+    int searched = 0, searched_ok = 0;
+    for (const auto& t : trials) {
+        if (t.kind != store::TrialKind::Search || t.state != store::TrialState::Finished) continue;
+        ++searched;
+        if (t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::StoppedSlow) ++searched_ok;
+    }
+    const auto baseline = s.baseline();
+    const double mde = baseline ? baseline->minimum_detectable_effect : 0.0;
+    // The doctor's noise as a limit: a gain under the MDE could not be told from noise in the search.
+    const std::string power =
+        mde > 0.15
+            ? fmt::format("; the doctor's minimum detectable effect was {:.1f}%: a gain under {:.2f}x could "
+                          "hardly be told from the noise",
+                          100 * mde, 1 + mde)
+            : "";
+    const bool done = s.stage() == store::Stage::Done;
+    if (searched == 0) {
+        std::string why = !baseline ? "the doctor has no baseline yet"
+                          : done    ? "the budget ended before the search"
+                                    : "the campaign has not reached its search";
+        if (const auto paused = c.paused()) why = "the campaign is paused: " + *paused;
+        return {{"reason", "no_search_trial"}, {"text", "none: no search trial ran (" + why + ")"}};
+    }
+    if (!done && verifications.empty())
+        return {{"reason", "not_finished"},
+                {"text", fmt::format("none yet: the campaign is at its {} stage ({} search trials ran)",
+                                     store::stage_names.name(s.stage()), searched)}};
+    if (verifications.empty())
+        return {
+            {"reason", "none_verified"},
+            {"text", fmt::format("none: no candidate of the {} search trials ({} measured) was faster than "
+                                 "the baseline by enough to verify{}",
+                                 searched, searched_ok, power)}};
+    return {{"reason", "refused"},
+            {"text", fmt::format("none: the {} verified candidate(s) did not beat the baseline by the rule's "
+                                 "bound with the loss held (see Verifications){}",
+                                 verifications.size(), power)}};
+}
+} // namespace
+
 json build(campaign::Campaign& c) {
     auto& s = c.store();
     const auto& k = c.contract();
@@ -287,7 +343,7 @@ json build(campaign::Campaign& c) {
                      {"id", s.meta("id").value_or("")},
                      {"dir", c.dir().string()},
                      {"contract", k.file.string()},
-                     {"state", store::to_string(s.stage())}};
+                     {"state", campaign_state(c)}};
     auto use = c.budget_use();
     r["budget"] = {{"trials_used", use.trials},
                    {"trials", k.budget.trials},
@@ -511,6 +567,7 @@ json build(campaign::Campaign& c) {
     }
     r["verifications"] = verifications;
     r["promoted"] = promoted;
+    if (promoted.empty()) r["none_promoted"] = why_none_promoted(c, trials, verifications);
     json ts = json::array();
     for (const auto& t : trials)
         ts.push_back(trial_json(t));
@@ -684,8 +741,8 @@ std::string render(const json& r) {
         }
     }
     o += "\nPromoted changes:\n";
-    if (r["promoted"].empty())
-        o += "  none (nothing beat the baseline beyond the noise floor with the loss held)\n";
+    if (r["promoted"].empty() && r.contains("none_promoted"))
+        o += "  " + r["none_promoted"]["text"].get<std::string>() + "\n";
     for (const auto& p : r["promoted"]) {
         o += fmt::format(
             "  {}\n    speed-up {:.3f}x (one-sided bounds {:.3f}-{:.3f} at the rule's level) over {} "

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -201,7 +202,11 @@ TEST_CASE("the Megatron draft marks what the script does not say, and init accep
     CHECK(has_line(draft.text, "arg = \"--tensor-model-parallel-size={}\""));
     CHECK(has_line(draft.text, "args = [\"--train-iters=20\"]"));
     CHECK(has_line(draft.text, "values = [\"selective\", \"full\"]"));
-    CHECK(has_line(draft.text, "sbatch_args = [\"--gpus-per-node=8\"]"));
+    // The GPUs from --gres, --exclusive as the script has it; the job name is the campaign's.
+    CHECK(has_line(draft.text, "sbatch_args = [\"--gpus-per-node=8\", \"--exclusive\"]"));
+    CHECK(has_line(draft.text, "# not carried from #SBATCH --job-name (line 4)"));
+    // Its MASTER_PORT=6000 would make two trials on one node collide.
+    CHECK(has_line(draft.text, "# CHECK: a fixed rendezvous port 6000 (line 17)"));
     CHECK(has_line(draft.text, "nodes = 2"));
     CHECK(has_line(draft.text, "seed = 1234"));
     // torchrun's --nproc_per_node is a literal 8 here: said, not made a knob.
@@ -323,4 +328,125 @@ TEST_CASE("a framework's sample picks its format, torchtitan's too: a given --fo
             draft.text.find("2 lines of titan.out look like step lines but are not read, the first: \"step 1 "
                             "| my loss is 2.5\"") != std::string::npos);
     }
+}
+
+TEST_CASE("every #SBATCH line is accounted for: where a trial may run and whose allocation it is carried, "
+          "what the campaign sets itself left out with why, an unknown option named") {
+    TempDir d;
+    std::ofstream(d.path / "site.sbatch")
+        << "#!/bin/bash\n#SBATCH --nodes=1 --mem=8G\n#SBATCH -A proj42\n#SBATCH --qos=high\n"
+           "#SBATCH -C a100\n#SBATCH --reservation=maint\n#SBATCH --exclusive\n#SBATCH --gpus-per-task=1\n"
+           "#SBATCH -J mytrain\n#SBATCH -o out-%j.txt\n#SBATCH --mail-type=END\n#SBATCH --array=1-3\n"
+           "#SBATCH --frobnicate=yes\n"
+           "python train.py --batch_size 8 \"$@\"\n";
+    contract::DraftOptions o;
+    o.script = d.path / "site.sbatch";
+    o.output = d.path / "site.contract.toml";
+    o.format = measure::LogFormatKind::KeyValue;
+    const auto draft = contract::draft_contract(o);
+    INFO(draft.text);
+    CHECK(has_line(draft.text, "sbatch_args = [\"--account=proj42\", \"--constraint=a100\", \"--exclusive\", "
+                               "\"--gpus-per-task=1\", \"--qos=high\", \"--reservation=maint\"]"));
+    CHECK(has_line(draft.text, "# not carried from #SBATCH --job-name (line 9): each trial's job is named"));
+    CHECK(has_line(draft.text, "# not carried from #SBATCH --output (line 10): the campaign keeps"));
+    CHECK(has_line(draft.text, "# not carried from #SBATCH --mail-type (line 11): "));
+    CHECK(has_line(draft.text, "# not carried from #SBATCH --array (line 12): the campaign submits its own"));
+    CHECK(has_line(draft.text,
+                   "# not carried from #SBATCH --frobnicate (line 13): not an option the draft knows"));
+    bool noted = false;
+    for (const auto& n : draft.notes)
+        noted = noted || n.find("1 #SBATCH option(s) the draft does not know") != std::string::npos;
+    CHECK(noted);
+    // The carried options reach the contract as its sbatch options.
+    contract::write_draft(o.output, draft);
+    std::ofstream(o.output) << fill(draft.text, {{"steps", "20"}});
+    const auto c = contract::load(o.output);
+    CHECK(std::find(c.resources.sbatch_args.begin(), c.resources.sbatch_args.end(), "--account=proj42") !=
+          c.resources.sbatch_args.end());
+}
+
+TEST_CASE(
+    "a script without #SBATCH lines gets nodes and GPUs to fill in and a note, the draft's loader names "
+    "every value to fill in at once") {
+    TempDir d;
+    std::ofstream(d.path / "bare.sh")
+        << "#!/bin/bash\ntorchrun --nproc_per_node=8 train.py --batch_size 8 \"$@\"\n";
+    contract::DraftOptions o;
+    o.script = d.path / "bare.sh";
+    o.output = d.path / "bare.contract.toml";
+    const auto draft = contract::draft_contract(o);
+    INFO(draft.text);
+    CHECK(has_line(draft.text, "nodes = \"FILL-IN\""));
+    CHECK(has_line(draft.text, "sbatch_args = [\"--gpus-per-node=FILL-IN\"]"));
+    bool noted = false;
+    for (const auto& n : draft.notes)
+        noted = noted || n.find("no #SBATCH lines") != std::string::npos;
+    CHECK(noted);
+    contract::write_draft(o.output, draft);
+    try {
+        contract::load(o.output);
+        FAIL("a draft with values to fill in was accepted");
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        CHECK(what.find(std::to_string(draft.placeholders) + " value(s) still to fill in") !=
+              std::string::npos);
+        CHECK(what.find("(resources.nodes)") != std::string::npos);
+        CHECK(what.find("(resources.sbatch_args)") != std::string::npos);
+        CHECK(what.find("(resources.mem)") != std::string::npos);
+    }
+}
+
+TEST_CASE(
+    "the traps an expert sees are named: another launch before the training, a loop of trainings, a fixed "
+    "port, output redirected to a file, positional arguments, a step line every 100 steps") {
+    TempDir d;
+    std::ofstream(d.path / "traps.sbatch") << "#!/bin/bash\n#SBATCH --nodes=1 --mem=8G\n"
+                                              "python prepare_data.py --out data/\n"
+                                              "export MASTER_PORT=29500\n"
+                                              "for lr in 1e-3 3e-4; do\n"
+                                              "  srun torchrun --nproc_per_node=8 train.py --lr $lr "
+                                              "--log-interval 100 --max_iters 5000 \"$@\" > "
+                                              "train.log 2>&1\n"
+                                              "done\n"
+                                              "cp $1 results/\n";
+    const auto s = contract::read_batch_script(read(d.path / "traps.sbatch"), "traps");
+    CHECK(s.launch_line == 6);
+    CHECK(s.launcher == "torchrun");
+    CHECK(s.program == "train.py");
+    CHECK(s.other_launch_lines == std::vector<int>{3});
+    CHECK(s.launch_in_loop);
+    CHECK(s.stdout_redirect == "train.log");
+    CHECK(s.positional_lines == std::vector<int>{8});
+    CHECK(s.fixed_port == "29500");
+    CHECK(s.fixed_port_line == 4);
+    for (const auto& w : s.program_words) // the redirection is the shell's, not an argument
+        CHECK(w.find('>') == std::string::npos);
+
+    contract::DraftOptions o;
+    o.script = d.path / "traps.sbatch";
+    o.output = d.path / "traps.contract.toml";
+    o.format = measure::LogFormatKind::KeyValue;
+    const auto draft = contract::draft_contract(o);
+    INFO(draft.text);
+    CHECK(has_line(draft.text, "args = [\"--max_iters=20\", \"--log-interval=1\"]"));
+    CHECK(has_line(draft.text,
+                   "# CHECK: the script launches a program on line(s) 3 too; the draft took line 6"));
+    CHECK(has_line(draft.text, "# CHECK: the launch (line 6) is inside a loop"));
+    CHECK(has_line(draft.text, "# CHECK: the launch (line 6) sends its output to train.log"));
+    CHECK(has_line(draft.text, "# CHECK: the script reads its own arguments ($1..$9, line(s) 8)"));
+    CHECK(has_line(draft.text, "# CHECK: a fixed rendezvous port 29500 (line 4)"));
+    CHECK(draft.notes.size() >= 5);
+}
+
+TEST_CASE("a plain script has no traps named") {
+    TempDir d;
+    std::ofstream(d.path / "plain.sbatch") << "#!/bin/bash\n#SBATCH --nodes=1 --mem=8G\nsrun python train.py "
+                                              "--batch_size 8 \"$@\" | tee log.txt\n";
+    const auto s = contract::read_batch_script(read(d.path / "plain.sbatch"), "plain");
+    CHECK(s.launch_line == 3);
+    CHECK(s.other_launch_lines.empty());
+    CHECK_FALSE(s.launch_in_loop);
+    CHECK(s.stdout_redirect.empty());
+    CHECK(s.positional_lines.empty());
+    CHECK(s.fixed_port.empty());
 }
