@@ -9,6 +9,7 @@
 #include "util/toml_limits.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -989,10 +990,8 @@ Contract load_text(const std::string& text, const fs::path& file) {
     std::vector<std::string> to_fill;
     collect_placeholders(root, "", to_fill);
     if (!to_fill.empty()) {
-        std::string list;
-        for (const auto& f : to_fill)
-            list += (list.empty() ? "" : ", ") + f;
-        throw Error(fmt::format("{} value(s) still to fill in: {}", to_fill.size(), list), c.file.string(),
+        throw Error(fmt::format("{} value(s) still to fill in: {}", to_fill.size(), fmt::join(to_fill, ", ")),
+                    c.file.string(),
                     fmt::format("the values the draft marked \"{}\" (its CHECK comments say what each is)",
                                 draft_placeholder));
     }

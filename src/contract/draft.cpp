@@ -4,6 +4,7 @@
 #include "util/fd.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -355,16 +356,11 @@ Draft draft_contract(const DraftOptions& o) {
                             "would measure {})",
                             steps && !steps->arg.flag ? ";" : "", interval->arg.value,
                             20 / integer(interval->arg.value).value_or(1));
-        std::string list;
-        for (const auto& a : args)
-            list += (list.empty() ? "" : ", ") + a;
-        w.check("args", "[" + list + "]", why);
+        w.check("args", fmt::format("[{}]", fmt::join(args, ", ")), why);
     }
     // The traps a reader of the script can see, each a CHECK line.
     if (!s.other_launch_lines.empty()) {
-        std::string lines;
-        for (const int l : s.other_launch_lines)
-            lines += (lines.empty() ? "" : ", ") + std::to_string(l);
+        const std::string lines = fmt::format("{}", fmt::join(s.other_launch_lines, ", "));
         w.check_line(
             fmt::format("the script launches a program on line(s) {} too; the draft took line {} ({} "
                         "{}) as the training: every trial runs the whole script, the others too",
@@ -388,9 +384,7 @@ Draft draft_contract(const DraftOptions& o) {
                         ": trials read the job's output");
     }
     if (!s.positional_lines.empty()) {
-        std::string lines;
-        for (const int l : s.positional_lines)
-            lines += (lines.empty() ? "" : ", ") + std::to_string(l);
+        const std::string lines = fmt::format("{}", fmt::join(s.positional_lines, ", "));
         w.check_line(
             fmt::format("the script reads its own arguments ($1..$9, line(s) {}): the args and knobs "
                         "a trial appends would land there; give them as knobs of another kind, or "
