@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <optional>
 #include <set>
 
 namespace infrarsi::contract {
@@ -27,16 +29,35 @@ std::string assignment_name(const std::string& w) {
     return w.substr(0, eq);
 }
 
+using Vars = std::map<std::string, std::vector<std::string>>; // arrays and scalars (one element)
+
+// Where a word's text came from: the one variable expansion in it, if there was exactly one ([begin, end)
+// of the word); `defaulted`: the variable was unset and ${NAME:-default} gave the default.
+struct Provenance {
+    std::string var;
+    std::size_t begin = 0, end = 0;
+    int expansions = 0;
+    bool defaulted = false;
+    // The whole of `text` from [from, end of word) came from one variable: its name, else empty.
+    std::string whole_value(const std::string& text, std::size_t from) const {
+        return expansions == 1 && begin == from && end == text.size() ? var : std::string();
+    }
+};
+
 struct Command {
     std::vector<std::string> words;
+    std::vector<Provenance> provenance; // one per word
     int line = 0;
+    Vars vars;                                      // the lexer's variables when the command ended
+    std::map<std::string, ScriptVariable> assigned; // the same, with where each was assigned
 };
 
 // A small shell lexer: words, quotes, backslashes, line continuations, comments, and the expansion of the
 // variables the script itself assigned a value. Commands end at a newline, ';', '&&', '||' or '|'.
 class Lexer {
   public:
-    explicit Lexer(std::string_view text) : s_(text) {}
+    explicit Lexer(std::string_view text, Vars vars = {}, std::map<std::string, ScriptVariable> assigned = {})
+        : s_(text), vars_(std::move(vars)), assigned_(std::move(assigned)) {}
 
     std::vector<Command> commands() {
         std::vector<Command> out;
@@ -51,9 +72,13 @@ class Lexer {
     std::string_view s_;
     std::size_t i_ = 0;
     int line_ = 1;
-    std::map<std::string, std::vector<std::string>> vars_; // arrays and scalars (one element)
+    Vars vars_;
+    std::map<std::string, std::vector<Provenance>> element_provenance_; // an array's elements: where from
+    std::map<std::string, ScriptVariable> assigned_;
     std::vector<std::string> words_;
+    std::vector<Provenance> provenance_;
     std::string word_;
+    Provenance current_;
     bool in_word_ = false;
 
     char peek(std::size_t k = 0) const { return i_ + k < s_.size() ? s_[i_ + k] : '\0'; }
@@ -62,13 +87,39 @@ class Lexer {
         ++i_;
     }
     void end_word() {
-        if (in_word_) words_.push_back(word_);
+        if (in_word_) {
+            words_.push_back(word_);
+            provenance_.push_back(current_);
+        }
         word_.clear();
+        current_ = {};
         in_word_ = false;
     }
     void append(std::string_view t) {
         word_ += t;
         in_word_ = true;
+    }
+    // The variable an array's element came from whole ("--tp $TP" in PAR=(...)), if any, and whether its
+    // default gave it.
+    std::string element_variable(const std::string& array, std::size_t k) const {
+        const auto it = element_provenance_.find(array);
+        if (it == element_provenance_.end() || k >= it->second.size() || k >= vars_.at(array).size())
+            return {};
+        const std::string& v = vars_.at(array)[k];
+        if (v.find_first_of(" \t\n") != std::string::npos) return {};
+        return it->second[k].whole_value(v, 0);
+    }
+    bool element_defaulted(const std::string& array, std::size_t k) const {
+        return element_provenance_.at(array)[k].defaulted;
+    }
+    // A variable's value, as one piece of the word.
+    void append_var(const std::string& name, std::string_view t, bool defaulted) {
+        current_.var = name;
+        current_.begin = word_.size();
+        current_.defaulted = defaulted;
+        ++current_.expansions;
+        append(t);
+        current_.end = word_.size();
     }
 
     // A parameter expansion starting at '$' (i_ on the '$'): returns the raw text and the name (empty when
@@ -76,12 +127,20 @@ class Lexer {
     struct Param {
         std::string raw, name;
         bool all = false;
+        std::optional<std::string> fallback; // ${NAME:-value}, ${NAME-value}, ${NAME:=value}: the value
     };
     Param parameter() {
         Param p;
         const std::size_t start = i_;
         take_char('$');
-        if (peek() == '(') { // $(...) or $((...)): kept as written, nesting counted
+        if (peek() == '\'') { // $'...': ANSI-C quoting, kept as written (IFS=$'\n\t')
+            take_char('\'');
+            while (i_ < s_.size() && peek() != '\'') {
+                if (peek() == '\\' && i_ + 1 < s_.size()) take_char(peek());
+                take_char(peek());
+            }
+            if (peek() == '\'') take_char('\'');
+        } else if (peek() == '(') { // $(...) or $((...)): kept as written, nesting counted
             int depth = 0;
             do {
                 if (peek() == '(') ++depth;
@@ -103,6 +162,14 @@ class Lexer {
             if (rest.empty() || rest == "[@]" || rest == "[*]") {
                 p.name = name;
                 p.all = !rest.empty();
+            } else if (!name.empty() && name.rfind("SLURM_", 0) != 0) {
+                // (${SLURM_NTASKS_PER_NODE:-1} stays as written: the allocation sets it, the draft reads it)
+                for (const char* op : {":-", ":=", "-", "="})
+                    if (rest.rfind(op, 0) == 0) {
+                        p.name = name;
+                        p.fallback = rest.substr(std::strlen(op));
+                        break;
+                    }
             }
         } else if (is_name_char(peek(), true)) {
             std::size_t name_start = i_;
@@ -116,16 +183,40 @@ class Lexer {
         return p;
     }
 
+    // The text a ${NAME:-value} gives when NAME is unset: its value, a variable's value when it is one
+    // ($OTHER), else nothing known.
+    std::optional<std::string> fallback_text(const Param& p) const {
+        if (!p.fallback) return std::nullopt;
+        const std::string& f = *p.fallback;
+        if (f.find('$') == std::string::npos && f.find('`') == std::string::npos) return f;
+        std::string name = f.substr(f.rfind("${", 0) == 0 ? 2 : 1);
+        if (!name.empty() && name.back() == '}') name.pop_back();
+        if (auto it = vars_.find(name); it != vars_.end() && it->second.size() == 1)
+            return it->second.front();
+        return std::nullopt;
+    }
+
     void expand_unquoted(const Param& p) {
         auto it = p.name.empty() ? vars_.end() : vars_.find(p.name);
         if (it == vars_.end()) {
-            append(p.raw);
+            if (auto f = fallback_text(p); f && f->find_first_of(" \t\n") == std::string::npos)
+                append_var(p.name, *f, true);
+            else
+                append(p.raw);
             return;
         }
         const auto& values = it->second;
+        if (!p.all && values.size() == 1 && values[0].find_first_of(" \t\n") == std::string::npos) {
+            append_var(p.name, values[0], false); // one word, all of it the variable's
+            return;
+        }
         const std::size_t n = p.all ? values.size() : std::min<std::size_t>(1, values.size());
         for (std::size_t k = 0; k < n; ++k) {
             if (k) end_word();
+            if (const std::string from = element_variable(p.name, k); !from.empty()) {
+                append_var(from, values[k], element_defaulted(p.name, k)); // (--tp $TP) in an array
+                continue;
+            }
             for (char c : values[k]) { // word splitting on blanks, as bash does for an unquoted expansion
                 if (c == ' ' || c == '\t' || c == '\n')
                     end_word();
@@ -148,15 +239,25 @@ class Lexer {
                 Param p = parameter();
                 auto it = p.name.empty() ? vars_.end() : vars_.find(p.name);
                 if (it == vars_.end()) {
-                    append(p.raw);
+                    if (auto f = fallback_text(p))
+                        append_var(p.name, *f, true);
+                    else
+                        append(p.raw);
+                } else if (p.all && words_.empty() && !assignment_name(word_).empty()) {
+                    // NAME="... ${A[@]} ...": the elements joined by blanks into the value
+                    for (std::size_t k = 0; k < it->second.size(); ++k)
+                        append((k ? " " : "") + it->second[k]);
                 } else if (p.all) { // "${A[@]}": one word per element
                     for (std::size_t k = 0; k < it->second.size(); ++k) {
                         if (k) end_word();
-                        append(it->second[k]);
+                        if (const std::string from = element_variable(p.name, k); !from.empty())
+                            append_var(from, it->second[k], element_defaulted(p.name, k));
+                        else
+                            append(it->second[k]);
                         in_word_ = true;
                     }
                 } else if (!it->second.empty()) {
-                    append(it->second.front());
+                    append_var(p.name, it->second.front(), false);
                 }
             } else {
                 append(std::string_view(&s_[i_], 1));
@@ -166,21 +267,34 @@ class Lexer {
         if (peek() == '"') take_char('"');
     }
 
-    // NAME=( words ): an array assignment; i_ is on the '('.
-    void array_assignment(const std::string& name) {
+    // NAME=( words ): an array assignment (appending: NAME+=( words )); i_ is on the '('.
+    void array_assignment(const std::string& name, bool appending) {
         take_char('(');
         std::vector<std::string> saved = std::move(words_);
+        std::vector<Provenance> saved_provenance = std::move(provenance_);
         words_.clear();
+        provenance_.clear();
         word_.clear();
+        current_ = {};
         in_word_ = false;
         while (i_ < s_.size() && peek() != ')') {
             if (!step(/*in_array=*/true)) break;
         }
         end_word();
         if (peek() == ')') take_char(')');
-        vars_[name] = words_;
+        if (appending && vars_.count(name)) {
+            auto& from = element_provenance_[name];
+            from.resize(vars_[name].size());
+            from.insert(from.end(), provenance_.begin(), provenance_.end());
+            vars_[name].insert(vars_[name].end(), words_.begin(), words_.end());
+        } else {
+            vars_[name] = words_;
+            element_provenance_[name] = provenance_;
+        }
         words_ = std::move(saved);
+        provenance_ = std::move(saved_provenance);
         word_.clear();
+        current_ = {};
         in_word_ = false;
     }
 
@@ -216,6 +330,11 @@ class Lexer {
             if (peek() == c) take_char(c);
             return false;
         }
+        // `cmd &`: a command in the background ends there (not `&>` or `2>&1`, redirections)
+        if (!in_array && c == '&' && peek(1) != '>' && !(in_word_ && !word_.empty() && word_.back() == '>')) {
+            take_char(c);
+            return false;
+        }
         if (c == '\\') {
             take_char(c);
             if (i_ < s_.size()) {
@@ -243,9 +362,12 @@ class Lexer {
             return true;
         }
         if (c == '(' && !in_array && words_.empty() && in_word_ && !word_.empty() && word_.back() == '=') {
-            const std::string name = assignment_name(word_);
+            // NAME=( ... ), or NAME+=( ... ) appending to it
+            const bool appending = word_.size() >= 2 && word_[word_.size() - 2] == '+';
+            const std::string name =
+                appending ? assignment_name(word_.substr(0, word_.size() - 2) + "=") : assignment_name(word_);
             if (!name.empty()) {
-                array_assignment(name);
+                array_assignment(name, appending);
                 word_ = name + "=";
                 in_word_ = true;
                 end_word();
@@ -259,7 +381,9 @@ class Lexer {
 
     Command command() {
         words_.clear();
+        provenance_.clear();
         word_.clear();
+        current_ = {};
         in_word_ = false;
         int first_line = 0;
         while (i_ < s_.size()) {
@@ -267,35 +391,99 @@ class Lexer {
             if (!step(false)) break;
         }
         end_word();
-        Command c{std::move(words_), first_line};
+        Command c{std::move(words_), std::move(provenance_), first_line, {}, {}};
         words_.clear();
+        provenance_.clear();
         remember_assignments(c);
+        c.vars = vars_;
+        c.assigned = assigned_;
         return c;
+    }
+
+    // `for NAME in a b c`: a reader follows the first pass; `[IFS=,] read [-r] A B C <<< "$X"`: the words of
+    // X, split at IFS, into A, B and C (the last takes the rest).
+    void remember_loop_and_read(const Command& c) {
+        const auto& w = c.words;
+        if (!w.empty() && w[0] == ":") { // : ${NAME:=value}
+            for (std::size_t j = 1; j < w.size() && j < c.provenance.size(); ++j)
+                if (const std::string name = c.provenance[j].whole_value(w[j], 0);
+                    !name.empty() && c.provenance[j].defaulted) {
+                    vars_[name] = {w[j]};
+                    assigned_[name] = {w[j], c.line, false, true};
+                }
+            return;
+        }
+        if (w.size() > 3 && w[0] == "for" && w[2] == "in" && w[3] != "do") {
+            vars_[w[1]] = {w[3]};
+            assigned_[w[1]] = {w[3], c.line, false, false};
+            return;
+        }
+        std::size_t k = 0;
+        std::string ifs = " \t\n";
+        for (; k < w.size() && !assignment_name(w[k]).empty(); ++k)
+            if (assignment_name(w[k]) == "IFS") ifs = w[k].substr(4);
+        if (k >= w.size() || w[k] != "read") return;
+        std::vector<std::string> names;
+        for (++k; k < w.size() && w[k] != "<<<"; ++k)
+            if (w[k].rfind('-', 0) != 0) names.push_back(w[k]);
+        if (k + 1 >= w.size() || names.empty() || ifs.empty()) return;
+        const std::string& input = w[k + 1];
+        std::size_t from = 0;
+        for (std::size_t n = 0; n < names.size(); ++n) {
+            if (assignment_name(names[n] + "=") != names[n]) return;
+            std::size_t to = n + 1 == names.size() ? input.size() : input.find_first_of(ifs, from);
+            if (to == std::string::npos) to = input.size();
+            const std::string value = from <= input.size() ? input.substr(from, to - from) : std::string();
+            vars_[names[n]] = {value};
+            assigned_[names[n]] = {value, c.line, false, false};
+            from = to + 1;
+        }
     }
 
     // NAME=value (alone, or after export/declare/readonly) sets a variable later commands may expand.
     void remember_assignments(const Command& c) {
+        remember_loop_and_read(c);
         std::size_t k = 0;
         if (!c.words.empty() && (c.words[0] == "export" || c.words[0] == "declare" ||
                                  c.words[0] == "readonly" || c.words[0] == "local"))
             k = 1;
+        const bool exporting = k == 1 && c.words[0] == "export";
         bool only_assignments = true;
         for (std::size_t j = k; j < c.words.size(); ++j)
-            if (assignment_name(c.words[j]).empty() && c.words[j].rfind('-', 0) != 0)
+            if (assignment_name(c.words[j]).empty() && c.words[j].rfind('-', 0) != 0 &&
+                !(exporting && assigned_.count(c.words[j])))
                 only_assignments = false;
         if (!only_assignments) return;
         for (std::size_t j = k; j < c.words.size(); ++j) {
             const std::string name = assignment_name(c.words[j]);
-            if (name.empty()) continue;
-            const std::string value = c.words[j].substr(name.size() + 1);
-            if (value.empty() && vars_.count(name)) continue; // an array assigned just before
-            // A command's output ($(hostname), `...`) is not known before the job runs: keep $NAME as
-            // written.
-            if (value.find("$(") != std::string::npos || value.find('`') != std::string::npos) {
-                vars_.erase(name);
+            if (name.empty()) {
+                if (exporting && assigned_.count(c.words[j])) assigned_[c.words[j]].exported = true;
                 continue;
             }
+            std::string value = c.words[j].substr(name.size() + 1);
+            if (value.empty() && vars_.count(name)) continue; // an array assigned just before
+            // A command's output ($(hostname), `...`) is not known before the job runs: a value that is one
+            // keeps $NAME as written; inside a longer value ("launch --np $((N * 8)) ...") it stays as
+            // written, without its blanks, one word as bash's expansion would be.
+            if (value.rfind("$(", 0) == 0 || value.find('`') != std::string::npos) {
+                vars_.erase(name);
+                assigned_.erase(name);
+                continue;
+            }
+            for (auto at = value.find("$("); at != std::string::npos; at = value.find("$(", at + 2)) {
+                int depth = 0;
+                for (std::size_t i = at + 1; i < value.size(); ++i) {
+                    if (value[i] == '(') ++depth;
+                    if (value[i] == ')' && --depth == 0) break;
+                    if (value[i] == ' ' || value[i] == '\t' || value[i] == '\n') value.erase(i--, 1);
+                }
+            }
             vars_[name] = {value};
+            element_provenance_.erase(name);
+            const Provenance& from = c.provenance[j];
+            assigned_[name] = {
+                value, c.line, exporting || (assigned_.count(name) && assigned_[name].exported),
+                from.var == name && from.defaulted && !from.whole_value(c.words[j], name.size() + 1).empty()};
         }
     }
 };
@@ -388,29 +576,85 @@ std::size_t take_options(const std::vector<std::string>& words, std::size_t k, c
         out.push_back(w);
         ++k;
         if (w == "-m" && launcher == "python") break; // the module is the program
+        // mpirun's one-dash options that take the next word (-np 8), -mca two words
+        static const std::set<std::string> separate{"-np",          "-npernode", "-ppn",    "-hostfile",
+                                                    "-machinefile", "-host",     "-map-by", "-bind-to",
+                                                    "-rank-by",     "-wdir",     "-genv",   "-env"};
+        if (launcher == "srun" && (w == "-mca" || w == "--mca") && k + 1 < words.size()) {
+            out.push_back(words[k++]);
+            if (k < words.size()) out.push_back(words[k++]);
+            continue;
+        }
         const bool has_value = w.find('=') != std::string::npos || flags.count(w) ||
-                               (w.size() > 2 && w[1] != '-' && launcher != "python"); // -n4
+                               (w.size() > 2 && w[1] != '-' && launcher != "python" &&
+                                !(launcher == "srun" && separate.count(w))); // -n4
         if (!has_value && k < words.size() && words[k].rfind('-', 0) != 0) out.push_back(words[k++]);
     }
     return k;
 }
 
-std::vector<ProgramArg> read_program_args(const std::vector<std::string>& words) {
+// A word that is an option's value rather than an option: not starting with '-', or a negative number.
+bool is_value_word(const std::string& w) {
+    if (w.rfind('-', 0) != 0) return true;
+    return w.size() > 1 && (is_digit(w[1]) || w[1] == '.');
+}
+
+// `name=value` with a Hydra/OmegaConf key (`train.micro_batch_size`, `+trainer.devices`, `++x.y`): the
+// position of '=', else npos.
+std::size_t key_value_eq(const std::string& w) {
+    std::size_t i = 0;
+    while (i < w.size() && (w[i] == '+' || w[i] == '~'))
+        ++i;
+    const std::size_t start = i;
+    while (i < w.size() && (std::isalnum(static_cast<unsigned char>(w[i])) || w[i] == '_' || w[i] == '.' ||
+                            (w[i] == '-' && i > start)))
+        ++i;
+    if (i == start || i >= w.size() || w[i] != '=' || !std::isalpha(static_cast<unsigned char>(w[start])))
+        return std::string::npos;
+    return i;
+}
+
+std::vector<ProgramArg> read_program_args(const std::vector<std::string>& words,
+                                          const std::vector<Provenance>& provenance) {
     std::vector<ProgramArg> out;
+    auto from_var = [&](std::size_t k, std::size_t from) {
+        return k < provenance.size() ? provenance[k].whole_value(words[k], from) : std::string();
+    };
     for (std::size_t k = 0; k < words.size(); ++k) {
         const std::string& w = words[k];
-        if (w.rfind("--", 0) != 0 || w.size() < 3) continue;
         ProgramArg a;
-        const auto eq = w.find('=');
-        if (eq != std::string::npos) {
+        if (w.rfind("--", 0) == 0 && w.size() >= 3) {
+            const auto eq = w.find('=');
+            if (eq != std::string::npos) {
+                a.name = w.substr(0, eq);
+                a.value = w.substr(eq + 1);
+                a.var = from_var(k, eq + 1);
+            } else {
+                a.name = w;
+                if (k + 1 < words.size() && is_value_word(words[k + 1])) {
+                    a.value = words[++k];
+                    a.var = from_var(k, 0);
+                } else {
+                    a.flag = true;
+                }
+            }
+        } else if (w.size() >= 2 && w.size() <= 4 && w[0] == '-' &&
+                   std::isalpha(static_cast<unsigned char>(w[1])) && w.find('=') == std::string::npos) {
+            a.style = ArgStyle::Short; // -b 8 (llm.c), -ge 1
+            a.name = w;
+            if (k + 1 < words.size() && is_value_word(words[k + 1])) {
+                a.value = words[++k];
+                a.var = from_var(k, 0);
+            } else {
+                a.flag = true;
+            }
+        } else if (const auto eq = key_value_eq(w); eq != std::string::npos) {
+            a.style = ArgStyle::KeyValue;
             a.name = w.substr(0, eq);
             a.value = w.substr(eq + 1);
+            a.var = from_var(k, eq + 1);
         } else {
-            a.name = w;
-            if (k + 1 < words.size() && words[k + 1].rfind("--", 0) != 0)
-                a.value = words[++k];
-            else
-                a.flag = true;
+            continue;
         }
         out.push_back(std::move(a));
     }
@@ -426,6 +670,11 @@ bool read_launch(const Command& c, BatchScript& out) {
             w[k] == "env" || w[k] == "do" || w[k] == "then" || w[k] == "else"))
         ++k;
     if (k >= w.size()) return false;
+    // NAME=value before the command: the launch's own environment.
+    std::map<std::string, ScriptVariable> inline_env;
+    for (std::size_t j = 0; j < k; ++j)
+        if (const std::string name = assignment_name(w[j]); !name.empty())
+            inline_env[name] = {w[j].substr(name.size() + 1), c.line, true, false};
     std::vector<std::string> srun;
     const std::string first = basename(w[k]);
     if (first == "srun" || first == "mpirun" || first == "mpiexec") {
@@ -433,6 +682,20 @@ bool read_launch(const Command& c, BatchScript& out) {
         k = take_options(w, k + 1, "srun", srun);
         if (k >= w.size()) return false;
     }
+    // A wrapper that runs the command after its own words (conda run -n env, uv run, singularity exec
+    // IMAGE, numactl ..., a site's run_with_environment.sh): the launch is the known launcher it runs.
+    static const std::set<std::string> wrappers{
+        "conda",   "mamba", "micromamba", "uv",     "poetry", "pixi",   "singularity", "apptainer",
+        "numactl", "nsys",  "taskset",    "stdbuf", "nice",   "ionice", "timeout",     "env"};
+    const std::string head = basename(w[k]);
+    if (wrappers.count(head) || (head.size() > 3 && head.compare(head.size() - 3, 3, ".sh") == 0))
+        for (std::size_t j = k + 1; j < w.size(); ++j) {
+            const std::string b = basename(w[j]);
+            if (is_python(w[j]) || b == "torchrun" || b == "deepspeed" || b == "accelerate") {
+                k = j;
+                break;
+            }
+        }
     std::string launcher = basename(w[k]);
     std::vector<std::string> largs;
     if (launcher == "torchrun" || launcher == "deepspeed") {
@@ -456,6 +719,7 @@ bool read_launch(const Command& c, BatchScript& out) {
     }
     if (k >= w.size()) return false;
     out.launch_line = c.line;
+    out.variables = std::move(inline_env);
     out.srun = std::move(srun);
     out.launcher = launcher;
     out.launcher_args = std::move(largs);
@@ -463,6 +727,7 @@ bool read_launch(const Command& c, BatchScript& out) {
     // Redirections are the shell's, not the program's: `> log.txt`, `>>log`, `&> log`, `2>&1`, `1> f`.
     out.program_words.clear();
     out.stdout_redirect.clear();
+    std::vector<Provenance> program_provenance;
     for (std::size_t j = k + 1; j < w.size(); ++j) {
         const std::string& word = w[j];
         const auto gt = word.find('>');
@@ -470,6 +735,7 @@ bool read_launch(const Command& c, BatchScript& out) {
         if (gt == std::string::npos ||
             !(fd.empty() || fd == "&" || std::all_of(fd.begin(), fd.end(), is_digit))) {
             out.program_words.push_back(word);
+            program_provenance.push_back(j < c.provenance.size() ? c.provenance[j] : Provenance{});
             continue;
         }
         std::string target = word.substr(gt + 1);
@@ -478,10 +744,45 @@ bool read_launch(const Command& c, BatchScript& out) {
         const bool stdout_too = fd.empty() || fd == "&" || fd == "1";
         if (stdout_too && target.rfind('&', 0) != 0 && target != "/dev/stdout") out.stdout_redirect = target;
     }
-    out.program_args = read_program_args(out.program_words);
+    out.program_args = read_program_args(out.program_words, program_provenance);
+    // srun -o FILE / --output=FILE: the step's output goes to the file, not the job's
+    for (std::size_t j = 1; j < out.srun.size(); ++j) {
+        const std::string& o = out.srun[j];
+        if ((o == "-o" || o == "--output") && j + 1 < out.srun.size()) out.stdout_redirect = out.srun[j + 1];
+        if (o.rfind("--output=", 0) == 0) out.stdout_redirect = o.substr(9);
+    }
     for (const auto& word : out.program_words)
         if (word == "$@" || word == "${@}" || word == "$*") out.forwards_arguments = true;
     return true;
+}
+
+// `[srun ...] bash -c STRING` (or sh): the commands of the string, each behind the same srun and on the
+// command's line; empty when the command runs no command string.
+std::vector<Command> command_string(const Command& c) {
+    const auto& w = c.words;
+    std::size_t k = 0;
+    while (k < w.size() && (!assignment_name(w[k]).empty() || w[k] == "exec"))
+        ++k;
+    std::vector<std::string> srun;
+    if (k < w.size() && (basename(w[k]) == "srun" || basename(w[k]) == "mpirun")) {
+        srun.push_back(w[k]);
+        k = take_options(w, k + 1, "srun", srun);
+    }
+    if (k + 2 >= w.size() || !(basename(w[k]) == "bash" || basename(w[k]) == "sh") || w[k + 1] != "-c")
+        return {};
+    std::vector<Command> out;
+    for (auto& inner : Lexer(w[k + 2], c.vars, c.assigned).commands()) {
+        Command one;
+        one.words = srun;
+        one.provenance.resize(srun.size());
+        one.words.insert(one.words.end(), inner.words.begin(), inner.words.end());
+        one.provenance.insert(one.provenance.end(), inner.provenance.begin(), inner.provenance.end());
+        one.line = c.line;
+        one.vars = std::move(inner.vars);
+        one.assigned = std::move(inner.assigned);
+        out.push_back(std::move(one));
+    }
+    return out;
 }
 
 } // namespace
@@ -526,6 +827,8 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
         BatchScript read;
         int rank = 0;
         bool in_loop = false;
+        bool in_string = false;
+        std::map<std::string, ScriptVariable> assigned;
     };
     std::vector<Launch> launches;
     int loops = 0;
@@ -551,12 +854,24 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
                 out.fixed_port = word.substr(12);
                 out.fixed_port_line = c.line;
             }
-        BatchScript l;
-        if (!read_launch(c, l)) continue;
-        const bool distributed =
-            l.launcher == "torchrun" || l.launcher == "deepspeed" || l.launcher == "accelerate";
-        const int rank = distributed ? 2 : !l.srun.empty() ? 1 : 0;
-        launches.push_back({std::move(l), rank, loops > 0});
+        if (first == "cd" && c.words.size() >= 2 && c.words[1].rfind('/', 0) == 0 &&
+            out.absolute_cd.empty() && launches.empty()) {
+            out.absolute_cd = c.words[1];
+            out.absolute_cd_line = c.line;
+        }
+        auto launch = [&](const Command& one, bool in_string) {
+            BatchScript l;
+            if (!read_launch(one, l)) return;
+            const bool distributed =
+                l.launcher == "torchrun" || l.launcher == "deepspeed" || l.launcher == "accelerate";
+            const int rank = distributed ? 2 : !l.srun.empty() ? 1 : 0;
+            launches.push_back({std::move(l), rank, loops > 0, in_string, one.assigned});
+        };
+        if (const auto inner = command_string(c); !inner.empty())
+            for (const auto& one : inner)
+                launch(one, true);
+        else
+            launch(c, false);
     }
     const Launch* taken = nullptr;
     for (const auto& l : launches)
@@ -575,6 +890,15 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
     out.forwards_arguments = t.forwards_arguments;
     out.stdout_redirect = t.stdout_redirect;
     out.launch_in_loop = taken->in_loop;
+    out.launch_in_command_string = taken->in_string;
+    out.variables = taken->assigned;
+    for (const auto& [name, v] : t.variables) // the launch line's own NAME=value
+        out.variables[name] = v;
+    if (const auto port = out.variables.find("MASTER_PORT");
+        out.fixed_port.empty() && port != out.variables.end() && literal_port(port->second.value)) {
+        out.fixed_port = port->second.value;
+        out.fixed_port_line = port->second.line;
+    }
     if (out.fixed_port.empty())
         for (const char* opt : {"--master_port", "--main_process_port", "--rdzv_endpoint"})
             if (const auto v = out.launcher_option(opt)) {

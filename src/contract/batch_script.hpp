@@ -13,11 +13,30 @@
 
 namespace infrarsi::contract {
 
-// One argument of the training program: `--name=value`, `--name value` or a bare `--flag`.
+// How an argument is written: `--name=value`, `--name value` or a bare `--flag` (Long); `-b 8` (Short:
+// llm.c's options, the value the next word); `train.micro_batch_size=4` or `+trainer.devices=8` (KeyValue:
+// Hydra, OmegaConf dot-lists, NeMo, Megatron-Bridge).
+enum class ArgStyle { Long, Short, KeyValue };
+
+// One argument of the training program.
 struct ProgramArg {
-    std::string name;  // with its dashes: "--batch_size"
+    std::string name;  // as the program reads it: "--batch_size", "-b", "train.micro_batch_size"
     std::string value; // empty for a flag
     bool flag = false;
+    ArgStyle style = ArgStyle::Long;
+    // The script's variable the whole value came from ("--micro-batch-size $MBS"): a tuner sets the
+    // variable; empty when the value is written in place (or built from several).
+    std::string var;
+};
+
+// A variable the script assigns a plain value (NAME=value, export NAME=value).
+struct ScriptVariable {
+    std::string value;
+    int line = 0;
+    bool exported = false;
+    // Assigned from the environment with a default (NAME=${NAME:-value}): the job's environment sets it, as
+    // a knob delivered by environment does.
+    bool from_environment = false;
 };
 
 struct BatchScript {
@@ -48,6 +67,13 @@ struct BatchScript {
         positional_lines;   // lines that read the script's own arguments ($1..$9): appended ones shift
     std::string fixed_port; // a literal rendezvous port (MASTER_PORT=29500, --master_port 29500, ...)
     int fixed_port_line = 0;
+    // `cd /an/absolute/path` before the launch: a trial would run the code there, not its sandbox's copy.
+    std::string absolute_cd;
+    int absolute_cd_line = 0;
+    // The variables the script assigns a plain value, as the last assignment before the launch left them.
+    std::map<std::string, ScriptVariable> variables;
+    // The launch runs a shell's command string (`srun bash -c "$CMD"`): read from inside it.
+    bool launch_in_command_string = false;
 };
 
 // Reads a script's text; `where` names it in errors. Throws infrarsi::Error only for text that is no script

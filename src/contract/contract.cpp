@@ -344,7 +344,12 @@ bool valid_long_option(const std::string& s) {
 void read_delivery(const Reader& r, const toml::table& t, const std::string& path, space::Knob& k,
                    std::set<std::string>& deliveries) {
     const auto env = r.str(t, "env", path);
-    const auto arg = r.str(t, "arg", path);
+    // arg: one argv element ("--batch_size={}") or several (["-b", "{}"]).
+    std::optional<std::vector<std::string>> arg;
+    if (const toml::node* n = t.get("arg"); n && n->is_array())
+        arg = r.strings(t, "arg", path);
+    else if (auto one = r.str(t, "arg", path))
+        arg = std::vector<std::string>{*one};
     const auto option = r.str(t, "sbatch_option", path);
     if (int(env.has_value()) + int(arg.has_value()) + int(option.has_value()) != 1)
         throw Error("knob '" + k.name + "' needs exactly one of 'env', 'arg' and 'sbatch_option'", r.at(t),
@@ -361,12 +366,17 @@ void read_delivery(const Reader& r, const toml::table& t, const std::string& pat
     } else if (arg) {
         k.delivery = space::Delivery::Arg;
         k.arg = *arg;
-        const bool hole = k.arg.find("{}") != std::string::npos;
-        if (k.arg.empty() || k.arg.find('\0') != std::string::npos)
+        const std::string shown = fmt::format("{}", fmt::join(k.arg, " "));
+        const bool hole = std::any_of(k.arg.begin(), k.arg.end(),
+                                      [](const std::string& a) { return a.find("{}") != std::string::npos; });
+        if (k.arg.empty() || std::any_of(k.arg.begin(), k.arg.end(), [](const std::string& a) {
+                return a.empty() || a.find('\0') != std::string::npos;
+            }))
             throw Error("knob '" + k.name + "' has an empty argument template", r.at_key(t, "arg"),
-                        "one argument, with {} where the value goes: \"--batch_size={}\"");
+                        "one argument, with {} where the value goes: \"--batch_size={}\" (or [\"-b\", "
+                        "\"{}\"])");
         if (!hole && k.kind != space::KnobKind::Bool)
-            throw Error("the argument template '" + k.arg + "' of knob '" + k.name + "' has no {}",
+            throw Error("the argument template '" + shown + "' of knob '" + k.name + "' has no {}",
                         r.at_key(t, "arg"),
                         "{} where the value goes (\"--batch_size={}\"); only a bool knob may be a bare flag");
     } else {

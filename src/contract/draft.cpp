@@ -1,5 +1,7 @@
 #include "contract/draft.hpp"
 
+#include "contract/knob_discovery.hpp"
+
 #include "util/error.hpp"
 #include "util/fd.hpp"
 
@@ -18,100 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What an argument a launcher's program takes means for tuning.
-enum class Role {
-    MicroBatch,
-    Accumulation,
-    GlobalBatch,
-    Steps,
-    Seed,
-    Recompute,
-    Dtype,
-    Threads,
-    Workers,
-    Bucket,
-    TensorParallel,
-    PipelineParallel,
-    LogInterval // how often the program prints a step line: a short trial must print every step
-};
-
-struct Known {
-    Role role;
-    const char* knob; // the knob's name in the draft
-    std::vector<const char*> names;
-    const char* what; // for the comment
-};
-
-// The arguments of the launchers people use (nanoGPT-style argparse, Megatron-LM, the Hugging Face Trainer,
-// torchtitan, DeepSpeed examples) that a tuner may change, or that fix the run.
-const std::vector<Known>& known_arguments() {
-    static const std::vector<Known> k{
-        {Role::MicroBatch,
-         "micro_batch",
-         {"--batch_size", "--batch-size", "--micro-batch-size", "--micro_batch_size",
-          "--per_device_train_batch_size", "--per-device-train-batch-size",
-          "--train_micro_batch_size_per_gpu", "--training.local_batch_size", "--local_batch_size"},
-         "the micro-batch per rank"},
-        {Role::Accumulation,
-         "grad_accum",
-         {"--gradient_accumulation_steps", "--gradient-accumulation-steps", "--grad_accum",
-          "--grad-accum-steps", "--accumulate_grad_batches"},
-         "gradient accumulation steps"},
-        {Role::GlobalBatch,
-         "global_batch",
-         {"--global-batch-size", "--global_batch_size"},
-         "the global batch"},
-        {Role::Steps,
-         "",
-         {"--max_iters", "--max-iters", "--train-iters", "--train_iters", "--max_steps", "--max-steps",
-          "--training.steps", "--num_train_steps", "--iters"},
-         "the step count"},
-        {Role::Seed, "", {"--seed"}, "the seed"},
-        {Role::Recompute,
-         "recompute",
-         {"--recompute-granularity", "--activation_checkpointing", "--activation-checkpointing",
-          "--activation_checkpoint.mode", "--recompute"},
-         "activation recomputation"},
-        {Role::Dtype, "dtype", {"--dtype", "--precision", "--mixed_precision"}, "the compute dtype"},
-        {Role::Threads,
-         "threads",
-         {"--threads", "--num_threads", "--num-threads", "--intra_op_threads"},
-         "threads per rank"},
-        {Role::Workers,
-         "data_workers",
-         {"--num_workers", "--num-workers", "--dataloader_num_workers", "--dataloader-num-workers"},
-         "data loader workers"},
-        {Role::Bucket,
-         "ddp_bucket_mb",
-         {"--ddp_bucket_cap_mb", "--bucket_cap_mb", "--ddp-bucket-cap-mb"},
-         "the DDP gradient bucket size (MB)"},
-        {Role::TensorParallel,
-         "tensor_parallel",
-         {"--tensor-model-parallel-size", "--tensor_model_parallel_size", "--tp"},
-         "tensor parallel size"},
-        {Role::PipelineParallel,
-         "pipeline_parallel",
-         {"--pipeline-model-parallel-size", "--pipeline_model_parallel_size", "--pp"},
-         "pipeline parallel size"},
-        {Role::LogInterval,
-         "",
-         {"--log-interval", "--log_interval", "--log-every", "--log_every", "--logging_steps",
-          "--logging-steps", "--print_freq", "--print-freq", "--log_freq", "--log-freq",
-          "--log_every_n_steps", "--log-every-n-steps", "--metrics.log_freq"},
-         "how often a step line is printed"},
-    };
-    return k;
-}
-
 std::optional<long long> integer(const std::string& s) {
     if (s.empty() || s.size() > 12 ||
         !std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
         return std::nullopt;
     return std::stoll(s);
-}
-
-bool pow2(long long v) {
-    return v >= 1 && (v & (v - 1)) == 0;
 }
 
 // A TOML basic string.
@@ -303,23 +216,6 @@ Draft draft_contract(const DraftOptions& o) {
         return fmt::format("#SBATCH --{}, line {}", name, s.sbatch_line.at(name));
     };
 
-    // What the program's arguments say.
-    struct Found {
-        const Known* known;
-        ProgramArg arg;
-    };
-    std::vector<Found> found;
-    for (const auto& a : s.program_args)
-        for (const auto& k : known_arguments())
-            if (std::find_if(k.names.begin(), k.names.end(), [&](const char* n) { return a.name == n; }) !=
-                k.names.end())
-                found.push_back({&k, a});
-    auto role = [&](Role r) -> const Found* {
-        for (const auto& f : found)
-            if (f.known->role == r) return &f;
-        return nullptr;
-    };
-
     Writer w;
     w.line(
         fmt::format("# Drafted by `infrarsi init --from {}` from the script's #SBATCH lines and its launch",
@@ -339,23 +235,26 @@ Draft draft_contract(const DraftOptions& o) {
             "data, checkpoints or campaigns: a change stops the campaign)");
     w.kv("sbatch_script", q(relative_to(o.script, out_dir)),
          "run with bash inside each trial's allocation; its #SBATCH lines are replaced by [resources]");
-    const Found* steps = role(Role::Steps);
+    const ProgramArg* steps = argument_with_role(s, Role::Steps);
     // A step line every N steps (N > 1): a short trial would print few or none; every trial prints each.
-    const Found* interval = role(Role::LogInterval);
-    const bool sparse_log = interval && !interval->arg.flag && integer(interval->arg.value).value_or(1) > 1;
+    const ProgramArg* interval = argument_with_role(s, Role::LogInterval);
+    const bool sparse_log = interval && !interval->flag && integer(interval->value).value_or(1) > 1;
+    // A trial runs 20 steps, or the script's own count when that is shorter (a longer trial only costs).
+    const long long trial_steps =
+        steps && integer(steps->value) ? std::min<long long>(20, *integer(steps->value)) : 20;
+    const bool short_run = steps && !steps->flag && integer(steps->value).value_or(21) > trial_steps;
     std::vector<std::string> args;
-    if (steps && !steps->arg.flag) args.push_back(q(steps->arg.name + "=" + "20"));
-    if (sparse_log) args.push_back(q(interval->arg.name + "=1"));
+    if (short_run) args.push_back(q(steps->name + "=" + std::to_string(trial_steps)));
+    if (sparse_log) args.push_back(q(interval->name + "=1"));
     if (!args.empty()) {
         std::string why = "appended to the script's arguments:";
-        if (steps && !steps->arg.flag)
-            why += fmt::format(" a short run of each trial (the script runs {} steps)", steps->arg.value);
+        if (short_run)
+            why += fmt::format(" a short run of each trial (the script runs {} steps)", steps->value);
         if (sparse_log)
-            why +=
-                fmt::format("{} a step line every step (the script prints one every {}: a trial of 20 steps "
-                            "would measure {})",
-                            steps && !steps->arg.flag ? ";" : "", interval->arg.value,
-                            20 / integer(interval->arg.value).value_or(1));
+            why += fmt::format(
+                "{} a step line every step (the script prints one every {}: a trial of 20 steps "
+                "would measure {})",
+                short_run ? ";" : "", interval->value, trial_steps / integer(interval->value).value_or(1));
         w.check("args", fmt::format("[{}]", fmt::join(args, ", ")), why);
     }
     // The traps a reader of the script can see, each a CHECK line.
@@ -398,6 +297,15 @@ Draft draft_contract(const DraftOptions& o) {
                                  s.fixed_port, s.fixed_port_line));
         notes.push_back("a fixed rendezvous port " + s.fixed_port + ": trials sharing a node would collide");
     }
+    if (!s.absolute_cd.empty()) {
+        w.check_line(
+            fmt::format("the script changes into {} (line {}) before the launch: every trial would run "
+                        "the code there, not its sandbox's patched copy; change into the script's own "
+                        "directory instead (cd \"$(dirname \"$0\")\")",
+                        s.absolute_cd, s.absolute_cd_line));
+        notes.push_back("the script changes into " + s.absolute_cd +
+                        ": trials would run that tree, not their sandbox");
+    }
     if (!s.forwards_arguments) {
         notes.push_back(fmt::format("the launch on line {} does not pass the script's arguments on (\"$@\"): "
                                     "knobs and args given as arguments cannot reach {}; add \"$@\" after its "
@@ -436,7 +344,9 @@ Draft draft_contract(const DraftOptions& o) {
                       "whole node)");
     w.check("time_limit", q("10"),
             fmt::format("per trial, which runs only the short run above{}",
-                        sbatch("time") ? " (the script asks " + *sbatch("time") + " for its full run)" : ""));
+                        sbatch("time")
+                            ? " (" + sbatch_where("time") + " asks " + *sbatch("time") + " for its full run)"
+                            : ""));
     std::vector<std::string> sbatch_args;
     const auto gpus = gpus_per_node(s);
     bool gpus_knob = false;
@@ -462,6 +372,13 @@ Draft draft_contract(const DraftOptions& o) {
             left_out.push_back(at + ": " + it->second.why);
         }
     }
+    // The GPUs, asked for as --gres=gpu:N or --gpus=N, reach every trial as --gpus-per-node.
+    for (const char* name : {"gres", "gpus"})
+        if (const auto it = s.sbatch.find(name);
+            it != s.sbatch.end() && gpus && !gpus_knob &&
+            (std::string(name) == "gpus" || it->second.rfind("gpu", 0) == 0))
+            w.line(fmt::format("# #SBATCH --{}={} (line {}) is carried as --gpus-per-node={}", name,
+                               it->second, s.sbatch_line.at(name), *gpus));
     if (!sbatch_args.empty()) {
         std::string list;
         for (const auto& a : sbatch_args)
@@ -504,84 +421,70 @@ Draft draft_contract(const DraftOptions& o) {
         w.line(fmt::format("[knobs.{}]   # {}", name, from));
         knob_names.insert(name);
     };
-    auto numeric_knob = [&](const Found& f, long long base, long long lo, long long hi) {
-        knob_header(f.known->knob, fmt::format("{}: {} {}", f.known->what, f.arg.name, f.arg.value));
-        if (pow2(base) && pow2(lo) && lo <= base && base <= hi) {
-            w.kv("kind", q("pow2"));
-        } else {
-            w.kv("kind", q("integer"));
+    // GPUs of one run, for the parallel sizes' bound.
+    std::optional<long long> node_gpus;
+    if (gpus && integer(*gpus))
+        node_gpus = *integer(*gpus);
+    else if (nproc && integer(*nproc)) // torchrun --nproc_per_node=8: a process a GPU
+        node_gpus = *integer(*nproc);
+    std::optional<long long> run_gpus;
+    if (node_gpus) run_gpus = nodes * *node_gpus;
+    const KnobDiscovery found =
+        discover_knobs(s, {run_gpus, node_gpus, cpus ? std::optional<long long>(*cpus) : std::nullopt});
+    if (!found.presets.empty()) {
+        std::vector<std::string> quoted;
+        for (const auto& p : found.presets)
+            quoted.push_back(q(p));
+        w.line("[knobs]");
+        w.check("include", fmt::format("[{}]", fmt::join(quoted, ", ")),
+                "the knob presets of the NCCL variables the script exports (docs/contract.md, presets)");
+        w.line();
+    }
+    for (const auto& k : found.knobs) {
+        knob_header(k.name, fmt::format("{}: {}", k.what, k.from));
+        for (const auto& e : k.edits)
+            w.check_line(e);
+        switch (k.kind) {
+        case SuggestedKind::Integer:
+        case SuggestedKind::Pow2:
+            w.kv("kind", q(k.kind == SuggestedKind::Pow2 ? "pow2" : "integer"));
+            w.check("min", std::to_string(k.min), "the smallest value worth trying");
+            w.check("max", std::to_string(k.max), "the largest value worth trying");
+            break;
+        case SuggestedKind::Choice: {
+            w.kv("kind", q("choice"));
+            std::vector<std::string> quoted;
+            for (const auto& v : k.values)
+                quoted.push_back(q(v));
+            w.check("values", fmt::format("[{}]", fmt::join(quoted, ", ")),
+                    k.values_from.empty() ? std::string("the values the program accepts")
+                                          : "the values the program accepts: " + k.values_from);
+            break;
         }
-        w.check("min", std::to_string(lo), "the smallest value worth trying");
-        w.check("max", std::to_string(hi), "the largest value worth trying");
-        w.kv("arg", q(f.arg.name + "={}"));
-        w.kv("baseline", std::to_string(base), "what the script passes today");
+        case SuggestedKind::Flag:
+            w.kv("kind", q("bool"));
+            break;
+        }
+        if (!k.env.empty()) {
+            w.kv("env", q(k.env));
+            if (!k.unset.empty()) w.kv("unset", q(k.unset), "this value leaves the variable out");
+        } else {
+            std::vector<std::string> quoted;
+            for (const auto& a : k.arg)
+                quoted.push_back(q(a));
+            w.kv("arg", k.arg.size() == 1 ? quoted[0] : fmt::format("[{}]", fmt::join(quoted, ", ")));
+        }
+        if (k.kind == SuggestedKind::Integer || k.kind == SuggestedKind::Pow2)
+            w.kv("baseline", std::to_string(k.baseline_number), "what the script runs with today");
+        else if (k.kind == SuggestedKind::Flag)
+            w.kv("baseline", "true", "the script passes the flag today");
+        else
+            w.kv("baseline", q(k.baseline), "what the script runs with today");
         w.line();
-    };
-    auto choice_knob = [&](const Found& f, std::vector<std::string> values, const std::string& why) {
-        knob_header(f.known->knob, fmt::format("{}: {} {}", f.known->what, f.arg.name, f.arg.value));
-        w.kv("kind", q("choice"));
-        values.erase(std::remove(values.begin(), values.end(), f.arg.value), values.end());
-        values.insert(values.begin(), f.arg.value); // today's setting first
-        std::string list;
-        for (const auto& v : values)
-            list += (list.empty() ? "" : ", ") + q(v);
-        w.check("values", "[" + list + "]", why);
-        w.kv("arg", q(f.arg.name + "={}"));
-        w.kv("baseline", q(f.arg.value), "what the script passes today");
-        w.line();
-    };
-    const Found* mb = role(Role::MicroBatch);
-    const Found* acc = role(Role::Accumulation);
-    const long long mb_v = mb ? integer(mb->arg.value).value_or(0) : 0;
-    const long long acc_v = acc ? integer(acc->arg.value).value_or(0) : 0;
-    const long long local_batch = std::max<long long>(1, mb_v) * std::max<long long>(1, acc_v);
-    for (const auto& f : found) {
-        const auto v = integer(f.arg.value);
-        switch (f.known->role) {
-        case Role::MicroBatch:
-            if (!v || *v < 1) break;
-            numeric_knob(f, *v, 1, acc_v >= 1 ? local_batch : std::max<long long>(2 * *v, 2));
-            batch.factors.push_back(f.known->knob);
-            batch.value *= *v;
-            break;
-        case Role::Accumulation:
-            if (!v || *v < 1 || mb_v < 1) break; // alone it changes the global batch: no knob
-            numeric_knob(f, *v, 1, local_batch);
-            batch.factors.push_back(f.known->knob);
-            batch.value *= *v;
-            break;
-        case Role::Threads:
-            if (!v || *v < 1) break;
-            numeric_knob(f, *v, 1, std::max<long long>(*v, cpus.value_or(static_cast<int>(*v))));
-            break;
-        case Role::Workers:
-            if (!v) break;
-            numeric_knob(f, *v, 0, std::max<long long>(2 * *v, 4));
-            break;
-        case Role::Bucket:
-            if (!v || *v < 1) break;
-            numeric_knob(f, *v, 1, 4 * *v);
-            break;
-        case Role::TensorParallel:
-        case Role::PipelineParallel:
-            if (!v || *v < 1) break;
-            numeric_knob(f, *v, 1, std::max<long long>(2 * *v, 2));
-            break;
-        case Role::Recompute:
-            if (f.arg.flag) break;
-            choice_knob(f,
-                        f.arg.name == "--recompute-granularity"
-                            ? std::vector<std::string>{"full", "selective"}
-                            : std::vector<std::string>{"none", "full"},
-                        "the values the program accepts");
-            break;
-        case Role::Dtype:
-            if (f.arg.flag) break;
-            choice_knob(f, {"float32", "bfloat16", "float16"},
-                        "the values the program accepts on this hardware");
-            break;
-        default:
-            break;
+        if ((k.role == Role::MicroBatch || k.role == Role::Accumulation) &&
+            (k.kind == SuggestedKind::Integer || k.kind == SuggestedKind::Pow2)) {
+            batch.factors.push_back(k.name);
+            batch.value *= k.baseline_number;
         }
     }
     // Ranks (or GPUs) per node: a knob when the launcher takes them from Slurm's allocation.
@@ -611,29 +514,74 @@ Draft draft_contract(const DraftOptions& o) {
         }
     }
 
-    // [constants] and [[constraints]]: the global batch stays what the script trains with.
+    // [constants] and [[constraints]]: the global batch stays what the script trains with; the tensor x
+    // pipeline x context parallel sizes stay within the GPUs of one run (powers of two: their product then
+    // divides the GPUs, the rest is data parallel).
     const bool fixed_batch = batch.factors.size() >= 2 && knob_names.count("micro_batch");
-    if (fixed_batch) {
+    long long parallel_today = 1; // the product of the script's own parallel sizes
+    for (const auto& k : found.knobs)
+        if (std::find(found.parallel_factors.begin(), found.parallel_factors.end(), k.name) !=
+            found.parallel_factors.end())
+            parallel_today *= k.baseline_number;
+    // (One factor whose largest value fits needs no bound.)
+    const bool one_fits = found.parallel_factors.size() == 1 && run_gpus &&
+                          std::all_of(found.knobs.begin(), found.knobs.end(), [&](const SuggestedKnob& k) {
+                              return k.name != found.parallel_factors[0] || k.max <= *run_gpus;
+                          });
+    const bool bounded_parallel =
+        !found.parallel_factors.empty() && run_gpus && parallel_today <= *run_gpus && !one_fits;
+    long long global = batch.value;
+    if (fixed_batch || bounded_parallel) {
         w.line("[constants]");
-        long long global = batch.value;
-        if (nodes > 1) {
-            w.kv("nodes", std::to_string(nodes));
-            batch.factors.push_back("nodes");
-            global *= nodes;
+        if (fixed_batch) {
+            if (nodes > 1) {
+                w.kv("nodes", std::to_string(nodes));
+                batch.factors.push_back("nodes");
+                global *= nodes;
+            }
+            w.check("global_batch", std::to_string(global),
+                    "micro-batch x accumulation x ranks as the script runs: kept by every candidate");
         }
-        w.check("global_batch", std::to_string(global),
-                "micro-batch x accumulation x ranks as the script runs: kept by every candidate");
+        if (bounded_parallel) w.kv("gpus", std::to_string(*run_gpus), "nodes x GPUs per node of one run");
         w.line();
+    }
+    auto quoted_list = [&](const std::vector<std::string>& names) {
+        std::vector<std::string> quoted;
+        for (const auto& n : names)
+            quoted.push_back(q(n));
+        return fmt::format("[{}]", fmt::join(quoted, ", "));
+    };
+    if (fixed_batch) {
         w.line("[[constraints]]");
-        std::string list;
-        for (const auto& f : batch.factors)
-            list += (list.empty() ? "" : ", ") + q(f);
-        w.kv("product", "[" + list + "]");
+        w.kv("product", quoted_list(batch.factors));
         w.kv("equals", q("global_batch"));
         w.line();
-    } else if (knob_names.count("micro_batch") && role(Role::GlobalBatch)) {
+    } else if (const ProgramArg* global_arg = argument_with_role(s, Role::GlobalBatch);
+               knob_names.count("micro_batch") && global_arg) {
         w.line(fmt::format("# {} {} fixes the global batch: the program derives the accumulation steps.",
-                           role(Role::GlobalBatch)->arg.name, role(Role::GlobalBatch)->arg.value));
+                           global_arg->name, global_arg->value));
+        w.line();
+    }
+    if (bounded_parallel) {
+        w.line("[[constraints]]");
+        w.kv("product", quoted_list(found.parallel_factors));
+        w.check(
+            "at_most", q("gpus"),
+            "the parallel sizes multiply into the GPUs of a run; the program also asserts that they divide "
+            "the heads, layers and batch: check the largest values above");
+        w.line();
+    } else if (!one_fits && !found.parallel_factors.empty() && run_gpus) {
+        w.check_line(
+            fmt::format("the script's own parallel sizes ({}: {}) need more GPUs than a run has ({}): "
+                        "fix them, then add [[constraints]] product = [...] at_most gpus",
+                        fmt::join(found.parallel_factors, " x "), parallel_today, *run_gpus));
+        notes.push_back(fmt::format("the script's parallel sizes multiply to {} GPUs, a run has {}",
+                                    parallel_today, *run_gpus));
+        w.line();
+    } else if (!found.parallel_factors.empty() && !run_gpus) {
+        w.check_line(
+            "the parallel sizes must multiply into at most the GPUs of a run: add [constants] gpus and "
+            "a [[constraints]] product at_most gpus once the GPUs are filled in");
         w.line();
     }
 
@@ -684,22 +632,29 @@ Draft draft_contract(const DraftOptions& o) {
     // The sample says how many step lines the script's own step count prints: nanoGPT prints iter 0 to
     // iter max_iters, one more than max_iters (13 lines for --max_iters=12).
     long long extra = 0;
-    if (sampled && sampled->steps > 0 && steps && integer(steps->arg.value)) {
-        const long long d = static_cast<long long>(sampled->steps) - *integer(steps->arg.value);
+    if (sampled && sampled->steps > 0 && steps && integer(steps->value)) {
+        const long long d = static_cast<long long>(sampled->steps) - *integer(steps->value);
         if (d == 0 || d == 1) extra = d;
+    } else if (steps && steps->name == "--max_iters" &&
+               (!chosen || chosen == measure::LogFormatKind::NanoGpt)) {
+        extra = 1; // nanoGPT's train.py: iter 0 to iter max_iters
     }
-    if (steps && !steps->arg.flag)
-        w.check("steps", std::to_string(20 + extra),
-                extra
+    if (steps && !steps->flag)
+        w.check("steps", std::to_string(trial_steps + extra),
+                extra && sampled
                     ? fmt::format("the step lines a trial prints with the args above (the sample printed {} "
                                   "for {}={})",
-                                  sampled->steps, steps->arg.name, steps->arg.value)
+                                  sampled->steps, steps->name, steps->value)
+                : extra
+                    ? fmt::format("the step lines a trial prints with the args above (nanoGPT prints iter 0 "
+                                  "to iter {}={})",
+                                  steps->name, trial_steps)
                     : std::string("the step lines a trial prints with the args above"));
     else
         w.fill("steps", "the step lines a trial prints (the script sets no step count draft knows)");
     w.kv("warmup_steps", "3", "left out of the timing: start-up, first allocations");
-    if (const Found* seed = role(Role::Seed); seed && integer(seed->arg.value))
-        w.kv("seed", seed->arg.value, "the script's " + seed->arg.name);
+    if (const ProgramArg* seed = argument_with_role(s, Role::Seed); seed && integer(seed->value))
+        w.kv("seed", seed->value, "the script's " + seed->name);
     if (sampled && chosen == measure::LogFormatKind::NanoGpt)
         w.check("loss_mode", q("last_k_mean"),
                 "nanoGPT draws a random batch per micro-step: a micro-batch knob trains on other samples, "
@@ -717,9 +672,9 @@ Draft draft_contract(const DraftOptions& o) {
     w.check("wall_time", q("04:00:00"), "the whole campaign");
     w.line();
     w.line("[repeats]");
-    w.kv("doctor", "3");
-    w.kv("verify", "2");
-    w.kv("verify_top", "1");
+    w.kv("doctor", "5", "baseline runs: the noise floor (the default)");
+    w.kv("verify", "3", "A/B pairs a promoted candidate must win (the default)");
+    w.kv("verify_top", "2", "search candidates verified (the default)");
     if (!o.goal.empty() || !o.agent_command.empty()) {
         // [agent] (docs/agent.md): the user's request in their words; the agent writes patches within the
         // editable scope, which only the user can name.
@@ -742,7 +697,7 @@ Draft draft_contract(const DraftOptions& o) {
         w.kv("calls", "4");
         w.kv("call_time_limit", q("10:00"));
     }
-    if (found.empty())
+    if (found.knobs.empty())
         notes.push_back(fmt::format("no argument of {} is one the draft knows: add knobs by hand "
                                     "(docs/contract.md)",
                                     s.program));

@@ -461,16 +461,19 @@ std::vector<std::string> Space::arguments(const Candidate& c) const {
     for (const auto& k : knobs) {
         if (k.delivery != Delivery::Arg) continue;
         const Value& v = value_of(k, c);
-        const auto hole = k.arg.find("{}");
-        if (hole == std::string::npos) {
-            if (std::get<bool>(v)) args.push_back(k.arg); // a flag (the contract allows this for bool only)
+        const bool hole = std::any_of(k.arg.begin(), k.arg.end(),
+                                      [](const std::string& a) { return a.find("{}") != std::string::npos; });
+        if (!hole) {
+            if (std::get<bool>(v)) // a flag (the contract allows this for bool only)
+                args.insert(args.end(), k.arg.begin(), k.arg.end());
             continue;
         }
-        std::string a = k.arg;
         const std::string text = env_value(v);
-        for (auto pos = a.find("{}"); pos != std::string::npos; pos = a.find("{}", pos + text.size()))
-            a.replace(pos, 2, text);
-        args.push_back(std::move(a));
+        for (std::string a : k.arg) {
+            for (auto pos = a.find("{}"); pos != std::string::npos; pos = a.find("{}", pos + text.size()))
+                a.replace(pos, 2, text);
+            args.push_back(std::move(a));
+        }
     }
     return args;
 }

@@ -33,8 +33,10 @@ struct Knob {
     long long min = 0, max = 0, step = 1; // Integer: min..max by step; Pow2: powers of two in [min, max]
     std::vector<std::string> choices;     // Choice
     Delivery delivery = Delivery::Env;
-    std::string env;           // Env: the environment variable that carries the value
-    std::string arg;           // Arg: one argv element, "{}" replaced by the value ("--batch_size={}")
+    std::string env; // Env: the environment variable that carries the value
+    // Arg: the argv elements, "{}" in each replaced by the value: {"--batch_size={}"}, or {"-b", "{}"} for a
+    // program that takes an option's value as the next word (llm.c)
+    std::vector<std::string> arg;
     std::string sbatch_option; // SbatchOption: a long sbatch option of the trial ("--cpus-per-task")
     Value baseline;            // the user's current setting
     // Env delivery of a Choice knob: the choice that leaves the variable out of the trial's environment (the

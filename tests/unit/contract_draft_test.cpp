@@ -145,7 +145,9 @@ TEST_CASE("torchgpt's job script drafts a contract init accepts as written, the 
     CHECK(has_line(draft.text, "sbatch_option = \"--ntasks-per-node\""));
     CHECK(has_line(draft.text, "product = [\"micro_batch\", \"grad_accum\", \"ranks_per_node\"]"));
     CHECK(has_line(draft.text, "global_batch = 16"));
-    CHECK(has_line(draft.text, "args = [\"--max_iters=20\"]"));
+    // The script's own 12 iterations are shorter than a trial's 20: nothing appended, 12 steps.
+    CHECK(draft.text.find("args = [") == std::string::npos);
+    CHECK(has_line(draft.text, "steps = 12"));
     CHECK(has_line(draft.text, "mem = \"3000M\""));
     CHECK(has_line(draft.text, "source = \".\""));
     contract::write_draft(o.output, draft);
@@ -168,10 +170,10 @@ TEST_CASE("a nanoGPT sample that prints iter 0 to max_iters: the draft's steps c
         << "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --mem=3000M\n"
            "cd \"$(dirname \"$0\")\"\n"
            "exec python train.py --batch_size=8 --gradient_accumulation_steps=2 "
-           "--max_iters=12 \"$@\"\n";
+           "--max_iters=600 \"$@\"\n";
     std::ofstream(d.path / "train.py") << "print('iter')\n";
     std::string sample;
-    for (int i = 0; i <= 12; ++i)
+    for (int i = 0; i <= 600; ++i)
         sample += "iter " + std::to_string(i) + ": loss 4.1, time 40.00ms, mfu -100.00%\n";
     contract::DraftOptions o;
     o.script = d.path / "job.sbatch";
