@@ -48,8 +48,6 @@ struct Command {
     std::vector<std::string> words;
     std::vector<Provenance> provenance; // one per word
     int line = 0;
-    Vars vars;                                      // the lexer's variables when the command ended
-    std::map<std::string, ScriptVariable> assigned; // the same, with where each was assigned
 };
 
 // A small shell lexer: words, quotes, backslashes, line continuations, comments, and the expansion of the
@@ -59,14 +57,17 @@ class Lexer {
     explicit Lexer(std::string_view text, Vars vars = {}, std::map<std::string, ScriptVariable> assigned = {})
         : s_(text), vars_(std::move(vars)), assigned_(std::move(assigned)) {}
 
-    std::vector<Command> commands() {
-        std::vector<Command> out;
+    // The next command, read as far as it goes: vars() and assigned() are then what the script has assigned
+    // up to it (the command's own assignments included). Empty at the end.
+    std::optional<Command> next() {
         while (i_ < s_.size()) {
             Command c = command();
-            if (!c.words.empty()) out.push_back(std::move(c));
+            if (!c.words.empty()) return c;
         }
-        return out;
+        return std::nullopt;
     }
+    const Vars& vars() const { return vars_; }
+    const std::map<std::string, ScriptVariable>& assigned() const { return assigned_; }
 
   private:
     std::string_view s_;
@@ -391,12 +392,10 @@ class Lexer {
             if (!step(false)) break;
         }
         end_word();
-        Command c{std::move(words_), std::move(provenance_), first_line, {}, {}};
+        Command c{std::move(words_), std::move(provenance_), first_line};
         words_.clear();
         provenance_.clear();
         remember_assignments(c);
-        c.vars = vars_;
-        c.assigned = assigned_;
         return c;
     }
 
@@ -756,9 +755,12 @@ bool read_launch(const Command& c, BatchScript& out) {
     return true;
 }
 
-// `[srun ...] bash -c STRING` (or sh): the commands of the string, each behind the same srun and on the
-// command's line; empty when the command runs no command string.
-std::vector<Command> command_string(const Command& c) {
+// `[srun ...] bash -c STRING` (or sh): each command of the string, behind the same srun and on the command's
+// line, given to `f` with the variables assigned up to it (the script's, then the string's own). False when
+// the command runs no command string.
+template <class F>
+bool command_string(const Command& c, const Vars& vars, const std::map<std::string, ScriptVariable>& assigned,
+                    F&& f) {
     const auto& w = c.words;
     std::size_t k = 0;
     while (k < w.size() && (!assignment_name(w[k]).empty() || w[k] == "exec"))
@@ -769,20 +771,18 @@ std::vector<Command> command_string(const Command& c) {
         k = take_options(w, k + 1, "srun", srun);
     }
     if (k + 2 >= w.size() || !(basename(w[k]) == "bash" || basename(w[k]) == "sh") || w[k + 1] != "-c")
-        return {};
-    std::vector<Command> out;
-    for (auto& inner : Lexer(w[k + 2], c.vars, c.assigned).commands()) {
-        Command one;
-        one.words = srun;
-        one.provenance.resize(srun.size());
-        one.words.insert(one.words.end(), inner.words.begin(), inner.words.end());
-        one.provenance.insert(one.provenance.end(), inner.provenance.begin(), inner.provenance.end());
-        one.line = c.line;
-        one.vars = std::move(inner.vars);
-        one.assigned = std::move(inner.assigned);
-        out.push_back(std::move(one));
+        return false;
+    Lexer inner(w[k + 2], vars, assigned);
+    while (auto one = inner.next()) {
+        Command behind;
+        behind.words = srun;
+        behind.provenance.resize(srun.size());
+        behind.words.insert(behind.words.end(), one->words.begin(), one->words.end());
+        behind.provenance.insert(behind.provenance.end(), one->provenance.begin(), one->provenance.end());
+        behind.line = c.line;
+        f(behind, inner.assigned());
     }
-    return out;
+    return true;
 }
 
 } // namespace
@@ -825,13 +825,17 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
     // preparation's `python prep.py` before the training's `srun torchrun ...` is not the training).
     struct Launch {
         BatchScript read;
-        int rank = 0;
+        int rank = -1;
         bool in_loop = false;
         bool in_string = false;
-        std::map<std::string, ScriptVariable> assigned;
+        std::map<std::string, ScriptVariable> assigned; // the variables assigned up to it
     };
-    std::vector<Launch> launches;
+    Launch taken;                  // the best so far (the variables are copied for it alone)
+    std::vector<int> launch_lines; // every launch's line
+    std::size_t taken_index = 0;
     int loops = 0;
+    int command_strings = 0; // read at most kCommandStrings of them: each starts from a copy of the variables
+    constexpr int kCommandStrings = 64;
     auto positional = [](const std::string& word) {
         for (std::size_t k = 0; k + 1 < word.size(); ++k)
             if (word[k] == '$' &&
@@ -843,7 +847,9 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
     auto literal_port = [](const std::string& v) {
         return !v.empty() && v.size() <= 5 && std::all_of(v.begin(), v.end(), is_digit);
     };
-    for (const auto& c : Lexer(text).commands()) {
+    Lexer lexer(text);
+    while (const auto next = lexer.next()) {
+        const Command& c = *next;
         const std::string& first = c.words.front();
         if (first == "for" || first == "while" || first == "until" || first == "select") ++loops;
         if (first == "done" && loops > 0) --loops;
@@ -855,31 +861,38 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
                 out.fixed_port_line = c.line;
             }
         if (first == "cd" && c.words.size() >= 2 && c.words[1].rfind('/', 0) == 0 &&
-            out.absolute_cd.empty() && launches.empty()) {
+            out.absolute_cd.empty() && launch_lines.empty()) {
             out.absolute_cd = c.words[1];
             out.absolute_cd_line = c.line;
         }
-        auto launch = [&](const Command& one, bool in_string) {
+        auto launch = [&](const Command& one, bool in_string,
+                          const std::map<std::string, ScriptVariable>& assigned) {
             BatchScript l;
             if (!read_launch(one, l)) return;
             const bool distributed =
                 l.launcher == "torchrun" || l.launcher == "deepspeed" || l.launcher == "accelerate";
             const int rank = distributed ? 2 : !l.srun.empty() ? 1 : 0;
-            launches.push_back({std::move(l), rank, loops > 0, in_string, one.assigned});
+            launch_lines.push_back(l.launch_line);
+            if (rank > taken.rank) {
+                taken = {std::move(l), rank, loops > 0, in_string, assigned};
+                taken_index = launch_lines.size() - 1;
+            }
         };
-        if (const auto inner = command_string(c); !inner.empty())
-            for (const auto& one : inner)
-                launch(one, true);
+        const bool string_read =
+            command_strings < kCommandStrings &&
+            command_string(c, lexer.vars(), lexer.assigned(),
+                           [&](const Command& one, const std::map<std::string, ScriptVariable>& assigned) {
+                               launch(one, true, assigned);
+                           });
+        if (string_read)
+            ++command_strings;
         else
-            launch(c, false);
+            launch(c, false, lexer.assigned());
     }
-    const Launch* taken = nullptr;
-    for (const auto& l : launches)
-        if (!taken || l.rank > taken->rank) taken = &l;
-    if (!taken) return out;
-    for (const auto& l : launches)
-        if (&l != taken) out.other_launch_lines.push_back(l.read.launch_line);
-    auto& t = taken->read;
+    if (taken.rank < 0) return out;
+    for (std::size_t k = 0; k < launch_lines.size(); ++k)
+        if (k != taken_index) out.other_launch_lines.push_back(launch_lines[k]);
+    auto& t = taken.read;
     out.launch_line = t.launch_line;
     out.srun = t.srun;
     out.launcher = t.launcher;
@@ -889,9 +902,9 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
     out.program_args = t.program_args;
     out.forwards_arguments = t.forwards_arguments;
     out.stdout_redirect = t.stdout_redirect;
-    out.launch_in_loop = taken->in_loop;
-    out.launch_in_command_string = taken->in_string;
-    out.variables = taken->assigned;
+    out.launch_in_loop = taken.in_loop;
+    out.launch_in_command_string = taken.in_string;
+    out.variables = taken.assigned;
     for (const auto& [name, v] : t.variables) // the launch line's own NAME=value
         out.variables[name] = v;
     if (const auto port = out.variables.find("MASTER_PORT");

@@ -1005,23 +1005,45 @@ Contract load_text(const std::string& text, const fs::path& file) {
                     fmt::format("the values the draft marked \"{}\" (its CHECK comments say what each is)",
                                 draft_placeholder));
     }
-    r.known_keys(root, "(top level)",
-                 {"name", "workload", "resources", "knobs", "constants", "constraints", "patches",
-                  "invariants", "metrics", "budget", "repeats", "verify", "memory", "nccl", "agent"});
-    c.name = r.str(root, "name", "(top level)").value_or(c.file.stem().string());
-    read_workload(r, root, c);
-    read_resources(r, root, c);
-    read_knobs(r, root, c);
-    read_constants_and_constraints(r, root, c);
-    read_patches(r, root, c);
-    read_invariants(r, root, c);
-    read_metrics(r, root, c);
-    read_budget(r, root, c);
-    read_repeats(r, root, c);
-    read_verify(r, root, c);
-    read_memory(r, root, c);
-    read_nccl(r, root, c);
-    read_agent(r, root, c);
+    // Every section's first error at once, not one a run: a section that others read (the knobs for the
+    // constraints and the memory model, the workload for the patches) is not read past when it failed.
+    std::vector<Error> errors;
+    auto section = [&](auto&& read) {
+        try {
+            read();
+            return true;
+        } catch (const Error& e) {
+            errors.push_back(e);
+            return false;
+        }
+    };
+    section([&] {
+        r.known_keys(root, "(top level)",
+                     {"name", "workload", "resources", "knobs", "constants", "constraints", "patches",
+                      "invariants", "metrics", "budget", "repeats", "verify", "memory", "nccl", "agent"});
+        c.name = r.str(root, "name", "(top level)").value_or(c.file.stem().string());
+    });
+    const bool workload = section([&] { read_workload(r, root, c); });
+    section([&] { read_resources(r, root, c); });
+    const bool knobs = section([&] { read_knobs(r, root, c); });
+    if (knobs) section([&] { read_constants_and_constraints(r, root, c); });
+    if (workload) section([&] { read_patches(r, root, c); });
+    section([&] { read_invariants(r, root, c); });
+    section([&] { read_metrics(r, root, c); });
+    section([&] { read_budget(r, root, c); });
+    section([&] { read_repeats(r, root, c); });
+    section([&] { read_verify(r, root, c); });
+    if (knobs) section([&] { read_memory(r, root, c); });
+    section([&] { read_nccl(r, root, c); });
+    section([&] { read_agent(r, root, c); });
+    if (errors.size() == 1) throw errors.front();
+    if (!errors.empty()) {
+        std::vector<std::string> each;
+        for (const auto& e : errors)
+            each.emplace_back(e.what());
+        throw Error(fmt::format("{} errors:\n  {}", errors.size(), fmt::join(each, "\n  ")), c.file.string(),
+                    "each fixed (one line each above, with its place)");
+    }
     return c;
 }
 

@@ -251,3 +251,29 @@ TEST_CASE("a knob's argument as two argv words: the contract reads an array, the
                                    file),
                          doctest::Contains("knob 'bad' has an empty argument template"), Error);
 }
+
+TEST_CASE("the loader names an error of every section at once, and skips what a failed section feeds") {
+    const std::string file = std::string(INFRARSI_FIXTURES) + "/toyload.contract.toml";
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string t = text.str();
+    // a mistake in two sections: an unknown key in [budget], another in [repeats]
+    const auto at = [&](const std::string& key) {
+        const auto p = t.find(key);
+        REQUIRE(p != std::string::npos);
+        return p;
+    };
+    t.insert(at("trials = "), "not_a_key = 1\n");
+    t.insert(at("[repeats]\n") + 10, "whatever = 1\n");
+    try {
+        (void)load_text(t, file);
+        FAIL("the contract loaded");
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(what.find("2 errors:") != std::string::npos);
+        CHECK(what.find("not_a_key") != std::string::npos);
+        CHECK(what.find("whatever") != std::string::npos);
+    }
+}
