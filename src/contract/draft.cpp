@@ -697,7 +697,7 @@ Draft draft_contract(const DraftOptions& o) {
         w.kv("calls", "4");
         w.kv("call_time_limit", q("10:00"));
     }
-    if (found.knobs.empty())
+    if (found.knobs.empty() && !steps && !interval)
         notes.push_back(fmt::format("no argument of {} is one the draft knows: add knobs by hand "
                                     "(docs/contract.md)",
                                     s.program));

@@ -674,7 +674,9 @@ KnobDiscovery discover_knobs(const BatchScript& s, const DiscoveryContext& ctx) 
 
     // The script's exports: performance variables, each a knob on the variable.
     std::set<std::string> presets;
-    for (const auto& [name, var] : s.variables) {
+    for (const auto& entry : s.variables) {
+        const std::string& name = entry.first; // (a structured binding cannot be captured by clang's lambdas)
+        const ScriptVariable& var = entry.second;
         if (!var.exported) continue;
         if (name == "OMP_NUM_THREADS") {
             std::optional<long long> v = integer(var.value);
