@@ -635,21 +635,18 @@ Draft draft_contract(const DraftOptions& o) {
     if (sampled && sampled->steps > 0 && steps && integer(steps->value)) {
         const long long d = static_cast<long long>(sampled->steps) - *integer(steps->value);
         if (d == 0 || d == 1) extra = d;
-    } else if (steps && steps->name == "--max_iters" &&
-               (!chosen || chosen == measure::LogFormatKind::NanoGpt)) {
-        extra = 1; // nanoGPT's train.py: iter 0 to iter max_iters
     }
     if (steps && !steps->flag)
-        w.check("steps", std::to_string(trial_steps + extra),
-                extra && sampled
-                    ? fmt::format("the step lines a trial prints with the args above (the sample printed {} "
-                                  "for {}={})",
-                                  sampled->steps, steps->name, steps->value)
-                : extra
-                    ? fmt::format("the step lines a trial prints with the args above (nanoGPT prints iter 0 "
-                                  "to iter {}={})",
-                                  steps->name, trial_steps)
-                    : std::string("the step lines a trial prints with the args above"));
+        w.check(
+            "steps", std::to_string(trial_steps + extra),
+            extra ? fmt::format("the step lines a trial prints with the args above (the sample printed {} "
+                                "for {}={})",
+                                sampled->steps, steps->name, steps->value)
+            : steps->name == "--max_iters"
+                ? fmt::format("the step lines a trial prints with the args above; nanoGPT's train.py prints "
+                              "iter 0 to iter {}: {} lines (a --sample-log tells)",
+                              trial_steps, trial_steps + 1)
+                : std::string("the step lines a trial prints with the args above"));
     else
         w.fill("steps", "the step lines a trial prints (the script sets no step count draft knows)");
     w.kv("warmup_steps", "3", "left out of the timing: start-up, first allocations");
