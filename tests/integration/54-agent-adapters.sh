@@ -89,4 +89,16 @@ out=$m/agent/calls/2/agent.stdout
 jq -e '.patches[0].name == "chunked-lm-loss" and .patches[0].claim.memory_factor < 1 and
        ([.patches[].name] | index("fused-attention")) == null' "$out" >/dev/null ||
   { cat "$out" | head -c 600; fail "the reference agent after an OOM"; }
+# The reference agent (agents/reference, rules, not an LLM) on torchgpt's tree: it offers the patches it knows
+# for torchgpt (the batched attention, and the ReLU that changes the math without saying so) and none of
+# minigpt's, which do not apply there.
+cp -r "$src/workloads/torchgpt" "$work/torchgpt"
+jq -n --arg tree "$work/torchgpt" \
+  '{protocol: 1, call: 1, goal: "faster", max_patches: 4, tree: $tree, scope: {editable: ["model.py"]},
+    baseline: {step_time_s: 0.2}, trials: [], patches: []}' |
+  python3 "$src/agents/reference/infrarsi-reference-agent" >"$work/torchgpt-answer.json"
+jq -e '[.patches[].name] | sort == ["batched-attention", "relu-mlp"]' "$work/torchgpt-answer.json" >/dev/null ||
+  fail "the reference agent on torchgpt offered $(jq -c '[.patches[].name]' "$work/torchgpt-answer.json")"
+jq -e '[.patches[] | select(.name == "batched-attention")][0].claim.speedup == 1.15' "$work/torchgpt-answer.json" \
+  >/dev/null || fail "the batched attention's claim"
 echo "PASS: 54-agent-adapters"
