@@ -211,7 +211,7 @@ TEST_CASE("the job's own MFU is said to be the job's, never printed as the campa
     CHECK(report::render(by_job).find("its assumption, not this hardware's") != std::string::npos);
 }
 
-TEST_CASE("each trial's log.txt is linked beside its result.json; a build failure links its build log") {
+TEST_CASE("each trial's log.txt is linked beside its result.json, and a build failure links its build log") {
     test::TempDir d;
     campaign::Campaign c(stopped_campaign(d));
     auto& s = c.store();
