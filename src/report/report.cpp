@@ -786,6 +786,13 @@ std::string render_equivalence(const json& e, bool has_patches) {
     return o;
 }
 
+// A detail of several lines (a compiler's error, its source line and caret) under its trial's line.
+std::string indented(std::string s) {
+    for (auto at = s.find('\n'); at != std::string::npos; at = s.find('\n', at + 1))
+        s.insert(at + 1, "        ");
+    return s;
+}
+
 // A patch's state (patch_json) in words.
 std::string patch_state_text(const std::string& state) {
     return state == "scope_accepted"        ? "accepted by the scope check"
@@ -1039,7 +1046,7 @@ std::string render(const json& r) {
                              ? fmt::format("{:.0f}", t["peak_memory_bytes"].get<double>() / (1 << 20))
                              : "-",
                          t["candidate"].get<std::string>(),
-                         t["outcome"] == "ok" ? "" : "  (" + t["detail"].get<std::string>() + ")");
+                         t["outcome"] == "ok" ? "" : "  (" + indented(t["detail"].get<std::string>()) + ")");
     }
     const auto& b = r["budget"];
     o += fmt::format("\nBudget used: {} of {} trials, {:.3f} node-hours, {:.0f} s wall\n",
