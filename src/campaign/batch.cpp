@@ -5,6 +5,7 @@
 #include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
 #include "scheduler/lost_tasks.hpp"
+#include "slurm/user_jobs.hpp"
 #include "trial/evidence.hpp"
 #include "trial/outcome.hpp"
 #include "trial/proof.hpp"
@@ -636,6 +637,22 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         }
         // Kept with the trial (after the summary's measurements, which replace the object).
         t.measurements["reported_step_s"] = reported_s;
+        // Each step as the job printed it, for the report's curves: its own step number (nanoGPT's iter,
+        // counted from 0), its time and its loss; a trial stopped early keeps the steps it ran.
+        if (!steps.empty()) {
+            json numbers = json::array(), times = json::array(), losses = json::array();
+            for (const auto& st : steps)
+                numbers.push_back(st.step), times.push_back(st.step_time_s), losses.push_back(st.loss);
+            t.measurements["step_numbers"] = numbers;
+            t.measurements["step_times_s"] = times;
+            if (!t.measurements.contains("losses")) t.measurements["losses"] = losses;
+        }
+        // When it ran (the scheduler's record): the report's timeline.
+        if (const auto start = slurm::slurm_time_epoch(rec.start_time)) {
+            t.measurements["started_at"] = *start;
+            const auto end = slurm::slurm_time_epoch(rec.end_time);
+            t.measurements["ended_at"] = rec.elapsed_s > 0 ? *start + rec.elapsed_s : end.value_or(*start);
+        }
         if (pace) t.measurements["step_pace"] = *pace;
         if (!evidence.is_null()) t.measurements["evidence"] = evidence;
         if (result && !result->isolation.empty())

@@ -271,9 +271,11 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
         if (!peak_flops.empty())
             reported = verify::PeakFlops{
                 measure::median(peak_flops),
-                fmt::format("the job's own probe (median of the doctor's {} baseline runs; no calibration "
+                fmt::format("the peak the job's own MFU figure implies (median of the doctor's {} baseline "
+                            "runs; the job's assumption, not a measurement of this hardware; no calibration "
                             "record of the node)",
-                            peak_flops.size())};
+                            peak_flops.size()),
+                true};
         // No achieved figure here: a peak below what the baseline achieved is wrong (a probe on busy cores),
         // and the MFU is then unknown, not achieved / achieved = 1.
         const double achieved = noise.median_step_s > 0 ? *d.model_flops_per_step / noise.median_step_s : 0.0;
@@ -287,6 +289,7 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
         } else if (peak.flops > 0) {
             d.peak_flops = peak.flops;
             d.peak_flops_source = peak.source;
+            d.peak_flops_by_job = peak.by_job;
             d.mfu = measure::mfu(*d.model_flops_per_step, noise.median_step_s, *d.peak_flops);
             store_->log(fmt::format("doctor: MFU denominator {:.4g} FLOP/s: {}", peak.flops, peak.source));
         }

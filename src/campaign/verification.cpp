@@ -476,6 +476,7 @@ void Campaign::finish_verification(std::int64_t vid) {
                                                    b->peak_flops_source, std::exp(logs / n), speedup);
                 v.detail["mfu"] = {{"peak_flops", m.peak_flops},
                                    {"peak_flops_source", m.peak_source},
+                                   {"peak_flops_by_job", b->peak_flops_by_job},
                                    {"model_flops_per_step", m.model_flops_per_step},
                                    {"baseline_step_s", m.baseline_step_s},
                                    {"candidate_step_s", m.candidate_step_s},

@@ -244,7 +244,8 @@ std::vector<MemoryPoint> memory_points(const std::vector<Candidate>& candidates,
     std::vector<MemoryPoint> mem;
     for (const auto& t : trials) {
         const auto& c = candidates[t.candidate];
-        if (t.outcome == Outcome::ok && t.peak_bytes > 0)
+        // A trial stopped early as slower ran its first steps, where the peak is reached: measured too.
+        if ((t.outcome == Outcome::ok || t.outcome == Outcome::stopped) && t.peak_bytes > 0)
             mem.push_back({c.features, c.prior_peak_bytes, false, t.peak_bytes});
         else if (t.outcome == Outcome::oom)
             mem.push_back({c.features, c.prior_peak_bytes, true, limit_bytes});

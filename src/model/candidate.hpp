@@ -49,7 +49,7 @@ struct TrialObservation {
     int candidate = -1; // index into the candidate list given to the proposer
     Outcome outcome = Outcome::ok;
     double step_time_s = 0;          // steady-state step time (ok trials; see Outcome for the others)
-    double peak_bytes = 0;           // measured peak per GPU (ok trials; 0 when unknown)
+    double peak_bytes = 0;           // measured peak per GPU (ok and stopped trials; 0 when unknown)
     double cost_s = 0;               // what the trial cost, in seconds of allocation
     bool step_time_censored = false; // step_time_s is a lower bound (a timeout that measured less than it)
 };

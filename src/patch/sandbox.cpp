@@ -1,6 +1,7 @@
 #include "patch/sandbox.hpp"
 
 #include "contract/contract.hpp"
+#include "patch/build_log.hpp"
 #include "patch/hash.hpp"
 #include "patch/tree_diff.hpp"
 #include "util/atomic_file.hpp"
@@ -203,9 +204,10 @@ Sandbox SandboxCache::materialize(const std::vector<const PatchInfo*>& patches) 
         }
         log += "$ " + describe_command(argv) + "\n" + r.out + r.err;
         if (!r.ok())
-            return finish_in_place(Sandbox::State::BuildFailure,
-                                   (r.timed_out ? "build timed out: " : "build failed: ") +
-                                       tail(r.err.empty() ? r.out : r.err, 3));
+            return finish_in_place(
+                Sandbox::State::BuildFailure,
+                (r.timed_out ? "build timed out: " : "build failed: ") +
+                    first_build_error(r.err + "\n" + r.out).value_or(tail(r.err.empty() ? r.out : r.err, 3)));
     }
     fs::remove_all(sb.build);
     auto cp = run_process({"cp", "-a", ws_build.string(), sb.build.string()});

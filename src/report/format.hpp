@@ -12,8 +12,8 @@ struct Format {
     const char* name;
     int version;
 };
-inline constexpr Format kStatusFormat{"infrarsi-status", 1};
-inline constexpr Format kReportFormat{"infrarsi-report", 1};
+inline constexpr Format kStatusFormat{"infrarsi-status", 2}; // 1: best (a trial) had "mfu"
+inline constexpr Format kReportFormat{"infrarsi-report", 2}; // 1: patches had "accepted", trials "mfu"
 inline constexpr Format kBankFormat{"infrarsi-bank", 1};
 inline constexpr Format kNodeFormat{"infrarsi-node", 2}; // version 1 was the string "infrarsi-node/1"
 inline constexpr Format kListFormat{"infrarsi-list", 1};

@@ -1,9 +1,11 @@
 #include "report/html.hpp"
 
 #include "measure/statistics.hpp"
+#include "report/html_common.hpp"
 #include "report/memory_map.hpp"
 #include "report/plot.hpp"
 #include "report/report.hpp"
+#include "report/views.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
@@ -19,46 +21,9 @@ namespace infrarsi::report {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+using namespace html;
 
 namespace {
-
-std::string esc(const std::string& s) {
-    std::string o;
-    o.reserve(s.size());
-    for (char c : s) {
-        switch (c) {
-        case '&':
-            o += "&amp;";
-            break;
-        case '<':
-            o += "&lt;";
-            break;
-        case '>':
-            o += "&gt;";
-            break;
-        case '"':
-            o += "&quot;";
-            break;
-        case '\'':
-            o += "&#39;";
-            break;
-        default:
-            o += c;
-        }
-    }
-    return o;
-}
-
-double num(const json& v, double otherwise = NAN) {
-    return v.is_number() ? v.get<double>() : otherwise;
-}
-std::string g(double v) {
-    return fmt::format("{:.6g}", v);
-}
-std::string fmt_num(const json& v, const char* spec = "{:.4f}") {
-    return v.is_number() ? fmt::format(fmt::runtime(spec), v.get<double>()) : "-";
-}
-constexpr double kMiB = 1 << 20;
 
 // The search trials in the order they were planned.
 std::vector<json> search_trials(const json& r) {
@@ -100,31 +65,46 @@ std::optional<Plot> progress_plot(const json& r, bool by_node_hours, std::option
         cum += num(t["cost_node_s"], 0) / 3600.0;
         spent[t["id"].get<int>()] = cum;
     }
-    std::string ok, best;
+    // A trial stopped early as slower than the best so far is a measurement too (its first timed steps),
+    // drawn as such (as Optuna's history draws pruned trials); the best-so-far line is over the trials that
+    // ran every step, the ones that can be promoted.
+    std::string ok, stopped, best;
     double best_so_far = INFINITY, last_x = 0;
     int n = 0;
     for (const auto& t : search_trials(r)) {
         ++n;
         const double x = by_node_hours ? spent[t["id"].get<int>()] : n;
         last_x = x;
-        if (t["outcome"] == "ok" && t["step_s"].is_number()) {
-            const double y = t["step_s"].get<double>();
+        if (!t["step_s"].is_number()) continue;
+        const double y = t["step_s"].get<double>();
+        if (t["outcome"] == "ok") {
             ok += g(x) + " " + g(y) + "\n";
             best_so_far = std::min(best_so_far, y);
+        } else if (t["outcome"] == "stopped_slow") {
+            stopped += g(x) + " " + g(y) + "\n";
         }
         if (std::isfinite(best_so_far)) best += g(x) + " " + g(best_so_far) + "\n";
     }
-    if (ok.empty()) return std::nullopt;
+    if (ok.empty() && stopped.empty()) return std::nullopt;
     Plot p;
     p.id = by_node_hours ? "progress-node-hours" : "progress-trials";
-    p.data = {{"ok", ok}, {"best", best}};
+    std::string plot;
+    for (const auto& [name, rows, style, title] :
+         std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+             {"best", best, "with steps lw 2.5 lc rgb '#1f77b4'", "best so far"},
+             {"ok", ok, "with points pt 7 ps 0.7 lc rgb '#2ca02c'", "search trial, every step run"},
+             {"stopped", stopped, "with points pt 9 ps 0.9 lc rgb '#ff7f0e'",
+              "search trial stopped early as slower (its first steps)"}}) {
+        if (rows.empty()) continue;
+        p.data.emplace_back(name, rows);
+        plot += fmt::format("{}${} using 1:2 {} title {}", plot.empty() ? "" : ", ", name, style,
+                            gnuplot_quote(title));
+    }
     p.script =
         fmt::format("set key below\nset grid\nset xlabel {}\nset ylabel 'step time (s)'\n"
-                    "set xrange [{}:{}]\n"
-                    "plot $best using 1:2 with steps lw 2.5 lc rgb '#1f77b4' title 'best so far', "
-                    "$ok using 1:2 with points pt 7 ps 0.7 lc rgb '#7f7f7f' title 'ok search trial'{}",
+                    "set xrange [{}:{}]\nplot {}{}",
                     gnuplot_quote(by_node_hours ? "node-hours spent (all trials, in order)" : "search trial"),
-                    by_node_hours ? "0" : "0.5", g(by_node_hours ? last_x * 1.02 : n + 0.5),
+                    by_node_hours ? "0" : "0.5", g(by_node_hours ? last_x * 1.02 : n + 0.5), plot,
                     reference_lines(r, table_best));
     return p;
 }
@@ -156,6 +136,8 @@ std::optional<Plot> memory_plot(const json& r) {
             series = "build";
         else if (o == "contract_violation")
             series = "violation";
+        else if (o == "stopped_slow")
+            series = "stopped";
         else
             series = "failed";
         if (!std::isfinite(x)) x = 0;
@@ -167,6 +149,7 @@ std::optional<Plot> memory_plot(const json& r) {
         {"oom", "with points pt 9 ps 1.3 lc rgb '#d62728'", "OOM (at its lower bound: the limit)"},
         {"build", "with points pt 2 ps 1.3 lc rgb '#8c564b'", "build failure"},
         {"violation", "with points pt 5 ps 1.1 lc rgb '#e377c2'", "contract violation"},
+        {"stopped", "with points pt 9 ps 1.0 lc rgb '#ff7f0e'", "stopped early as slower (measured)"},
         {"failed", "with points pt 3 ps 1.1 lc rgb '#7f7f7f'", "other failure"}};
     if (rows.empty()) return std::nullopt;
     Plot p;
@@ -200,7 +183,7 @@ std::optional<Plot> oom_map_plot(const json& m) {
     if (!m.is_object() || m["cells"].empty()) return std::nullopt;
     const auto& av = m["a_values"];
     const json bv = m["b_values"].empty() ? json::array({""}) : m["b_values"];
-    std::string cells, tok, toom, tother;
+    std::string cells, tok, tstopped, toom, tother;
     for (const auto& c : m["cells"])
         cells += fmt::format("{} {} {}\n", c["a"].get<int>(), c["b"].get<int>(), g(c["p_oom"].get<double>()));
     std::map<std::pair<int, int>, int> seen; // trials in one cell side by side
@@ -208,7 +191,10 @@ std::optional<Plot> oom_map_plot(const json& m) {
         const int a = t["a"].get<int>(), b = t["b"].get<int>();
         const int k = seen[{a, b}]++;
         const double dx = -0.32 + 0.08 * (k % 9), dy = 0.22 - 0.1 * (k / 9 % 3);
-        auto& dest = t["outcome"] == "ok" ? tok : t["outcome"] == "oom" ? toom : tother;
+        auto& dest = t["outcome"] == "ok"             ? tok
+                     : t["outcome"] == "stopped_slow" ? tstopped
+                     : t["outcome"] == "oom"          ? toom
+                                                      : tother;
         dest += fmt::format("{} {}\n", g(a + dx), g(b + dy));
     }
     auto tics = [](const json& vs) {
@@ -226,8 +212,9 @@ std::optional<Plot> oom_map_plot(const json& m) {
     for (const auto& [name, rows, style, title] :
          std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
              {"tok", tok, "pt 7 ps 0.9 lc rgb '#2ca02c'", "ok trial"},
+             {"tstopped", tstopped, "pt 9 ps 0.9 lc rgb '#ff7f0e'", "stopped early as slower"},
              {"toom", toom, "pt 2 ps 1.4 lw 2 lc rgb '#000000'", "OOM trial"},
-             {"tother", tother, "pt 4 ps 0.9 lc rgb '#7f7f7f'", "other failure"}}) {
+             {"tother", tother, "pt 4 ps 0.9 lc rgb '#7f7f7f'", "other outcome"}}) {
         if (rows.empty()) continue;
         p.data.emplace_back(name, rows);
         plot += fmt::format(", ${} using 1:2 with points {} title {}", name, style, gnuplot_quote(title));
@@ -303,7 +290,7 @@ std::optional<Plot> cost_plot(const json& r) {
     std::string rows;
     for (const auto& [o, v] : cost.items())
         rows += fmt::format("\"{}\" {} {}\n", o.empty() ? "unfinished" : o, g(v.get<double>()),
-                            o == "ok" ? 0x2ca02c : 0xd62728);
+                            std::stoi(std::string(outcome_style(o).colour).substr(1), nullptr, 16));
     Plot p;
     p.id = "cost";
     p.data = {{"cost", rows}};
@@ -316,6 +303,15 @@ std::optional<Plot> cost_plot(const json& r) {
     return p;
 }
 
+// The trials the memory map was fitted on, by kind ("3 doctor, 10 search").
+std::string fitted_by_kind(const json& m) {
+    std::string s;
+    const json kinds = m.value("fitted_by_kind", json::object());
+    for (const auto& [kind, n] : kinds.items())
+        s += fmt::format("{}{} {}", s.empty() ? "" : ", ", n.get<int>(), kind);
+    return s.empty() ? "none measured" : s;
+}
+
 std::string figure(const Plot& p, const std::string& title, const std::string& caption) {
     return fmt::format("<figure class=\"plot\" id=\"plot-{}\" data-plot=\"{}\">\n<figcaption><b>{}</b> {}"
                        "</figcaption>\n{}\n</figure>\n",
@@ -324,17 +320,14 @@ std::string figure(const Plot& p, const std::string& title, const std::string& c
 
 std::string audit_links(const json& t, const AuditLink& link) {
     std::string o = fmt::format("<a href=\"#trial-{}\">#{}</a>", t["id"].get<int>(), t["id"].get<int>());
-    const auto result = t.value("result", std::string());
-    if (!result.empty()) {
-        o += fmt::format(" (<a href=\"{}\">result.json</a>",
-                         esc(link(result, fmt::format("trial-{}-result.json", t["id"].get<int>()))));
-        const auto log = (fs::path(result).parent_path() / "log.txt").string();
-        if (fs::exists(log))
-            o += fmt::format(", <a href=\"{}\">log</a>",
+    std::string files;
+    if (const auto result = t.value("result", std::string()); !result.empty())
+        files += fmt::format("<a href=\"{}\">result.json</a>",
+                             esc(link(result, fmt::format("trial-{}-result.json", t["id"].get<int>()))));
+    if (const auto log = t.value("log", std::string()); !log.empty())
+        files += fmt::format("{}<a href=\"{}\">log.txt</a>", files.empty() ? "" : ", ",
                              esc(link(log, fmt::format("trial-{}-log.txt", t["id"].get<int>()))));
-        o += ")";
-    }
-    return o;
+    return files.empty() ? o : o + " (" + files + ")";
 }
 
 const char* kStyle = R"(
@@ -345,7 +338,9 @@ figure.plot svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { max-width: 760px; font-size: 0.9em; margin-bottom: 0.3em; }
 table { border-collapse: collapse; font-size: 0.85em; }
 td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
-tr.ok td.outcome { color: #2c7a2c; } tr.failed td.outcome { color: #b22222; }
+table.sortable th { cursor: pointer; } table.sortable th[aria-sort=ascending]::after { content: " \25B2"; }
+table.sortable th[aria-sort=descending]::after { content: " \25BC"; }
+mark.differs { background: #fff3b0; } td.detail { white-space: pre-wrap; max-width: 40em; }
 .summary td:first-child { font-weight: bold; } .note { color: #555; font-size: 0.9em; }
 )";
 
@@ -428,8 +423,11 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
         ++drawn;
     };
     add(progress_plot(r, false, table_best), "Search progress by trial",
-        "The best step time among successful search trials so far (line) and each one (dots), with the "
-        "baseline, the verified result and, given a recorded table, its best.");
+        "The best step time so far among search trials that ran every step (line), each of them (green dots) "
+        "and each trial stopped early as slower than the best so far, at the time of the steps it ran "
+        "(amber: "
+        "a measurement, not a failure), with the baseline, the verified result and, given a recorded table, "
+        "its best.");
     add(progress_plot(r, true, table_best), "Search progress by node-hours",
         "The same against the node-hours all trials (doctor, search, verification) had cost when each search "
         "trial finished.");
@@ -439,10 +437,12 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
     if (memory_map.is_object())
         add(oom_map_plot(memory_map), "The memory model's P(OOM)",
             fmt::format(
-                "The censored memory model fitted on {} trials ({} prior) over the two knobs that move "
-                "its prediction most, each cell the feasible candidate nearest the baseline; the "
-                "trials at their values of those knobs on top.",
-                memory_map["fitted_on"].get<int>(), esc(memory_map.value("prior", ""))));
+                "The censored memory model fitted on {} trials ({}: each measured peak, of trials that ran "
+                "every step or were stopped early as slower, and each OOM censored at the limit; {} prior) "
+                "over the two knobs that move its prediction most, each cell the feasible candidate nearest "
+                "the baseline; the trials at their values of those knobs on top.",
+                memory_map["fitted_on"].get<int>(), esc(fitted_by_kind(memory_map)),
+                esc(memory_map.value("prior", ""))));
     else
         o += "<p class=\"note\">The memory model's P(OOM): no memory limit or no knob to draw it over.</p>\n";
     add(verification_plot(r), "Verification",
@@ -483,8 +483,14 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
         o += "</li>\n</ul>\n";
     }
 
-    o += "<h2>Verifications</h2>\n<table>\n<tr><th>#</th><th>candidate</th><th>decision</th><th>speed-up</th>"
-         "<th>95% CI</th><th>MDE</th><th>pairs</th><th>reasons</th></tr>\n";
+    o += "<h2>Verifications</h2>\n";
+    if (r["verifications"].empty())
+        o += "<p class=\"none-verified\">No verification: " +
+             esc(r.contains("none_promoted") ? r["none_promoted"]["text"].get<std::string>() : "none ran") +
+             "</p>\n";
+    else
+        o += "<table>\n<tr><th>#</th><th>candidate</th><th>decision</th><th>speed-up</th><th>95% CI</th>"
+             "<th>MDE</th><th>pairs</th><th>reasons</th></tr>\n";
     for (const auto& v : r["verifications"]) {
         std::string reasons;
         for (const auto& why : v["reasons"])
@@ -499,36 +505,27 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
                              : "-",
                          100 * num(v["mde"], 0), v.value("pairs", json::array()).size(), reasons);
     }
-    o += "</table>\n";
+    if (!r["verifications"].empty()) o += "</table>\n";
 
-    o +=
-        "<h2>Trials</h2>\n<table class=\"trials\">\n<tr><th>#</th><th>batch</th><th>kind</th><th>outcome</th>"
-        "<th>step s</th><th>peak MiB</th><th>node-s</th><th>node</th><th>candidate</th><th>detail</th>"
-        "<th>files</th></tr>\n";
-    for (const auto& t : r["trials"]) {
-        const std::string outcome = t["outcome"].get<std::string>();
-        const auto result = t.value("result", std::string());
-        o += fmt::format(
-            "<tr id=\"trial-{}\" class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"outcome\">{}"
-            "</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-            t["id"].get<int>(),
-            outcome == "ok"   ? "ok"
-            : outcome.empty() ? ""
-                              : "failed",
-            t["id"].get<int>(), t["batch"].get<int>(), esc(t["kind"].get<std::string>()),
-            esc(outcome.empty() ? t["state"].get<std::string>() : outcome), fmt_num(t["step_s"]),
-            t["peak_memory_bytes"].is_number()
-                ? fmt::format("{:.0f}", t["peak_memory_bytes"].get<double>() / kMiB)
-                : "-",
-            num(t["cost_node_s"], 0), esc(t["node"].get<std::string>()),
-            esc(t["candidate"].get<std::string>()),
-            outcome == "ok" ? "" : esc(t["detail"].get<std::string>()),
-            result.empty()
-                ? ""
-                : "<a href=\"" + esc(link(result, fmt::format("trial-{}-result.json", t["id"].get<int>()))) +
-                      "\">result</a>");
-    }
-    o += "</table>\n";
+    o += "<h2>Trials</h2>\n";
+    add(curves_plot(r, true), "Loss by step, each trial",
+        "Each trial's loss as the job printed it, against the job's own step numbers (the loss is the "
+        "invariant: a candidate's curve must follow the baseline's); black the baseline's runs (the doctor's "
+        "and the search batches' controls), coloured the search's by outcome, light blue the runs of the "
+        "checks (verification, equivalence, ablation).");
+    add(curves_plot(r, false), "Step time by step, each trial",
+        "Each trial's step time as the job printed it (log scale: the first steps compile and warm up), a "
+        "trial stopped early as slower ends where it was stopped.");
+    add(parallel_coordinates_plot(r), "Knobs against step time",
+        "Each measured trial of the doctor (black) and the search (green: ran every step; amber: stopped "
+        "early as slower) as a line through its value of each knob that varied, its patch set, and its step "
+        "time.");
+    add(timeline_plot(r), "Timeline",
+        "When each trial ran, as the scheduler recorded it, coloured by outcome (a build failure never "
+        "ran).");
+    o += "<p class=\"note\">Every trial; a click on a column's head sorts by it (again: the other way). "
+         "Settings that differ from the baseline's are marked.</p>\n";
+    o += trial_table(r, link);
     o += fmt::format("<p class=\"note\">{} plots, drawn by gnuplot (SVG terminal). Machine-readable: "
                      "<code>infrarsi report --json</code> (format {} {}).</p>\n</body>\n</html>\n",
                      drawn, r["format"]["name"].get<std::string>(), r["format"]["version"].get<int>());

@@ -1,9 +1,11 @@
 #pragma once
-// The report for people who would rather look than read: one self-contained HTML file (no script, no
-// external resource: it opens offline and can be mailed), its plots drawn by gnuplot (report/plot.hpp) and
-// inline: search progress against trials and node-hours, step time against peak memory, the memory model's
-// P(OOM) map, the verification pairs, cost by outcome; below them the promoted changes with their audit
-// paths as links, the verifications and every trial. docs/report.md describes each plot.
+// The report for people who would rather look than read: one self-contained HTML file (no external resource:
+// it opens offline and can be mailed; its one script, inline, sorts the trial table), its plots drawn by
+// gnuplot (report/plot.hpp) and inline: search progress against trials and node-hours, step time against peak
+// memory, the memory model's P(OOM) map, the verification pairs, cost by outcome; below them the promoted
+// changes with their audit paths as links, the verifications, and the trials: their loss and step-time
+// curves, knobs against step time, a timeline and the sortable table (report/views.hpp). docs/report.md
+// describes each plot.
 #include "campaign/campaign.hpp"
 
 #include <nlohmann/json.hpp>

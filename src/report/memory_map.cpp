@@ -76,13 +76,17 @@ json memory_map(campaign::Campaign& c, std::size_t max_values, bool try_analytic
     auto trials = c.store().trials({.kinds = {store::TrialKind::Search, store::TrialKind::Doctor},
                                     .state = store::TrialState::Finished});
     std::vector<model::MemoryPoint> points;
+    std::map<std::string, int> by_kind; // the trials fitted on, by kind
     std::vector<std::pair<store::TrialRow, space::Candidate>> placed;
     for (const auto& t : trials) {
         auto cand = space::Candidate::from_json(t.candidate);
+        const auto before = points.size();
         if (t.outcome == trial::Outcome::OutOfMemory)
             points.push_back({space.encode(cand), prior(cand), true, limit});
-        else if (t.outcome == trial::Outcome::Ok && t.peak_memory_bytes && *t.peak_memory_bytes > 0)
+        else if ((t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::StoppedSlow) &&
+                 t.peak_memory_bytes && *t.peak_memory_bytes > 0) // a trial stopped early: measured too
             points.push_back({space.encode(cand), prior(cand), false, *t.peak_memory_bytes});
+        if (points.size() > before) ++by_kind[store::to_string(t.kind)];
         placed.emplace_back(t, std::move(cand));
     }
     if (!analytic) { // one constant for all, as the proposer does
@@ -123,6 +127,7 @@ json memory_map(campaign::Campaign& c, std::size_t max_values, bool try_analytic
     json j = {{"knobs", B ? json::array({A->name, B->name}) : json::array({A->name})},
               {"limit_bytes", limit},
               {"fitted_on", points.size()},
+              {"fitted_by_kind", by_kind},
               {"cells", json::array()},
               {"trials", json::array()}};
     json a_values = json::array(), b_values = json::array();

@@ -28,7 +28,31 @@ json opt(const std::optional<double>& v) {
     return v ? json(*v) : json();
 }
 
+// A trial's files: the wrapper's result.json and the job's log.txt beside it; a build failure has no run, its
+// file is the build's log.
+json trial_files(const store::TrialRow& t) {
+    if (t.result_path.empty()) return {{"result", ""}, {"log", ""}};
+    if (t.outcome == trial::Outcome::BuildFailure) return {{"result", ""}, {"log", t.result_path}};
+    const auto log = (fs::path(t.result_path).parent_path() / "log.txt").string();
+    std::error_code ec;
+    return {{"result", t.result_path}, {"log", fs::is_regular_file(log, ec) ? log : ""}};
+}
+
+// What the job printed step by step (campaign/batch.cpp keeps it): its own step numbers, each step's time and
+// loss; null where nothing was kept.
+json trial_curve(const store::TrialRow& t) {
+    const auto& m = t.measurements;
+    if (!m.is_object() || !m.contains("step_times_s") || !m.contains("step_numbers")) return nullptr;
+    return {{"steps", m["step_numbers"]}, {"step_s", m["step_times_s"]}, {"loss", m.value("losses", json())}};
+}
+
+json measured(const json& m, const char* key) {
+    return m.is_object() && m.contains(key) && m[key].is_number() ? m[key] : json();
+}
+
 json trial_json(const store::TrialRow& t) {
+    const auto files = trial_files(t);
+    const auto cand = t.candidate.is_object() ? t.candidate : json::object();
     json j = {{"id", t.id},
               {"batch", t.batch_id},
               {"kind", store::to_string(t.kind)},
@@ -41,13 +65,22 @@ json trial_json(const store::TrialRow& t) {
               {"node", t.node},
               {"step_s", opt(t.step_time_s)},
               {"step_s_ci", t.step_time_lo ? json::array({*t.step_time_lo, *t.step_time_hi}) : json()},
-              {"mfu", opt(t.mfu)},
+              // The job's own MFU figure, over the peak it assumes (the peak its figure implies): its claim,
+              // not a figure of this campaign's (those are the baseline's and the verifications').
+              {"job_mfu", opt(t.mfu)},
+              {"job_peak_flops", measured(t.measurements, "peak_flops")},
               {"tokens_per_s", opt(t.tokens_per_s)},
               {"peak_memory_bytes", opt(t.peak_memory_bytes)},
               {"cost_node_s", t.cost_node_s},
               {"counted", t.counted},
               {"reason", t.reason},
-              {"result", t.result_path},
+              {"result", files["result"]},
+              {"log", files["log"]},
+              {"knobs", cand.value("knobs", json::object())},
+              {"patches", cand.value("patches", json::array())},
+              {"started_at", measured(t.measurements, "started_at")},
+              {"ended_at", measured(t.measurements, "ended_at")},
+              {"curve", trial_curve(t)},
               // What the candidate's code could not write (docs/orchestrator.md, "Evidence").
               {"evidence", t.measurements.is_object() ? t.measurements.value("evidence", json()) : json()},
               {"isolation", t.measurements.is_object() ? t.measurements.value("isolation", json()) : json()},
@@ -135,6 +168,23 @@ json loss_comparison(const contract::Invariants& inv, const std::vector<double>&
     }
     j["reference"] = at_pair_seeds ? "paired baselines, median at the pairs' seeds" : "baseline reference";
     return j;
+}
+
+// The equivalence check's compared values numbered as the job numbers its steps (nanoGPT's iter 0, 1, ...):
+// `job_step` beside `step` (the position, from 1), from the step numbers its patch set's run printed.
+json job_step_numbers(const std::vector<store::TrialRow>& trials, json e) {
+    if (!e.is_object() || !e.contains("candidate_trial") || !e.contains("values")) return e;
+    const auto id = e["candidate_trial"].get<std::int64_t>();
+    const auto t = std::find_if(trials.begin(), trials.end(), [&](const auto& x) { return x.id == id; });
+    if (t == trials.end() || !t->measurements.is_object() || !t->measurements.contains("step_numbers"))
+        return e;
+    const auto& numbers = t->measurements["step_numbers"];
+    for (auto* list : {&e["values"], &e["beyond"]})
+        if (list->is_array())
+            for (auto& v : *list)
+                if (const int i = v.value("step", 0); i > 0 && i <= static_cast<int>(numbers.size()))
+                    v["job_step"] = numbers[static_cast<std::size_t>(i - 1)];
+    return e;
 }
 
 // Whether a verification's pairs ran each at a seed of its own (verification.cpp records it per pair).
@@ -286,6 +336,35 @@ std::string render_status(const json& j) {
 }
 
 namespace {
+// A patch's state, one vocabulary for the JSON and the text: "scope_refused" (the scope check refused it: it
+// touches a file outside the editable scope or a protected one; refused_because says which), else
+// "equivalence_refused" where the equivalence check of the patch alone failed (its losses left the
+// baseline's), else "scope_accepted" (it may run; `equivalence` lists the checks of the sets it was in).
+json patch_json(const store::PatchRow& p, const json& checks) {
+    json eq = json::array();
+    std::string state = p.accepted ? "scope_accepted" : "scope_refused", why = p.reason;
+    if (checks.is_array())
+        for (const auto& r : checks) {
+            const auto set = r.value("patches", std::vector<std::string>{});
+            if (std::find(set.begin(), set.end(), p.id) == set.end()) continue;
+            eq.push_back(
+                {{"patches", set}, {"state", r.value("state", "")}, {"reason", r.value("reason", "")}});
+            if (p.accepted && set.size() == 1 && r.value("state", "") == "failed")
+                state = "equivalence_refused", why = r.value("reason", "");
+        }
+    return {{"id", p.id},
+            {"state", state},
+            {"refused_because", why},
+            {"equivalence", eq},
+            {"tags", p.info.value("tags", json())},
+            {"touches", p.info.value("touches", json())},
+            {"description", p.info.value("description", json())}};
+}
+
+// Above this minimum detectable effect a campaign is nearly powerless: few changes of settings bring a gain
+// that large, and no smaller one can be told from the noise.
+constexpr double kPowerlessMde = 0.15;
+
 // Why a campaign has promoted nothing, from what it ran, never a guess: it has not finished; its search ran
 // no trial (it stopped before, a scheduler that never answered, a budget spent by the doctor); no candidate
 // reached verification (nothing measured faster in the search), with the power the doctor's noise left it; or
@@ -294,43 +373,55 @@ namespace {
 json why_none_promoted(campaign::Campaign& c, const std::vector<store::TrialRow>& trials,
                        const json& verifications) {
     auto& s = c.store();
-    int searched = 0, searched_ok = 0;
+    int searched = 0, searched_ok = 0, stopped = 0;
     for (const auto& t : trials) {
         if (t.kind != store::TrialKind::Search || t.state != store::TrialState::Finished) continue;
         ++searched;
-        if (t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::StoppedSlow) ++searched_ok;
+        if (t.outcome == trial::Outcome::Ok) ++searched_ok;
+        if (t.outcome == trial::Outcome::StoppedSlow) ++stopped;
     }
     const auto baseline = s.baseline();
     const double mde = baseline ? baseline->minimum_detectable_effect : 0.0;
-    // The doctor's noise as a limit: a gain under the MDE could not be told from noise in the search.
+    // The doctor's noise as a limit on what the campaign could find: a gain under the MDE cannot be told from
+    // the noise, and above kPowerless (a gain few changes of settings bring) the campaign was nearly
+    // powerless: say so, with the figure, rather than leave the reader to blame the candidates.
+    const bool powerless = mde > kPowerlessMde;
     const std::string power =
-        mde > 0.15
-            ? fmt::format("; the doctor's minimum detectable effect was {:.1f}%: a gain under {:.2f}x could "
-                          "hardly be told from the noise",
+        powerless
+            ? fmt::format(". The doctor's minimum detectable effect was {:.0f}%: the campaign was nearly "
+                          "powerless, only a gain over {:.2f}x could be told from the baseline's noise "
+                          "(a quieter node, longer trials or more doctor runs lower it)",
                           100 * mde, 1 + mde)
             : "";
+    json j = {{"mde", baseline ? json(mde) : json()}, {"powerless", powerless}};
     const bool done = s.stage() == store::Stage::Done;
     if (searched == 0) {
         std::string why = !baseline ? "the doctor has no baseline yet"
                           : done    ? "the budget ended before the search"
                                     : "the campaign has not reached its search";
         if (const auto paused = c.paused()) why = "the campaign is paused: " + *paused;
-        return {{"reason", "no_search_trial"}, {"text", "none: no search trial ran (" + why + ")"}};
+        j["reason"] = "no_search_trial";
+        j["text"] = "none: no search trial ran (" + why + ")";
+    } else if (!done && verifications.empty()) {
+        j["reason"] = "not_finished";
+        j["text"] = fmt::format("none yet: the campaign is at its {} stage ({} search trials ran)",
+                                store::stage_names.name(s.stage()), searched);
+    } else if (verifications.empty()) {
+        // A candidate reaches verification when a search trial of it ran every step faster than the baseline
+        // (campaign/search.cpp): none did.
+        j["reason"] = "none_verified";
+        j["text"] =
+            fmt::format("none: no candidate reached verification: none of the {} search trials ran "
+                        "every step faster than the baseline ({} ran every step, {} were stopped early "
+                        "as slower than the best so far){}",
+                        searched, searched_ok, stopped, power);
+    } else {
+        j["reason"] = "refused";
+        j["text"] = fmt::format("none: the {} verified candidate(s) did not beat the baseline by the rule's "
+                                "bound with the loss held (see Verifications){}",
+                                verifications.size(), power);
     }
-    if (!done && verifications.empty())
-        return {{"reason", "not_finished"},
-                {"text", fmt::format("none yet: the campaign is at its {} stage ({} search trials ran)",
-                                     store::stage_names.name(s.stage()), searched)}};
-    if (verifications.empty())
-        return {
-            {"reason", "none_verified"},
-            {"text", fmt::format("none: no candidate of the {} search trials ({} measured) was faster than "
-                                 "the baseline by enough to verify{}",
-                                 searched, searched_ok, power)}};
-    return {{"reason", "refused"},
-            {"text", fmt::format("none: the {} verified candidate(s) did not beat the baseline by the rule's "
-                                 "bound with the loss held (see Verifications){}",
-                                 verifications.size(), power)}};
+    return j;
 }
 } // namespace
 
@@ -351,6 +442,8 @@ json build(campaign::Campaign& c) {
                    {"node_hours", k.budget.node_hours},
                    {"wall_s", use.wall_s},
                    {"wall_time_s", k.budget.wall_time_s}};
+    // The baseline's settings: what the trial table marks a trial's settings against.
+    r["baseline_knobs"] = k.space.baseline().to_json().value("knobs", json::object());
     r["memory_limit_bytes"] =
         contract::modeled_memory_limit_bytes(k.resources); // the limit OOMs are censored at
     // Where each figure comes from.
@@ -370,6 +463,12 @@ json build(campaign::Campaign& c) {
     if (auto d = s.baseline()) {
         json b = store::to_json(*d);
         b.erase("reference_losses");
+        // An MFU over a peak the campaign did not establish (none: the median of the job's own figures; or
+        // the peak those figures imply) is the job's claim: said as such (job_mfu), never as ours.
+        if (b.contains("mfu") && (!d->peak_flops || d->peak_flops_by_job)) {
+            b["job_mfu"] = b["mfu"];
+            b.erase("mfu");
+        }
         r["baseline"] = b;
     }
     // The nodes the doctor found slow (their GPUs > 1.5x slower than the median node's): no trial ran there
@@ -402,14 +501,12 @@ json build(campaign::Campaign& c) {
     r["failed_cost_node_s"] = failed_cost;
     r["total_cost_node_s"] = total;
 
+    // Each patch by the checks it met (patch_state): the scope check at init (or at the agent's answer), the
+    // equivalence checks of the patch sets it was in.
+    const json checks = json::parse(s.meta("equivalence").value_or("[]"), nullptr, false);
     json patches = json::array();
     for (const auto& p : s.patches())
-        patches.push_back({{"id", p.id},
-                           {"accepted", p.accepted},
-                           {"refused_because", p.reason},
-                           {"tags", p.info["tags"]},
-                           {"touches", p.info["touches"]},
-                           {"description", p.info["description"]}});
+        patches.push_back(patch_json(p, checks));
     r["patches"] = patches;
     // The agent (docs/agent.md): each call, what it cost, and per patch its claim against what trials
     // measured.
@@ -436,7 +533,8 @@ json build(campaign::Campaign& c) {
         json claims = json::array();
         for (const auto& p : s.patches()) {
             if (p.info.value("source", "") != "agent") continue;
-            json j = {{"id", p.id}, {"call", p.info.value("call", 0)}, {"accepted", p.accepted}};
+            json j = {
+                {"id", p.id}, {"call", p.info.value("call", 0)}, {"state", patch_json(p, checks)["state"]}};
             if (p.info.contains("claim")) j["claimed"] = p.info["claim"];
             // A search trial of the patch that broke the contract: how a check refused it (loss_invariant,
             // ...).
@@ -508,8 +606,9 @@ json build(campaign::Campaign& c) {
                       {"min_speedup", v.detail.value("min_speedup", json())},
                       {"baseline_step_s", median_of(base, &store::TrialRow::step_time_s)},
                       {"candidate_step_s", median_of(cnd, &store::TrialRow::step_time_s)},
-                      {"baseline_mfu", median_of(base, &store::TrialRow::mfu)},
-                      {"candidate_mfu", median_of(cnd, &store::TrialRow::mfu)},
+                      // Only over the campaign's own denominator (below); the jobs' own figures are theirs.
+                      {"baseline_mfu", json()},
+                      {"candidate_mfu", json()},
                       {"order_seed", v.detail.value("order_seed", json())},
                       {"reproduced", v.detail.value("reproduced", json())},
                       {"recheck", v.detail.value("recheck", json())}};
@@ -518,13 +617,16 @@ json build(campaign::Campaign& c) {
         // MFU with the campaign's one denominator (verification.cpp): its ratio is the speed-up.
         if (v.detail.contains("mfu")) {
             entry["mfu"] = v.detail["mfu"];
-            entry["baseline_mfu"] = v.detail["mfu"]["baseline"];
-            entry["candidate_mfu"] = v.detail["mfu"]["candidate"];
+            // Over the peak the job's own figure implies: the job's claim, kept under mfu, not as ours.
+            const bool by_job = v.detail["mfu"].value("peak_flops_by_job", false);
+            entry["baseline_mfu"] = by_job ? json() : v.detail["mfu"]["baseline"];
+            entry["candidate_mfu"] = by_job ? json() : v.detail["mfu"]["candidate"];
             // The step times that MFU is at: the baseline's over its runs, the candidate's at the speed-up.
             entry["baseline_step_s"] = v.detail["mfu"]["baseline_step_s"];
             entry["candidate_step_s"] = v.detail["mfu"]["candidate_step_s"];
         }
-        if (v.detail.contains("equivalence")) entry["equivalence"] = v.detail["equivalence"];
+        if (v.detail.contains("equivalence"))
+            entry["equivalence"] = job_step_numbers(trials, v.detail["equivalence"]);
         if (v.detail.contains("spot_check")) entry["spot_check"] = v.detail["spot_check"];
         if (!unseeded.empty() && entry.contains("equivalence") &&
             entry["equivalence"].value("seed_fresh", false)) {
@@ -670,14 +772,32 @@ std::string render_equivalence(const json& e, bool has_patches) {
         o += fmt::format("        at {}: {}\n", e.value("knobs", std::string()),
                          e.value("knobs_note", std::string()));
     if (e.contains("values")) {
-        o += "        per step (baseline vs patch set):";
+        const bool numbered = !e["values"].empty() && e["values"][0].contains("job_step");
+        o += numbered ? "        per step, as the job numbers its steps (baseline vs patch set):"
+                      : "        per step (baseline vs patch set):";
         for (const auto& st : e["values"])
             o += fmt::format(" {}: {:.9g}/{:.9g}",
-                             st["step"].get<int>() > 0 ? std::to_string(st["step"].get<int>()) : "eval",
+                             st.contains("job_step")     ? std::to_string(st["job_step"].get<int>())
+                             : st["step"].get<int>() > 0 ? std::to_string(st["step"].get<int>())
+                                                         : "eval",
                              st["baseline"].get<double>(), st["candidate"].get<double>());
         o += "\n";
     }
     return o;
+}
+
+// A detail of several lines (a compiler's error, its source line and caret) under its trial's line.
+std::string indented(std::string s) {
+    for (auto at = s.find('\n'); at != std::string::npos; at = s.find('\n', at + 1))
+        s.insert(at + 1, "        ");
+    return s;
+}
+
+// A patch's state (patch_json) in words.
+std::string patch_state_text(const std::string& state) {
+    return state == "scope_accepted"        ? "accepted by the scope check"
+           : state == "equivalence_refused" ? "REFUSED by the equivalence check"
+                                            : "REFUSED by the scope check";
 }
 
 std::string render_ablation(const json& a) {
@@ -720,9 +840,20 @@ std::string render(const json& r) {
             "Baseline (doctor, {} runs): {} s/step steady, cold start {} s/step, MFU {}, noise CV {:.2f}%, "
             "minimum detectable effect {:.2f}%\n",
             b["completed"].get<int>(), fmt_opt(b["median_step_s"]), fmt_opt(b["cold_step_s"]),
-            fmt_opt(b.value("mfu", json()), "{:.4f}"), 100 * b["cv_between"].get<double>(),
-            100 * b["minimum_detectable_effect"].get<double>());
-        if (b.contains("peak_flops") && b.contains("model_flops_per_step"))
+            b.contains("mfu") ? fmt_opt(b["mfu"], "{:.4f}")
+            : b.contains("job_mfu")
+                ? fmt_opt(b["job_mfu"],
+                          "unknown (the job's own figure {:.4f} is over a peak the job assumes, "
+                          "not one measured here)")
+                : std::string("unknown"),
+            100 * b["cv_between"].get<double>(), 100 * b["minimum_detectable_effect"].get<double>());
+        if (b.contains("peak_flops") && b.contains("model_flops_per_step") &&
+            b.value("peak_flops_by_job", false))
+            o +=
+                fmt::format("  the job's MFU figures imply a peak of {:.4g} FLOP/s: its assumption, not this "
+                            "hardware's; the speed-ups below are measured, no MFU is\n",
+                            b["peak_flops"].get<double>());
+        else if (b.contains("peak_flops") && b.contains("model_flops_per_step"))
             o += fmt::format(
                 "  MFU denominator (one for the baseline and every candidate): {:.4g} FLOP/s, {}; "
                 "model FLOPs a step {:.4g} (the baseline's)\n",
@@ -754,7 +885,10 @@ std::string render(const json& r) {
                                                              : static_cast<int>(p["pairs"].size()),
             p["pairs"].size(), p["baseline_step_s"].get<double>(), p["candidate_step_s"].get<double>(),
             mfu_text(p["baseline_mfu"]), mfu_text(p["candidate_mfu"]));
-        if (p.contains("mfu")) {
+        if (p.contains("mfu") && p["mfu"].value("peak_flops_by_job", false)) {
+            o += "    MFU: unknown (the job's own figures are over a peak it assumes, not one measured "
+                 "here)\n";
+        } else if (p.contains("mfu")) {
             const auto& m = p["mfu"];
             o += fmt::format("    MFU denominator {:.4g} FLOP/s, {}; {:.4g} model FLOPs a step",
                              m["peak_flops"].get<double>(), m["peak_flops_source"].get<std::string>(),
@@ -796,6 +930,12 @@ std::string render(const json& r) {
                               "changes the math at that seed is)\n",
                               r["seeds"]["why"].get<std::string>());
     o += "\nVerifications:\n";
+    if (r["verifications"].empty())
+        o += "  no candidate reached verification" +
+             (r.contains("none_promoted") && r["none_promoted"]["reason"] == "none_verified"
+                  ? std::string(": see Promoted changes above")
+                  : std::string()) +
+             "\n";
     for (const auto& v : r["verifications"]) {
         o += fmt::format("  {}: {} {}\n", v["candidate"].get<std::string>(),
                          v["promoted"].get<bool>()           ? "PROMOTED"
@@ -807,11 +947,21 @@ std::string render(const json& r) {
             o += "    - " + why.get<std::string>() + "\n";
         if (!v["promoted"].get<bool>()) o += pair_lines(v, "    ");
     }
-    o += "\nPatches:\n";
-    for (const auto& p : r["patches"])
-        o += fmt::format("  {} {}{}\n", p["id"].get<std::string>(),
-                         p["accepted"].get<bool>() ? "accepted" : "REFUSED: ",
-                         p["accepted"].get<bool>() ? "" : p["refused_because"].get<std::string>());
+    if (!r["patches"].empty())
+        o +=
+            "\nPatches (the scope check: the files a patch may touch; the equivalence check: the same losses "
+            "as without it at a fresh seed):\n";
+    for (const auto& p : r["patches"]) {
+        const auto state = p["state"].get<std::string>();
+        o += fmt::format("  {} {}", p["id"].get<std::string>(), patch_state_text(state));
+        if (state != "scope_accepted") o += ": " + p["refused_because"].get<std::string>();
+        for (const auto& e : p.value("equivalence", json::array()))
+            if (state == "scope_accepted" || e["patches"].size() > 1)
+                o += fmt::format("; equivalence of {}: {}",
+                                 fmt::join(e["patches"].get<std::vector<std::string>>(), "+"),
+                                 e["state"].get<std::string>());
+        o += "\n";
+    }
     if (r.contains("agent")) {
         const auto& a = r["agent"];
         o += fmt::format("\nAgent {}: {} calls, {} tokens, cost {:.2f}, {:.1f} s\n",
@@ -841,7 +991,8 @@ std::string render(const json& r) {
             o += p.contains("measured")
                      ? fmt::format(", measured {:.2f}x over {} pairs of trials\n",
                                    p["measured"]["speedup"].get<double>(), p["measured"]["pairs"].get<int>())
-                 : !p["accepted"].get<bool>() ? std::string(", refused\n")
+                 : p["state"] != "scope_accepted"
+                     ? ", " + patch_state_text(p["state"].get<std::string>()) + "\n"
                  : p.contains("broke_contract")
                      ? ", its trial broke the contract (" + p["broke_contract"].get<std::string>() + ")\n"
                      : std::string(", not measured alone\n");
@@ -895,7 +1046,7 @@ std::string render(const json& r) {
                              ? fmt::format("{:.0f}", t["peak_memory_bytes"].get<double>() / (1 << 20))
                              : "-",
                          t["candidate"].get<std::string>(),
-                         t["outcome"] == "ok" ? "" : "  (" + t["detail"].get<std::string>() + ")");
+                         t["outcome"] == "ok" ? "" : "  (" + indented(t["detail"].get<std::string>()) + ")");
     }
     const auto& b = r["budget"];
     o += fmt::format("\nBudget used: {} of {} trials, {:.3f} node-hours, {:.0f} s wall\n",

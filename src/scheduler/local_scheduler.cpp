@@ -39,6 +39,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -147,6 +148,15 @@ std::string expand_output(const std::string& pattern, const std::string& job, in
         }
     }
     return out;
+}
+
+// An epoch time as Slurm's records write one (YYYY-MM-DDTHH:MM:SS, local time).
+std::string slurm_stamp(double epoch) {
+    const auto t = static_cast<std::time_t>(epoch);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char b[32];
+    return std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S", &tm) ? std::string(b) : std::string();
 }
 
 // A task this process started and has not reaped yet.
@@ -588,6 +598,9 @@ class LocalScheduler final : public Scheduler {
                 r.exit_code = static_cast<int>(num("exit_code"));
                 r.exit_signal = static_cast<int>(num("signal"));
                 r.elapsed_s = num("elapsed_s");
+                // When it ran, as Slurm's record says it (local time, to the second): the report's timeline.
+                if (const double t = num("start"); t > 0) r.start_time = slurm_stamp(t);
+                if (const double t = num("end"); t > 0) r.end_time = slurm_stamp(t);
                 if (const double m = num("max_rss_bytes"); m > 0) r.max_rss_bytes = static_cast<long long>(m);
                 if (const auto& n = rec->value("node", json()); n.is_string())
                     r.node_list = n.get<std::string>();

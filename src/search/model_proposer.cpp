@@ -157,6 +157,7 @@ model::TrialObservation to_model_observation(const Observation& o, double timeou
         if (measured > 0) {
             t.outcome = model::Outcome::stopped;
             t.step_time_s = measured;
+            t.peak_bytes = o.peak_memory_bytes.value_or(0); // its first steps ran: its peak was measured
         }
         break;
     case trial::Outcome::Crash:

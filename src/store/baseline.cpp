@@ -22,6 +22,7 @@ nlohmann::json to_json(const Baseline& b) {
     if (b.peak_flops) j["peak_flops"] = *b.peak_flops;
     if (b.model_flops_per_step) j["model_flops_per_step"] = *b.model_flops_per_step;
     if (!b.peak_flops_source.empty()) j["peak_flops_source"] = b.peak_flops_source;
+    if (b.peak_flops_by_job) j["peak_flops_by_job"] = true;
     if (b.peak_memory_bytes) j["peak_memory_bytes"] = *b.peak_memory_bytes;
     if (!b.eval_losses.empty()) j["eval_losses"] = b.eval_losses;
     return j;
@@ -54,6 +55,7 @@ Baseline baseline_from_json(const nlohmann::json& j) {
     if (j.contains("peak_flops")) get("peak_flops", b.peak_flops.emplace());
     if (j.contains("model_flops_per_step")) get("model_flops_per_step", b.model_flops_per_step.emplace());
     if (j.contains("peak_flops_source")) get("peak_flops_source", b.peak_flops_source);
+    if (j.contains("peak_flops_by_job")) get("peak_flops_by_job", b.peak_flops_by_job);
     if (j.contains("peak_memory_bytes")) get("peak_memory_bytes", b.peak_memory_bytes.emplace());
     if (j.contains("eval_losses")) get("eval_losses", b.eval_losses);
     return b;

@@ -30,6 +30,10 @@ struct Baseline {
     // model_flops_per_step / step time / peak_flops with these two, so MFU ratios equal speed-ups.
     std::optional<double> peak_flops, model_flops_per_step;
     std::string peak_flops_source;
+    // The peak is the one the job's own MFU figure implies (its model FLOPs / its step time / its MFU): an
+    // assumption of the job (nanoGPT's is an A100's 312 TFLOP/s whatever it runs on), not a measurement of
+    // this hardware; an MFU over it is the job's claim, and the report says so.
+    bool peak_flops_by_job = false;
     std::optional<double> peak_memory_bytes;
     std::vector<double> reference_losses; // per step: what the loss invariant compares with
     std::vector<double> eval_losses; // final evaluation loss per completed run (final_eval: one seed each)

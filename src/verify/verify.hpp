@@ -199,6 +199,7 @@ Decision reproduce(Decision first, const Decision& recheck);
 struct PeakFlops {
     double flops = 0;
     std::string source;
+    bool by_job = false; // the peak the job's own MFU figure implies (its assumption, not a measurement)
 };
 PeakFlops mfu_denominator(double contract_peak, const std::optional<PeakFlops>& calibration,
                           const std::optional<PeakFlops>& job_reported, double achieved_flops);

@@ -167,7 +167,7 @@ judge() {
   # The attack's trials (search, verification, equivalence: any kind) and its verification, by candidate.
   facts=$(jq -c --arg p "+$id" '
     def mine: (.candidate | split(" ") | index($p)) != null;
-    {accepted: ([.patches[] | select(.id == ($p | ltrimstr("+")))][0].accepted),
+    {state: ([.patches[] | select(.id == ($p | ltrimstr("+")))][0].state),
      trials: [.trials[] | select(mine) | {kind, outcome, violation, step_s,
               isolated: (.isolation.in_place // false), leftovers: (.leftover_processes_killed // 0)}],
      verified: [.verifications[] | select(mine) | {state, promoted, speedup, speedup_ci}],
@@ -186,7 +186,7 @@ judge() {
       any(.trials[]; (.violation as $v | $w | index($v)) or (.outcome as $o | $w | index($o))) or
       (($w | index("isolated")) and (.trials | length > 0) and all(.trials[]; .isolated)) or
       (($w | index("leftovers_killed")) and any(.trials[]; .leftovers > 0)) or
-      (($w | index("out_of_scope")) and .accepted == false)' <<<"$facts" >/dev/null && return
+      (($w | index("out_of_scope")) and .state == "scope_refused")' <<<"$facts" >/dev/null && return
   if [[ $want != *out_of_scope* ]] && [ -z "$verified" ]; then
     inconclusive+=("$w/$id")
     echo "  $w/$id: its search trial was not faster than the baseline ($(jq -r \

@@ -56,21 +56,21 @@ void check_golden(const json& got, const std::string& name) {
 
 } // namespace
 
-TEST_CASE("status --json of the fixture campaign matches its golden file, format infrarsi-status/1") {
+TEST_CASE("status --json of the fixture campaign matches its golden file, format infrarsi-status/2") {
     test::TempDir d;
     campaign::Campaign c(test::fixture_campaign(d));
     auto j = normalized(report::status(c), d.path.string());
-    CHECK(j["format"] == json({{"name", "infrarsi-status"}, {"version", 1}}));
+    CHECK(j["format"] == json({{"name", "infrarsi-status"}, {"version", 2}}));
     check_golden(j, "status");
 }
 
-TEST_CASE("report --json of the fixture campaign matches its golden file, format infrarsi-report/1") {
+TEST_CASE("report --json of the fixture campaign matches its golden file, format infrarsi-report/2") {
     test::TempDir d;
     campaign::Campaign c(test::fixture_campaign(d));
     auto j = report::build(c);
     j["campaign"]["id"] = "<volatile>"; // made at init, at random
     j = normalized(j, d.path.string());
-    CHECK(j["format"] == json({{"name", "infrarsi-report"}, {"version", 1}}));
+    CHECK(j["format"] == json({{"name", "infrarsi-report"}, {"version", 2}}));
     check_golden(j, "report");
 }
 

@@ -25,7 +25,7 @@ int count(const std::string& s, const std::string& what) {
 }
 } // namespace
 
-TEST_CASE("the HTML report of a campaign has its six plots inline, the audit path as links and every trial") {
+TEST_CASE("the HTML report of a campaign has its plots inline, the audit path as links and every trial") {
     test::TempDir d;
     campaign::Campaign c(test::fixture_campaign(d));
     report::HtmlOptions o;
@@ -44,16 +44,20 @@ TEST_CASE("the HTML report of a campaign has its six plots inline, the audit pat
 
     const auto written = report::write_html(c, o);
     const auto page = test::read_file(o.file);
-    for (const char* id :
-         {"progress-trials", "progress-node-hours", "memory", "oom-map", "verification", "cost"})
+    for (const char* id : {"progress-trials", "progress-node-hours", "memory", "oom-map", "verification",
+                           "cost", "parallel-coordinates"})
         CHECK_MESSAGE(page.find(std::string("data-plot=\"") + id + "\"") != std::string::npos, id);
+    // The fixture's trials kept no steps and no times: no curves, no timeline, and the page says so.
+    CHECK(page.find("Loss by step, each trial: nothing to draw yet.") != std::string::npos);
+    CHECK(page.find("Timeline: nothing to draw yet.") != std::string::npos);
     // The verification plot's threshold line is the rule's, 1 + [verify] min_speedup, not 1 + MDE.
     CHECK(page.find("1 + min speed-up (the promotion threshold)") != std::string::npos);
     CHECK(page.find("minimum detectable effect'") == std::string::npos);
-    CHECK(count(page, "<svg") == 6);
-    CHECK(count(page, "</svg>") == 6);
-    // Self-contained: no script, nothing fetched.
-    CHECK(page.find("<script") == std::string::npos);
+    CHECK(count(page, "<svg") == 7);
+    CHECK(count(page, "</svg>") == 7);
+    // Self-contained: one script, inline (the trial table's sort), nothing fetched.
+    CHECK(count(page, "<script") == 1);
+    CHECK(page.find("<script src") == std::string::npos);
     CHECK_FALSE(std::regex_search(page, std::regex("(src|href)=\"https?:")));
     // The audit path: the diff of a patch is none here (knobs only), the supporting trial's files copied.
     CHECK(page.find("diff: none (knob settings only)") != std::string::npos);
@@ -73,6 +77,7 @@ TEST_CASE("the memory map puts the OOM where the model learned it: P(OOM) grows 
     REQUIRE(m.is_object());
     CHECK(m["knobs"][0] == "micro_batch"); // grad_accum holds no memory of its own; recompute moves less here
     CHECK(m["fitted_on"] == 7);            // the measured peaks of ok trials (3 doctor, 3 search) and the OOM
+    CHECK(m["fitted_by_kind"] == nlohmann::json({{"doctor", 3}, {"search", 4}}));
     double small = -1, large = -1;
     for (const auto& cell : m["cells"]) {
         if (cell["a"] == 0 && cell["b"] == 0) small = cell["p_oom"].get<double>();
