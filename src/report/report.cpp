@@ -383,7 +383,7 @@ json build(campaign::Campaign& c) {
         r["bank"] = {{"path", *bank},
                      {"hardware", json::parse(s.meta("bank_hardware").value_or("{}"))},
                      {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
-                     {"findings_recorded", s.meta("bank_ingested").value_or("") == "1"}};
+                     {"findings_recorded", !s.meta("bank_ingested").value_or("").empty()}};
     // What the seeds checked: a job that ignores the seed it is given (or is given none) ran every check "at
     // a fresh seed" at one seed in effect, and no record here may say otherwise.
     const std::string unseeded = c.seeds_not_reaching_job();

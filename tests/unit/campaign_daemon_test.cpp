@@ -206,11 +206,13 @@ TEST_CASE(
     o.bank = verify_bank.string();
     o.verify = false;
     campaign::Campaign(d.path / "verified").run(o);
-    CHECK(finding_kinds(verify_bank).empty());
+    CHECK(finding_kinds(verify_bank).count("noise") == 1); // what it has after its search...
+    CHECK(campaign::Campaign(d.path / "verified").store().meta("bank_ingested") == "searched");
     o.verify = true;
     campaign::Campaign c(d.path / "verified");
     c.verify(o);
     CHECK(c.finished());
+    CHECK(c.store().meta("bank_ingested") == "1"); // ...and the rest once verified, nothing twice
     CHECK(finding_kinds(verify_bank).count("noise") == 1);
 }
 
