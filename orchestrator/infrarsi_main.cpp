@@ -265,6 +265,26 @@ static int run_main(int argc, char** argv) {
                          "steps before the steady state (default 0)");
     classify->add_option("--mem", classify_request.mem, "the memory limit it ran under (\"1400M\")");
     classify->add_option("--time-limit", classify_request.time_limit, "the time limit it ran under");
+    std::string classify_format;
+    auto* classify_format_opt =
+        classify
+            ->add_option(
+                "--format", classify_format,
+                "how the output prints its steps, as the contract's [metrics] format (default infrarsi)")
+            ->check(CLI::IsMember(draft_formats));
+    classify
+        ->add_option("--pattern", classify_request.files.format.pattern,
+                     "with --format regex: the pattern (PCRE2, named groups, as [metrics] pattern)")
+        ->needs(classify_format_opt);
+    classify->parse_complete_callback([&] {
+        if (!classify_format.empty())
+            classify_request.files.format.kind =
+                *measure::log_format_names.parse(classify_format); // IsMember
+        const bool regex = classify_request.files.format.kind == measure::LogFormatKind::Regex;
+        if (regex == classify_request.files.format.pattern.empty())
+            throw CLI::ValidationError("--pattern", regex ? "--format regex needs --pattern"
+                                                          : "--pattern goes with --format regex");
+    });
 
     try {
         app.parse(argc, argv);

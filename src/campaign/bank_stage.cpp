@@ -66,10 +66,15 @@ void Campaign::seed_from_bank(const RunOptions& o) {
 }
 
 void Campaign::record_in_bank(const RunOptions& o) {
-    if (!o.bank.empty() && store_->meta("bank_ingested") != "1") {
+    // Once when the campaign is done ("1"); a campaign searched without verification (`run --no-verify`)
+    // records what it has then ("searched"), and the rest, its verified settings, when `verify` finishes it
+    // (a finding recorded before is known by its uid and not added twice).
+    const auto recorded = store_->meta("bank_ingested");
+    const char* now = finished() ? "1" : "searched";
+    if (!o.bank.empty() && recorded != "1" && recorded != now) {
         bank::ExperienceBank b(o.bank);
         auto r = ingest_into_bank(b, experience_view(), plugin_spool(scheduler(o), o));
-        store_->set_meta("bank_ingested", "1");
+        store_->set_meta("bank_ingested", now);
         say(o,
             fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));
     }

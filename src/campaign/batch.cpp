@@ -7,6 +7,7 @@
 #include "scheduler/lost_tasks.hpp"
 #include "slurm/user_jobs.hpp"
 #include "trial/evidence.hpp"
+#include "trial/job_files.hpp"
 #include "trial/outcome.hpp"
 #include "trial/proof.hpp"
 #include "trial/result.hpp"
@@ -486,6 +487,27 @@ void Campaign::resume_open_batches(const RunOptions& o) {
     }
 }
 
+void Campaign::remove_job_files(store::TrialRow& t) {
+    const auto mode = contract_.workload.keep_job_files;
+    if (mode == contract::KeepJobFiles::All || t.array_index < 0) return;
+    const fs::path rel = fs::path("batches") / std::to_string(t.batch_id) / std::to_string(t.array_index);
+    try {
+        const auto removed = trial::remove_job_files(dir_, rel, mode);
+        if (removed.entries > 0) {
+            t.measurements["job_files_removed"] = {{"entries", removed.entries}, {"bytes", removed.bytes}};
+            store_->log(fmt::format("trial {}: {} of the job's files removed from {} ({:.1f} MiB; [workload] "
+                                    "keep_job_files = \"{}\")",
+                                    t.id, removed.entries, rel.string(), removed.bytes / 1048576.0,
+                                    contract::keep_job_files_names.name(mode)));
+        }
+        if (!removed.left.empty())
+            store_->log(
+                fmt::format("trial {}: of the job's files, left: {}", t.id, fmt::join(removed.left, "; ")));
+    } catch (const Error& e) {
+        store_->log(fmt::format("trial {}: the job's files not removed: {}", t.id, e.what()));
+    }
+}
+
 void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records) {
     auto b = store_->batch(batch_id);
     std::map<int, slurm::JobRecord> by_index;
@@ -776,6 +798,9 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             t.peak_memory_bytes =
                 static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
         if (verdict.log) t.measurements["log_signal"] = trial::to_json(*verdict.log);
+        // Read: what the job wrote beside its result and log (checkpoints) goes, or stays within the bound
+        // of [workload] keep_job_files. Nothing reads the trial directory after this but its result and log.
+        if (b.kind != kSubmittedBatch) remove_job_files(t);
         if (trial::says_nothing(verdict.outcome)) {
             t.counted = false;
             if (t.kind == TrialKind::Search)

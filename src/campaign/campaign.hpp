@@ -166,6 +166,11 @@ class Campaign {
     void verify(const RunOptions& o); // interleaved A/B verification of the best candidates
     void run(const RunOptions& o);    // doctor, search, verify; resumable
     bool finished();                  // every stage done
+    // Once the campaign is done: its findings (the doctor's noise prior, verified settings, ...) into o.bank,
+    // once (bank_stage.cpp). Called as the last stage ends, and by `run` and the daemon on a finished
+    // campaign whose findings are not recorded yet (a run stopped right after it, a bank named only later).
+    // No-op without a bank.
+    void record_in_bank(const RunOptions& o);
     // Why the campaign is paused (the doctor's noise stayed too high to promote a real gain: doctor.cpp), or
     // nullopt; `infrarsi run --accept-noise` goes on.
     std::optional<std::string> paused();
@@ -232,6 +237,9 @@ class Campaign {
     void await_batch(std::int64_t batch_id, const RunOptions& o);
     void resume_open_batches(const RunOptions& o);
     void ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records);
+    // Once a trial is read: its job's own files in its trial directory removed or bounded as [workload]
+    // keep_job_files says (trial/job_files.hpp); what was removed goes into its measurements and the log.
+    void remove_job_files(store::TrialRow& t);
     // self_submitted.cpp: the user's jobs submitted since the batch was, that this campaign did not submit
     // (read by await_batch into user_jobs_), and those submitted while one trial's job ran.
     std::vector<slurm::UserJob> jobs_not_ours(const scheduler::Scheduler& sched, std::int64_t batch_id);
@@ -252,7 +260,6 @@ class Campaign {
     void take_submitted_output(const store::TrialRow& t, const slurm::JobRecord& rec);
     scheduler::Scheduler& slurm_for_submitted_job(); // awaited through Slurm whatever runs the trials
     void seed_from_bank(const RunOptions& o);        // once, after the doctor (bank_stage.cpp)
-    void record_in_bank(const RunOptions& o);        // once, when the campaign is done
     void finish_verification(std::int64_t verification_id);
     // Plans, submits and awaits one block of a verification's sequence (verification.cpp,
     // verify/sequential.hpp): two A/B pairs, one in each order, each pair on one node, spread over the

@@ -311,6 +311,9 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
                 // (or a daemon started with it). A cancelled one (`infrarsi cancel`) is never driven again.
                 if (Campaign ro_view(d, Campaign::Open::read_only);
                     ro_view.finished() || ro_view.cancelled() || (ro_view.paused() && !ro.accept_noise)) {
+                    // Its findings into this daemon's bank if they are in none yet, as `infrarsi run` on a
+                    // finished campaign records them: a campaign is finished for good, so now or never.
+                    if (ro_view.finished()) ro_view.record_in_bank(ro);
                     if (const auto why = ro_view.cancelled();
                         why && said.insert("cancelled " + d.string()).second)
                         fmt::print("infrarsid: campaign {} is cancelled: {}\n", d.string(), *why);

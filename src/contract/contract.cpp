@@ -177,7 +177,8 @@ fs::path resolve(const fs::path& dir, const std::string& p) {
 void read_workload(const Reader& r, const toml::table& root, Contract& c) {
     const toml::table& w = *r.table(root, "workload", "workload", true);
     r.known_keys(w, "workload",
-                 {"source", "build", "command", "sbatch_script", "args", "binary", "binary_env", "env"});
+                 {"source", "build", "command", "sbatch_script", "args", "binary", "binary_env", "env",
+                  "keep_job_files"});
     auto source = r.str(w, "source", "workload", true);
     c.workload.source = resolve(c.dir, *source);
     if (!fs::is_directory(c.workload.source))
@@ -238,6 +239,13 @@ void read_workload(const Reader& r, const toml::table& root, Contract& c) {
                 r.fail(v, "workload.env." + name + " is a " + Reader::type(v),
                        "a string, integer or boolean");
         }
+    }
+    if (auto s = r.str(w, "keep_job_files", "workload")) {
+        const auto mode = keep_job_files_names.parse(*s);
+        if (!mode)
+            throw Error("unknown workload.keep_job_files '" + *s + "'", r.at_key(w, "keep_job_files"),
+                        keep_job_files_names.list());
+        c.workload.keep_job_files = *mode;
     }
 }
 

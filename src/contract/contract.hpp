@@ -4,6 +4,7 @@
 // of it; every error names file:line and what was expected. Format: docs/contract.md.
 #include "measure/log_format.hpp"
 #include "space/space.hpp"
+#include "util/enum_names.hpp"
 
 #include <filesystem>
 #include <optional>
@@ -18,6 +19,13 @@ namespace fs = std::filesystem;
 // the final evaluation loss within a tolerance calibrated from the doctor's repeats at different seeds.
 enum class LossMode { PerStep, LastKMean, FinalEval };
 
+// [workload] keep_job_files: what stays of the files a trial's job wrote in its trial directory (its working
+// directory) once the campaign has read the trial (trial/job_files.hpp): the small ones within a bound, all
+// of them, or none. The trial's result.json and log always stay.
+enum class KeepJobFiles { Small, All, None };
+inline constexpr util::EnumNames<KeepJobFiles, 3> keep_job_files_names{
+    {{{KeepJobFiles::Small, "small"}, {KeepJobFiles::All, "all"}, {KeepJobFiles::None, "none"}}}};
+
 struct Workload {
     fs::path source;                             // the baseline tree, copied into sandboxes
     std::vector<std::vector<std::string>> build; // commands run in a sandbox; {source} {build} substituted
@@ -27,6 +35,8 @@ struct Workload {
     std::string binary_env;        // env var through which the script finds the built binary
     std::string binary;            // path of the built binary ({build}/...)
     std::map<std::string, std::string> env; // fixed environment of every trial
+    // What stays of the files a trial's job wrote in its trial directory once the trial is read.
+    KeepJobFiles keep_job_files = KeepJobFiles::Small;
 };
 
 struct Resources {

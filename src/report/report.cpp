@@ -90,6 +90,9 @@ json trial_json(const store::TrialRow& t) {
     // (campaign/self_submitted.cpp), present only when there were any.
     if (t.measurements.is_object() && t.measurements.contains("self_submitted_jobs"))
         j["self_submitted_jobs"] = t.measurements["self_submitted_jobs"];
+    // What of the job's own files was removed once the trial was read ([workload] keep_job_files), when any.
+    if (t.measurements.is_object() && t.measurements.contains("job_files_removed"))
+        j["job_files_removed"] = t.measurements["job_files_removed"];
     return j;
 }
 
@@ -479,7 +482,7 @@ json build(campaign::Campaign& c) {
         r["bank"] = {{"path", *bank},
                      {"hardware", json::parse(s.meta("bank_hardware").value_or("{}"))},
                      {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
-                     {"findings_recorded", s.meta("bank_ingested").value_or("") == "1"}};
+                     {"findings_recorded", !s.meta("bank_ingested").value_or("").empty()}};
     // What the seeds checked: a job that ignores the seed it is given (or is given none) ran every check "at
     // a fresh seed" at one seed in effect, and no record here may say otherwise.
     const std::string unseeded = c.seeds_not_reaching_job();
@@ -488,7 +491,14 @@ json build(campaign::Campaign& c) {
     auto trials = s.trials();
     json outcomes = json::object(), cost = json::object(), failed_cost = json::object();
     double total = 0;
+    std::uint64_t removed_trials = 0, removed_entries = 0, removed_bytes = 0; // [workload] keep_job_files
     for (const auto& t : trials) {
+        if (t.measurements.is_object() && t.measurements.contains("job_files_removed")) {
+            const auto& m = t.measurements["job_files_removed"];
+            ++removed_trials;
+            removed_entries += m.value("entries", std::uint64_t{0});
+            removed_bytes += m.value("bytes", std::uint64_t{0});
+        }
         if (t.state != store::TrialState::Finished) continue;
         const std::string o = store::outcome_name(t);
         outcomes[o] = outcomes.value(o, 0) + 1;
@@ -500,6 +510,12 @@ json build(campaign::Campaign& c) {
     r["cost_node_s"] = cost;
     r["failed_cost_node_s"] = failed_cost;
     r["total_cost_node_s"] = total;
+    if (removed_trials > 0)
+        r["job_files_removed"] = {
+            {"trials", removed_trials},
+            {"entries", removed_entries},
+            {"bytes", removed_bytes},
+            {"keep_job_files", contract::keep_job_files_names.name(c.contract().workload.keep_job_files)}};
 
     // Each patch by the checks it met (patch_state): the scope check at init (or at the agent's answer), the
     // equivalence checks of the patch sets it was in.
@@ -1013,6 +1029,14 @@ std::string render(const json& r) {
     if (r["failed_cost_node_s"].contains(stopped))
         o += fmt::format("  trials stopped early as slower than the incumbent cost {:.1f} node-seconds\n",
                          r["failed_cost_node_s"][stopped].get<double>());
+    if (r.contains("job_files_removed")) {
+        const auto& jf = r["job_files_removed"];
+        o += fmt::format(
+            "  files the jobs wrote in their trial directories, removed once read: {} in {} trials, "
+            "{:.1f} MiB ([workload] keep_job_files = \"{}\")\n",
+            jf["entries"].get<std::uint64_t>(), jf["trials"].get<std::uint64_t>(),
+            jf["bytes"].get<std::uint64_t>() / 1048576.0, jf["keep_job_files"].get<std::string>());
+    }
     if (r.contains("bank")) {
         const auto& bk = r["bank"];
         o += fmt::format("\nExperience bank {}: {}; {} seeds for this hardware{}\n",

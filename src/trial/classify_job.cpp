@@ -59,17 +59,38 @@ slurm::JobRecord finished_slurm_record(const std::string& job_id) {
 }
 
 ClassifiedJob classify_job(const slurm::JobRecord& record, const JobFiles& files, const Limits& limits) {
+    // Each output's step lines in files.format, with the line times the trial wrapper writes beside a log
+    // (<output>.times) where they are: a format that prints no step time (torchtitan, the HF Trainer, ...)
+    // times its steps by them, as ingest does. Without them such steps are counted, untimed (`counted`, one
+    // second a line: never shown as a step time).
     std::string output;
-    for (const auto& f : files.outputs)
-        output += read_regular_file(f, {.max_bytes = 256u << 20});
+    measure::LogReader timed(files.format), counted(files.format);
+    double line_no = 0;
+    for (const auto& f : files.outputs) {
+        const std::string text = read_regular_file(f, {.max_bytes = 256u << 20});
+        const auto times = read_line_times(line_times_path(f));
+        std::size_t i = 0;
+        for (std::size_t at = 0; at < text.size(); ++i) {
+            const auto end = std::min(text.find('\n', at), text.size());
+            const std::string_view line(text.data() + at, end - at);
+            timed.line(line, i < times.size() ? std::optional(times[i]) : std::nullopt);
+            counted.line(line, line_no += 1);
+            at = end + 1;
+        }
+        output += text;
+        if (!text.empty() && text.back() != '\n') output += '\n';
+    }
     Evidence e;
     e.record = &record;
     e.job_output = output;
     std::optional<Result> result;
     if (!files.result.empty()) result = read_result(files.result);
     e.has_result = files.result.empty() || result.has_value();
-    const auto steps =
-        result && !result->steps.steps.empty() ? result->steps.steps : measure::parse_log(output, {}).steps;
+    const bool from_result = result && !result->steps.steps.empty();
+    const bool untimed = !from_result && counted.log().steps.size() > timed.log().steps.size();
+    const auto steps = from_result ? result->steps.steps
+                       : untimed   ? counted.take().steps
+                                   : timed.take().steps;
     e.steps = static_cast<int>(steps.size());
     std::optional<measure::TrialSummary> summary;
     if (static_cast<int>(steps.size()) > files.warmup_steps) {
@@ -89,7 +110,12 @@ ClassifiedJob classify_job(const slurm::JobRecord& record, const JobFiles& files
     for (std::size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
         tail += (tail.empty() ? "" : " | ") + std::string(lines[i]);
     e.log_tail = tail;
-    return {classify(e, limits), e.steps};
+    auto verdict = classify(e, limits);
+    if (untimed && verdict.outcome == Outcome::Ok)
+        verdict.detail = fmt::format("{} steps, untimed: {} prints no step time and no output has the "
+                                     "trial wrapper's line times beside it (<output>.times)",
+                                     e.steps, measure::describe(files.format));
+    return {verdict, e.steps};
 }
 
 json to_json(const ClassifiedJob& c) {
@@ -115,7 +141,8 @@ json classify_request(const ClassifyRequest& request) {
     limits.mem_bytes = request.mem.empty() ? 0 : contract::parse_memory(request.mem);
     limits.time_limit = request.time_limit;
     limits.steps = request.steps;
-    limits.step_lines = measure::describe(measure::LogFormat{});
+    measure::check(request.files.format, "infrarsi trial classify");
+    limits.step_lines = measure::describe(request.files.format);
     auto j = to_json(classify_job(record, request.files, limits));
     j["record"] = to_json(record);
     return j;

@@ -3,6 +3,7 @@
 // by job id, or read from a file in the local scheduler's end-record shape), its output files and, when it
 // ran under the trial wrapper, its result.json. `infrarsi trial classify` prints the answer; the benchmark
 // scripts label their runs with it, so a recorded table and a campaign call the same runs out of memory.
+#include "measure/log_format.hpp"
 #include "slurm/job.hpp"
 #include "trial/outcome.hpp"
 
@@ -19,6 +20,9 @@ struct JobFiles {
     // expected (a completed job is then held to its step lines only).
     std::string result;
     int warmup_steps = 0; // steps before the steady state (the contract's invariants.warmup_steps)
+    // How the outputs print their steps (the contract's [metrics]): the project's lines by default, or a
+    // framework's log (torchtitan, Megatron-LM, llm.c, ...).
+    measure::LogFormat format;
 };
 
 // A scheduler's record from JSON: {"state": "OUT_OF_MEMORY", "exit_code": 0, "signal": 0, "elapsed_s": 12.5,
@@ -30,8 +34,8 @@ nlohmann::json to_json(const slurm::JobRecord& r);
 // The Slurm record of a finished job; an Error when Slurm does not know it or it has not ended.
 slurm::JobRecord finished_slurm_record(const std::string& job_id);
 
-// classify() over the files: steps from result.json, else from the outputs' step lines; output files read
-// bounded (a FIFO or a device is an Error).
+// classify() over the files: steps from result.json, else from the outputs' step lines in files.format;
+// output files read bounded (a FIFO or a device is an Error).
 struct ClassifiedJob {
     Verdict verdict;
     int steps = 0; // step lines measured

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The command line's habits (issue 34, items 5 and 6), through the built `infrarsi`, with no cluster: exit
+# The command line's habits (issue 34, items 5, 6 and 8), through the built `infrarsi`, with no cluster: exit
 # status 2 for a usage mistake and 1 for an error; `bank show` and `bank export` of a bank that is not there
 # create none; every --json output carries {"format": {"name", "version"}}; `list` names the campaigns under a
 # directory with state and best; `run --scheduler slurm` where Slurm does not answer ends at once with an
 # error and binds the campaign to nothing; `cancel` stops a campaign for good, and its report says no search
-# trial ran.
+# trial ran; `trial classify --format NAME` reads a framework's log.
 set -euo pipefail
 export INFRARSI_BANK=off
 . "$(dirname "$0")/lib.sh" cli --own-cluster
@@ -18,6 +18,23 @@ status_of() { set +e; "$@" >"$work/out" 2>"$work/err"; local rc=$?; set -e; echo
 [ "$(status_of "$bin" --help)" = 0 ] || fail "--help did not exit 0"
 [ "$(status_of "$bin" status --dir "$work/none")" = 1 ] || fail "status of no campaign did not exit 1"
 grep -q "no campaign here" "$work/err" || fail "status of no campaign: $(cat "$work/err")"
+
+# trial classify reads a framework's log with --format, the names of [metrics] format; a name it does not know,
+# regex without --pattern or --pattern without regex is a usage mistake.
+echo '{"state": "COMPLETED", "exit_code": 0}' >"$work/end.json"
+titan=$fx/logs/frameworks/torchtitan.log
+"$bin" trial classify --record "$work/end.json" --output "$titan" --steps 3 --format torchtitan >"$work/classify.json"
+jq -e '.outcome == "ok" and .steps == 3' "$work/classify.json" >/dev/null ||
+  fail "classify --format torchtitan: $(cat "$work/classify.json")"
+"$bin" trial classify --record "$work/end.json" --output "$titan" --steps 3 >"$work/classify.json"
+jq -e '.outcome == "contract_violation" and .steps == 0' "$work/classify.json" >/dev/null ||
+  fail "classify without --format read torchtitan's steps: $(cat "$work/classify.json")"
+[ "$(status_of "$bin" trial classify --record "$work/end.json" --output "$titan" --format titan)" = 2 ] ||
+  fail "an unknown --format did not exit 2: $(cat "$work/err")"
+[ "$(status_of "$bin" trial classify --record "$work/end.json" --output "$titan" --format regex)" = 2 ] ||
+  fail "--format regex without --pattern did not exit 2: $(cat "$work/err")"
+[ "$(status_of "$bin" trial classify --record "$work/end.json" --output "$titan" --format nanogpt --pattern x)" = 2 ] ||
+  fail "--pattern without --format regex did not exit 2: $(cat "$work/err")"
 
 # A bank that is not there: named, an error; the default, empty; neither is created.
 [ "$(status_of "$bin" bank show --bank "$work/typo.sqlite")" = 1 ] || fail "bank show of a missing bank did not fail"
@@ -62,5 +79,5 @@ done
 "$bin" node --json --calibration-ms 20 >"$work/node.json" 2>/dev/null || true
 [ ! -s "$work/node.json" ] || jq -e '.format == {"name": "infrarsi-node", "version": 2}' "$work/node.json" >/dev/null ||
   fail "node --json format: $(jq -c .format "$work/node.json")"
-echo "ok: exit statuses, no bank created by show/export, no-Slurm run fails fast and charges nothing, cancel, list, formats"
+echo "ok: exit statuses, classify --format, no bank created by show/export, no-Slurm run fails fast and charges nothing, cancel, list, formats"
 rm -rf "$work"

@@ -1,6 +1,7 @@
 // The daemon drives every campaign of a user: a bug met by one of them (an exception that is not an
 // infrarsi::Error) stops that campaign, logged, and never the daemon or the others. As root it drives a
 // campaign a user controls only as that user, and none that a user could have changed as root.
+#include "bank/experience_bank.hpp"
 #include "campaign/campaign_lock.hpp"
 #include "campaign/daemon.hpp"
 #include "test_support.hpp"
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -124,6 +126,96 @@ TEST_CASE("an unexpected exception in one campaign marks it failed while the dae
     CHECK_FALSE(bad.finished());
 }
 
+namespace {
+// The kinds of finding a bank holds (empty when there is no bank).
+std::multiset<std::string> finding_kinds(const fs::path& bank) {
+    std::multiset<std::string> kinds;
+    if (!fs::exists(bank)) return kinds;
+    bank::ExperienceBank b(bank.string());
+    for (const auto& f : b.findings())
+        kinds.insert(f.kind);
+    return kinds;
+}
+
+// INFRARSI_BANK set to `value` (unset when empty) for the life of this object.
+struct BankVariable {
+    std::optional<std::string> saved;
+    explicit BankVariable(const std::string& value) {
+        if (const char* v = std::getenv("INFRARSI_BANK")) saved = v;
+        value.empty() ? ::unsetenv("INFRARSI_BANK") : ::setenv("INFRARSI_BANK", value.c_str(), 1);
+    }
+    ~BankVariable() { saved ? ::setenv("INFRARSI_BANK", saved->c_str(), 1) : ::unsetenv("INFRARSI_BANK"); }
+};
+} // namespace
+
+TEST_CASE("a campaign the daemon drives records into INFRARSI_BANK what `infrarsi run` records there") {
+    TempDir d;
+    const auto contract = uid_recording_contract(d.path);
+    campaign::Campaign::init(contract, d.path / "alone");
+    campaign::Campaign::init(contract, d.path / "root" / "driven");
+    // `infrarsi run`'s way: the bank as default_bank_path() names it (orchestrator/infrarsi_main.cpp).
+    {
+        BankVariable v((d.path / "run-bank" / "bank.sqlite").string());
+        auto o = once_under(d.path / "root").run;
+        o.bank = bank::default_bank_path();
+        campaign::Campaign(d.path / "alone").run(o);
+    }
+    // The daemon's, with no --bank (infrarsid_main.cpp: default_bank).
+    {
+        BankVariable v((d.path / "daemon-bank" / "bank.sqlite").string());
+        auto o = once_under(d.path / "root");
+        o.default_bank = true;
+        std::atomic<bool> stop{false};
+        CHECK(campaign::run_daemon(o, stop) == 0);
+    }
+    CHECK(campaign::Campaign(d.path / "root" / "driven", campaign::Campaign::Open::read_only).finished());
+    const auto by_run = finding_kinds(d.path / "run-bank" / "bank.sqlite");
+    const auto by_daemon = finding_kinds(d.path / "daemon-bank" / "bank.sqlite");
+    CHECK(by_run.count("noise") == 1); // the doctor's noise prior, recorded by every finished campaign
+    CHECK(by_daemon == by_run);
+}
+
+TEST_CASE(
+    "a campaign finished with its findings in no bank gets them from the daemon, as from `infrarsi run`, "
+    "and `infrarsi verify` records them as it finishes one") {
+    TempDir d;
+    const auto contract = uid_recording_contract(d.path);
+    // Finished by a run with no bank (--no-bank, or a run stopped between its last stage and the bank): the
+    // daemon skips a finished campaign, and so never recorded it, where `infrarsi run` on it did.
+    campaign::Campaign::init(contract, d.path / "root" / "unrecorded");
+    {
+        auto o = once_under(d.path / "root").run;
+        campaign::Campaign(d.path / "root" / "unrecorded").run(o);
+    }
+    REQUIRE(campaign::Campaign(d.path / "root" / "unrecorded").finished());
+    const auto daemon_bank = d.path / "daemon-bank" / "bank.sqlite";
+    {
+        BankVariable v(daemon_bank.string());
+        auto o = once_under(d.path / "root");
+        o.default_bank = true;
+        std::atomic<bool> stop{false};
+        CHECK(campaign::run_daemon(o, stop) == 0);
+        CHECK(finding_kinds(daemon_bank).count("noise") == 1);
+        CHECK(campaign::run_daemon(o, stop) == 0); // once: a second scan adds nothing
+        CHECK(finding_kinds(daemon_bank).count("noise") == 1);
+    }
+    // `infrarsi run --no-verify`, then `infrarsi verify`: the stage that finishes it records its findings.
+    campaign::Campaign::init(contract, d.path / "verified");
+    const auto verify_bank = d.path / "verify-bank" / "bank.sqlite";
+    auto o = once_under(d.path / "root").run;
+    o.bank = verify_bank.string();
+    o.verify = false;
+    campaign::Campaign(d.path / "verified").run(o);
+    CHECK(finding_kinds(verify_bank).count("noise") == 1); // what it has after its search...
+    CHECK(campaign::Campaign(d.path / "verified").store().meta("bank_ingested") == "searched");
+    o.verify = true;
+    campaign::Campaign c(d.path / "verified");
+    c.verify(o);
+    CHECK(c.finished());
+    CHECK(c.store().meta("bank_ingested") == "1"); // ...and the rest once verified, nothing twice
+    CHECK(finding_kinds(verify_bank).count("noise") == 1);
+}
+
 TEST_CASE("a root daemon drives a campaign a user planted under its root as that user: its build and trials "
           "never run as root") {
     const auto nobody = lookup_account(65534);
@@ -172,6 +264,17 @@ TEST_CASE("a root daemon drives a campaign a user planted under its root as that
         INFO(e.path());
         CHECK(st.st_uid == nobody->uid);
     }
+    // The campaign's findings are in that bank, the doctor's noise prior at least (read as the user: root
+    // opening it would leave root's -wal and -shm files in the user's directory).
+    const auto kinds = run_as_status(*nobody, [&] {
+        std::string names;
+        for (const auto& k : finding_kinds(planted / "bank.sqlite"))
+            names += k + " ";
+        return AsUser{0, names};
+    });
+    INFO("findings: " << kinds.message);
+    CHECK(kinds.status == 0);
+    CHECK(kinds.message.find("noise ") != std::string::npos);
 }
 
 TEST_CASE(

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sys/stat.h>
 
@@ -111,5 +112,66 @@ TEST_CASE(
     std::ofstream(d.path / "record.json") << R"({"state": "COMPLETED"})";
     REQUIRE(::mkfifo((d.path / "fifo").c_str(), 0600) == 0);
     r.files.outputs = {(d.path / "fifo").string()};
+    CHECK_THROWS_AS(trial::classify_request(r), Error);
+}
+
+TEST_CASE("trial classify --format: a framework's log is read in its own format, as the contract's [metrics] "
+          "reads it, and the project's format reads none of its steps") {
+    TempDir d("infrarsi-classify");
+    std::ofstream(d.path / "record.json") << json{{"state", "COMPLETED"}, {"exit_code", 0}}.dump();
+    const std::filesystem::path logs = std::filesystem::path(INFRARSI_FIXTURES) / "logs" / "frameworks";
+    const std::vector<std::pair<std::string, measure::LogFormatKind>> logs_and_formats{
+        {"torchtitan.log", measure::LogFormatKind::Torchtitan},
+        {"megatron-lm.log", measure::LogFormatKind::Megatron},
+        {"gpt-neox.log", measure::LogFormatKind::Megatron},
+        {"llmc-c.log", measure::LogFormatKind::LlmC},
+        {"llmc-cu.log", measure::LogFormatKind::LlmC},
+        {"litgpt.log", measure::LogFormatKind::Litgpt},
+        {"olmo.log", measure::LogFormatKind::Olmo},
+        {"hf-trainer.log", measure::LogFormatKind::HfTrainer}};
+    for (const auto& [file, kind] : logs_and_formats) {
+        INFO(file);
+        trial::ClassifyRequest r;
+        r.record_file = (d.path / "record.json").string();
+        r.files.outputs = {(logs / file).string()};
+        r.steps = 3; // every framework fixture prints 3 steps
+        auto j = trial::classify_request(r);
+        CHECK(j["outcome"] == "contract_violation"); // read as the project's lines: no step
+        CHECK(j["violation"] == "missing_steps");
+        CHECK(j["steps"] == 0);
+        r.files.format.kind = kind;
+        j = trial::classify_request(r);
+        CHECK(j["outcome"] == "ok");
+        CHECK(j["steps"] == 3);
+        // torchtitan prints no step time: without the wrapper's line times its steps are counted, untimed.
+        const bool prints_time = kind == measure::LogFormatKind::Megatron ||
+                                 kind == measure::LogFormatKind::LlmC ||
+                                 kind == measure::LogFormatKind::Olmo; // OLMo: 1 / batches_per_second
+        CHECK((j["detail"].get<std::string>().find("untimed") == std::string::npos) == prints_time);
+    }
+    // With the line times the trial wrapper writes beside its log, as a campaign reads it.
+    std::filesystem::copy_file(logs / "torchtitan.log", d.path / "log.txt");
+    std::ofstream times(d.path / "log.txt.times");
+    for (int i = 1; i <= 12; ++i)
+        times << 0.5 * i << "\n";
+    times.close();
+    trial::ClassifyRequest r;
+    r.record_file = (d.path / "record.json").string();
+    r.files.outputs = {(d.path / "log.txt").string()};
+    r.files.format.kind = measure::LogFormatKind::Torchtitan;
+    r.steps = 3;
+    auto j = trial::classify_request(r);
+    CHECK(j["outcome"] == "ok");
+    CHECK(j["detail"].get<std::string>().find("s/step") != std::string::npos);
+    // A user's pattern: checked as the contract's is (a regex without a loss group is an error).
+    std::ofstream(d.path / "out.txt") << "it 1 | loss 2.5\nit 2 | loss 2.4\n";
+    r = {};
+    r.record_file = (d.path / "record.json").string();
+    r.files.outputs = {(d.path / "out.txt").string()};
+    r.steps = 2;
+    r.files.format.kind = measure::LogFormatKind::Regex;
+    r.files.format.pattern = R"(^it (?<step>\d+) \| loss (?<loss>[0-9.]+))";
+    CHECK(trial::classify_request(r)["steps"] == 2);
+    r.files.format.pattern = R"(^it (?<step>\d+))";
     CHECK_THROWS_AS(trial::classify_request(r), Error);
 }
