@@ -396,7 +396,60 @@ class Lexer {
         words_.clear();
         provenance_.clear();
         remember_assignments(c);
+        here_document(c);
         return c;
+    }
+
+    // `cmd <<WORD` (or <<-WORD, << 'WORD'): the lines up to WORD are the command's input, not commands. Read
+    // into a variable (`read -r -d '' NAME <<EOF`), they are its value, as bash gives it.
+    void here_document(const Command& c) {
+        std::string delimiter;
+        bool strip_tabs = false;
+        for (std::size_t j = 0; j < c.words.size() && delimiter.empty(); ++j) {
+            const std::string& w = c.words[j];
+            if (w.rfind("<<", 0) != 0 || w.rfind("<<<", 0) == 0) continue;
+            std::string rest = w.substr(2);
+            strip_tabs = !rest.empty() && rest[0] == '-';
+            if (strip_tabs) rest.erase(0, 1);
+            if (rest.empty() && j + 1 < c.words.size()) rest = c.words[j + 1];
+            delimiter = rest;
+        }
+        if (delimiter.empty()) return;
+        while (i_ > 0 && i_ < s_.size() && s_[i_ - 1] != '\n') // the rest of the command's line first
+            take_char(peek());
+        std::string body;
+        while (i_ < s_.size()) {
+            const std::size_t end = std::min(s_.find('\n', i_), s_.size());
+            std::string_view l = s_.substr(i_, end - i_);
+            while (!l.empty() && l.back() == '\r')
+                l.remove_suffix(1);
+            if (strip_tabs)
+                while (!l.empty() && l.front() == '\t')
+                    l.remove_prefix(1);
+            const bool last = l == delimiter;
+            if (!last) body.append(l).append("\n");
+            while (i_ < s_.size() && i_ <= end)
+                take_char(peek());
+            if (last) break;
+        }
+        // read [-r] [-d DELIM] NAME <<WORD: the body into NAME
+        const auto& w = c.words;
+        if (w.empty() || w[0] != "read") return;
+        std::string name;
+        for (std::size_t j = 1; j < w.size(); ++j) {
+            if (w[j] == "-d" || w[j] == "-p" || w[j] == "-t" || w[j] == "-n" || w[j] == "-u") {
+                ++j;
+                continue;
+            }
+            if (w[j].empty() || w[j][0] == '-' || w[j].rfind("<<", 0) == 0 || w[j] == delimiter) continue;
+            if (assignment_name(w[j] + "=") != w[j]) return;
+            name = w[j];
+            break;
+        }
+        if (name.empty()) return;
+        vars_[name] = {body};
+        element_provenance_.erase(name);
+        assigned_[name] = {body, c.line, false, false};
     }
 
     // `for NAME in a b c`: a reader follows the first pass; `[IFS=,] read [-r] A B C <<< "$X"`: the words of
@@ -712,7 +765,13 @@ bool read_launch(const Command& c, BatchScript& out) {
             k = take_options(w, k + 1, launcher, largs);
         }
     } else if (!srun.empty()) {
-        launcher = "srun"; // srun ./train or srun some-binary: the program is the word after srun's options
+        // srun ./train or srun some-binary: the program is the word after srun's options; a shell's own
+        // command (cd, export: a command string's first steps behind the srun that runs the string) is none
+        static const std::set<std::string> shell{"cd",     "export", "source", ".",     "set",
+                                                 "echo",   "unset",  "true",   "false", "mkdir",
+                                                 "ulimit", "eval",   "printf"};
+        if (shell.count(launcher)) return false;
+        launcher = "srun";
     } else {
         return false;
     }
@@ -860,11 +919,17 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
                 out.fixed_port = word.substr(12);
                 out.fixed_port_line = c.line;
             }
-        if (first == "cd" && c.words.size() >= 2 && c.words[1].rfind('/', 0) == 0 &&
-            out.absolute_cd.empty() && launch_lines.empty()) {
-            out.absolute_cd = c.words[1];
-            out.absolute_cd_line = c.line;
-        }
+        // cd /an/absolute/path before the launch (in a command string too)
+        auto note_cd = [&](const Command& one) {
+            const auto& w = one.words;
+            const auto cd = std::find(w.begin(), w.end(), "cd"); // (behind the srun that runs its string)
+            if (cd == w.end() || cd + 1 == w.end() || (cd != w.begin() && basename(w[0]) != "srun")) return;
+            if ((cd + 1)->rfind('/', 0) == 0 && out.absolute_cd.empty() && launch_lines.empty()) {
+                out.absolute_cd = *(cd + 1);
+                out.absolute_cd_line = one.line;
+            }
+        };
+        note_cd(c);
         auto launch = [&](const Command& one, bool in_string,
                           const std::map<std::string, ScriptVariable>& assigned) {
             BatchScript l;
@@ -882,6 +947,7 @@ BatchScript read_batch_script(std::string_view text, const std::string& where) {
             command_strings < kCommandStrings &&
             command_string(c, lexer.vars(), lexer.assigned(),
                            [&](const Command& one, const std::map<std::string, ScriptVariable>& assigned) {
+                               note_cd(one);
                                launch(one, true, assigned);
                            });
         if (string_read)

@@ -277,3 +277,40 @@ TEST_CASE("the loader names an error of every section at once, and skips what a 
         CHECK(what.find("whatever") != std::string::npos);
     }
 }
+
+TEST_CASE("here-documents: their lines are input, not commands, and read into a variable they are its value") {
+    // The JSON a Megatron-DeepSpeed script writes with cat <<EOT is no command (its "python" line neither)
+    auto s = read_batch_script("cat <<EOT > ds_config.json\n{\"stage\": 1}\npython evil.py --x 1\nEOT\n"
+                               "torchrun train.py --zero-stage 1\n",
+                               "x");
+    CHECK(s.launch_line == 5);
+    CHECK(s.other_launch_lines.empty());
+    // <<-'EOF' strips leading tabs and ends at a tab-indented delimiter
+    s = read_batch_script("cat <<-'EOF'\n\tpython no.py\n\tEOF\npython yes.py\n", "x");
+    CHECK(s.program == "yes.py");
+    CHECK(s.other_launch_lines.empty());
+    // NeMo's read -r -d '' cmd <<EOF ... EOF, run by srun bash -c "${cmd}": the launch inside it, its cd too
+    s = read_batch_script("CODE=/opt/nemo\nread -r -d '' cmd <<EOF\ncd ${CODE} \\\n"
+                          "&& python -u ${CODE}/train.py trainer.devices=8 model.micro_batch_size=4\nEOF\n"
+                          "srun -o out.log bash -c \"${cmd}\"\n",
+                          "x");
+    CHECK(s.launch_in_command_string);
+    CHECK(s.program == "/opt/nemo/train.py");
+    CHECK(s.absolute_cd == "/opt/nemo");
+    CHECK(s.stdout_redirect == "out.log");
+    const auto d = discover_knobs(s, {});
+    CHECK(std::any_of(d.knobs.begin(), d.knobs.end(),
+                      [](const SuggestedKnob& k) { return k.name == "micro_batch"; }));
+}
+
+TEST_CASE("a job's config and command from here-documents (tests/fixtures/scripts/heredoc.sbatch)") {
+    std::ifstream in(std::string(INFRARSI_FIXTURES) + "/scripts/heredoc.sbatch");
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto s = read_batch_script(text.str(), "heredoc.sbatch");
+    CHECK(s.program == "train.py");
+    CHECK(s.other_launch_lines.empty()); // the `cd` behind the srun that runs the string is no launch
+    CHECK(s.absolute_cd == "/opt/code");
+    const auto d = discover_knobs(s, {});
+    CHECK(d.knobs.size() == 2); // --zero_stage and --per_device_train_batch_size
+}
