@@ -278,7 +278,8 @@ TEST_CASE("the loader names an error of every section at once, and skips what a 
     }
 }
 
-TEST_CASE("here-documents: their lines are input, not commands, and read into a variable they are its value") {
+TEST_CASE(
+    "here-documents: their lines are input, not commands, and read into a variable they are its value") {
     // The JSON a Megatron-DeepSpeed script writes with cat <<EOT is no command (its "python" line neither)
     auto s = read_batch_script("cat <<EOT > ds_config.json\n{\"stage\": 1}\npython evil.py --x 1\nEOT\n"
                                "torchrun train.py --zero-stage 1\n",
