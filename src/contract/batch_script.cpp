@@ -522,13 +522,23 @@ class Lexer {
                 assigned_.erase(name);
                 continue;
             }
-            for (auto at = value.find("$("); at != std::string::npos; at = value.find("$(", at + 2)) {
+            if (value.find("$(") != std::string::npos) { // one pass: blanks inside $(...) dropped
+                std::string kept;
                 int depth = 0;
-                for (std::size_t i = at + 1; i < value.size(); ++i) {
-                    if (value[i] == '(') ++depth;
-                    if (value[i] == ')' && --depth == 0) break;
-                    if (value[i] == ' ' || value[i] == '\t' || value[i] == '\n') value.erase(i--, 1);
+                for (std::size_t i = 0; i < value.size(); ++i) {
+                    const char ch = value[i];
+                    if (ch == '$' && i + 1 < value.size() && value[i + 1] == '(') {
+                        ++depth;
+                        kept += "$(";
+                        ++i;
+                        continue;
+                    }
+                    if (depth > 0 && ch == '(') ++depth;
+                    if (depth > 0 && ch == ')') --depth;
+                    if (depth > 0 && (ch == ' ' || ch == '\t' || ch == '\n')) continue;
+                    kept += ch;
                 }
+                value = std::move(kept);
             }
             vars_[name] = {value};
             element_provenance_.erase(name);
