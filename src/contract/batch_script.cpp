@@ -682,7 +682,17 @@ std::vector<ProgramArg> read_program_args(const std::vector<std::string>& words,
     auto from_var = [&](std::size_t k, std::size_t from) {
         return k < provenance.size() ? provenance[k].whole_value(words[k], from) : std::string();
     };
-    for (std::size_t k = 0; k < words.size(); ++k) {
+    std::size_t k = 0;
+    // `--name value` / `-b 8`: the next word is the value when it is one, else the option is a flag
+    auto take_value = [&](ProgramArg& a) {
+        if (k + 1 < words.size() && is_value_word(words[k + 1])) {
+            a.value = words[++k];
+            a.var = from_var(k, 0);
+        } else {
+            a.flag = true;
+        }
+    };
+    for (; k < words.size(); ++k) {
         const std::string& w = words[k];
         ProgramArg a;
         if (w.rfind("--", 0) == 0 && w.size() >= 3) {
@@ -693,23 +703,13 @@ std::vector<ProgramArg> read_program_args(const std::vector<std::string>& words,
                 a.var = from_var(k, eq + 1);
             } else {
                 a.name = w;
-                if (k + 1 < words.size() && is_value_word(words[k + 1])) {
-                    a.value = words[++k];
-                    a.var = from_var(k, 0);
-                } else {
-                    a.flag = true;
-                }
+                take_value(a);
             }
         } else if (w.size() >= 2 && w.size() <= 4 && w[0] == '-' &&
                    std::isalpha(static_cast<unsigned char>(w[1])) && w.find('=') == std::string::npos) {
             a.style = ArgStyle::Short; // -b 8 (llm.c), -ge 1
             a.name = w;
-            if (k + 1 < words.size() && is_value_word(words[k + 1])) {
-                a.value = words[++k];
-                a.var = from_var(k, 0);
-            } else {
-                a.flag = true;
-            }
+            take_value(a);
         } else if (const auto eq = key_value_eq(w); eq != std::string::npos) {
             a.style = ArgStyle::KeyValue;
             a.name = w.substr(0, eq);
@@ -855,6 +855,11 @@ bool command_string(const Command& c, const Vars& vars, const std::map<std::stri
 }
 
 } // namespace
+
+std::optional<long long> plain_integer(const std::string& s) {
+    if (s.empty() || s.size() > 12 || !std::all_of(s.begin(), s.end(), is_digit)) return std::nullopt;
+    return std::stoll(s);
+}
 
 std::optional<std::string> BatchScript::launcher_option(std::string_view name) const {
     auto norm = [](std::string s) {

@@ -76,6 +76,10 @@ struct BatchScript {
     bool launch_in_command_string = false;
 };
 
+// A value the script writes as a plain non-negative integer ("8"; not "$N", "1e3" or 13 digits), else
+// nullopt.
+std::optional<long long> plain_integer(const std::string& s);
+
 // Reads a script's text; `where` names it in errors. Throws infrarsi::Error only for text that is no script
 // at all (binary data); a script without a recognised launch has launch_line 0.
 BatchScript read_batch_script(std::string_view text, const std::string& where);

@@ -20,13 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<long long> integer(const std::string& s) {
-    if (s.empty() || s.size() > 12 ||
-        !std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-        return std::nullopt;
-    return std::stoll(s);
-}
-
 // A TOML basic string.
 std::string q(const std::string& s) {
     std::string out = "\"";
@@ -238,11 +231,11 @@ Draft draft_contract(const DraftOptions& o) {
     const ProgramArg* steps = argument_with_role(s, Role::Steps);
     // A step line every N steps (N > 1): a short trial would print few or none; every trial prints each.
     const ProgramArg* interval = argument_with_role(s, Role::LogInterval);
-    const bool sparse_log = interval && !interval->flag && integer(interval->value).value_or(1) > 1;
+    const bool sparse_log = interval && !interval->flag && plain_integer(interval->value).value_or(1) > 1;
     // A trial runs 20 steps, or the script's own count when that is shorter (a longer trial only costs).
     const long long trial_steps =
-        steps && integer(steps->value) ? std::min<long long>(20, *integer(steps->value)) : 20;
-    const bool short_run = steps && !steps->flag && integer(steps->value).value_or(21) > trial_steps;
+        steps && plain_integer(steps->value) ? std::min<long long>(20, *plain_integer(steps->value)) : 20;
+    const bool short_run = steps && !steps->flag && plain_integer(steps->value).value_or(21) > trial_steps;
     std::vector<std::string> args;
     if (short_run) args.push_back(q(steps->name + "=" + std::to_string(trial_steps)));
     if (sparse_log) args.push_back(q(interval->name + "=1"));
@@ -251,10 +244,11 @@ Draft draft_contract(const DraftOptions& o) {
         if (short_run)
             why += fmt::format(" a short run of each trial (the script runs {} steps)", steps->value);
         if (sparse_log)
-            why += fmt::format(
-                "{} a step line every step (the script prints one every {}: a trial of 20 steps "
-                "would measure {})",
-                short_run ? ";" : "", interval->value, trial_steps / integer(interval->value).value_or(1));
+            why +=
+                fmt::format("{} a step line every step (the script prints one every {}: a trial of 20 steps "
+                            "would measure {})",
+                            short_run ? ";" : "", interval->value,
+                            trial_steps / plain_integer(interval->value).value_or(1));
         w.check("args", fmt::format("[{}]", fmt::join(args, ", ")), why);
     }
     // The traps a reader of the script can see, each a CHECK line.
@@ -322,16 +316,16 @@ Draft draft_contract(const DraftOptions& o) {
     w.line("[resources]");
     int nodes = 1, ntasks = 1;
     std::optional<int> cpus;
-    if (auto v = sbatch("nodes"); v && integer(*v)) {
-        nodes = static_cast<int>(*integer(*v));
+    if (auto v = sbatch("nodes"); v && plain_integer(*v)) {
+        nodes = static_cast<int>(*plain_integer(*v));
         w.kv("nodes", *v, "from " + sbatch_where("nodes"));
     }
-    if (auto v = sbatch("ntasks-per-node"); v && integer(*v)) {
-        ntasks = static_cast<int>(*integer(*v));
+    if (auto v = sbatch("ntasks-per-node"); v && plain_integer(*v)) {
+        ntasks = static_cast<int>(*plain_integer(*v));
         w.kv("ntasks_per_node", *v, "from " + sbatch_where("ntasks-per-node"));
     }
-    if (auto v = sbatch("cpus-per-task"); v && integer(*v)) {
-        cpus = static_cast<int>(*integer(*v));
+    if (auto v = sbatch("cpus-per-task"); v && plain_integer(*v)) {
+        cpus = static_cast<int>(*plain_integer(*v));
         w.kv("cpus_per_task", *v, "from " + sbatch_where("cpus-per-task"));
     }
     if (auto v = sbatch("partition")) w.kv("partition", q(*v), "from " + sbatch_where("partition"));
@@ -423,10 +417,10 @@ Draft draft_contract(const DraftOptions& o) {
     };
     // GPUs of one run, for the parallel sizes' bound.
     std::optional<long long> node_gpus;
-    if (gpus && integer(*gpus))
-        node_gpus = *integer(*gpus);
-    else if (nproc && integer(*nproc)) // torchrun --nproc_per_node=8: a process a GPU
-        node_gpus = *integer(*nproc);
+    if (gpus && plain_integer(*gpus))
+        node_gpus = *plain_integer(*gpus);
+    else if (nproc && plain_integer(*nproc)) // torchrun --nproc_per_node=8: a process a GPU
+        node_gpus = *plain_integer(*nproc);
     std::optional<long long> run_gpus;
     if (node_gpus) run_gpus = nodes * *node_gpus;
     const KnobDiscovery found =
@@ -492,7 +486,7 @@ Draft draft_contract(const DraftOptions& o) {
         if (auto opt = slurm_source(*nproc)) {
             const bool gpu = *opt == "--gpus-per-node";
             const std::string name = gpu ? "gpus_per_node" : "ranks_per_node";
-            const int base = gpu ? static_cast<int>(integer(gpus.value_or("1")).value_or(1)) : ntasks;
+            const int base = gpu ? static_cast<int>(plain_integer(gpus.value_or("1")).value_or(1)) : ntasks;
             knob_header(name, fmt::format("{} --nproc_per_node={}", s.launcher, *nproc));
             w.kv("kind", q("integer"));
             w.check("min", "1", "the fewest ranks per node worth trying");
@@ -632,8 +626,8 @@ Draft draft_contract(const DraftOptions& o) {
     // The sample says how many step lines the script's own step count prints: nanoGPT prints iter 0 to
     // iter max_iters, one more than max_iters (13 lines for --max_iters=12).
     long long extra = 0;
-    if (sampled && sampled->steps > 0 && steps && integer(steps->value)) {
-        const long long d = static_cast<long long>(sampled->steps) - *integer(steps->value);
+    if (sampled && sampled->steps > 0 && steps && plain_integer(steps->value)) {
+        const long long d = static_cast<long long>(sampled->steps) - *plain_integer(steps->value);
         if (d == 0 || d == 1) extra = d;
     }
     if (steps && !steps->flag)
@@ -650,7 +644,7 @@ Draft draft_contract(const DraftOptions& o) {
     else
         w.fill("steps", "the step lines a trial prints (the script sets no step count draft knows)");
     w.kv("warmup_steps", "3", "left out of the timing: start-up, first allocations");
-    if (const ProgramArg* seed = argument_with_role(s, Role::Seed); seed && integer(seed->value))
+    if (const ProgramArg* seed = argument_with_role(s, Role::Seed); seed && plain_integer(seed->value))
         w.kv("seed", seed->value, "the script's " + seed->name);
     if (sampled && chosen == measure::LogFormatKind::NanoGpt)
         w.check("loss_mode", q("last_k_mean"),

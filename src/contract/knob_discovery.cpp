@@ -355,13 +355,6 @@ const Entry* entry_for(const BatchScript& s, const ProgramArg& a) {
     return nullptr;
 }
 
-std::optional<long long> integer(const std::string& s) {
-    if (s.empty() || s.size() > 12 ||
-        !std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-        return std::nullopt;
-    return std::stoll(s);
-}
-
 bool pow2(long long v) {
     return v >= 1 && (v & (v - 1)) == 0;
 }
@@ -483,8 +476,8 @@ KnobDiscovery discover_knobs(const BatchScript& s, const DiscoveryContext& ctx) 
             if (e->role == Role::Accumulation && !acc) acc = &a;
             if (e->role == Role::PipelineParallel && !pp) pp = &a;
         }
-    const long long mb_v = mb ? integer(mb->value).value_or(0) : 0;
-    const long long acc_v = acc ? integer(acc->value).value_or(0) : 0;
+    const long long mb_v = mb ? plain_integer(mb->value).value_or(0) : 0;
+    const long long acc_v = acc ? plain_integer(acc->value).value_or(0) : 0;
     const long long local_batch = std::max<long long>(1, mb_v) * std::max<long long>(1, acc_v);
     std::set<std::string> env_used; // each variable a knob sets, once
     std::set<std::string> seen; // one knob per argument name (the last one the program reads wins: the first
@@ -505,7 +498,7 @@ KnobDiscovery discover_knobs(const BatchScript& s, const DiscoveryContext& ctx) 
         k.values_from = e->values_from;
         k.from = fmt::format("{} (line {})", shown(a), s.launch_line);
         // A value Slurm gives ($SLURM_CPUS_PER_TASK): what the #SBATCH lines ask for.
-        auto v = integer(a.value);
+        auto v = plain_integer(a.value);
         if (!v && a.value.find("SLURM_CPUS_PER_TASK") != std::string::npos) v = ctx.cpus_per_task;
         switch (e->values) {
         case Values::Number: {
@@ -579,7 +572,7 @@ KnobDiscovery discover_knobs(const BatchScript& s, const DiscoveryContext& ctx) 
             for (const char* w : e->vocabulary)
                 if (a.value != w) k.values.emplace_back(w);
             // Megatron-DeepSpeed's pipeline engine takes ZeRO stage 0 or 1 only.
-            if (e->role == Role::ZeroStage && pp && integer(pp->value).value_or(1) > 1)
+            if (e->role == Role::ZeroStage && pp && plain_integer(pp->value).value_or(1) > 1)
                 k.values.erase(std::remove_if(k.values.begin(), k.values.end(),
                                               [](const std::string& x) { return x == "2" || x == "3"; }),
                                k.values.end());
@@ -679,7 +672,7 @@ KnobDiscovery discover_knobs(const BatchScript& s, const DiscoveryContext& ctx) 
         const ScriptVariable& var = entry.second;
         if (!var.exported) continue;
         if (name == "OMP_NUM_THREADS") {
-            std::optional<long long> v = integer(var.value);
+            std::optional<long long> v = plain_integer(var.value);
             if (!v && var.value.find("SLURM_CPUS_PER_TASK") != std::string::npos) v = ctx.cpus_per_task;
             if (!v || *v < 1 || !env_used.insert(name).second) continue;
             SuggestedKnob k;
