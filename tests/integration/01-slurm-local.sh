@@ -4,7 +4,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh" lifecycle --own-cluster
 dir=$work
-export INFRARSI_SLURM_DIR=$dir INFRARSI_SLURM_PORT=17200
+export INFRARSI_SLURM_DIR=$dir INFRARSI_SLURM_PORT=$((17200 + ${INFRARSI_TEST_PORT_OFFSET:-0}))
 trap '"$src/scripts/slurm-local" stop >/dev/null 2>&1 || true' EXIT
 
 out=$("$src/scripts/slurm-local" start --nodes 2 --plugin none)

@@ -10,7 +10,7 @@ so=$build/spank/infrarsi.so
 [ -f "$so" ] || fail "no plugin at $so (build first)"
 dir=$work
 chmod 0755 "$dir"
-export INFRARSI_SLURM_DIR=$dir INFRARSI_SLURM_PORT=17410
+export INFRARSI_SLURM_DIR=$dir INFRARSI_SLURM_PORT=$((17410 + ${INFRARSI_TEST_PORT_OFFSET:-0}))
 passed=0
 cleanup() { "$src/scripts/slurm-local" stop >/dev/null 2>&1 || true; [ $passed = 0 ] || rm -rf "$work"; }
 trap cleanup EXIT

@@ -15,7 +15,7 @@ command -v torchrun >/dev/null || fail "no torchrun (scripts/setup installs pyth
 so=$build/spank/infrarsi.so
 [ -f "$so" ] || fail "no plugin at $so (build first)"
 chmod 0755 "$work"
-export INFRARSI_SLURM_DIR=$work/slurm INFRARSI_SLURM_PORT=17800
+export INFRARSI_SLURM_DIR=$work/slurm INFRARSI_SLURM_PORT=$((17800 + ${INFRARSI_TEST_PORT_OFFSET:-0}))
 passed=0
 cleanup() { "$src/scripts/slurm-local" stop >/dev/null 2>&1 || true; [ $passed = 0 ] || rm -rf "$work"; }
 trap cleanup EXIT

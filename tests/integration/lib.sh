@@ -1,6 +1,8 @@
 # The preamble the integration test scripts share. Source it right after `set -euo pipefail`:
 #   . "$(dirname "$0")/lib.sh" NAME                 # tests on the cluster scripts/test started (SLURM_CONF)
 #   . "$(dirname "$0")/lib.sh" NAME --own-cluster   # tests that start a cluster of their own (SLURM_CONF unset)
+# A test with a cluster of its own takes fixed ports (17200, 17410, 17600, 17700, 17800, each with the ports
+# after it) plus INFRARSI_TEST_PORT_OFFSET (default 0), so two checkouts can run their suites side by side.
 # It sets src (the repository), build, bin (infrarsi), daemon (infrarsid), fx (tests/fixtures) and work (a new
 # directory /tmp/infrarsi-NAME.XXXXXX, left in place when a test fails), and defines:
 #   fail MSG                (also from a wait_for condition) prints FAIL: MSG and the last 30 lines of $log when the test has set log to a file,

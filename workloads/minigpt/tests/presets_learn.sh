@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 export MINIGPT_BIN=${MINIGPT_BIN:?} INFRARSI_SOURCE_DIR=$here
 out=$(mktemp -d /tmp/minigpt-presets.XXXXXX)
-export INFRARSI_SLURM_DIR=$out/slurm INFRARSI_SLURM_PORT=17700
+export INFRARSI_SLURM_DIR=$out/slurm INFRARSI_SLURM_PORT=$((17700 + ${INFRARSI_TEST_PORT_OFFSET:-0}))
 trap '"$here/scripts/slurm-local" stop >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 eval "$("$here/scripts/slurm-local" start --nodes 2 --plugin none)"
 fail=0
