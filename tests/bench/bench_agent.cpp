@@ -26,7 +26,9 @@
 //   greedy   the coding-agent loop: one trial at a time, the untried suggestion with the best claimed gain
 //            over the incumbent (a revealed patch switched on, a knob set), kept if it measured faster;
 //   ignore   the harness without the claims (the patches still arrive);
-//   trust    the harness with the claims as said (discount 1, confidence 1, no calibration).
+//   trust    the harness with the claims as said (discount 1, confidence 1, no calibration);
+//   oracle   not an arm one could run: it knows the true times and runs the fastest revealed candidate, one
+//            at a time, so its trials to 5% are the bound the agent's reveal schedule sets for every arm.
 // Printed per table and arm: trials to within 5% of the best feasible candidate (median and quartiles; a run
 // that did not get there counts budget + 1), wasted node-seconds (trials that failed: OOM, crash, timeout;
 // mean per run, within the budget), node-seconds to 5%, and the calibration error after 10 trials: mean over
@@ -281,7 +283,7 @@ Agent simulated_agent(const AgentWorld& w, double bias, std::mt19937_64& rng) {
     return a;
 }
 
-enum class Arm { harness, greedy, ignore, trust };
+enum class Arm { harness, greedy, ignore, trust, oracle };
 const char* arm_name(Arm a) {
     switch (a) {
     case Arm::harness:
@@ -292,6 +294,8 @@ const char* arm_name(Arm a) {
         return "ignore";
     case Arm::trust:
         return "trust";
+    case Arm::oracle:
+        return "oracle";
     }
     return "?";
 }
@@ -540,6 +544,29 @@ class GreedyArm {
     std::set<int> tried_; // every candidate it ran: never run again
 };
 
+// The bound no arm can beat: it knows every candidate's true step time and feasibility and runs, one trial at
+// a time, the fastest feasible candidate it has not run among those whose patches the agent has revealed. The
+// agent's calls come on the same schedule as for the other arms, so its trials to 5% are how soon the calls
+// reveal the patches the best candidates need.
+class OracleArm {
+  public:
+    explicit OracleArm(const AgentWorld& w) : w_(w) {}
+    std::vector<int> ask(const Revealed& r) const {
+        int pick = -1;
+        for (int i = 0; i < w_.size(); ++i)
+            if ((w_.mask_of(i) & ~r.mask) == 0 && w_.feasible(i) && !tried_.count(i) &&
+                (pick < 0 || w_.true_time(i) < w_.true_time(pick)))
+                pick = i;
+        if (pick < 0) return {};
+        return {pick};
+    }
+    void tell(const model::TrialObservation& t) { tried_.insert(t.candidate); }
+
+  private:
+    const AgentWorld& w_;
+    std::set<int> tried_;
+};
+
 struct ArmRun {
     std::vector<std::string> trace; // each trial: candidate, outcome, true time over the best
     double discount_10 = 1;         // the harness's discount after 10 trials
@@ -555,6 +582,7 @@ ArmRun run_arm(const AgentWorld& w, const Agent& agent, Arm arm, std::uint64_t s
     std::mt19937_64 rng(seed * 7919 + 17);
     HarnessArm harness(w, arm, seed, cfg);
     GreedyArm greedy(w);
+    OracleArm oracle(w);
     std::vector<model::TrialObservation> history;
     Revealed r;
     int calls = 0, next_patch = 0;
@@ -564,6 +592,7 @@ ArmRun run_arm(const AgentWorld& w, const Agent& agent, Arm arm, std::uint64_t s
         const auto t = w.run(i, rng);
         history.push_back(t);
         greedy.tell(t);
+        oracle.tell(t);
         cost += t.cost_s;
         if (t.outcome != model::Outcome::ok) out.wasted_s += t.cost_s;
         const int n = static_cast<int>(history.size());
@@ -594,7 +623,7 @@ ArmRun run_arm(const AgentWorld& w, const Agent& agent, Arm arm, std::uint64_t s
                 raw += std::abs(std::log(c.claimed) - std::log(c.truth));
                 ++n;
             }
-        if (n > 0 && arm != Arm::ignore) out.calibration_error_10 = believed / n;
+        if (n > 0 && arm != Arm::ignore && arm != Arm::oracle) out.calibration_error_10 = believed / n;
         out.discount_10 = discount;
         if (n > 0) out.claim_error = raw / n;
     };
@@ -602,7 +631,9 @@ ArmRun run_arm(const AgentWorld& w, const Agent& agent, Arm arm, std::uint64_t s
     call_agent();
     int since_call = 0;
     while (static_cast<int>(history.size()) < cfg.budget) {
-        auto batch = arm == Arm::greedy ? greedy.ask(r) : harness.ask(r, history);
+        auto batch = arm == Arm::greedy   ? greedy.ask(r)
+                     : arm == Arm::oracle ? oracle.ask(r)
+                                          : harness.ask(r, history);
         if (batch.empty()) break;
         for (int i : batch) {
             if (static_cast<int>(history.size()) >= cfg.budget) break;
@@ -682,7 +713,7 @@ int main(int argc, char** argv) {
             seeds, cfg.budget, cfg.q, cfg.calls, cfg.patches_per_call, latent, cfg.confidence,
             fmt::join(biases, ","));
         std::vector<std::string> summaries;
-        const std::vector<Arm> arms = {Arm::harness, Arm::greedy, Arm::ignore, Arm::trust};
+        const std::vector<Arm> arms = {Arm::harness, Arm::greedy, Arm::ignore, Arm::trust, Arm::oracle};
         for (const auto& table : tables) {
             const auto started = std::chrono::steady_clock::now();
             std::unique_ptr<Environment> env;
@@ -773,12 +804,13 @@ int main(int argc, char** argv) {
             summaries.push_back(fmt::format(
                 "summary table={} trials_vs_greedy={} wasted_vs_greedy={} calibration_error_10={:.3f} "
                 "claim_error={:.3f} calibration_ratio={} trust_vs_harness_trials={} "
-                "ignore_vs_harness_trials={}",
+                "ignore_vs_harness_trials={} oracle_vs_greedy_trials={}",
                 env->name(), ratio(median[Arm::harness], median[Arm::greedy]),
                 ratio(wasted[Arm::harness], wasted[Arm::greedy]), calibration[Arm::harness],
                 claim[Arm::harness], ratio(calibration[Arm::harness], claim[Arm::harness]),
                 ratio(median[Arm::trust], median[Arm::harness]),
-                ratio(median[Arm::ignore], median[Arm::harness])));
+                ratio(median[Arm::ignore], median[Arm::harness]),
+                ratio(median[Arm::oracle], median[Arm::greedy])));
         }
         std::cout << "\n";
         for (const auto& s : summaries)
