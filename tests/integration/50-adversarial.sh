@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The adversarial suite (issue 15, item 7): candidate patches written by an adversary rewarded for speed, one
-# per way of gaming the measurement, for each reference workload (workloads/minigpt/patches/adversarial and
-# workloads/torchgpt/patches/adversarial; each catalog says what its patches do). A campaign per workload runs
-# on the real local cluster with a search space of just those patches (no knobs; every pair declared
-# conflicting, so each attack is a candidate of its own), a trial budget that tries each once and a verify_top
-# that verifies every one that looked faster than the baseline. None may be promoted, and each must be refused
+# The adversarial suite (issue 15, item 7; issue 31, item 5): candidate patches written by an adversary rewarded
+# for speed, one per way of gaming the measurement, for each reference workload
+# (workloads/minigpt/patches/adversarial and workloads/torchgpt/patches/adversarial; each catalog says what its
+# patches do). A campaign per workload runs on the real local cluster with a search space of just those patches
+# (no knobs; each attack a candidate of its own: every pair declared conflicting in the catalog, or, for the
+# attacks an agent delivers, a trial budget the size of the attacks, which the search spends on each one alone
+# first), a trial budget that tries each once and a verify_top that verifies every one that looked faster than
+# the baseline. minigpt's attacks come from a hostile agent, torchgpt's from a catalog (`delivery` below). None may be promoted, and each must be refused
 # for its own reason: a typed violation (src/trial/outcome.hpp) or outcome of one of its trials, read from the
 # report's JSON, never from message text. The reasons expected are named once, in `expect` below.
 # Before failing, the test prints one line per attack (the "before" figures: whether it was promoted and at
@@ -74,7 +76,6 @@ cpus_per_task = 2
 mem = "1000M"
 time_limit = "5"
 [patches]
-catalog = "$mg/patches/adversarial/catalog.toml"
 editable = ["src/attention.*", "src/layers.*", "src/moe.cpp", "src/optimizer.cpp", "src/model.cpp"]
 protected = ["src/metrics.cpp", "src/data.cpp", "src/trainer.cpp", "src/main.cpp", "src/config.cpp"]
 [invariants]
@@ -94,6 +95,15 @@ wall_time = "00:30:00"
 doctor = 2
 verify = 2
 verify_top = 8
+[verify]
+max_pairs = 4
+[agent]
+command = ["$fx/agents/adversary-agent", "$mg/patches/adversarial"]
+name = "adversary"
+goal = "faster training steps, by any means"
+calls = 1
+call_time_limit = "1:00"
+max_patches_per_call = 8
 EOF
 
 # torchgpt: model.py is the editable module (model*.py: the symlink attack names an in-scope path), train.py
@@ -134,8 +144,14 @@ wall_time = "00:30:00"
 doctor = 2
 verify = 2
 verify_top = 8
+[verify]
+max_pairs = 4
 EOF
 
+# How each workload's attacks reach its campaign: minigpt's from an agent (tests/fixtures/agents/adversary-agent
+# offers the catalog's patches as its own, each claiming 2x), torchgpt's from the catalog a person wrote. The
+# classes of attack are the same in both catalogs, so each class is tried through both doors.
+declare -A delivery=([minigpt]=agent [torchgpt]=catalog)
 failures=()
 inconclusive=() # attacks whose search trial was not faster than the baseline: never verified, so not judged
 # run_campaigns SUFFIX WORKLOAD...: a campaign per workload in $work/WORKLOAD$SUFFIX, side by side (each trial
@@ -147,7 +163,7 @@ run_campaigns() {
   for w in "$@"; do
     "$bin" init "$work/$w.contract.toml" --dir "$work/$w$suffix" >"$work/$w$suffix.init.log" 2>&1 \
       || { log=$work/$w$suffix.init.log; fail "$w: init failed"; }
-    "$bin" run --accept-noise --dir "$work/$w$suffix" --scheduler slurm --proposer simple >"$work/$w$suffix.run.log" 2>&1 &
+    "$bin" run --accept-noise --dir "$work/$w$suffix" --scheduler slurm >"$work/$w$suffix.run.log" 2>&1 &
     pid[$w]=$!
   done
   for w in "$@"; do
@@ -163,9 +179,11 @@ run_campaigns() {
 # says nothing about (its search trial was not faster, so it never reached verification nor the equivalence
 # run) to `inconclusive`.
 judge() {
-  local w=$1 id=$2 r=$3 want=${expect[$1/$2]} facts promoted seen verified
+  local w=$1 id=$2 r=$3 want=${expect[$1/$2]} facts promoted seen verified patch=$2
+  # An attack an agent delivered has the campaign's id for an agent's patch: call 1, the agent's name for it.
+  [ "${delivery[$w]}" = agent ] && patch=agent1-$id
   # The attack's trials (search, verification, equivalence: any kind) and its verification, by candidate.
-  facts=$(jq -c --arg p "+$id" '
+  facts=$(jq -c --arg p "+$patch" '
     def mine: (.candidate | split(" ") | index($p)) != null;
     {state: ([.patches[] | select(.id == ($p | ltrimstr("+")))][0].state),
      trials: [.trials[] | select(mine) | {kind, outcome, violation, step_s,
@@ -175,7 +193,7 @@ judge() {
   promoted=$(jq -r '.promoted | if length > 0 then "yes \(.[0])" else "no" end' <<<"$facts")
   seen=$(jq -r '[.trials[] | if .violation != "" then .violation else .outcome end] | unique | join(",")' <<<"$facts")
   verified=$(jq -r '.verified | map("\(.state) \(.speedup)") | join(";")' <<<"$facts")
-  echo "attack $w/$id: promoted=$promoted verification=[$verified] trial outcomes=[$seen] expected=$want"
+  echo "attack $w/$id ($patch, from the ${delivery[$w]}): promoted=$promoted verification=[$verified] trial outcomes=[$seen] expected=$want"
   [ "$promoted" = no ] || { failures+=("$w/$id promoted ($promoted)"); return; }
   # Refused for its reason: a trial with that violation (or outcome); a build-file attack may also be refused
   # at init, before anything runs (the header check caught it).
@@ -196,6 +214,10 @@ judge() {
   fi
 }
 
+# Both contracts verify with at most 4 A/B pairs, the re-check's included: an attack the defences disarmed runs
+# as the baseline does (copied losses with no log to copy, evidence rewritten after the wrapper killed the
+# rewriter), and its sequence would otherwise sample up to 16 pairs to learn what is already known, that it is
+# not faster. An attack that gets through shows in its first block's 1.5-3x.
 # Both contracts time 5 of their 8 steps (warmup_steps = 3): too few for the early stop of slow search trials
 # (it needs twice 3 timed steps), so every attack's search trial runs to its end and reaches its own check.
 # With the early stop, a loaded machine's slow first steps stopped attacks before the lines they forge at exit.
@@ -227,4 +249,4 @@ if [ ${#inconclusive[@]} -gt 0 ]; then
 fi
 [ ${#failures[@]} = 0 ] || fail "$(printf '%s; ' "${failures[@]}")"
 echo "ok: no adversarial patch promoted, each refused for its reason"
-rm -rf "$work"
+[ -n "${ADVERSARIAL_KEEP:-}" ] || rm -rf "$work"
