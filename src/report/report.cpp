@@ -411,13 +411,13 @@ json why_none_promoted(campaign::Campaign& c, const std::vector<store::TrialRow>
                                 store::stage_names.name(s.stage()), searched);
     } else if (verifications.empty()) {
         // A candidate reaches verification when a search trial of it ran every step faster than the baseline
-        // (campaign/search.cpp): none did.
+        // beside it (its batch's control; without one, the doctor's) (campaign/verification.cpp): none did.
         j["reason"] = "none_verified";
-        j["text"] =
-            fmt::format("none: no candidate reached verification: none of the {} search trials ran "
-                        "every step faster than the baseline ({} ran every step, {} were stopped early "
-                        "as slower than the best so far){}",
-                        searched, searched_ok, stopped, power);
+        j["text"] = fmt::format(
+            "none: no candidate reached verification: none of the {} search trials ran "
+            "every step faster than the baseline beside it ({} ran every step, {} were stopped early "
+            "as slower than the best so far){}",
+            searched, searched_ok, stopped, power);
     } else {
         j["reason"] = "refused";
         j["text"] = fmt::format("none: the {} verified candidate(s) did not beat the baseline by the rule's "

@@ -137,6 +137,14 @@ TEST_CASE("a host-wide slowdown after the doctor moves the search batch's contro
         CHECK(t.measurements["control"]["step_s"].get<double>() == doctest::Approx(0.606).epsilon(0.02));
     }
     CHECK(fast_seen);
+    // Like against like into verification too: the fast patch, slower than the doctor's solo figure but
+    // twice as fast as the control beside it, is verified (a candidate used to reach verification only when
+    // its raw step time beat the doctor's, so a search run under load verified nothing).
+    c.verify(test::local_run_options(true));
+    bool verified = false;
+    for (const auto& v : c.store().verifications())
+        verified |= space::Candidate::from_json(v.candidate).patches == std::vector<std::string>{"fast"};
+    CHECK(verified);
 }
 
 TEST_CASE("a search trial slower than its batch's control by more than the MDE is still stopped early") {
