@@ -206,11 +206,13 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
         for (const auto& x : store_->verifications())
             if (x.id == vid && x.detail.contains("sequence") && !x.detail["sequence"].empty()) {
                 const auto& l = x.detail["sequence"].back();
-                say(o, fmt::format("{}: look over {} A/B pairs{}: {:.3f}x [{:.3f}, {:.3f}]: {}",
+                say(o, fmt::format("{}: look over {} A/B pairs{}: {}: {}",
                                    space::Candidate::from_json(x.candidate).describe(), l["pairs"].get<int>(),
                                    l["stage"] == "recheck" ? " (re-check)" : "",
-                                   json_number_or(l, "estimate", NAN), json_number_or(l, "lo", -INFINITY),
-                                   json_number_or(l, "hi", INFINITY), l["next"].get<std::string>()));
+                                   verify::look_text(json_number_or(l, "estimate", NAN),
+                                                     json_number_or(l, "lo", -INFINITY),
+                                                     json_number_or(l, "hi", INFINITY)),
+                                   l["next"].get<std::string>()));
             }
     }
 }

@@ -9,6 +9,7 @@
 #include "util/json_field.hpp"
 #include "util/process.hpp"
 #include "util/shell_quote.hpp"
+#include "verify/sequential.hpp"
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -712,10 +713,12 @@ std::string pair_lines(const json& v, const std::string& indent) {
     if (v.contains("sequence") && v["sequence"].is_array() && !v["sequence"].empty()) {
         o += indent + "sequence of looks (pairs: speed-up [one-sided bounds] -> next):";
         for (const auto& l : v["sequence"])
-            o += fmt::format(" {}{}: {:.3f}x [{:.3f}, {:.3f}] -> {};", l.value("pairs", 0),
+            o += fmt::format(" {}{}: {} -> {};", l.value("pairs", 0),
                              l.value("stage", "") == "recheck" ? " (re-check)" : "",
-                             json_number_or(l, "estimate", NAN), json_number_or(l, "lo", -INFINITY),
-                             json_number_or(l, "hi", INFINITY), l.value("next", "?"));
+                             verify::look_text(json_number_or(l, "estimate", NAN),
+                                               json_number_or(l, "lo", -INFINITY),
+                                               json_number_or(l, "hi", INFINITY)),
+                             l.value("next", "?"));
         o += "\n";
     }
     const auto& rc = v.value("recheck", json());

@@ -2,6 +2,8 @@
 
 #include "measure/statistics.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -82,6 +84,15 @@ Next after_recheck(const Design& s, const Decision& all, double fresh_estimate, 
 
 std::vector<PairOrder> block_orders(std::uint64_t seed) {
     return counterbalanced_orders(Design::kBlock, seed);
+}
+
+std::string look_text(double estimate, double lo, double hi) {
+    auto bound = [](double x) {
+        if (std::isnan(x)) return std::string("?");
+        if (!(x < 1e6)) return std::string("inf");
+        return fmt::format("{:.3f}", std::max(x, 0.0));
+    };
+    return fmt::format("{}x [{}, {}]", bound(estimate), bound(lo), bound(hi));
 }
 
 } // namespace infrarsi::verify

@@ -21,6 +21,8 @@
 #include "contract/contract.hpp"
 #include "verify/verify.hpp"
 
+#include <string>
+
 namespace infrarsi::verify {
 
 struct Design {
@@ -63,5 +65,9 @@ Next after_recheck(const Design& s, const Decision& all, double fresh_estimate, 
 
 // The orders of a block's pairs: one AB and one BA, which comes first drawn from `seed` (recorded).
 std::vector<PairOrder> block_orders(std::uint64_t seed);
+
+// A look as people read it: "1.811x [0.000, inf]". A bound beyond 1e6 (a look over 2 pairs at a small alpha
+// has a t quantile in the thousands) or not finite reads as inf or 0.
+std::string look_text(double estimate, double lo, double hi);
 
 } // namespace infrarsi::verify

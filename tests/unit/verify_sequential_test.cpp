@@ -399,3 +399,9 @@ TEST_CASE("[verify]: min_speedup, alpha and max_pairs, with defaults, validated"
     CHECK_THROWS_WITH_AS(contract::load_text(base + "[verify]\nmax_pair = 8\n", file),
                          doctest::Contains("max_pair"), Error);
 }
+
+TEST_CASE("a look reads as its speed-up and bounds, an unbounded or astronomic bound as inf") {
+    CHECK(verify::look_text(1.8113, 0.0, 3.1e34) == "1.811x [0.000, inf]");
+    CHECK(verify::look_text(1.056, 0.531, 2.1) == "1.056x [0.531, 2.100]");
+    CHECK(verify::look_text(NAN, -INFINITY, INFINITY) == "?x [0.000, inf]");
+}
