@@ -403,3 +403,15 @@ TEST_CASE("squeue's JSON nested too deep, or not Slurm's layout, is skipped and 
               .size() == 1);
     CHECK(stats.skipped == 3);
 }
+
+TEST_CASE("squeue --json is pinned to a data_parser on 24.05 to 25.11, and 22.05 reads the text") {
+    CHECK(pinned_data_parser("slurm 24.11.5\n") == "v0.0.41");
+    CHECK(pinned_data_parser("24.05.1") == "v0.0.41");
+    CHECK(pinned_data_parser("slurm 25.05.0") == "v0.0.41");
+    CHECK(pinned_data_parser("slurm 25.11.0") == "v0.0.42");
+    CHECK(!pinned_data_parser("slurm 22.05.8"));
+    CHECK(!pinned_data_parser("slurm 23.11.10"));
+    CHECK(!pinned_data_parser("slurm-wlm 26.05.0"));
+    CHECK(!pinned_data_parser(""));
+    CHECK(!pinned_data_parser("squeue: error: not a version"));
+}
