@@ -744,8 +744,7 @@ std::string Client::submit(const SubmitRequest& q) const {
 
 bool Client::accounting_works() const {
     if (!accounting_) {
-        auto it = config().find("AccountingStorageType");
-        accounting_ = it != config().end() && it->second != "accounting_storage/none";
+        accounting_ = accounting_configured(config());
     }
     return *accounting_;
 }
@@ -757,6 +756,13 @@ const std::map<std::string, std::string>& Client::config() const {
         config_ = parse_scontrol_config(r.out);
     }
     return config_;
+}
+
+bool accounting_configured(const std::map<std::string, std::string>& config) {
+    // No accounting: 22.05 says accounting_storage/none, 24.11 "(null)".
+    const auto it = config.find("AccountingStorageType");
+    return it != config.end() && !it->second.empty() && it->second != "(null)" &&
+           it->second != "accounting_storage/none";
 }
 
 std::optional<std::string> pinned_data_parser(const std::string& version) {
@@ -849,10 +855,12 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
         if (sc_stats.skipped == 0) continue;
         // A line scontrol's text cannot tell (a name or comment repeating Slurm's keys): squeue's JSON, where
         // every field is its own (22.05: openapi v0.0.38; it lists every job slurmctld knows, whatever -j
-        // says, so it is asked only here; 24.11: the pinned data_parser).
+        // says, so it is asked only here; 24.11: the pinned data_parser, every state).
         skip(&stats, "scontrol", BadLine{sc_stats.first_problem});
+        // 24.11's JSON keeps squeue's filters, whose default is active jobs only: --states=all.
         const auto parser = squeue_data_parser();
-        auto js = run_slurm({"squeue", parser ? "--json=" + *parser : std::string("--json")});
+        auto js = parser ? run_slurm({"squeue", "--states=all", "--json=" + *parser})
+                         : run_slurm({"squeue", "--json"});
         if (!js.ok()) continue;
         for (auto& r : parse_squeue_json(js.out, &stats))
             if (matches(r, {id})) by_id[r.job_id] = std::move(r);

@@ -105,7 +105,7 @@ class Client {
 
     // The build's view of the cluster's configuration (scontrol show config), cached.
     const std::map<std::string, std::string>& config() const;
-    // Whether sacct answers (AccountingStorageType is not accounting_storage/none).
+    // Whether sacct answers (accounting_configured).
     bool accounting_works() const;
 
     // The data_parser the client asks `squeue --json=` for on this Slurm (pinned_data_parser of `squeue
@@ -142,6 +142,9 @@ std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* sta
 // identity comes only from where Slurm alone writes (see client.cpp).
 std::vector<JobRecord> parse_jobcomp(const std::string& text, ParseStats* stats = nullptr);
 std::map<std::string, std::string> parse_scontrol_config(const std::string& out);
+// Whether that configuration stores accounting (sacct answers): AccountingStorageType is set and not
+// accounting_storage/none (22.05's word for none) or "(null)" (24.11's).
+bool accounting_configured(const std::map<std::string, std::string>& config);
 // StdOut= of `scontrol -o show job` output; nullopt when absent or empty.
 std::optional<std::string> parse_scontrol_stdout(const std::string& out);
 // `sinfo -h -N -o '%N %t'`: the nodes a job can start on (idle, mix, alloc, completing; not down, drained,
