@@ -441,9 +441,8 @@ JsonExit json_exit(const nlohmann::json& e) {
 }
 
 // A pending array's task ids as Slurm writes them ("4-7%1", "0,3,8-9"; a step "0-9:2"), each; nullopt when
-// the text is not that or names more than kMaxTasks (an array that large stays one record).
-std::optional<std::vector<int>> pending_array_tasks(std::string text) {
-    constexpr long long kMaxTasks = 100000;
+// the text is not that or names more than `max_tasks` (an array that large stays one record).
+std::optional<std::vector<int>> pending_array_tasks(std::string text, long long max_tasks) {
     if (const auto pct = text.find('%'); pct != std::string::npos) text.resize(pct);
     std::vector<int> tasks;
     for (const auto& part : split(text, ',')) {
@@ -458,7 +457,7 @@ std::optional<std::vector<int>> pending_array_tasks(std::string text) {
         const auto step = colon == std::string::npos ? std::optional<int>(1)
                                                      : parse_integer<int>(part.substr(colon + 1), 1);
         if (!first || !last || !step || *last < *first ||
-            static_cast<long long>(tasks.size()) + (*last - *first) / *step + 1 > kMaxTasks)
+            static_cast<long long>(tasks.size()) + (*last - *first) / *step + 1 > max_tasks)
             return std::nullopt;
         for (long long t = *first; t <= *last; t += *step)
             tasks.push_back(static_cast<int>(t));
@@ -498,6 +497,10 @@ std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* sta
         return records;
     }
     std::size_t n = 0;
+    // Pending tasks listed one each, up to 100000 per array (MaxArraySize may be 4000001) and a million in
+    // the whole answer (one user's jobs, --me); past that, an array stays one record.
+    constexpr long long kMaxTasksPerArray = 100000;
+    long long task_budget = 1000000;
     for (const auto& j : *jobs) {
         ++n;
         try {
@@ -519,7 +522,8 @@ std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* sta
             else if (const auto pending = text("array_task_string");
                      array_job && *array_job > 0 && *array_job <= UINT32_MAX && !pending.empty()) {
                 // Tasks not split off yet: one record each, as squeue -r lists them.
-                tasks = pending_array_tasks(pending);
+                tasks = pending_array_tasks(pending, std::min(kMaxTasksPerArray, task_budget));
+                if (tasks) task_budget -= static_cast<long long>(tasks->size());
                 if (!tasks) set_ids(r, fmt::format("{}_[{}]", *array_job, pending)); // too many: as squeue
             } else
                 set_ids(r, std::to_string(*id));

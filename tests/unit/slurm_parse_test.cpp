@@ -521,5 +521,18 @@ TEST_CASE(
         CHECK(rs[0].exit_signal == 9);
         CHECK(rs[0].restarts == 1);
     }
+    // A pending array too large to list task by task stays one record, as squeue without -r shows it.
+    const auto big = parse_squeue_json(
+        R"({"jobs": [{"job_id": 7, "job_state": ["PENDING"], "array_job_id": {"set": true, "number": 7},
+            "array_task_id": {"set": false, "number": 0}, "array_task_string": "0-199999%4"},
+           {"job_id": 8, "job_state": ["PENDING"], "array_job_id": {"set": true, "number": 8},
+            "array_task_id": {"set": false, "number": 0}, "array_task_string": "1,5-9:2"}]})",
+        &stats);
+    REQUIRE(big.size() == 5);
+    CHECK(big[0].job_id == "7_[0-199999%4]");
+    CHECK(big[1].job_id == "8_1");
+    CHECK(big[2].job_id == "8_5");
+    CHECK(big[3].job_id == "8_7");
+    CHECK(big[4].job_id == "8_9");
     CHECK(stats.skipped == 0);
 }
