@@ -1,5 +1,6 @@
 #include "scheduler/memory_cgroup.hpp"
 
+#include "trial/memory_peak.hpp"
 #include "util/error.hpp"
 
 #include <fmt/format.h>
@@ -186,24 +187,11 @@ fs::path MemoryCgroups::create(const std::string& name, long long limit_bytes) c
 
 MemoryCgroups::Usage MemoryCgroups::usage(const fs::path& cg) {
     Usage u;
-    if (fs::exists(cg / "memory.max_usage_in_bytes")) { // v1: the peak, and oom_kill in memory.oom_control
-        u.peak_bytes = read_number(cg / "memory.max_usage_in_bytes");
-        std::istringstream control(read_text(cg / "memory.oom_control"));
-        for (std::string key; control >> key;) {
-            long long n = 0;
-            control >> n;
-            if (key == "oom_kill") u.oom_kills = n;
-        }
-        return u;
-    }
-    u.peak_bytes = read_number(cg / "memory.peak");
-    if (u.peak_bytes == 0) u.peak_bytes = read_number(cg / "memory.current");
-    std::istringstream events(read_text(cg / "memory.events"));
-    for (std::string key; events >> key;) {
-        long long n = 0;
-        events >> n;
-        if (key == "oom_kill") u.oom_kills = n;
-    }
+    const auto m = trial::read_cgroup_memory(cg);
+    u.peak_bytes = m.peak_bytes ? static_cast<long long>(*m.peak_bytes) : 0;
+    // A v2 kernel before 5.19 has no memory.peak: what the cgroup holds now, sampled at every poll.
+    if (u.peak_bytes == 0 && m.version != 1) u.peak_bytes = read_number(cg / "memory.current");
+    u.oom_kills = m.oom_kills.value_or(0);
     return u;
 }
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -381,6 +382,92 @@ std::vector<JobRecord> parse_squeue(const std::string& out, ParseStats* stats) {
     return records;
 }
 
+namespace {
+
+// A count in Slurm's JSON: a plain number (openapi v0.0.38, 22.05), or, from data_parser v0.0.40 on (23.11+),
+// {"set": true, "infinite": false, "number": N}; unset, infinite or anything else is none.
+std::optional<std::uint64_t> json_uint(const nlohmann::json& j, const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end()) return std::nullopt;
+    if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+    if (!it->is_object()) return std::nullopt;
+    const auto set = it->find("set"), infinite = it->find("infinite"), number = it->find("number");
+    if (set == it->end() || !set->is_boolean() || !set->get<bool>()) return std::nullopt;
+    if (infinite != it->end() && (!infinite->is_boolean() || infinite->get<bool>())) return std::nullopt;
+    if (number == it->end() || !number->is_number_unsigned()) return std::nullopt;
+    return number->get<std::uint64_t>();
+}
+
+// job_state: a string (v0.0.38), or the base state and its flags (v0.0.40+: ["PENDING", "REQUEUED"]), read
+// as squeue's text prints it (job_state_string: a flag in this order first, else the base state).
+std::string json_job_state(const nlohmann::json& state) {
+    if (state.is_string()) return state.get<std::string>();
+    if (!state.is_array()) return {};
+    static constexpr std::array<std::string_view, 12> kFlagsFirst = {
+        "COMPLETING",   "STAGE_OUT",    "CONFIGURING", "RESIZING", "REQUEUED",      "REQUEUE_FED",
+        "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED",     "REVOKED",  "RESV_DEL_HOLD", "SIGNALING"};
+    std::vector<std::string> words;
+    for (const auto& w : state)
+        if (w.is_string()) words.push_back(w.get<std::string>());
+    for (const auto flag : kFlagsFirst)
+        if (std::find(words.begin(), words.end(), flag) != words.end()) return std::string(flag);
+    for (const auto& w : words)
+        if (parse_job_state(w) != JobState::Unknown) return w;
+    return words.empty() ? std::string() : words.front();
+}
+
+struct JsonExit {
+    int code = 0, signal = 0;
+};
+// exit_code / derived_exit_code: a wait status as the kernel gives it (v0.0.38: exit code in bits 8-15, else
+// the signal in bits 0-6), or (v0.0.40+) {"status": [...], "return_code": N, "signal": {"id": N, "name": ""}}
+// with N a count as json_uint reads it. Slurm's cgroup OOM mark 0:125 is signal 125 in both.
+JsonExit json_exit(const nlohmann::json& e) {
+    JsonExit out;
+    if (e.is_number_unsigned()) {
+        const auto status = e.get<std::uint64_t>();
+        if (status > 0xffff) return out;
+        if ((status & 0x7f) == 0)
+            out.code = static_cast<int>(status >> 8);
+        else
+            out.signal = static_cast<int>(status & 0x7f);
+        return out;
+    }
+    if (!e.is_object()) return out;
+    if (const auto rc = json_uint(e, "return_code"); rc && *rc <= 255) out.code = static_cast<int>(*rc);
+    if (const auto sig = e.find("signal"); sig != e.end() && sig->is_object())
+        if (const auto id = json_uint(*sig, "id"); id && *id <= 255) out.signal = static_cast<int>(*id);
+    return out;
+}
+
+// A pending array's task ids as Slurm writes them ("4-7%1", "0,3,8-9"; a step "0-9:2"), each; nullopt when
+// the text is not that or names more than `max_tasks` (an array that large stays one record).
+std::optional<std::vector<int>> pending_array_tasks(std::string text, long long max_tasks) {
+    if (const auto pct = text.find('%'); pct != std::string::npos) text.resize(pct);
+    std::vector<int> tasks;
+    for (const auto& part : split(text, ',')) {
+        const auto dash = part.find('-'), colon = part.find(':');
+        const auto first = parse_integer<int>(part.substr(0, std::min(dash, colon)), 0);
+        const auto last =
+            dash == std::string::npos
+                ? first
+                : parse_integer<int>(part.substr(dash + 1, colon == std::string::npos ? std::string::npos
+                                                                                      : colon - dash - 1),
+                                     0);
+        const auto step = colon == std::string::npos ? std::optional<int>(1)
+                                                     : parse_integer<int>(part.substr(colon + 1), 1);
+        if (!first || !last || !step || *last < *first ||
+            static_cast<long long>(tasks.size()) + (*last - *first) / *step + 1 > max_tasks)
+            return std::nullopt;
+        for (long long t = *first; t <= *last; t += *step)
+            tasks.push_back(static_cast<int>(t));
+    }
+    if (tasks.empty()) return std::nullopt;
+    return tasks;
+}
+
+} // namespace
+
 std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* stats) {
     std::vector<JobRecord> records;
     // Slurm's own JSON, but it carries every user's free text: bounded before anything recurses over it.
@@ -405,19 +492,20 @@ std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* sta
     }
     const auto jobs = doc.is_object() ? doc.find("jobs") : doc.end();
     if (!doc.is_object() || jobs == doc.end() || !jobs->is_array()) {
-        skip(stats, "squeue --json", BadLine{"no \"jobs\" array (openapi v0.0.38's layout)"});
+        skip(stats, "squeue --json",
+             BadLine{"no \"jobs\" array (the layout of openapi v0.0.38 to data_parser v0.0.42)"});
         return records;
     }
     std::size_t n = 0;
+    // Pending tasks listed one each, up to 100000 per array (MaxArraySize may be 4000001) and a million in
+    // the whole answer (one user's jobs, --me); past that, an array stays one record.
+    constexpr long long kMaxTasksPerArray = 100000;
+    long long task_budget = 1000000;
     for (const auto& j : *jobs) {
         ++n;
         try {
             if (!j.is_object()) throw BadLine{"a job that is not an object"};
-            const auto uint = [&](const char* key) -> std::optional<std::uint64_t> {
-                const auto it = j.find(key);
-                if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
-                return it->get<std::uint64_t>();
-            };
+            const auto uint = [&](const char* key) { return json_uint(j, key); };
             const auto text = [&](const char* key) {
                 const auto it = j.find(key);
                 return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -425,29 +513,30 @@ std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* sta
             const auto id = uint("job_id");
             if (!id || *id > UINT32_MAX) throw BadLine{"no job_id"};
             JobRecord r;
+            std::optional<std::vector<int>> tasks; // a pending array's tasks, each to be listed
             const auto array_job = uint("array_job_id");
             const auto array_task = uint("array_task_id");
             if (array_job && *array_job > 0 && *array_job <= UINT32_MAX && array_task &&
                 *array_task <= INT32_MAX)
                 set_ids(r, fmt::format("{}_{}", *array_job, *array_task));
             else if (const auto pending = text("array_task_string");
-                     array_job && *array_job > 0 && *array_job <= UINT32_MAX && !pending.empty() &&
-                     pending.find_first_not_of("0123456789,-%") == std::string::npos)
-                set_ids(r, fmt::format("{}_[{}]", *array_job, pending)); // tasks not split off yet, as squeue
-            else
+                     array_job && *array_job > 0 && *array_job <= UINT32_MAX && !pending.empty()) {
+                // Tasks not split off yet: one record each, as squeue -r lists them.
+                tasks = pending_array_tasks(pending, std::min(kMaxTasksPerArray, task_budget));
+                if (tasks) task_budget -= static_cast<long long>(tasks->size());
+                if (!tasks) set_ids(r, fmt::format("{}_[{}]", *array_job, pending)); // too many: as squeue
+            } else
                 set_ids(r, std::to_string(*id));
-            r.raw_state = text("job_state");
+            if (const auto it = j.find("job_state"); it != j.end()) r.raw_state = json_job_state(*it);
             r.state = parse_job_state(r.raw_state);
             r.node_list = text("nodes");
             r.reason = text("state_reason");
-            // A wait status, as the kernel gives it: exit code in bits 8-15, else the signal in bits 0-6.
-            if (const auto status = uint("exit_code"); status && *status <= 0xffff) {
-                if ((*status & 0x7f) == 0)
-                    r.exit_code = static_cast<int>(*status >> 8);
-                else
-                    r.exit_signal = static_cast<int>(*status & 0x7f);
+            if (const auto it = j.find("exit_code"); it != j.end()) {
+                const auto e = json_exit(*it);
+                r.exit_code = e.code;
+                r.exit_signal = e.signal;
             }
-            if (const auto derived = uint("derived_exit_code"); derived && (*derived & 0x7f) == 125)
+            if (const auto it = j.find("derived_exit_code"); it != j.end() && json_exit(*it).signal == 125)
                 r.step_oom_killed = true;
             if (const auto rc = uint("restart_cnt"); rc && *rc <= INT32_MAX)
                 r.restarts = static_cast<int>(*rc);
@@ -464,6 +553,17 @@ std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* sta
             if (end && is_finished(r.state)) r.end_time = stamp(*end);
             if (start && end && *start > 0 && *end >= *start && is_finished(r.state))
                 r.elapsed_s = static_cast<double>(*end - *start);
+            else if (start && *start > 0 && r.state == JobState::Running) // as squeue's %M: now - start
+                r.elapsed_s =
+                    std::max(0.0, std::difftime(std::time(nullptr), static_cast<std::time_t>(*start)));
+            if (tasks) {
+                for (const int t : *tasks) {
+                    JobRecord task = r;
+                    set_ids(task, fmt::format("{}_{}", *array_job, t));
+                    records.push_back(std::move(task));
+                }
+                continue;
+            }
             records.push_back(std::move(r));
         } catch (const BadLine& bad) {
             skip(stats, "squeue --json job " + std::to_string(n), bad);
@@ -648,8 +748,7 @@ std::string Client::submit(const SubmitRequest& q) const {
 
 bool Client::accounting_works() const {
     if (!accounting_) {
-        auto it = config().find("AccountingStorageType");
-        accounting_ = it != config().end() && it->second != "accounting_storage/none";
+        accounting_ = accounting_configured(config());
     }
     return *accounting_;
 }
@@ -663,15 +762,62 @@ const std::map<std::string, std::string>& Client::config() const {
     return config_;
 }
 
+bool accounting_configured(const std::map<std::string, std::string>& config) {
+    // No accounting: 22.05 says accounting_storage/none, 24.11 "(null)".
+    const auto it = config.find("AccountingStorageType");
+    return it != config.end() && !it->second.empty() && it->second != "(null)" &&
+           it->second != "accounting_storage/none";
+}
+
+std::optional<std::string> pinned_data_parser(const std::string& version) {
+    // "slurm 24.11.5" or "24.11.5": the release's year and month.
+    auto v = trim(version);
+    if (const auto sp = v.rfind(' '); sp != std::string::npos) v = v.substr(sp + 1);
+    const auto parts = split(v, '.');
+    if (parts.size() < 2) return std::nullopt;
+    const auto year = parse_integer<int>(parts[0], 0), month = parse_integer<int>(parts[1], 0);
+    if (!year || !month) return std::nullopt;
+    const int release = *year * 100 + *month;
+    // Each data_parser lives three releases: v0.0.41 came with 24.05 and goes after 25.05.
+    if (release >= 2405 && release <= 2505) return "v0.0.41";
+    if (release == 2511) return "v0.0.42";
+    return std::nullopt; // 22.05's squeue --json takes no parser; 23.02 and 23.11 were not tested here
+}
+
+std::optional<std::string> Client::squeue_data_parser() const {
+    if (!squeue_parser_) {
+        auto r = run_slurm({"squeue", "--version"});
+        squeue_parser_ = r.ok() ? pinned_data_parser(r.out).value_or("") : std::string();
+    }
+    if (squeue_parser_->empty()) return std::nullopt;
+    return squeue_parser_;
+}
+
 std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) const {
     std::set<std::string> ids(job_ids.begin(), job_ids.end());
     // Active jobs: this user's (--me), filtered here, because squeue -j fails outright on a purged id. Not
     // every user's: an operator does not want each campaign listing the whole queue at every poll.
-    auto sq = run_slurm({"squeue", "--me", "-h", "-r", "-o", squeue_format()});
-    if (!sq.ok()) throw Error("squeue failed: " + trim(sq.err), "squeue", "a reachable slurmctld");
+    // Slurm's JSON with a pinned data_parser where this Slurm has one (its fields named, free text apart),
+    // else the parsable text; a JSON answer Slurm refuses turns to the text for good.
     std::map<std::string, JobRecord> by_id;
     ParseStats stats;
-    for (auto& r : parse_squeue(sq.out, &stats))
+    std::optional<std::vector<JobRecord>> active;
+    if (const auto parser = squeue_data_parser()) {
+        auto js = run_slurm({"squeue", "--me", "--json=" + *parser});
+        if (js.ok()) {
+            active = parse_squeue_json(js.out, &stats);
+        } else {
+            std::fprintf(stderr, "infrarsi: squeue --json=%s failed (%s): reading squeue's text instead\n",
+                         parser->c_str(), trim(js.err).c_str());
+            squeue_parser_ = std::string();
+        }
+    }
+    if (!active) {
+        auto sq = run_slurm({"squeue", "--me", "-h", "-r", "-o", squeue_format()});
+        if (!sq.ok()) throw Error("squeue failed: " + trim(sq.err), "squeue", "a reachable slurmctld");
+        active = parse_squeue(sq.out, &stats);
+    }
+    for (auto& r : *active)
         if (matches(r, ids)) by_id[r.job_id] = std::move(r);
 
     std::vector<JobRecord> finished;
@@ -713,9 +859,12 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
         if (sc_stats.skipped == 0) continue;
         // A line scontrol's text cannot tell (a name or comment repeating Slurm's keys): squeue's JSON, where
         // every field is its own (22.05: openapi v0.0.38; it lists every job slurmctld knows, whatever -j
-        // says, so it is asked only here).
+        // says, so it is asked only here; 24.11: the pinned data_parser, every state).
         skip(&stats, "scontrol", BadLine{sc_stats.first_problem});
-        auto js = run_slurm({"squeue", "--json"});
+        // 24.11's JSON keeps squeue's filters, whose default is active jobs only: --states=all.
+        const auto parser = squeue_data_parser();
+        auto js = parser ? run_slurm({"squeue", "--states=all", "--json=" + *parser})
+                         : run_slurm({"squeue", "--json"});
         if (!js.ok()) continue;
         for (auto& r : parse_squeue_json(js.out, &stats))
             if (matches(r, {id})) by_id[r.job_id] = std::move(r);

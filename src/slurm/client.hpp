@@ -105,10 +105,15 @@ class Client {
 
     // The build's view of the cluster's configuration (scontrol show config), cached.
     const std::map<std::string, std::string>& config() const;
-    // Whether sacct answers (AccountingStorageType is not accounting_storage/none).
+    // Whether sacct answers (accounting_configured).
     bool accounting_works() const;
 
+    // The data_parser the client asks `squeue --json=` for on this Slurm (pinned_data_parser of `squeue
+    // --version`); nullopt: the parsable text (22.05, untested releases, or a JSON answer Slurm refused).
+    std::optional<std::string> squeue_data_parser() const;
+
   private:
+    mutable std::optional<std::string> squeue_parser_; // "" once the text is chosen
     mutable std::optional<bool> accounting_;
     mutable std::map<std::string, std::string> config_;
     mutable std::string last_skip_report_;
@@ -127,18 +132,27 @@ class Client {
 std::string parse_sbatch_parsable(const std::string& out); // "123" or "123;cluster"
 std::vector<JobRecord> parse_squeue(const std::string& out, ParseStats* stats = nullptr); // squeue_format()
 std::vector<JobRecord> parse_sacct(const std::string& out, ParseStats* stats = nullptr);  // sacct_format()
-// `squeue --json` (openapi v0.0.38, Slurm 22.05; later releases keep these fields under the same names):
-// every job slurmctld knows, its free text in fields of their own. Read with a depth and size limit.
+// `squeue --json`: openapi v0.0.38 (Slurm 22.05, plain numbers and a string state) and data_parser v0.0.40 to
+// v0.0.42 (23.11 to 25.11: counts as {"set", "infinite", "number"}, the state as [base, flags...], exit codes
+// as
+// {"return_code", "signal"}). Its free text is in fields of its own. A pending array's tasks are listed one
+// record each, as `squeue -r` does. Read with a depth and size limit.
 std::vector<JobRecord> parse_squeue_json(const std::string& out, ParseStats* stats = nullptr);
 // jobcomp/filetxt lines, and scontrol show job -o lines. Job names are written unescaped there: a record's
 // identity comes only from where Slurm alone writes (see client.cpp).
 std::vector<JobRecord> parse_jobcomp(const std::string& text, ParseStats* stats = nullptr);
 std::map<std::string, std::string> parse_scontrol_config(const std::string& out);
+// Whether that configuration stores accounting (sacct answers): AccountingStorageType is set and not
+// accounting_storage/none (22.05's word for none) or "(null)" (24.11's).
+bool accounting_configured(const std::map<std::string, std::string>& config);
 // StdOut= of `scontrol -o show job` output; nullopt when absent or empty.
 std::optional<std::string> parse_scontrol_stdout(const std::string& out);
 // `sinfo -h -N -o '%N %t'`: the nodes a job can start on (idle, mix, alloc, completing; not down, drained,
 // draining, failing or not responding, `*`), each once, in sinfo's order.
 std::vector<std::string> parse_sinfo_nodes(const std::string& out);
+// The data_parser `squeue --json=` is pinned to for a Slurm version ("slurm 24.11.5": "v0.0.41"); nullopt
+// where the client reads squeue's text (22.05 has no data_parser argument).
+std::optional<std::string> pinned_data_parser(const std::string& version);
 const char* squeue_format();
 const char* sacct_format();
 

@@ -4,6 +4,7 @@
 #include "util/fd.hpp"
 
 #include <charconv>
+#include <climits>
 #include <sstream>
 
 namespace infrarsi::trial {
@@ -50,22 +51,56 @@ std::optional<fs::path> job_cgroup_dir(const std::string& proc_cgroup, const fs:
     return v2;
 }
 
-std::optional<double> cgroup_peak_bytes(const fs::path& dir) {
-    for (const char* name : {"memory.max_usage_in_bytes", "memory.peak"}) {
-        std::string text;
+CgroupMemory read_cgroup_memory(const fs::path& dir) {
+    CgroupMemory m;
+    const auto text = [&](const char* name) -> std::optional<std::string> {
         try {
-            text = read_regular_file((dir / name).string(), {.max_bytes = 4096, .follow_symlink = false});
+            return read_regular_file((dir / name).string(), {.max_bytes = 4096, .follow_symlink = false});
         } catch (const Error&) {
-            continue;
+            return std::nullopt;
         }
-        while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
-            text.pop_back();
+    };
+    const auto number = [](std::string t) -> std::optional<unsigned long long> {
+        while (!t.empty() && (t.back() == '\n' || t.back() == ' '))
+            t.pop_back();
         unsigned long long v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (ec == std::errc() && end == text.data() + text.size() && !text.empty())
-            return static_cast<double>(v);
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (ec != std::errc() || end != t.data() + t.size() || t.empty()) return std::nullopt;
+        return v;
+    };
+    // "key value" lines (memory.oom_control, memory.events): the value of `key`, nullopt without it.
+    const auto keyed = [&](const std::string& t, std::string_view key) -> std::optional<long long> {
+        std::istringstream in(t);
+        for (std::string k, v; in >> k >> v;)
+            if (k == key)
+                if (const auto n = number(v); n && *n <= static_cast<unsigned long long>(LLONG_MAX))
+                    return static_cast<long long>(*n);
+        return std::nullopt;
+    };
+    const auto v1_peak = text("memory.max_usage_in_bytes");
+    const auto v1_oom = text("memory.oom_control");
+    if (v1_peak || v1_oom) {
+        m.version = 1;
+        if (v1_peak)
+            if (const auto n = number(*v1_peak)) m.peak_bytes = static_cast<double>(*n);
+        if (v1_oom) m.oom_kills = keyed(*v1_oom, "oom_kill");
     }
-    return std::nullopt;
+    // v2 where v1's files are absent, or v1's peak was junk (a filesystem that is not the kernel's).
+    if (!m.peak_bytes)
+        if (const auto peak = text("memory.peak")) {
+            if (const auto n = number(*peak)) m.peak_bytes = static_cast<double>(*n);
+            if (m.version == 0) m.version = 2;
+        }
+    if (m.version != 1)
+        if (const auto events = text("memory.events")) {
+            m.version = 2;
+            m.oom_kills = keyed(*events, "oom_kill");
+        }
+    return m;
+}
+
+std::optional<double> cgroup_peak_bytes(const fs::path& dir) {
+    return read_cgroup_memory(dir).peak_bytes;
 }
 
 std::optional<double> job_cgroup_peak_bytes() {

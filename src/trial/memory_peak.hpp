@@ -16,6 +16,17 @@ namespace infrarsi::trial {
 std::optional<std::filesystem::path> job_cgroup_dir(const std::string& proc_cgroup,
                                                     const std::filesystem::path& root);
 
+// A memory cgroup's peak and OOM kills, the one reader of them (the plugin's evidence, the trial wrapper,
+// the local scheduler's trial cgroups). cgroup v1: memory.max_usage_in_bytes and memory.oom_control's
+// oom_kill (Linux 4.13+); v2: memory.peak (Linux 5.19+) and memory.events' oom_kill. memory.failcnt (v1)
+// and memory.events' max count hits of the limit, which reclaim may have answered without a kill: not OOM.
+struct CgroupMemory {
+    int version = 0;                    // 1 or 2; 0: neither layout's files are there
+    std::optional<double> peak_bytes;   // nullopt when the kernel has none or it is not a number
+    std::optional<long long> oom_kills; // processes the kernel killed at the cgroup's limit
+};
+CgroupMemory read_cgroup_memory(const std::filesystem::path& cgroup_dir);
+
 // The peak of that cgroup in bytes; nullopt when it cannot be read (no such file, not a number).
 std::optional<double> cgroup_peak_bytes(const std::filesystem::path& cgroup_dir);
 

@@ -403,3 +403,136 @@ TEST_CASE("squeue's JSON nested too deep, or not Slurm's layout, is skipped and 
               .size() == 1);
     CHECK(stats.skipped == 3);
 }
+
+TEST_CASE("squeue --json is pinned to a data_parser on 24.05 to 25.11, and 22.05 reads the text") {
+    CHECK(pinned_data_parser("slurm 24.11.5\n") == "v0.0.41");
+    CHECK(pinned_data_parser("24.05.1") == "v0.0.41");
+    CHECK(pinned_data_parser("slurm 25.05.0") == "v0.0.41");
+    CHECK(pinned_data_parser("slurm 25.11.0") == "v0.0.42");
+    CHECK(!pinned_data_parser("slurm 22.05.8"));
+    CHECK(!pinned_data_parser("slurm 23.11.10"));
+    CHECK(!pinned_data_parser("slurm-wlm 26.05.0"));
+    CHECK(!pinned_data_parser(""));
+    CHECK(!pinned_data_parser("squeue: error: not a version"));
+}
+
+// Slurm 24.11.5, built from source (scripts/build-slurm) and run by scripts/slurm-local --slurm: the same
+// commands' outputs (tests/fixtures/slurm/24.11/README.md says how they were captured).
+TEST_CASE("Slurm 24.11's sbatch, squeue text, scontrol and sacct -c outputs parse as 22.05's") {
+    CHECK(parse_sbatch_parsable(fixture("24.11/sbatch-parsable.txt")) == "1000011");
+    CHECK_THROWS_AS(parse_sbatch_parsable(fixture("24.11/sbatch-refused.txt")), Error);
+    ParseStats stats;
+    const auto q = parse_squeue(fixture("24.11/squeue-array.txt"), &stats);
+    REQUIRE(q.size() == 4);
+    CHECK(find(q, "1000011_0").state == JobState::Running);
+    CHECK(find(q, "1000011_0").node_list == "n1");
+    CHECK(find(q, "1000011_3").state == JobState::Pending);
+    CHECK(find(q, "1000011_3").reason == "JobArrayTaskLimit");
+    // scontrol -o show job: the array identity from the line's head.
+    const auto job = parse_jobcomp(fixture("24.11/scontrol-show-job.txt"), &stats);
+    REQUIRE(job.size() == 1);
+    CHECK(job[0].job_id == "1000011_0");
+    CHECK(job[0].state == JobState::Running);
+    // sacct -c (the completion file through sacct; it still does not know the array fields).
+    const auto sa = parse_sacct(fixture("24.11/sacct-c.txt"), &stats);
+    REQUIRE(sa.size() == 4);
+    CHECK(classify(find(sa, "1000015")) == Outcome::OutOfMemory);
+    CHECK(find(sa, "1000016").exit_code == 3);
+    CHECK(stats.skipped == 0);
+}
+
+TEST_CASE("Slurm 24.11's configuration says no accounting as (null), and names the completion file") {
+    const auto c = parse_scontrol_config(fixture("24.11/scontrol-show-config.txt"));
+    CHECK(c.at("AccountingStorageType") == "(null)");
+    CHECK(!accounting_configured(c));
+    CHECK(c.at("JobCompType") == "jobcomp/filetxt");
+    CHECK(!c.at("JobCompLoc").empty());
+    // 22.05's word for the same.
+    CHECK(!accounting_configured(parse_scontrol_config(fixture("scontrol-show-config.txt"))));
+    CHECK(accounting_configured({{"AccountingStorageType", "accounting_storage/slurmdbd"}}));
+    CHECK(!accounting_configured({}));
+}
+
+TEST_CASE("Slurm 24.11's completion file gives each array task, the OOM and the step OOM") {
+    ParseStats stats;
+    const auto rs = parse_jobcomp(fixture("24.11/jobcomp.txt"), &stats);
+    CHECK(stats.skipped == 0);
+    REQUIRE(rs.size() == 8);
+    for (int t = 0; t < 4; ++t)
+        CHECK(find(rs, "1000011_" + std::to_string(t)).state == JobState::Completed);
+    CHECK(find(rs, "1000011_3").array_job_id == "1000011");
+    CHECK(classify(find(rs, "1000015")) == Outcome::OutOfMemory); // the batch step over --mem
+    const auto& failed = find(rs, "1000016");
+    CHECK(classify(failed) == Outcome::Failed);
+    CHECK(failed.exit_code == 3);
+    // srun's rank OOM-killed: the job FAILED 1:0, DerivedExitCode 0:125.
+    const auto& step = find(rs, "1000017");
+    CHECK(step.state == JobState::Failed);
+    CHECK(step.step_oom_killed);
+    CHECK(classify(step) == Outcome::OutOfMemory);
+}
+
+TEST_CASE(
+    "Slurm 24.11's squeue --json=v0.0.41: states, exits, the step OOM and a pending array task by task") {
+    ParseStats stats;
+    const auto active = parse_squeue_json(fixture("24.11/squeue-array.json"), &stats);
+    REQUIRE(active.size() == 4); // the running task and the three pending ones, as squeue -r
+    const auto& running = find(active, "1000011_0");
+    CHECK(running.state == JobState::Running);
+    CHECK(running.node_list == "n1");
+    CHECK(running.array_job_id == "1000011");
+    CHECK(running.start_time.size() == 19);
+    for (const char* id : {"1000011_1", "1000011_2", "1000011_3"}) {
+        CAPTURE(id);
+        const auto& p = find(active, id);
+        CHECK(p.state == JobState::Pending);
+        CHECK(p.reason == "JobArrayTaskLimit");
+        CHECK(p.array_job_id == "1000011");
+    }
+    // squeue --states=all: every job slurmctld still knows.
+    const auto done = parse_squeue_json(fixture("24.11/squeue-finished.json"), &stats);
+    CHECK(done.size() == 18);
+    CHECK(classify(find(done, "1000015")) == Outcome::OutOfMemory);
+    CHECK(find(done, "1000015").exit_signal == 125);
+    CHECK(find(done, "1000016").exit_code == 3);
+    CHECK(classify(find(done, "1000016")) == Outcome::Failed);
+    CHECK(find(done, "1000017").step_oom_killed); // derived_exit_code's signal 125
+    CHECK(classify(find(done, "1000017")) == Outcome::OutOfMemory);
+    CHECK(classify(find(done, "1000009")) == Outcome::Timeout);
+    CHECK(classify(find(done, "1000008")) == Outcome::Cancelled);
+    const auto& task = find(done, "1000011_3");
+    CHECK(task.state == JobState::Completed);
+    CHECK(task.elapsed_s == doctest::Approx(4));
+    CHECK(task.end_time.size() == 19);
+    CHECK(stats.skipped == 0);
+    // The same job in both layouts reads the same: v0.0.41's counts and state array, v0.0.38's plain values.
+    const std::string v41 = R"({"jobs": [{"job_id": 9, "job_state": ["PENDING", "REQUEUED"],
+        "array_job_id": {"set": true, "infinite": false, "number": 0}, "restart_cnt": 1,
+        "exit_code": {"status": ["SIGNALED"], "return_code": {"set": false, "infinite": false, "number": 0},
+                      "signal": {"id": {"set": true, "infinite": false, "number": 9}, "name": "KILL"}}}]})";
+    const std::string v38 =
+        R"({"jobs": [{"job_id": 9, "job_state": "REQUEUED", "array_job_id": 0, "restart_cnt": 1, "exit_code": 9}]})";
+    for (const auto& text : {v41, v38}) {
+        const auto rs = parse_squeue_json(text, &stats);
+        REQUIRE(rs.size() == 1);
+        CHECK(rs[0].job_id == "9");
+        CHECK(rs[0].raw_state == "REQUEUED"); // as squeue's text prints it: the flag before the base state
+        CHECK(rs[0].state == JobState::Requeued);
+        CHECK(rs[0].exit_signal == 9);
+        CHECK(rs[0].restarts == 1);
+    }
+    // A pending array too large to list task by task stays one record, as squeue without -r shows it.
+    const auto big = parse_squeue_json(
+        R"({"jobs": [{"job_id": 7, "job_state": ["PENDING"], "array_job_id": {"set": true, "number": 7},
+            "array_task_id": {"set": false, "number": 0}, "array_task_string": "0-199999%4"},
+           {"job_id": 8, "job_state": ["PENDING"], "array_job_id": {"set": true, "number": 8},
+            "array_task_id": {"set": false, "number": 0}, "array_task_string": "1,5-9:2"}]})",
+        &stats);
+    REQUIRE(big.size() == 5);
+    CHECK(big[0].job_id == "7_[0-199999%4]");
+    CHECK(big[1].job_id == "8_1");
+    CHECK(big[2].job_id == "8_5");
+    CHECK(big[3].job_id == "8_7");
+    CHECK(big[4].job_id == "8_9");
+    CHECK(stats.skipped == 0);
+}
