@@ -16,6 +16,7 @@
 #include "scheduler/scheduler.hpp"
 #include "search/proposer.hpp"
 #include "store/campaign_store.hpp"
+#include "trial/assess.hpp"
 #include "trial/manifest.hpp"
 #include "verify/verify.hpp"
 
@@ -105,8 +106,8 @@ NoiseCheck check_noise(const store::Baseline& d, double min_speedup);
 // The batch kind of the doctor's re-measurement, one job at a time, of a baseline too noisy at first.
 inline constexpr const char* kNoiseRemeasureBatch = "doctor_remeasure";
 
-// A search trial's step time over its batch's control's (measurements "control": {"trial": the control's
-// id, "step_s": its step time, "ratio"}), where both ran every step; nullopt otherwise.
+// A search trial's step time over its batch's control's (Measurements::control), where both ran every step;
+// nullopt otherwise.
 std::optional<double> control_ratio(const store::TrialRow& t);
 
 // Whether the search may start another batch: the wall time used, that batch and the verification reserve
@@ -243,7 +244,7 @@ class Campaign {
     // self_submitted.cpp: the user's jobs submitted since the batch was, that this campaign did not submit
     // (read by await_batch into user_jobs_), and those submitted while one trial's job ran.
     std::vector<slurm::UserJob> jobs_not_ours(const scheduler::Scheduler& sched, std::int64_t batch_id);
-    nlohmann::json self_submitted_during(const slurm::JobRecord& rec) const;
+    std::vector<trial::SelfSubmittedJob> self_submitted_during(const slurm::JobRecord& rec) const;
     // The baseline from the doctor's runs (`remeasure`: from that re-measurement batch's runs alone).
     void finish_doctor(std::optional<std::int64_t> remeasure = std::nullopt);
     std::vector<Task> doctor_tasks(int adopted, const std::string& why) const; // the baseline's repeats
@@ -354,6 +355,8 @@ class Campaign {
     void ablate(const RunOptions& o);
     void finish_ablation(std::int64_t batch_id);
     std::vector<double> reference_losses();
+    // The loss rule ingest holds a batch's trials to (trial::assess); none for runs at a seed of their own.
+    trial::LossCheck batch_loss_check(const std::string& batch_kind);
     TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
     SearchWallPlan search_wall_plan(int q); // for a next search batch of q candidates
     fs::path estimate_sandbox(const space::Candidate& c);    // the build memory_estimate uses; empty: none

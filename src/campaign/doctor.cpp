@@ -176,8 +176,8 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
                         {"cold_step_s", opt(t.cold_step_s)},
                         {"detail", t.detail}});
         bool complete = (t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::ContractViolation) &&
-                        t.step_time_s && t.measurements.contains("losses") &&
-                        static_cast<int>(t.measurements["losses"].size()) >= inv.steps;
+                        t.step_time_s && t.measurements.losses &&
+                        static_cast<int>(t.measurements.losses->size()) >= inv.steps;
         if (!complete) {
             failures += fmt::format("{}trial {}: {} {}", failures.empty() ? "" : "; ", t.id,
                                     store::outcome_name(t), t.detail);
@@ -185,14 +185,12 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
         }
         medians.push_back(*t.step_time_s);
         // Robust: one slow step (an evaluation, a checkpoint) must not make every candidate undetectable.
-        within.push_back(measure::robust_cv(t.measurements["steady_samples"].get<std::vector<double>>()));
+        within.push_back(measure::robust_cv(t.measurements.steady_samples));
         colds.push_back(t.cold_step_s.value_or(0));
         if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
         if (t.mfu) mfus.push_back(*t.mfu);
-        if (t.measurements.contains("model_flops"))
-            model_flops.push_back(t.measurements["model_flops"].get<double>());
-        if (t.measurements.contains("peak_flops"))
-            peak_flops.push_back(t.measurements["peak_flops"].get<double>());
+        if (t.measurements.model_flops) model_flops.push_back(*t.measurements.model_flops);
+        if (t.measurements.peak_flops) peak_flops.push_back(*t.measurements.peak_flops);
         if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
         // The reference losses come from the runs the campaign started, with the contract's seed and steps;
         // the job the user submitted ran with its own (its timing, noise and memory count).
@@ -200,20 +198,16 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
             // The startup the timing check allows later trials (trial/proof.hpp): only runs through the trial
             // wrapper, as every later trial is run.
             const auto& m = t.measurements;
-            if (m.contains("evidence") && m["evidence"].value("elapsed_s", json()).is_number() &&
-                m.contains("reported_step_s") && m["reported_step_s"].is_number()) {
-                startups.push_back(m["evidence"]["elapsed_s"].get<double>() -
-                                   m["reported_step_s"].get<double>());
-                startup_sources.insert(m["evidence"].value("source", ""));
+            if (m.evidence && m.evidence->elapsed_s && m.reported_step_s) {
+                startups.push_back(*m.evidence->elapsed_s - *m.reported_step_s);
+                startup_sources.insert(m.evidence->source);
             }
-            if (m.contains("step_pace") && m["step_pace"].is_number())
-                paces.push_back(m["step_pace"].get<double>());
-            losses.push_back(t.measurements["losses"].get<std::vector<double>>());
-            if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
-                eval_losses.push_back(t.measurements["eval_loss"].get<double>());
+            if (m.step_pace) paces.push_back(*m.step_pace);
+            losses.push_back(*m.losses);
+            if (m.eval_loss) eval_losses.push_back(*m.eval_loss);
         }
-        for (const auto& [k, v] : t.measurements["phases"].items())
-            phases[k].push_back(v.get<double>());
+        for (const auto& [k, v] : t.measurements.phases)
+            phases[k].push_back(v);
     }
     if (medians.size() < 2)
         throw Error(fmt::format("the baseline completed only {} of {} doctor runs: {}", medians.size(),

@@ -371,13 +371,10 @@ json Campaign::judge_equivalence(const std::optional<store::TrialRow>& base,
                                  const std::optional<store::TrialRow>& cand, double tolerance) {
     const auto& inv = contract_.invariants;
     auto losses = [](const std::optional<store::TrialRow>& t) {
-        return t && t->measurements.contains("losses") ? t->measurements["losses"].get<std::vector<double>>()
-                                                       : std::vector<double>{};
+        return t && t->measurements.losses ? *t->measurements.losses : std::vector<double>{};
     };
     auto eval = [](const std::optional<store::TrialRow>& t) -> std::optional<double> {
-        if (t && t->measurements.contains("eval_loss") && t->measurements["eval_loss"].is_number())
-            return t->measurements["eval_loss"].get<double>();
-        return std::nullopt;
+        return t ? t->measurements.eval_loss : std::nullopt;
     };
     json r = json::object();
     if (base) r["baseline_trial"] = base->id;
@@ -608,8 +605,8 @@ std::string Campaign::seeds_not_reaching_job() {
     for (const auto& t : trials) {
         if (!t.candidate["patches"].empty()) continue;
         const auto it = seed_of.find(t.id);
-        if (it == seed_of.end() || !t.measurements.contains("losses") ||
-            static_cast<int>(t.measurements["losses"].size()) < std::max(2, inv.steps))
+        if (it == seed_of.end() || !t.measurements.losses ||
+            static_cast<int>(t.measurements.losses->size()) < std::max(2, inv.steps))
             continue;
         runs[t.candidate_key].emplace_back(it->second, &t);
     }
@@ -617,7 +614,7 @@ std::string Campaign::seeds_not_reaching_job() {
         for (const auto& [seed, t] : rs) {
             std::map<long long, std::int64_t> same; // seed -> a trial at it that printed t's losses
             for (const auto& [other_seed, u] : rs)
-                if (u->measurements["losses"] == t->measurements["losses"]) same.emplace(other_seed, u->id);
+                if (u->measurements.losses == t->measurements.losses) same.emplace(other_seed, u->id);
             if (same.size() < 3) continue;
             std::vector<std::string> at;
             for (const auto& [sd, id] : same)
@@ -625,7 +622,7 @@ std::string Campaign::seeds_not_reaching_job() {
             return fmt::format("the job ignores the seed it is given: runs of {} ({}) printed the same {} "
                                "losses ({} does not reach it)",
                                space::Candidate::from_json(t->candidate).describe(), fmt::join(at, ", "),
-                               t->measurements["losses"].size(),
+                               t->measurements.losses->size(),
                                inv.seed_env.empty() ? inv.seed_arg : "$" + inv.seed_env);
         }
     return "";

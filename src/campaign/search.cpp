@@ -58,11 +58,8 @@ std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_ste
 }
 
 std::optional<double> control_ratio(const store::TrialRow& t) {
-    const auto it = t.measurements.find("control");
-    if (it == t.measurements.end() || !it->is_object()) return std::nullopt;
-    const auto r = it->find("ratio");
-    if (r == it->end() || !r->is_number()) return std::nullopt;
-    return r->get<double>();
+    if (!t.measurements.control) return std::nullopt;
+    return t.measurements.control->ratio;
 }
 
 std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs::path& control_log) {
@@ -115,9 +112,8 @@ void Campaign::record_control_ratios(std::int64_t batch_id) {
     store::Transaction tx(store_->db());
     for (auto t : trials) {
         if (t.kind != TrialKind::Search || !t.step_time_s || !(*t.step_time_s > 0)) continue;
-        t.measurements["control"] = {{"trial", control->id},
-                                     {"step_s", *control->step_time_s},
-                                     {"ratio", *t.step_time_s / *control->step_time_s}};
+        t.measurements.control =
+            trial::ControlRatio{control->id, *control->step_time_s, *t.step_time_s / *control->step_time_s};
         store_->update_trial(t);
     }
     tx.commit();

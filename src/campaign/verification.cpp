@@ -344,12 +344,10 @@ void Campaign::finish_verification(std::int64_t vid) {
         // A broken loss invariant is verification's to judge (it reports it as such), so such a run is kept.
         x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
         x.step_s = t.step_time_s.value_or(0);
-        if (t.measurements.contains("losses")) x.losses = t.measurements["losses"].get<std::vector<double>>();
-        if (t.measurements.contains("steady_samples") && t.measurements["steady_samples"].is_array())
-            for (const auto& s : t.measurements["steady_samples"])
-                if (s.is_number()) x.step_samples.push_back(s.get<double>());
-        if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
-            x.eval_loss = t.measurements["eval_loss"].get<double>();
+        if (t.measurements.losses) x.losses = *t.measurements.losses;
+        for (const double s : t.measurements.steady_samples)
+            if (!std::isnan(s)) x.step_samples.push_back(s);
+        x.eval_loss = t.measurements.eval_loss;
         x.peak_memory_bytes = t.peak_memory_bytes;
         if (static_cast<int>(x.losses.size()) < inv.steps) x.ok = false;
         x.node = t.node;

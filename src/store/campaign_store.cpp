@@ -1,5 +1,7 @@
 #include "store/campaign_store.hpp"
 
+#include "store/measurements.hpp"
+
 #include "util/error.hpp"
 
 #include <chrono>
@@ -176,11 +178,27 @@ TrialRow read_trial(const Statement& s) {
     t.reason = s.text(23);
     t.result_path = s.text(24);
     t.verification_id = s.opt_integer(25);
-    t.measurements = nlohmann::json::parse(s.text(26));
+    t.measurements = measurements_from_json(nlohmann::json::parse(s.text(26)));
     t.violation = trial::parse_violation(s.text(27));
     return t;
 }
 } // namespace
+
+void record_assessment(TrialRow& t, const trial::TrialRecord& r) {
+    t.outcome = r.outcome;
+    t.violation = r.violation;
+    t.detail = r.detail;
+    t.step_time_s = r.step_time_s;
+    t.step_time_lo = r.step_time_lo;
+    t.step_time_hi = r.step_time_hi;
+    t.cold_step_s = r.cold_step_s;
+    t.tokens_per_s = r.tokens_per_s;
+    t.mfu = r.mfu;
+    t.loss = r.loss;
+    t.peak_memory_bytes = r.peak_memory_bytes;
+    t.cost_node_s = r.cost_node_s;
+    t.measurements = r.measurements;
+}
 
 CampaignStore::CampaignStore(const std::string& path) : db_(path) {
     migrate();
@@ -411,7 +429,7 @@ void CampaignStore::update_trial(const TrialRow& t) {
         .bind(15, t.cost_node_s)
         .bind(16, t.counted ? 1 : 0)
         .bind(17, t.result_path)
-        .bind(18, t.measurements.dump())
+        .bind(18, to_json(t.measurements).dump())
         .bind(19, t.sandbox)
         .bind(20, trial::to_string(t.violation))
         .run();

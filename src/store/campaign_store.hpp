@@ -5,6 +5,7 @@
 #include "store/baseline.hpp"
 #include "store/sqlite.hpp"
 #include "trial/outcome.hpp"
+#include "trial/record.hpp"
 #include "util/enum_names.hpp"
 
 #include <nlohmann/json.hpp>
@@ -124,8 +125,11 @@ struct TrialRow {
     std::string reason; // the proposer's reason
     std::string result_path;
     std::optional<std::int64_t> verification_id;
-    nlohmann::json measurements; // per-step samples and phases
+    trial::Measurements measurements; // per-step samples, phases, evidence (store/measurements.hpp)
 };
+
+// The trial's row takes what its assessment found (trial/record.hpp); the notes are for the log.
+void record_assessment(TrialRow& t, const trial::TrialRecord& r);
 
 // The outcome's name ("ok", "oom", ...), empty while the trial has none.
 inline std::string outcome_name(const TrialRow& t) {

@@ -134,7 +134,8 @@ TEST_CASE("a host-wide slowdown after the doctor moves the search batch's contro
         const auto ratio = campaign::control_ratio(t);
         REQUIRE(ratio);
         CHECK(*ratio < 0.55);
-        CHECK(t.measurements["control"]["step_s"].get<double>() == doctest::Approx(0.606).epsilon(0.02));
+        REQUIRE(t.measurements.control);
+        CHECK(t.measurements.control->step_s == doctest::Approx(0.606).epsilon(0.02));
     }
     CHECK(fast_seen);
 }

@@ -103,8 +103,10 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
         CHECK(t.env.at("STEPLOAD_SEED") == std::to_string(seed));
     // Their losses are those of that seed (train.sh: 2 / (step + 1 + ((seed - 1) mod 1000) / 1000)).
     const double expected = 2.0 / (2 + static_cast<double>((seed - 1) % 1000) / 1000);
-    CHECK(std::fabs(trials[1].measurements["losses"][0].get<double>() - expected) < 1e-5);
-    CHECK(std::fabs(trials[0].measurements["losses"][0].get<double>() - expected) < 1e-5);
+    REQUIRE(trials[1].measurements.losses);
+    REQUIRE(trials[0].measurements.losses);
+    CHECK(std::fabs(trials[1].measurements.losses->at(0) - expected) < 1e-5);
+    CHECK(std::fabs(trials[0].measurements.losses->at(0) - expected) < 1e-5);
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
     CHECK(v[0].promoted);

@@ -51,15 +51,18 @@ std::int64_t add_trial(store::CampaignStore& s, std::int64_t batch, TrialKind ki
     t.node = "node1";
     if (o == Outcome::StoppedSlow)
         t.detail = "stopped: its first timed steps were slower than the best so far";
-    t.measurements = json::object();
+    t.measurements = {};
     if (step) {
         const int n = o == Outcome::StoppedSlow ? 3 : 6;
-        json numbers = json::array(), times = json::array(), losses = json::array();
+        std::vector<int> numbers;
+        std::vector<double> times, losses;
         for (int i = 0; i < n; ++i)
             numbers.push_back(i), times.push_back(*step * (i == 0 ? 3 : 1)), losses.push_back(2.0 - 0.1 * i);
-        t.measurements = {{"step_numbers", numbers}, {"step_times_s", times}, {"losses", losses}};
+        t.measurements.step_numbers = numbers;
+        t.measurements.step_times_s = times;
+        t.measurements.losses = losses;
     }
-    if (started > 0) t.measurements["started_at"] = started, t.measurements["ended_at"] = started + cost;
+    if (started > 0) t.measurements.started_at = started, t.measurements.ended_at = started + cost;
     t.id = s.add_trial(t);
     s.update_trial(t);
     return t.id;
@@ -316,7 +319,7 @@ TEST_CASE("the equivalence check's steps are numbered as the job numbers them") 
     store::TrialRow run;
     for (const auto& t : s.trials({.kinds = {TrialKind::VerifyCandidate}}))
         run = t;
-    run.measurements["step_numbers"] = {0, 1, 2};
+    run.measurements.step_numbers = std::vector<int>{0, 1, 2};
     s.update_trial(run);
     auto v = s.verifications().at(0);
     v.detail["equivalence"] = {{"state", "passed"},

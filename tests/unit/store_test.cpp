@@ -1,4 +1,5 @@
 #include "store/campaign_store.hpp"
+#include "store/measurements.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
@@ -208,6 +209,37 @@ TEST_CASE("a version-2 campaign database gets its stage from the flags it kept, 
             CHECK(arrays[0].options.empty());
         }
     }
+}
+
+TEST_CASE("a trial's measurements an earlier build wrote read back typed, and a newer version is refused") {
+    // campaign-v2.sql's trials keep the measurements document every build wrote before it had a version.
+    TempDb tmp;
+    load_fixture(tmp.path(), "campaign-v2.sql");
+    store::CampaignStore s(tmp.path());
+    const auto all = s.trials();
+    REQUIRE(all.size() > 1);
+    const auto& m = all[0].measurements;
+    REQUIRE(m.losses);
+    CHECK(m.losses->size() == 8);
+    CHECK(m.losses->front() == doctest::Approx(3.769702));
+    CHECK(m.steady_samples.size() == 6);
+    CHECK(m.phases.at("forward_s") == doctest::Approx(0.2437435));
+    CHECK_FALSE(m.eval_loss);
+    // Written back, it reads back the same (and now says its version).
+    auto t = all[0];
+    t.measurements.eval_loss = 2.5;
+    t.measurements.log_signal =
+        trial::diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
+    t.measurements.control = trial::ControlRatio{7, 0.5, 0.8};
+    s.update_trial(t);
+    const auto back = s.trials({.candidate_key = t.candidate_key}).at(0).measurements;
+    CHECK(store::to_json(back) == store::to_json(t.measurements));
+    CHECK(store::to_json(back)["version"] == store::kMeasurementsVersion);
+    REQUIRE(back.log_signal);
+    CHECK(back.log_signal->signal == trial::LogSignal::GpuOom);
+    CHECK(back.control->ratio == doctest::Approx(0.8));
+    // A document of a later version than this build writes is not guessed at.
+    CHECK_THROWS_AS(store::measurements_from_json({{"version", store::kMeasurementsVersion + 1}}), Error);
 }
 
 TEST_CASE("the stage only moves forward, and an unknown one is refused by name") {
