@@ -1,5 +1,6 @@
 // The batch runner: plan a batch (sandboxes, store rows, manifest), submit it held and release it, await it,
-// re-attach to it after a restart, and ingest what its trials left (trial::classify). It never calls a stage.
+// re-attach to it after a restart, and ingest what its trials left (trial::assess), then hand the batch to
+// what its stage registered (Campaign::BatchStage): it names no stage.
 #include "campaign/campaign.hpp"
 
 #include "scheduler/lost_tasks.hpp"
@@ -30,8 +31,8 @@ using store::TrialState;
 
 namespace {
 
-// A record's task: an array task's index; a plain job (the one a user submitted, kSubmittedBatch) is task
-// 0; a record of several pending tasks ("12_[0-3]") is none.
+// A record's task: an array task's index; a plain job (the one a user submitted, BatchKind::Submitted) is
+// task 0; a record of several pending tasks ("12_[0-3]") is none.
 std::optional<int> task_index(const slurm::JobRecord& r) {
     if (r.array_task_id) return r.array_task_id;
     if (r.job_id.find_first_of("_[") == std::string::npos) return 0;
@@ -70,7 +71,7 @@ trial::KnobDeclarations manifest_knobs(const space::Space& space,
     return knobs;
 }
 
-std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Task>& tasks,
+std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>& tasks,
                                   const std::vector<TaskPlacement>& placed) {
     if (!placed.empty() && placed.size() != tasks.size())
         throw Error("plan_batch: a placement per task or none", "", "one per task");
@@ -93,7 +94,8 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         options[i] = contract_.space.sbatch_options(tasks[i].candidate);
         if (boxes[i].state == patch::Sandbox::State::Ready) order.push_back(i);
     }
-    if (kind == "search") {
+    const auto& stage = batch_stage(kind);
+    if (stage.concurrent) {
         // The control's option set first (the control first in it): it starts with the first candidates.
         std::vector<std::string> first;
         for (std::size_t i = 0; i < tasks.size(); ++i)
@@ -131,7 +133,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     for (std::size_t i = 0; i < tasks.size(); ++i)
         if (tasks[i].kind == TrialKind::SearchControl && boxes[i].state == patch::Sandbox::State::Ready)
             control_log = bdir / std::to_string(index_of[i]) / "log.txt";
-    const auto slow_stop = kind == "search" ? search_slow_stop(control_log) : std::nullopt;
+    const auto slow_stop = stage.slow_stop ? stage.slow_stop(control_log) : std::nullopt;
     // A candidate measured before runs again to be measured again (the search's re-measure of a promising
     // one): it is not stopped early, least of all against its own earlier ratio slowed by the MDE.
     std::set<std::string> measured;
@@ -142,7 +144,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     trial::Manifest manifest;
     manifest.campaign = store_->meta("id").value_or("");
     manifest.batch = batch_id;
-    manifest.kind = kind;
+    manifest.kind = store::to_string(kind);
     manifest.metrics = contract_.metrics;
     int failed_index = 0;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
@@ -252,7 +254,8 @@ void Campaign::mark_started(const std::string& scheduler_name) {
 void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
     if (b.state != "planned") return;
-    if (b.kind == kSubmittedBatch) { // the user's job, submitted already: only its id was not recorded yet
+    if (b.kind ==
+        store::BatchKind::Submitted) { // the user's job, submitted already: only its id was not recorded yet
         store_->set_array_submitted(batch_id, 0, store_->meta("tune_job_id").value_or(""));
         store_->set_batch_submitted(batch_id);
         mark_started("");
@@ -302,7 +305,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
             job.first_index = a.first_index;
             job.tasks = a.tasks;
             job.after = previous;
-            job.max_concurrent = b.kind == "search" ? res.max_concurrent : 1;
+            job.max_concurrent = batch_stage(b.kind).concurrent ? res.max_concurrent : 1;
             job.output = (bdir / "slurm-%A_%a.out").string();
             job.workdir = bdir;
             job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
@@ -335,8 +338,8 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
         ids += (ids.empty() ? "" : ", ") + a.job_id +
                (a.options.empty() ? "" : " (" + fmt::format("{}", fmt::join(a.options, " ")) + ")");
     }
-    say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id, b.kind,
-                       runnable, sched.name(), arrays.size() > 1 ? "s" : "", ids));
+    say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id,
+                       store::to_string(b.kind), runnable, sched.name(), arrays.size() > 1 ? "s" : "", ids));
 }
 
 std::vector<std::string> Campaign::array_placement(std::int64_t batch_id, int seq) {
@@ -352,7 +355,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     // keeps its arrays one after another.
     std::vector<slurm::JobRecord> all;
     std::set<std::string> cancelled;
-    auto& sched = b.kind == kSubmittedBatch ? slurm_for_submitted_job() : scheduler(o);
+    auto& sched = b.kind == store::BatchKind::Submitted ? slurm_for_submitted_job() : scheduler(o);
     evidence_spool_ = plugin_spool(sched, o);
     evidence_scheduler_ = sched.name();
     for (const auto& a : store_->arrays(batch_id)) {
@@ -443,7 +446,7 @@ void Campaign::resume_open_batches(const RunOptions& o) {
         } catch (const Error& e) {
             say(o, fmt::format("batch {}: {}", b.id, e.what()));
         }
-        if (b.state == "submitted" && b.kind != kSubmittedBatch) {
+        if (b.state == "submitted" && b.kind != store::BatchKind::Submitted) {
             // Released already, unless the process died right after recording the ids. A job Slurm has
             // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
             for (const auto& a : store_->arrays(b.id)) {
@@ -482,11 +485,8 @@ void Campaign::remove_job_files(store::TrialRow& t) {
     }
 }
 
-// An equivalence check's runs, and each A/B pair's where the contract can seed, are at a seed of their own:
-// they are compared with each other (equivalence.cpp, verify::decide), not with the reference of the
-// contract's seed.
-trial::LossCheck Campaign::batch_loss_check(const std::string& kind) {
-    if (kind == "equivalence" || (kind == "verify" && can_seed())) return {};
+trial::LossCheck Campaign::batch_loss_check(store::BatchKind kind) {
+    if (batch_stage(kind).own_seeds) return {};
     const auto& inv = contract_.invariants;
     if (inv.loss_mode == contract::LossMode::FinalEval) {
         // Against the doctor's seeds, once the doctor has them (its own runs are what calibrates).
@@ -517,7 +517,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     std::string manifest_problem;
     // A batch an older orchestrator planned has no digest, and its wrapper recorded no settings: not checked.
     const auto digest = store_->meta(manifest_digest_key(batch_id));
-    if (b.kind != kSubmittedBatch && !b.manifest.empty() && digest) {
+    const bool submitted = b.kind == store::BatchKind::Submitted;
+    if (!submitted && !b.manifest.empty() && digest) {
         try {
             if (sha256_file_hex(b.manifest) != *digest)
                 manifest_problem = "the batch manifest was changed after the orchestrator wrote it";
@@ -541,7 +542,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const auto& rec = it->second;
         t.state = TrialState::Finished;
         t.node = rec.node_list;
-        if (b.kind == kSubmittedBatch) {
+        if (submitted) {
             t.job_id = rec.job_id;
             take_submitted_output(t, rec);
         }
@@ -557,7 +558,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             .evidence_spool = evidence_spool_,
             .local_scheduler = evidence_scheduler_ == "local",
             .doctor = t.kind == TrialKind::Doctor,
-            .check_settings = b.kind != kSubmittedBatch && digest.has_value(),
+            .check_settings = !submitted && digest.has_value(),
             .manifest = manifest ? &*manifest : nullptr,
             .manifest_problem = manifest_problem,
             .array_index = static_cast<std::uint32_t>(t.array_index),
@@ -579,14 +580,14 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         // The job the user submitted ran as the user runs it, without the contract's [workload] args (a short
         // run's step count, say): fewer step lines than a trial prints says it ran another run than the
         // trials, not that the baseline breaks the contract. Not a baseline run then, and no failure.
-        if (b.kind == kSubmittedBatch && r.violation == trial::Violation::MissingSteps) {
+        if (submitted && r.violation == trial::Violation::MissingSteps) {
             t.counted = false;
             store_->set_meta("submitted_job", "not adopted after it ran: " + r.detail +
                                                   " (it ran without the contract's [workload] args)");
         }
         // Read: what the job wrote beside its result and log (checkpoints) goes, or stays within the bound
         // of [workload] keep_job_files. Nothing reads the trial directory after this but its result and log.
-        if (b.kind != kSubmittedBatch) remove_job_files(t);
+        if (!submitted) remove_job_files(t);
         if (trial::says_nothing(r.outcome)) {
             t.counted = false;
             if (t.kind == TrialKind::Search)
@@ -601,18 +602,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     store_->set_meta("requeue", requeue.dump());
     store_->set_batch_finished(batch_id);
     tx.commit();
-    if (b.kind == "doctor") finish_doctor();
-    if (b.kind == kNoiseRemeasureBatch) finish_doctor(batch_id);
-    if (b.kind == "search") record_control_ratios(batch_id);
-    if (b.kind == "equivalence") finish_equivalence(batch_id);
-    if (b.kind == "ablation") finish_ablation(batch_id);
-    if (b.kind == "verify") {
-        std::set<std::int64_t> vids;
-        for (const auto& t : store_->trials_of_batch(batch_id))
-            if (t.verification_id) vids.insert(*t.verification_id);
-        for (auto v : vids)
-            finish_verification(v);
-    }
+    if (const auto& finish = batch_stage(b.kind).finish) finish(batch_id);
 }
 
 } // namespace infrarsi::campaign

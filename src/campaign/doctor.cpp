@@ -152,11 +152,18 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
                            isa, kRounds, kSlice.count())};
 }
 
+void Campaign::register_doctor_stage() {
+    batch_stages_[store::BatchKind::Doctor] = {.finish = [this](std::int64_t) { finish_doctor(); }};
+    batch_stages_[store::BatchKind::DoctorRemeasure] = {
+        .finish = [this](std::int64_t batch_id) { finish_doctor(batch_id); }};
+}
+
 void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
     auto trials = store_->trials({.kinds = {TrialKind::Doctor}, .state = TrialState::Finished});
     // The re-measurement alone (noise a passing load made is not averaged in), else the first measurement.
     std::erase_if(trials, [&](const store::TrialRow& t) {
-        return remeasure ? t.batch_id != *remeasure : store_->batch(t.batch_id).kind == kNoiseRemeasureBatch;
+        return remeasure ? t.batch_id != *remeasure
+                         : store_->batch(t.batch_id).kind == store::BatchKind::DoctorRemeasure;
     });
     std::vector<double> medians, within, colds, tps, mfus, peaks, model_flops, peak_flops;
     std::vector<std::vector<double>> losses;
@@ -194,7 +201,7 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
         if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
         // The reference losses come from the runs the campaign started, with the contract's seed and steps;
         // the job the user submitted ran with its own (its timing, noise and memory count).
-        if (store_->batch(t.batch_id).kind != kSubmittedBatch) {
+        if (store_->batch(t.batch_id).kind != store::BatchKind::Submitted) {
             // The startup the timing check allows later trials (trial/proof.hpp): only runs through the trial
             // wrapper, as every later trial is run.
             const auto& m = t.measurements;
@@ -348,7 +355,9 @@ void Campaign::doctor(const RunOptions& o) {
     if (stopping(o)) return;
     if (!store_->baseline()) {
         const auto batches = store_->batches();
-        if (std::any_of(batches.begin(), batches.end(), [](auto& b) { return b.kind == "doctor"; })) return;
+        if (std::any_of(batches.begin(), batches.end(),
+                        [](auto& b) { return b.kind == store::BatchKind::Doctor; }))
+            return;
         // A campaign started from a tune request: the job the user submitted is the first baseline run.
         if (const auto submitted = adopt_submitted_job(o)) {
             await_batch(*submitted, o);
@@ -356,12 +365,12 @@ void Campaign::doctor(const RunOptions& o) {
         }
         int adopted = 0;
         for (const auto& b : store_->batches())
-            if (b.kind == kSubmittedBatch)
+            if (b.kind == store::BatchKind::Submitted)
                 for (const auto& t : store_->trials_of_batch(b.id))
                     adopted += t.outcome == trial::Outcome::Ok;
         const auto tasks = doctor_tasks(adopted, "baseline repeat");
         say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
-        auto id = plan_batch("doctor", tasks);
+        auto id = plan_batch(store::BatchKind::Doctor, tasks);
         for (const auto& t : store_->trials_of_batch(id))
             if (t.array_index < 0)
                 throw Error("the baseline does not build: " + t.detail, t.result_path,
@@ -378,8 +387,9 @@ void Campaign::check_doctor_noise(const RunOptions& o) {
     if (!verdict.noisy) return;
     const auto batches = store_->batches();
     // Told to go on whatever the noise: no re-measurement either (it would spend what the user chose not to).
-    if (!o.accept_noise && std::none_of(batches.begin(), batches.end(),
-                                        [](auto& b) { return b.kind == kNoiseRemeasureBatch; })) {
+    if (!o.accept_noise && std::none_of(batches.begin(), batches.end(), [](auto& b) {
+            return b.kind == store::BatchKind::DoctorRemeasure;
+        })) {
         // Once, before the search spends anything: a load that passed (another job, a backup) made the noise,
         // or the host is this noisy.
         const auto tasks =
@@ -388,7 +398,7 @@ void Campaign::check_doctor_noise(const RunOptions& o) {
         say(o, fmt::format(
                    "doctor: {}; re-measuring the baseline {} times, one job at a time, before the search",
                    verdict.why, tasks.size()));
-        const auto id = plan_batch(kNoiseRemeasureBatch, tasks);
+        const auto id = plan_batch(store::BatchKind::DoctorRemeasure, tasks);
         submit_batch(id, o);
         await_batch(id, o);
         if (stopping(o)) return;

@@ -41,7 +41,6 @@ using store::TrialKind;
 namespace {
 
 constexpr const char* kMeta = "equivalence";
-constexpr const char* kBatch = "equivalence";
 
 // The check's runs: at the candidate's knobs, then nearer the baseline's, then at the baseline's.
 constexpr int kMaxAttempts = 3;
@@ -351,7 +350,7 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
                            "patches, {}, tolerance {:.3g} relative per step{}",
                            fmt::join(c.patches, "+"), patched.describe(), seed_note, tolerance,
                            site.moved ? "; " + site.why : std::string()));
-        const auto batch = plan_batch(kBatch, tasks);
+        const auto batch = plan_batch(store::BatchKind::Equivalence, tasks);
         r["batch_id"] = batch;
         records.push_back(r);
         store_->set_meta(kMeta, records.dump());
@@ -435,6 +434,14 @@ void Campaign::record_not_equivalent(const space::Candidate& c, const json& chec
     r["state"] = "failed";
     records.push_back(r);
     store_->set_meta(kMeta, records.dump());
+}
+
+// Its runs are at a fresh seed of their own, compared with each other (judge_equivalence).
+void Campaign::register_equivalence_stage() {
+    batch_stages_[store::BatchKind::Equivalence] = {
+        .finish = [this](std::int64_t batch_id) { finish_equivalence(batch_id); },
+        .own_seeds = true,
+    };
 }
 
 void Campaign::finish_equivalence(std::int64_t batch_id) {
@@ -588,7 +595,8 @@ std::string Campaign::seeds_not_reaching_job() {
     };
     std::map<std::int64_t, long long> seed_of;
     for (const auto& b : store_->batches()) {
-        if (b.kind == kSubmittedBatch || b.manifest.empty()) continue; // the user's job ran at its own seed
+        if (b.kind == store::BatchKind::Submitted || b.manifest.empty())
+            continue; // the user's job ran at its own seed
         try {
             for (const auto& t : trial::read_manifest(b.manifest).tasks)
                 if (const auto id = parse_integer<std::int64_t>(t.trial_id))

@@ -57,6 +57,14 @@ std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_ste
     return rule;
 }
 
+void Campaign::register_search_stage() {
+    batch_stages_[store::BatchKind::Search] = {
+        .finish = [this](std::int64_t batch_id) { record_control_ratios(batch_id); },
+        .concurrent = true,
+        .slow_stop = [this](const fs::path& control_log) { return search_slow_stop(control_log); },
+    };
+}
+
 std::optional<double> control_ratio(const store::TrialRow& t) {
     if (!t.measurements.control) return std::nullopt;
     return t.measurements.control->ratio;
@@ -229,7 +237,8 @@ TrialCostModel Campaign::trial_cost_model() {
     // one batch that waited out an orchestrator outage does not dominate.
     std::vector<double> overheads;
     for (const auto& b : store_->batches("finished")) {
-        if (b.kind == "search" || b.kind == kSubmittedBatch || b.submitted <= 0 || b.finished <= b.submitted)
+        if (b.kind == store::BatchKind::Search || b.kind == store::BatchKind::Submitted || b.submitted <= 0 ||
+            b.finished <= b.submitted)
             continue;
         int n = 0;
         for (const auto& t : store_->trials_of_batch(b.id))
@@ -250,7 +259,8 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     std::vector<store::BatchRow> done = store_->batches("finished");
     std::sort(done.begin(), done.end(), [](auto& a, auto& b) { return a.finished < b.finished; });
     for (const auto& b : done) {
-        if (b.kind == "search" && previous_end > 0) periods.push_back(b.finished - previous_end);
+        if (b.kind == store::BatchKind::Search && previous_end > 0)
+            periods.push_back(b.finished - previous_end);
         previous_end = b.finished;
     }
     const int conc = std::max(1, contract_.resources.max_concurrent);
@@ -432,7 +442,7 @@ void Campaign::search(const RunOptions& o) {
                                      0,
                                      {},
                                      {}});
-        auto id = plan_batch("search", tasks);
+        auto id = plan_batch(store::BatchKind::Search, tasks);
         store_->set_meta("requeue", requeue.dump());
         say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used)", id,
                            tasks.size() - 1, use.trials, contract_.budget.trials));

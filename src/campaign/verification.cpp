@@ -306,7 +306,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // (A stage's first block carries it: the first stage's and the re-check's.)
     json spot;
     if (before == 0) spot = plan_spot_check(cand, v.id, plan, pair_args, tasks, where);
-    const auto batch = plan_batch("verify", tasks, where);
+    const auto batch = plan_batch(store::BatchKind::Verify, tasks, where);
     // The stage's record (the first stage's in the verification's detail, the re-check's in its "recheck"):
     // each block's batch, order seed and pairs appended.
     if (recheck)
@@ -323,6 +323,23 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     store_->update_verification(v);
     submit_batch(batch, o);
     await_batch(batch, o);
+}
+
+// A verification batch finishes each verification it ran pairs of. Where the contract can seed, each A/B
+// pair runs at a seed of its own and is compared within the pair (verify::decide), not with the doctor's
+// reference at the contract's seed.
+void Campaign::register_verification_stage() {
+    batch_stages_[store::BatchKind::Verify] = {
+        .finish =
+            [this](std::int64_t batch_id) {
+                std::set<std::int64_t> vids;
+                for (const auto& t : store_->trials_of_batch(batch_id))
+                    if (t.verification_id) vids.insert(*t.verification_id);
+                for (auto v : vids)
+                    finish_verification(v);
+            },
+        .own_seeds = can_seed(),
+    };
 }
 
 void Campaign::finish_verification(std::int64_t vid) {

@@ -280,9 +280,9 @@ std::vector<PatchRow> CampaignStore::patches() {
     return out;
 }
 
-std::int64_t CampaignStore::add_batch(const std::string& kind, const std::string& manifest) {
+std::int64_t CampaignStore::add_batch(BatchKind kind, const std::string& manifest) {
     Statement(db_, "INSERT INTO batches(kind, state, manifest, created) VALUES (?1, 'planned', ?2, ?3)")
-        .bind(1, kind)
+        .bind(1, to_string(kind))
         .bind(2, manifest)
         .bind(3, now_seconds())
         .run();
@@ -361,8 +361,14 @@ void CampaignStore::set_batch_finished(std::int64_t id) {
 }
 
 namespace {
+BatchKind parse_batch_kind(const std::string& s) {
+    if (const auto k = batch_kind_names.parse(s)) return *k;
+    throw Error("unknown batch kind '" + s + "'", "campaign store", batch_kind_names.list());
+}
+
 BatchRow read_batch(const Statement& s) {
-    return {s.integer(0), s.text(1), s.text(2), s.text(3), s.text(4), s.real(5), s.real(6), s.real(7)};
+    return {s.integer(0), parse_batch_kind(s.text(1)), s.text(2), s.text(3), s.text(4), s.real(5), s.real(6),
+            s.real(7)};
 }
 } // namespace
 

@@ -81,9 +81,26 @@ struct AgentCallRow {
     nlohmann::json detail = nlohmann::json::object();
 };
 
+// What a batch is for: the stage that plans a kind finishes it (campaign/: each stage registers its
+// finisher). doctor_remeasure: the doctor's re-measurement, one job at a time, of a baseline too noisy at
+// first; submitted: the job the user submitted with --infrarsi=tune (one doctor trial, the job's own id);
+// equivalence: a patch set's equivalence check; ablation: a promoted bundle's changes removed in turn.
+enum class BatchKind { Doctor, DoctorRemeasure, Submitted, Search, Verify, Equivalence, Ablation };
+inline constexpr util::EnumNames<BatchKind, 7> batch_kind_names{
+    {{{BatchKind::Doctor, "doctor"},
+      {BatchKind::DoctorRemeasure, "doctor_remeasure"},
+      {BatchKind::Submitted, "submitted"},
+      {BatchKind::Search, "search"},
+      {BatchKind::Verify, "verify"},
+      {BatchKind::Equivalence, "equivalence"},
+      {BatchKind::Ablation, "ablation"}}}};
+inline std::string to_string(BatchKind k) {
+    return std::string(batch_kind_names.name(k));
+}
+
 struct BatchRow {
     std::int64_t id = 0;
-    std::string kind;     // doctor, search, verify
+    BatchKind kind = BatchKind::Search;
     std::string state;    // planned, submitted, finished
     std::string job_id;   // once submitted: its arrays' job ids, comma-separated (for people; see arrays())
     std::string manifest; // path
@@ -179,7 +196,7 @@ class CampaignStore {
     void put_patch(const PatchRow& p);
     std::vector<PatchRow> patches();
 
-    std::int64_t add_batch(const std::string& kind, const std::string& manifest);
+    std::int64_t add_batch(BatchKind kind, const std::string& manifest);
     void add_array(std::int64_t batch_id, const ArrayRow& a);
     std::vector<ArrayRow> arrays(std::int64_t batch_id); // in seq order
     // The array's job id, and its trials': submitted, job id JOB_INDEX.

@@ -82,7 +82,7 @@ fs::path stopped_campaign(const test::TempDir& d) {
     const double t0 = store::now_seconds() - 300;
     s.set_meta("started", std::to_string(t0));
     s.advance_stage(store::Stage::Doctor);
-    const auto doctor = s.add_batch("doctor", "batches/1/manifest.json");
+    const auto doctor = s.add_batch(store::BatchKind::Doctor, "batches/1/manifest.json");
     for (int i = 0; i < 3; ++i)
         add_trial(s, doctor, TrialKind::Doctor, test::toy(1, 16, "none"), Outcome::Ok, 0.10 + 0.02 * i,
                   60 * MiB, 12, t0 + 12 * i);
@@ -98,7 +98,7 @@ fs::path stopped_campaign(const test::TempDir& d) {
     b.reference_losses = {2.0, 1.9, 1.8, 1.7, 1.6, 1.5};
     s.put_baseline(b);
     s.advance_stage(store::Stage::Search);
-    const auto search = s.add_batch("search", "batches/2/manifest.json");
+    const auto search = s.add_batch(store::BatchKind::Search, "batches/2/manifest.json");
     const std::vector<space::Candidate> slow = {test::toy(2, 8, "none"), test::toy(4, 4, "none"),
                                                 test::toy(2, 8, "full"), test::toy(4, 4, "selective")};
     double at = t0 + 40;

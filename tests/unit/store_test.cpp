@@ -28,7 +28,7 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
     {
         store::CampaignStore s(tmp.path());
         s.set_meta("name", "toy");
-        batch = s.add_batch("search", "/x/manifest.json");
+        batch = s.add_batch(store::BatchKind::Search, "/x/manifest.json");
         for (int i = 0; i < 3; ++i) {
             store::TrialRow t;
             t.batch_id = batch;
@@ -63,7 +63,7 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
 TEST_CASE("a batch of several arrays: each array's job id is recorded with its trials' as it is submitted") {
     TempDb tmp;
     store::CampaignStore s(tmp.path());
-    const auto batch = s.add_batch("search", "/x/manifest.json");
+    const auto batch = s.add_batch(store::BatchKind::Search, "/x/manifest.json");
     for (int i = 0; i < 3; ++i) {
         store::TrialRow t;
         t.batch_id = batch;
@@ -98,7 +98,7 @@ TEST_CASE("a batch of several arrays: each array's job id is recorded with its t
 TEST_CASE("a trial index is unique within its batch") {
     TempDb tmp;
     store::CampaignStore s(tmp.path());
-    auto batch = s.add_batch("search", "m");
+    auto batch = s.add_batch(store::BatchKind::Search, "m");
     store::TrialRow t;
     t.batch_id = batch;
     t.candidate = nlohmann::json::object();
@@ -258,7 +258,7 @@ TEST_CASE("the stage only moves forward, and an unknown one is refused by name")
 TEST_CASE("a trial query matches every field it sets") {
     TempDb tmp;
     store::CampaignStore s(tmp.path());
-    const auto batch = s.add_batch("search", "m");
+    const auto batch = s.add_batch(store::BatchKind::Search, "m");
     const store::TrialKind kinds[] = {store::TrialKind::Search, store::TrialKind::Doctor,
                                       store::TrialKind::Search};
     for (int i = 0; i < 3; ++i) {
