@@ -13,59 +13,15 @@ double now_seconds() {
     return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-const char* to_string(TrialKind k) {
-    switch (k) {
-    case TrialKind::Doctor:
-        return "doctor";
-    case TrialKind::Search:
-        return "search";
-    case TrialKind::VerifyBaseline:
-        return "verify_baseline";
-    case TrialKind::VerifyCandidate:
-        return "verify_candidate";
-    case TrialKind::EquivalenceBaseline:
-        return "equivalence_baseline";
-    case TrialKind::EquivalenceCandidate:
-        return "equivalence_candidate";
-    case TrialKind::Ablation:
-        return "ablation";
-    case TrialKind::SearchControl:
-        return "search_control";
-    }
-    return "?";
-}
-
 TrialKind parse_trial_kind(const std::string& s) {
-    if (s == "doctor") return TrialKind::Doctor;
-    if (s == "search") return TrialKind::Search;
-    if (s == "verify_baseline") return TrialKind::VerifyBaseline;
-    if (s == "verify_candidate") return TrialKind::VerifyCandidate;
-    if (s == "equivalence_baseline") return TrialKind::EquivalenceBaseline;
-    if (s == "equivalence_candidate") return TrialKind::EquivalenceCandidate;
-    if (s == "ablation") return TrialKind::Ablation;
-    if (s == "search_control") return TrialKind::SearchControl;
-    throw Error("unknown trial kind '" + s + "'", "campaign store",
-                "doctor, search, verify_baseline, verify_candidate, equivalence_baseline, "
-                "equivalence_candidate, ablation, search_control");
-}
-
-const char* to_string(TrialState s) {
-    switch (s) {
-    case TrialState::Planned:
-        return "planned";
-    case TrialState::Submitted:
-        return "submitted";
-    case TrialState::Finished:
-        return "finished";
-    }
-    return "?";
+    if (const auto k = trial_kind_names.parse(s)) return *k;
+    throw Error("unknown trial kind '" + s + "'", "campaign store", trial_kind_names.list());
 }
 
 namespace {
+// Anything else reads as finished, as it always has.
 TrialState parse_state(const std::string& s) {
-    if (s == "planned") return TrialState::Planned;
-    if (s == "submitted") return TrialState::Submitted;
-    return TrialState::Finished;
+    return trial_state_names.parse(s).value_or(TrialState::Finished);
 }
 
 // Migration i brings the schema from version i to i + 1. Never edit a shipped one; append.

@@ -32,8 +32,19 @@ enum class TrialKind {
     Ablation,
     SearchControl
 };
-const char* to_string(TrialKind k);
-TrialKind parse_trial_kind(const std::string& s);
+inline constexpr util::EnumNames<TrialKind, 8> trial_kind_names{
+    {{{TrialKind::Doctor, "doctor"},
+      {TrialKind::Search, "search"},
+      {TrialKind::VerifyBaseline, "verify_baseline"},
+      {TrialKind::VerifyCandidate, "verify_candidate"},
+      {TrialKind::EquivalenceBaseline, "equivalence_baseline"},
+      {TrialKind::EquivalenceCandidate, "equivalence_candidate"},
+      {TrialKind::Ablation, "ablation"},
+      {TrialKind::SearchControl, "search_control"}}}};
+inline std::string to_string(TrialKind k) {
+    return std::string(trial_kind_names.name(k));
+}
+TrialKind parse_trial_kind(const std::string& s); // throws an Error naming the kinds
 
 // Where a campaign is, in order; it only moves forward. initialized: locked, nothing run; doctor: measuring
 // the baseline; search: the baseline is stored, trials are proposed; verification: the search is over, A/B
@@ -50,7 +61,12 @@ inline std::string to_string(Stage s) {
 
 // planned: in the DB, not yet in Slurm; submitted: job id known; finished: outcome recorded.
 enum class TrialState { Planned, Submitted, Finished };
-const char* to_string(TrialState s);
+inline constexpr util::EnumNames<TrialState, 3> trial_state_names{{{{TrialState::Planned, "planned"},
+                                                                    {TrialState::Submitted, "submitted"},
+                                                                    {TrialState::Finished, "finished"}}}};
+inline std::string to_string(TrialState s) {
+    return std::string(trial_state_names.name(s));
+}
 
 struct Lock {
     std::string kind; // contract, tree, protected
