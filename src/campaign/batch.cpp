@@ -43,6 +43,43 @@ std::string manifest_digest_key(std::int64_t batch_id) {
     return fmt::format("manifest_sha256.{}", batch_id);
 }
 
+// The batch step's own output (Slurm's -o file, %A_%a: JOB_INDEX); none for the user's own job.
+fs::path slurm_output(const store::BatchRow& b, const store::TrialRow& t) {
+    if (b.manifest.empty()) return {};
+    return fs::path(b.manifest).parent_path() / fmt::format("slurm-{}.out", t.job_id);
+}
+
+// The doctor's median step pace (meta step_pace); none before the doctor has measured it.
+std::optional<double> median_pace(const std::optional<std::string>& meta) {
+    const json p = json::parse(meta.value_or("{}"), nullptr, false);
+    if (!p.is_object() || !p.value("median", json()).is_number()) return std::nullopt;
+    return p["median"].get<double>();
+}
+
+// The manifest entries a batch's trials were to run, as the orchestrator wrote them (its digest was stored
+// then): a manifest changed since, or unreadable, proves no trial's settings. A batch an older orchestrator
+// planned has no digest, and its wrapper recorded no settings: not checked.
+struct ManifestProof {
+    bool checked = false;
+    std::optional<trial::Manifest> manifest;
+    std::string problem;
+};
+
+ManifestProof manifest_proof(const store::BatchRow& b, const std::optional<std::string>& digest) {
+    ManifestProof p;
+    p.checked = digest.has_value();
+    if (b.manifest.empty() || !digest) return p;
+    try {
+        if (sha256_file_hex(b.manifest) != *digest)
+            p.problem = "the batch manifest was changed after the orchestrator wrote it";
+        else
+            p.manifest = trial::read_manifest(b.manifest);
+    } catch (const Error& e) {
+        p.problem = std::string("the batch manifest cannot be read: ") + e.what();
+    }
+    return p;
+}
+
 } // namespace
 
 trial::KnobDeclarations manifest_knobs(const space::Space& space,
@@ -511,28 +548,12 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     for (const auto& r : records)
         if (auto i = task_index(r)) by_index[*i] = r;
     json requeue = json::parse(store_->meta("requeue").value_or("[]"));
-    // The manifest entries the trials were to run, as the orchestrator wrote them (its digest was stored
-    // then): a manifest changed since, or unreadable, proves no trial's settings.
-    std::optional<trial::Manifest> manifest;
-    std::string manifest_problem;
-    // A batch an older orchestrator planned has no digest, and its wrapper recorded no settings: not checked.
-    const auto digest = store_->meta(manifest_digest_key(batch_id));
     const bool submitted = b.kind == store::BatchKind::Submitted;
-    if (!submitted && !b.manifest.empty() && digest) {
-        try {
-            if (sha256_file_hex(b.manifest) != *digest)
-                manifest_problem = "the batch manifest was changed after the orchestrator wrote it";
-            else
-                manifest = trial::read_manifest(b.manifest);
-        } catch (const Error& e) {
-            manifest_problem = std::string("the batch manifest cannot be read: ") + e.what();
-        }
-    }
+    const auto proof =
+        submitted ? ManifestProof{} : manifest_proof(b, store_->meta(manifest_digest_key(batch_id)));
+    // The doctor's startup and step pace, which later trials' step times are checked against.
     const auto startup = trial::startup_from_json(json::parse(store_->meta("startup").value_or("null")));
-    std::optional<double> baseline_pace;
-    if (const json p = json::parse(store_->meta("step_pace").value_or("{}"), nullptr, false);
-        p.is_object() && p.value("median", json()).is_number())
-        baseline_pace = p["median"].get<double>();
+    const auto baseline_pace = median_pace(store_->meta("step_pace"));
     const auto loss_check = batch_loss_check(b.kind);
     store::Transaction tx(store_->db());
     for (auto t : store_->trials_of_batch(batch_id)) {
@@ -551,16 +572,13 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             .contract = contract_,
             .record = rec,
             .result_path = t.result_path,
-            .slurm_output = b.manifest.empty()
-                                ? fs::path()
-                                : fs::path(b.manifest).parent_path() /
-                                      fmt::format("slurm-{}.out", t.job_id), // %A_%a: JOB_INDEX
+            .slurm_output = slurm_output(b, t),
             .evidence_spool = evidence_spool_,
             .local_scheduler = evidence_scheduler_ == "local",
             .doctor = t.kind == TrialKind::Doctor,
-            .check_settings = !submitted && digest.has_value(),
-            .manifest = manifest ? &*manifest : nullptr,
-            .manifest_problem = manifest_problem,
+            .check_settings = proof.checked,
+            .manifest = proof.manifest ? &*proof.manifest : nullptr,
+            .manifest_problem = proof.problem,
             .array_index = static_cast<std::uint32_t>(t.array_index),
             .startup = startup,
             .baseline_pace = baseline_pace,
