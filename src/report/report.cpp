@@ -263,8 +263,10 @@ json status(campaign::Campaign& c) {
     const auto batches = s.batches();
     if (!batches.empty()) {
         const auto& b = batches.back();
-        j["batch"] = {
-            {"id", b.id}, {"kind", store::to_string(b.kind)}, {"state", b.state}, {"trials", s.trials_of_batch(b.id).size()}};
+        j["batch"] = {{"id", b.id},
+                      {"kind", store::to_string(b.kind)},
+                      {"state", b.state},
+                      {"trials", s.trials_of_batch(b.id).size()}};
     }
     // What is left, in wall time: during the search, the search trials left at the pace so far (wall time
     // per counted trial, the doctor's included), within the wall-time budget; later, the wall-time budget.
