@@ -179,13 +179,18 @@ void Campaign::ablate(const RunOptions& o) {
         a["bundle"] = cand.key();
         say(o, fmt::format("ablation of {}: {} rounds of the bundle and {} variants, each without one change",
                            cand.describe(), rounds, runnable.size()));
-        const auto batch = plan_batch("ablation", tasks);
+        const auto batch = plan_batch(store::BatchKind::Ablation, tasks);
         a["batch_id"] = batch;
         v.detail["ablation"] = a;
         store_->update_verification(v);
         submit_batch(batch, o);
         await_batch(batch, o);
     }
+}
+
+void Campaign::register_ablation_stage() {
+    batch_stages_[store::BatchKind::Ablation] = {
+        .finish = [this](std::int64_t batch_id) { finish_ablation(batch_id); }};
 }
 
 void Campaign::finish_ablation(std::int64_t batch_id) {

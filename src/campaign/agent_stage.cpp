@@ -99,7 +99,7 @@ bool Campaign::agent_due(bool space_exhausted) {
     const auto seen = calls.back().detail.value("search_batches", -1);
     int finished = 0;
     for (const auto& b : store_->batches("finished"))
-        if (b.kind == "search") ++finished;
+        if (b.kind == store::BatchKind::Search) ++finished;
     if (space_exhausted) return finished > seen || calls.back().trigger != "space_exhausted";
     return finished > seen;
 }
@@ -346,7 +346,7 @@ int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
     const auto& a = contract_.agent;
     int finished_batches = 0;
     for (const auto& b : store_->batches("finished"))
-        if (b.kind == "search") ++finished_batches;
+        if (b.kind == store::BatchKind::Search) ++finished_batches;
     store::AgentCallRow row;
     row.started = store::now_seconds();
     row.trigger = trigger;

@@ -1,18 +1,14 @@
 // The batch runner: plan a batch (sandboxes, store rows, manifest), submit it held and release it, await it,
-// re-attach to it after a restart, and ingest what its trials left (trial::classify). It never calls a stage.
+// re-attach to it after a restart, and ingest what its trials left (trial::assess), then hand the batch to
+// what its stage registered (Campaign::BatchStage): it names no stage.
 #include "campaign/campaign.hpp"
 
-#include "measure/log_format.hpp"
-#include "measure/statistics.hpp"
 #include "scheduler/lost_tasks.hpp"
 #include "slurm/user_jobs.hpp"
-#include "trial/evidence.hpp"
 #include "trial/job_files.hpp"
 #include "trial/outcome.hpp"
 #include "trial/proof.hpp"
-#include "trial/result.hpp"
 #include "util/error.hpp"
-#include "util/file_digest.hpp"
 #include "util/install_paths.hpp"
 #include "util/sha256.hpp"
 #include "verify/verify.hpp"
@@ -24,7 +20,6 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <thread>
 
 namespace infrarsi::campaign {
@@ -36,36 +31,53 @@ using store::TrialState;
 
 namespace {
 
-// The job's last lines: from the end of its output only (a 2 GiB log is not read to find them).
-std::string last_lines(const fs::path& file, std::size_t n) {
-    std::istringstream in(trial::read_trial_output(file, 64u << 10).text);
-    std::vector<std::string> lines;
-    std::string line;
-    while (std::getline(in, line)) {
-        lines.push_back(line);
-        if (lines.size() > n) lines.erase(lines.begin());
-    }
-    std::string s;
-    for (const auto& l : lines)
-        s += (s.empty() ? "" : " | ") + l;
-    return s;
-}
-
-// A record's task: an array task's index; a plain job (the one a user submitted, kSubmittedBatch) is task
-// 0; a record of several pending tasks ("12_[0-3]") is none.
+// A record's task: an array task's index; a plain job (the one a user submitted, BatchKind::Submitted) is
+// task 0; a record of several pending tasks ("12_[0-3]") is none.
 std::optional<int> task_index(const slurm::JobRecord& r) {
     if (r.array_task_id) return r.array_task_id;
     if (r.job_id.find_first_of("_[") == std::string::npos) return 0;
     return std::nullopt;
 }
 
-// A file the job writes: bounded, non-blocking, never through a symlink (trial::read_trial_output).
-std::string read_text(const fs::path& file) {
-    return trial::read_trial_output(file).text;
-}
-
 std::string manifest_digest_key(std::int64_t batch_id) {
     return fmt::format("manifest_sha256.{}", batch_id);
+}
+
+// The batch step's own output (Slurm's -o file, %A_%a: JOB_INDEX); none for the user's own job.
+fs::path slurm_output(const store::BatchRow& b, const store::TrialRow& t) {
+    if (b.manifest.empty()) return {};
+    return fs::path(b.manifest).parent_path() / fmt::format("slurm-{}.out", t.job_id);
+}
+
+// The doctor's median step pace (meta step_pace); none before the doctor has measured it.
+std::optional<double> median_pace(const std::optional<std::string>& meta) {
+    const json p = json::parse(meta.value_or("{}"), nullptr, false);
+    if (!p.is_object() || !p.value("median", json()).is_number()) return std::nullopt;
+    return p["median"].get<double>();
+}
+
+// The manifest entries a batch's trials were to run, as the orchestrator wrote them (its digest was stored
+// then): a manifest changed since, or unreadable, proves no trial's settings. A batch an older orchestrator
+// planned has no digest, and its wrapper recorded no settings: not checked.
+struct ManifestProof {
+    bool checked = false;
+    std::optional<trial::Manifest> manifest;
+    std::string problem;
+};
+
+ManifestProof manifest_proof(const store::BatchRow& b, const std::optional<std::string>& digest) {
+    ManifestProof p;
+    p.checked = digest.has_value();
+    if (b.manifest.empty() || !digest) return p;
+    try {
+        if (sha256_file_hex(b.manifest) != *digest)
+            p.problem = "the batch manifest was changed after the orchestrator wrote it";
+        else
+            p.manifest = trial::read_manifest(b.manifest);
+    } catch (const Error& e) {
+        p.problem = std::string("the batch manifest cannot be read: ") + e.what();
+    }
+    return p;
 }
 
 } // namespace
@@ -96,7 +108,7 @@ trial::KnobDeclarations manifest_knobs(const space::Space& space,
     return knobs;
 }
 
-std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Task>& tasks,
+std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>& tasks,
                                   const std::vector<TaskPlacement>& placed) {
     if (!placed.empty() && placed.size() != tasks.size())
         throw Error("plan_batch: a placement per task or none", "", "one per task");
@@ -119,7 +131,8 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
         options[i] = contract_.space.sbatch_options(tasks[i].candidate);
         if (boxes[i].state == patch::Sandbox::State::Ready) order.push_back(i);
     }
-    if (kind == "search") {
+    const auto& stage = batch_stage(kind);
+    if (stage.concurrent) {
         // The control's option set first (the control first in it): it starts with the first candidates.
         std::vector<std::string> first;
         for (std::size_t i = 0; i < tasks.size(); ++i)
@@ -157,7 +170,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     for (std::size_t i = 0; i < tasks.size(); ++i)
         if (tasks[i].kind == TrialKind::SearchControl && boxes[i].state == patch::Sandbox::State::Ready)
             control_log = bdir / std::to_string(index_of[i]) / "log.txt";
-    const auto slow_stop = kind == "search" ? search_slow_stop(control_log) : std::nullopt;
+    const auto slow_stop = stage.slow_stop ? stage.slow_stop(control_log) : std::nullopt;
     // A candidate measured before runs again to be measured again (the search's re-measure of a promising
     // one): it is not stopped early, least of all against its own earlier ratio slowed by the MDE.
     std::set<std::string> measured;
@@ -168,7 +181,7 @@ std::int64_t Campaign::plan_batch(const std::string& kind, const std::vector<Tas
     trial::Manifest manifest;
     manifest.campaign = store_->meta("id").value_or("");
     manifest.batch = batch_id;
-    manifest.kind = kind;
+    manifest.kind = store::to_string(kind);
     manifest.metrics = contract_.metrics;
     int failed_index = 0;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
@@ -278,7 +291,8 @@ void Campaign::mark_started(const std::string& scheduler_name) {
 void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
     if (b.state != "planned") return;
-    if (b.kind == kSubmittedBatch) { // the user's job, submitted already: only its id was not recorded yet
+    if (b.kind ==
+        store::BatchKind::Submitted) { // the user's job, submitted already: only its id was not recorded yet
         store_->set_array_submitted(batch_id, 0, store_->meta("tune_job_id").value_or(""));
         store_->set_batch_submitted(batch_id);
         mark_started("");
@@ -328,7 +342,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
             job.first_index = a.first_index;
             job.tasks = a.tasks;
             job.after = previous;
-            job.max_concurrent = b.kind == "search" ? res.max_concurrent : 1;
+            job.max_concurrent = batch_stage(b.kind).concurrent ? res.max_concurrent : 1;
             job.output = (bdir / "slurm-%A_%a.out").string();
             job.workdir = bdir;
             job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
@@ -361,8 +375,8 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
         ids += (ids.empty() ? "" : ", ") + a.job_id +
                (a.options.empty() ? "" : " (" + fmt::format("{}", fmt::join(a.options, " ")) + ")");
     }
-    say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id, b.kind,
-                       runnable, sched.name(), arrays.size() > 1 ? "s" : "", ids));
+    say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id,
+                       store::to_string(b.kind), runnable, sched.name(), arrays.size() > 1 ? "s" : "", ids));
 }
 
 std::vector<std::string> Campaign::array_placement(std::int64_t batch_id, int seq) {
@@ -378,7 +392,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     // keeps its arrays one after another.
     std::vector<slurm::JobRecord> all;
     std::set<std::string> cancelled;
-    auto& sched = b.kind == kSubmittedBatch ? slurm_for_submitted_job() : scheduler(o);
+    auto& sched = b.kind == store::BatchKind::Submitted ? slurm_for_submitted_job() : scheduler(o);
     evidence_spool_ = plugin_spool(sched, o);
     evidence_scheduler_ = sched.name();
     for (const auto& a : store_->arrays(batch_id)) {
@@ -469,7 +483,7 @@ void Campaign::resume_open_batches(const RunOptions& o) {
         } catch (const Error& e) {
             say(o, fmt::format("batch {}: {}", b.id, e.what()));
         }
-        if (b.state == "submitted" && b.kind != kSubmittedBatch) {
+        if (b.state == "submitted" && b.kind != store::BatchKind::Submitted) {
             // Released already, unless the process died right after recording the ids. A job Slurm has
             // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
             for (const auto& a : store_->arrays(b.id)) {
@@ -494,7 +508,7 @@ void Campaign::remove_job_files(store::TrialRow& t) {
     try {
         const auto removed = trial::remove_job_files(dir_, rel, mode);
         if (removed.entries > 0) {
-            t.measurements["job_files_removed"] = {{"entries", removed.entries}, {"bytes", removed.bytes}};
+            t.measurements.job_files_removed = trial::JobFilesRemoved{removed.entries, removed.bytes};
             store_->log(fmt::format("trial {}: {} of the job's files removed from {} ({:.1f} MiB; [workload] "
                                     "keep_job_files = \"{}\")",
                                     t.id, removed.entries, rel.string(), removed.bytes / 1048576.0,
@@ -508,35 +522,39 @@ void Campaign::remove_job_files(store::TrialRow& t) {
     }
 }
 
+trial::LossCheck Campaign::batch_loss_check(store::BatchKind kind) {
+    if (batch_stage(kind).own_seeds) return {};
+    const auto& inv = contract_.invariants;
+    if (inv.loss_mode == contract::LossMode::FinalEval) {
+        // Against the doctor's seeds, once the doctor has them (its own runs are what calibrates).
+        const auto d = store_->baseline();
+        if (!d || d->eval_losses.empty()) return {};
+        return [ref = verify::eval_reference(d->eval_losses), &inv](const std::vector<double>&,
+                                                                    std::optional<double> final_eval) {
+            return verify::check_eval_loss(ref, final_eval, inv);
+        };
+    }
+    auto reference = reference_losses();
+    if (reference.empty()) return {};
+    return
+        [reference = std::move(reference), &inv](const std::vector<double>& losses, std::optional<double>) {
+            return verify::check_loss(reference, losses, inv);
+        };
+}
+
 void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records) {
     auto b = store_->batch(batch_id);
     std::map<int, slurm::JobRecord> by_index;
     for (const auto& r : records)
         if (auto i = task_index(r)) by_index[*i] = r;
-    const auto reference = reference_losses();
-    const auto& inv = contract_.invariants;
     json requeue = json::parse(store_->meta("requeue").value_or("[]"));
-    const trial::Limits limits{contract_.resources.mem, contract_.resources.mem_bytes,
-                               contract_.resources.time_limit, inv.steps,
-                               measure::describe(contract_.metrics)};
-    // The manifest entries the trials were to run, as the orchestrator wrote them (its digest was stored
-    // then): a manifest changed since, or unreadable, proves no trial's settings.
-    std::optional<trial::Manifest> manifest;
-    std::string manifest_problem;
-    // A batch an older orchestrator planned has no digest, and its wrapper recorded no settings: not checked.
-    const auto digest = store_->meta(manifest_digest_key(batch_id));
-    if (b.kind != kSubmittedBatch && !b.manifest.empty() && digest) {
-        try {
-            if (sha256_file_hex(b.manifest) != *digest)
-                manifest_problem = "the batch manifest was changed after the orchestrator wrote it";
-            else
-                manifest = trial::read_manifest(b.manifest);
-        } catch (const Error& e) {
-            manifest_problem = std::string("the batch manifest cannot be read: ") + e.what();
-        }
-    }
+    const bool submitted = b.kind == store::BatchKind::Submitted;
+    const auto proof =
+        submitted ? ManifestProof{} : manifest_proof(b, store_->meta(manifest_digest_key(batch_id)));
+    // The doctor's startup and step pace, which later trials' step times are checked against.
     const auto startup = trial::startup_from_json(json::parse(store_->meta("startup").value_or("null")));
-    const json baseline_pace = json::parse(store_->meta("step_pace").value_or("{}"), nullptr, false);
+    const auto baseline_pace = median_pace(store_->meta("step_pace"));
+    const auto loss_check = batch_loss_check(b.kind);
     store::Transaction tx(store_->db());
     for (auto t : store_->trials_of_batch(batch_id)) {
         if (t.state != TrialState::Submitted) continue;
@@ -545,263 +563,50 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         const auto& rec = it->second;
         t.state = TrialState::Finished;
         t.node = rec.node_list;
-        if (b.kind == kSubmittedBatch) {
+        if (submitted) {
             t.job_id = rec.job_id;
             take_submitted_output(t, rec);
         }
-        // No result file (the wrapper died with the job: a node failure, a time limit): no wrapper wall time.
-        // One that is not a result (the job can reach the file) counts as none, and the log says why.
-        std::optional<trial::Result> result;
-        FileDigest result_seen; // the bytes read, held against the evidence's digest below
-        try {
-            result = trial::read_result(t.result_path, &result_seen);
-        } catch (const Error& e) {
-            store_->log(fmt::format("trial {}: result ignored: {}", t.id, e.what()));
-        }
-        // The plugin's root-side record of this run, where it wrote one.
-        const auto pe = trial::read_plugin_evidence(evidence_spool_, rec.job_id);
-        const fs::path log = fs::path(t.result_path).parent_path() / "log.txt";
-        // result.json and log.txt against their digests when the task ended (the plugin's, else the local
-        // scheduler's as the trial's parent): files the job's user changed since say nothing of the trial (a
-        // job it submitted, or a process that escaped it, rewrote them) and are refused. Evidence without
-        // digests (an older record, Slurm's accounting alone) checks nothing here.
-        std::string rewritten;
-        {
-            const auto& recorded_result = pe ? pe->result_file : rec.result_file;
-            const auto& recorded_log = pe ? pe->log_file : rec.log_file;
-            if (recorded_result)
-                if (auto d = digest_difference(*recorded_result, result_seen); !d.empty())
-                    rewritten = "result.json: " + d;
-            if (recorded_log)
-                if (auto d = digest_difference(*recorded_log,
-                                               digest_file(log.string(), trial::kMaxDigestLogBytes));
-                    !d.empty())
-                    rewritten += (rewritten.empty() ? "" : "; ") + std::string("log.txt: ") + d;
-            if (!rewritten.empty()) {
-                store_->log(fmt::format("trial {}: files changed after it ended: {}", t.id, rewritten));
-                result.reset();
-            }
-        }
-        const double wall = result ? result->wall_s : 0.0;
-        t.cost_node_s = (rec.elapsed_s > 0 ? rec.elapsed_s : wall) * contract_.resources.nodes;
-        // The workload's output (the trial's log.txt, where srun-launched steps report too) and the batch
-        // step's own output (Slurm's -o file, where slurmstepd reports for the batch step).
-        const auto log_output = trial::read_trial_output(log);
-        const std::string& log_text = log_output.text;
-        const std::string job_output =
-            b.manifest.empty()
-                ? log_text
-                : log_text + read_text(fs::path(b.manifest).parent_path() /
-                                       fmt::format("slurm-{}.out", t.job_id)); // %A_%a: JOB_INDEX
-        auto steps = result ? result->steps.steps : std::vector<measure::StepSample>{};
-        auto evals = result ? result->steps.evals : std::vector<measure::EvalLoss>{};
-        if (steps.empty() && rewritten.empty()) {
-            // The wrapper may not have finished (killed with the job): read the steps the log has.
-            // A log larger than what is read (its tail) has other line numbers than the times file's.
-            const auto times =
-                log_output.cut ? std::vector<double>{} : trial::read_line_times(trial::line_times_path(log));
-            auto parsed = measure::parse_log(log_text, contract_.metrics, &times);
-            steps = std::move(parsed.steps);
-            evals = std::move(parsed.evals);
-        }
-        // Exactly the contract's steps, each once and in order; no line after the last step is taken.
-        const std::string step_lines = trial::check_step_lines(steps, inv.steps);
-        trial::keep_contract_steps(steps, inv.steps);
-        // The evidence: the plugin's root-side record where it wrote one, else the scheduler's own record
-        // (the local scheduler's is the trial's parent's; Slurm's accounting is root's, to the second).
-        trial::TimingEvidence timing;
-        std::optional<double> evidence_peak;
-        json evidence;
-        if (pe) {
-            timing = {pe->elapsed_s, 0.01, "plugin (root, slurmstepd)"};
-            evidence_peak = pe->memory_peak_bytes;
-            evidence = trial::to_json(*pe);
-        } else if (rec.elapsed_s > 0) {
-            const bool local = evidence_scheduler_ == "local";
-            timing = {rec.elapsed_s, local ? 0.01 : 1.0,
-                      local ? "local scheduler (the trial's parent)" : "Slurm accounting"};
-            evidence = {{"source", local ? "local parent" : "slurm accounting"},
-                        {"elapsed_s", rec.elapsed_s},
-                        {"exit_code", rec.exit_code},
-                        {"signal", rec.exit_signal}};
-            if (local && rec.max_rss_bytes) {
-                evidence_peak = static_cast<double>(*rec.max_rss_bytes);
-                evidence["memory_peak_bytes"] = *evidence_peak;
-            }
-            if (rec.result_file) evidence["result_file"] = to_json(*rec.result_file);
-            if (rec.log_file) evidence["log_file"] = to_json(*rec.log_file);
-        }
-        const double reported_s = trial::reported_step_time_s(steps);
-        const auto pace = trial::step_pace(steps);
-        std::optional<measure::TrialSummary> summary;
-        if (static_cast<int>(steps.size()) > inv.warmup_steps) {
-            measure::StepLog log;
-            log.steps = steps;
-            summary = measure::summarize(log, inv.warmup_steps);
-            t.step_time_s = summary->steady_step_s.estimate;
-            t.step_time_lo = summary->steady_step_s.lo;
-            t.step_time_hi = summary->steady_step_s.hi;
-            t.cold_step_s = summary->cold_step_s;
-            t.tokens_per_s = summary->tokens_per_s;
-            t.mfu = summary->mfu;
-            t.peak_memory_bytes = summary->peak_rss_bytes;
-            if (!summary->losses.empty()) t.loss = summary->losses.back();
-            t.measurements = {{"steady_samples", summary->steady_samples},
-                              {"losses", summary->losses},
-                              {"phases", summary->phases},
-                              {"cold_step_s", summary->cold_step_s}};
-            // MFU's parts as the job reports them: its model FLOPs per step, and the peak FLOP/s its own MFU
-            // implies. Only the doctor's are used as a denominator (one per hardware: verify/mfu).
-            if (const auto m = verify::reported_mfu_parts(steps, inv.warmup_steps)) {
-                t.measurements["model_flops"] = m->model_flops_per_step;
-                if (m->peak_flops > 0) t.measurements["peak_flops"] = m->peak_flops;
-            }
-        }
-        // Kept with the trial (after the summary's measurements, which replace the object).
-        t.measurements["reported_step_s"] = reported_s;
-        // Each step as the job printed it, for the report's curves: its own step number (nanoGPT's iter,
-        // counted from 0), its time and its loss; a trial stopped early keeps the steps it ran.
-        if (!steps.empty()) {
-            json numbers = json::array(), times = json::array(), losses = json::array();
-            for (const auto& st : steps)
-                numbers.push_back(st.step), times.push_back(st.step_time_s), losses.push_back(st.loss);
-            t.measurements["step_numbers"] = numbers;
-            t.measurements["step_times_s"] = times;
-            if (!t.measurements.contains("losses")) t.measurements["losses"] = losses;
-        }
-        // When it ran (the scheduler's record): the report's timeline.
-        if (const auto start = slurm::slurm_time_epoch(rec.start_time)) {
-            t.measurements["started_at"] = *start;
-            const auto end = slurm::slurm_time_epoch(rec.end_time);
-            t.measurements["ended_at"] = rec.elapsed_s > 0 ? *start + rec.elapsed_s : end.value_or(*start);
-        }
-        if (pace) t.measurements["step_pace"] = *pace;
-        if (!evidence.is_null()) t.measurements["evidence"] = evidence;
-        if (result && !result->isolation.empty())
-            t.measurements["isolation"] = {{"in_place", result->isolated}, {"detail", result->isolation}};
+        const auto jobs = self_submitted_during(rec);
+        const auto r = trial::assess({
+            .contract = contract_,
+            .record = rec,
+            .result_path = t.result_path,
+            .slurm_output = slurm_output(b, t),
+            .evidence_spool = evidence_spool_,
+            .local_scheduler = evidence_scheduler_ == "local",
+            .doctor = t.kind == TrialKind::Doctor,
+            .check_settings = proof.checked,
+            .manifest = proof.manifest ? &*proof.manifest : nullptr,
+            .manifest_problem = proof.problem,
+            .array_index = static_cast<std::uint32_t>(t.array_index),
+            .startup = startup,
+            .baseline_pace = baseline_pace,
+            .loss_check = loss_check,
+            .self_submitted = jobs,
+        });
+        for (const auto& note : r.notes)
+            store_->log(fmt::format("trial {}: {}", t.id, note));
         // Jobs of the user submitted while this trial ran that the campaign did not submit: a warning on the
         // trial, not a violation (self_submitted.cpp says why).
-        if (auto jobs = self_submitted_during(rec); !jobs.empty()) {
-            t.measurements["self_submitted_jobs"] = jobs;
+        if (!jobs.empty())
             store_->log(
                 fmt::format("trial {}: {} job(s) of this user submitted while it ran that the campaign "
                             "did not submit (first: {})",
-                            t.id, jobs.size(), jobs[0]["job"].get<std::string>()));
-        }
-        // Processes the workload left behind, killed by the wrapper before it wrote result.json.
-        if (result && result->leftover_processes_killed > 0)
-            t.measurements["leftover_processes_killed"] = result->leftover_processes_killed;
-        // The peak checked against the limit: the evidence's where there is evidence (the job can write
-        // result.json), else the job cgroup's the wrapper read (what Slurm enforces --mem on); the
-        // accounting's MaxRSS and what the workload reported can only raise it.
-        if (evidence_peak)
-            t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *evidence_peak);
-        else if (result && result->job_cgroup_peak_bytes)
-            t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *result->job_cgroup_peak_bytes);
-        if (rec.max_rss_bytes)
-            t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), double(*rec.max_rss_bytes));
-        // With a per-GPU limit the memory that decides is the GPU's, as the job's step lines report it (its
-        // allocator's peak), else as the wrapper's nvidia-smi samples saw it; the host's stays in the
-        // measurements.
-        if (contract_.resources.gpu_mem_bytes > 0) {
-            if (t.peak_memory_bytes) t.measurements["host_peak_bytes"] = *t.peak_memory_bytes;
-            t.peak_memory_bytes.reset();
-            for (const auto& s : steps)
-                if (s.peak_device_bytes)
-                    t.peak_memory_bytes = std::max(t.peak_memory_bytes.value_or(0), *s.peak_device_bytes);
-            if (t.peak_memory_bytes) {
-                t.measurements["gpu_memory_source"] = "step lines";
-            } else if (result && result->gpu_sampled_peak_bytes) {
-                t.peak_memory_bytes = *result->gpu_sampled_peak_bytes;
-                t.measurements["gpu_memory_source"] = "nvidia-smi samples";
-            }
-        }
-        trial::Evidence e;
-        e.record = &rec;
-        if (!rewritten.empty()) e.rewritten_violation = rewritten;
-        e.job_output = job_output;
-        e.has_result = result.has_value();
-        if (result && result->stopped_slow) e.stopped_slow = result->stopped_slow;
-        e.steps = static_cast<int>(steps.size());
-        e.summary = summary ? &*summary : nullptr;
-        if (!step_lines.empty()) e.step_lines_violation = step_lines;
-        // The settings the wrapper saw, against the entry the orchestrator wrote (the user's own job ran
-        // without the wrapper).
-        if (b.kind != kSubmittedBatch && result && digest) {
-            std::string why = manifest_problem;
-            if (why.empty() && manifest) {
-                try {
-                    why = trial::check_settings(result->settings,
-                                                manifest->task(static_cast<std::uint32_t>(t.array_index)));
-                } catch (const Error& err) {
-                    why = err.what();
-                }
-            }
-            if (!why.empty()) e.settings_violation = why;
-        }
-        // The job's step times against the evidence's elapsed time, less the doctor's startup (the doctor's
-        // own runs are what measures it).
-        if (t.kind != TrialKind::Doctor && startup && timing.elapsed_s > 0 &&
-            (startup->source.empty() || startup->source == evidence.value("source", "")) &&
-            static_cast<int>(steps.size()) >= inv.steps)
-            if (auto why = trial::check_timing(reported_s, timing, *startup); !why.empty())
-                e.timing_violation = why;
-        // The job's step times against the time the trial wrapper saw pass between its step lines, held to
-        // the baseline's pace: catches a slowed clock however short the run is against its start-up's noise.
-        if (t.kind != TrialKind::Doctor && pace && !e.timing_violation && baseline_pace.is_object() &&
-            baseline_pace.value("median", json()).is_number())
-            if (auto why = trial::check_pace(*pace, baseline_pace["median"].get<double>()); !why.empty())
-                e.timing_violation = why;
-        // The final evaluation loss: the last one the job printed.
-        std::optional<double> final_eval;
-        if (!evals.empty()) {
-            final_eval = evals.back().loss;
-            t.measurements["eval_loss"] = *final_eval;
-        }
-        if (summary) t.measurements["excluded_steps"] = summary->excluded_steps;
-        // An equivalence check's runs, and each A/B pair's where the contract can seed, are at a seed of
-        // their own: they are compared with each other (equivalence.cpp, verify::decide), not with the
-        // reference of the contract's seed.
-        if (b.kind == "equivalence" || (b.kind == "verify" && can_seed())) {
-        } else if (inv.loss_mode == contract::LossMode::FinalEval) {
-            // Against the doctor's seeds, once the doctor has them (its own runs are what calibrates).
-            if (const auto d = store_->baseline(); d && !d->eval_losses.empty() && e.steps >= inv.steps)
-                if (auto why =
-                        verify::check_eval_loss(verify::eval_reference(d->eval_losses), final_eval, inv);
-                    !why.empty())
-                    e.loss_violation = why;
-        } else if (!reference.empty() && e.steps >= inv.steps) {
-            std::vector<double> losses;
-            for (const auto& s : steps)
-                losses.push_back(s.loss);
-            if (auto why = verify::check_loss(reference, losses, inv); !why.empty()) e.loss_violation = why;
-        }
-        const std::string tail = last_lines(log, 3);
-        e.log_tail = tail;
-        const auto verdict = trial::classify(e, limits);
-        t.outcome = verdict.outcome;
-        t.violation = verdict.violation;
-        t.detail = verdict.detail;
+                            t.id, jobs.size(), jobs[0].job));
+        store::record_assessment(t, r);
         // The job the user submitted ran as the user runs it, without the contract's [workload] args (a short
         // run's step count, say): fewer step lines than a trial prints says it ran another run than the
         // trials, not that the baseline breaks the contract. Not a baseline run then, and no failure.
-        if (b.kind == kSubmittedBatch && verdict.violation == trial::Violation::MissingSteps) {
+        if (submitted && r.violation == trial::Violation::MissingSteps) {
             t.counted = false;
-            store_->set_meta("submitted_job", "not adopted after it ran: " + verdict.detail +
+            store_->set_meta("submitted_job", "not adopted after it ran: " + r.detail +
                                                   " (it ran without the contract's [workload] args)");
         }
-        // Censored: an OOM's peak is only known to exceed the limit of the memory that ran out, and says
-        // nothing of the other's: a GPU's of the host's, a host's of the GPU's.
-        const bool gpu_oom = verdict.log && verdict.log->signal == trial::LogSignal::GpuOom;
-        const bool gpu_limit = contract_.resources.gpu_mem_bytes > 0;
-        if (verdict.outcome == trial::Outcome::OutOfMemory && gpu_oom == gpu_limit)
-            t.peak_memory_bytes =
-                static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
-        if (verdict.log) t.measurements["log_signal"] = trial::to_json(*verdict.log);
         // Read: what the job wrote beside its result and log (checkpoints) goes, or stays within the bound
         // of [workload] keep_job_files. Nothing reads the trial directory after this but its result and log.
-        if (b.kind != kSubmittedBatch) remove_job_files(t);
-        if (trial::says_nothing(verdict.outcome)) {
+        if (!submitted) remove_job_files(t);
+        if (trial::says_nothing(r.outcome)) {
             t.counted = false;
             if (t.kind == TrialKind::Search)
                 requeue.push_back({{"candidate", t.candidate},
@@ -815,18 +620,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     store_->set_meta("requeue", requeue.dump());
     store_->set_batch_finished(batch_id);
     tx.commit();
-    if (b.kind == "doctor") finish_doctor();
-    if (b.kind == kNoiseRemeasureBatch) finish_doctor(batch_id);
-    if (b.kind == "search") record_control_ratios(batch_id);
-    if (b.kind == "equivalence") finish_equivalence(batch_id);
-    if (b.kind == "ablation") finish_ablation(batch_id);
-    if (b.kind == "verify") {
-        std::set<std::int64_t> vids;
-        for (const auto& t : store_->trials_of_batch(batch_id))
-            if (t.verification_id) vids.insert(*t.verification_id);
-        for (auto v : vids)
-            finish_verification(v);
-    }
+    if (const auto& finish = batch_stage(b.kind).finish) finish(batch_id);
 }
 
 } // namespace infrarsi::campaign

@@ -116,6 +116,17 @@ Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexi
         if (p.accepted) contract_.space.patches.push_back(p.id);
     std::sort(contract_.space.patches.begin(), contract_.space.patches.end());
     load_agent_patches(mode);
+    register_doctor_stage();
+    register_search_stage();
+    register_verification_stage();
+    register_equivalence_stage();
+    register_ablation_stage();
+}
+
+const Campaign::BatchStage& Campaign::batch_stage(store::BatchKind kind) const {
+    static const BatchStage none;
+    const auto it = batch_stages_.find(kind);
+    return it == batch_stages_.end() ? none : it->second;
 }
 
 const patch::PatchInfo* Campaign::patch_info(const std::string& id) const {

@@ -4,8 +4,9 @@
 // at any point resumes where it stopped: a batch is recorded before it is submitted, its job id before it is
 // released, and a submitted batch is re-attached to on restart.
 // One class, one file per part: campaign.cpp (open, lock, budget, run() the sequencer), batch.cpp (plan,
-// submit, await, resume, ingest: the batch runner, which never calls a stage), doctor.cpp, search.cpp,
-// verification.cpp, equivalence.cpp, ablation.cpp, bank_stage.cpp (the stages).
+// submit, await, resume, ingest: the batch runner, which hands a finished batch to what its stage registered,
+// BatchStage, and names no stage), doctor.cpp, search.cpp, verification.cpp, equivalence.cpp, ablation.cpp,
+// bank_stage.cpp (the stages).
 #include "agent/protocol.hpp"
 #include "campaign/experience.hpp"
 #include "contract/contract.hpp"
@@ -16,6 +17,7 @@
 #include "scheduler/scheduler.hpp"
 #include "search/proposer.hpp"
 #include "store/campaign_store.hpp"
+#include "trial/assess.hpp"
 #include "trial/manifest.hpp"
 #include "verify/verify.hpp"
 
@@ -102,11 +104,9 @@ struct NoiseCheck {
     std::string why; // for people, when noisy
 };
 NoiseCheck check_noise(const store::Baseline& d, double min_speedup);
-// The batch kind of the doctor's re-measurement, one job at a time, of a baseline too noisy at first.
-inline constexpr const char* kNoiseRemeasureBatch = "doctor_remeasure";
 
-// A search trial's step time over its batch's control's (measurements "control": {"trial": the control's
-// id, "step_s": its step time, "ratio"}), where both ran every step; nullopt otherwise.
+// A search trial's step time over its batch's control's (Measurements::control), where both ran every step;
+// nullopt otherwise.
 std::optional<double> control_ratio(const store::TrialRow& t);
 
 // Whether the search may start another batch: the wall time used, that batch and the verification reserve
@@ -224,10 +224,32 @@ class Campaign {
         int group = -1;
         std::vector<std::string> args;
     };
-    std::int64_t plan_batch(const std::string& kind, const std::vector<Task>& tasks,
+    std::int64_t plan_batch(store::BatchKind kind, const std::vector<Task>& tasks,
                             const std::vector<TaskPlacement>& placement = {});
 
   private:
+    // How the batch runner treats a kind of batch, as the stage that plans it registers it (each stage's
+    // register_*_stage, called by the constructor), so that the batch runner names no stage. A kind no stage
+    // registered (the user's own job) gets the defaults.
+    struct BatchStage {
+        // Every member has a default initializer, so a designated initializer may name any subset.
+        std::function<void(std::int64_t batch_id)> finish{}; // once ingest has stored the batch's trials
+        // Its runs are each at a seed of their own and compared with each other, not with the doctor's
+        // reference at the contract's seed: ingest holds them to no loss rule.
+        bool own_seeds = false;
+        // Its trials run up to [resources] max_concurrent at once, in arrays by option set with the control's
+        // first; other batches keep their order and run one trial at a time.
+        bool concurrent = false;
+        // The early stop of its trials, given the log of the batch's control (empty: none); none: every step.
+        std::function<std::optional<trial::ManifestTask::SlowStop>(const fs::path& control_log)> slow_stop{};
+    };
+    std::map<store::BatchKind, BatchStage> batch_stages_;
+    const BatchStage& batch_stage(store::BatchKind kind) const;
+    void register_doctor_stage();
+    void register_search_stage();
+    void register_verification_stage();
+    void register_equivalence_stage();
+    void register_ablation_stage();
     patch::SandboxCache sandbox_cache() const; // the campaign's sandboxes, keyed by the locked tree
     std::vector<const patch::PatchInfo*> patch_set(const space::Candidate& c) const; // throws if unknown
     void submit_batch(std::int64_t batch_id, const RunOptions& o);
@@ -243,7 +265,7 @@ class Campaign {
     // self_submitted.cpp: the user's jobs submitted since the batch was, that this campaign did not submit
     // (read by await_batch into user_jobs_), and those submitted while one trial's job ran.
     std::vector<slurm::UserJob> jobs_not_ours(const scheduler::Scheduler& sched, std::int64_t batch_id);
-    nlohmann::json self_submitted_during(const slurm::JobRecord& rec) const;
+    std::vector<trial::SelfSubmittedJob> self_submitted_during(const slurm::JobRecord& rec) const;
     // The baseline from the doctor's runs (`remeasure`: from that re-measurement batch's runs alone).
     void finish_doctor(std::optional<std::int64_t> remeasure = std::nullopt);
     std::vector<Task> doctor_tasks(int adopted, const std::string& why) const; // the baseline's repeats
@@ -354,6 +376,8 @@ class Campaign {
     void ablate(const RunOptions& o);
     void finish_ablation(std::int64_t batch_id);
     std::vector<double> reference_losses();
+    // The loss rule ingest holds a batch's trials to (trial::assess); none for runs at a seed of their own.
+    trial::LossCheck batch_loss_check(store::BatchKind batch_kind);
     TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
     SearchWallPlan search_wall_plan(int q); // for a next search batch of q candidates
     fs::path estimate_sandbox(const space::Candidate& c);    // the build memory_estimate uses; empty: none
@@ -425,9 +449,6 @@ std::vector<space::Candidate> settings_toward_baseline(const space::Space& s, co
 std::string memory_prior_name(const contract::Contract& c);
 // The transformer formulas' estimate of a candidate's peak per node ([memory.transformer]); nullopt without.
 std::optional<double> transformer_memory_estimate(const contract::Contract& k, const space::Candidate& c);
-
-// The batch kind of the job the user submitted with --infrarsi=tune (one doctor trial, the job's own id).
-inline constexpr const char* kSubmittedBatch = "submitted";
 
 // The batch manifest's "knobs": every environment name a task's "env" may set, with its allowed values as
 // strings (null: any value), which the SPANK plugin's trial mode requires (docs/plugin.md). The space's knobs

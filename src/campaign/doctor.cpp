@@ -152,11 +152,18 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
                            isa, kRounds, kSlice.count())};
 }
 
+void Campaign::register_doctor_stage() {
+    batch_stages_[store::BatchKind::Doctor] = {.finish = [this](std::int64_t) { finish_doctor(); }};
+    batch_stages_[store::BatchKind::DoctorRemeasure] = {
+        .finish = [this](std::int64_t batch_id) { finish_doctor(batch_id); }};
+}
+
 void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
     auto trials = store_->trials({.kinds = {TrialKind::Doctor}, .state = TrialState::Finished});
     // The re-measurement alone (noise a passing load made is not averaged in), else the first measurement.
     std::erase_if(trials, [&](const store::TrialRow& t) {
-        return remeasure ? t.batch_id != *remeasure : store_->batch(t.batch_id).kind == kNoiseRemeasureBatch;
+        return remeasure ? t.batch_id != *remeasure
+                         : store_->batch(t.batch_id).kind == store::BatchKind::DoctorRemeasure;
     });
     std::vector<double> medians, within, colds, tps, mfus, peaks, model_flops, peak_flops;
     std::vector<std::vector<double>> losses;
@@ -176,8 +183,8 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
                         {"cold_step_s", opt(t.cold_step_s)},
                         {"detail", t.detail}});
         bool complete = (t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::ContractViolation) &&
-                        t.step_time_s && t.measurements.contains("losses") &&
-                        static_cast<int>(t.measurements["losses"].size()) >= inv.steps;
+                        t.step_time_s && t.measurements.losses &&
+                        static_cast<int>(t.measurements.losses->size()) >= inv.steps;
         if (!complete) {
             failures += fmt::format("{}trial {}: {} {}", failures.empty() ? "" : "; ", t.id,
                                     store::outcome_name(t), t.detail);
@@ -185,35 +192,29 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
         }
         medians.push_back(*t.step_time_s);
         // Robust: one slow step (an evaluation, a checkpoint) must not make every candidate undetectable.
-        within.push_back(measure::robust_cv(t.measurements["steady_samples"].get<std::vector<double>>()));
+        within.push_back(measure::robust_cv(t.measurements.steady_samples));
         colds.push_back(t.cold_step_s.value_or(0));
         if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
         if (t.mfu) mfus.push_back(*t.mfu);
-        if (t.measurements.contains("model_flops"))
-            model_flops.push_back(t.measurements["model_flops"].get<double>());
-        if (t.measurements.contains("peak_flops"))
-            peak_flops.push_back(t.measurements["peak_flops"].get<double>());
+        if (t.measurements.model_flops) model_flops.push_back(*t.measurements.model_flops);
+        if (t.measurements.peak_flops) peak_flops.push_back(*t.measurements.peak_flops);
         if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
         // The reference losses come from the runs the campaign started, with the contract's seed and steps;
         // the job the user submitted ran with its own (its timing, noise and memory count).
-        if (store_->batch(t.batch_id).kind != kSubmittedBatch) {
+        if (store_->batch(t.batch_id).kind != store::BatchKind::Submitted) {
             // The startup the timing check allows later trials (trial/proof.hpp): only runs through the trial
             // wrapper, as every later trial is run.
             const auto& m = t.measurements;
-            if (m.contains("evidence") && m["evidence"].value("elapsed_s", json()).is_number() &&
-                m.contains("reported_step_s") && m["reported_step_s"].is_number()) {
-                startups.push_back(m["evidence"]["elapsed_s"].get<double>() -
-                                   m["reported_step_s"].get<double>());
-                startup_sources.insert(m["evidence"].value("source", ""));
+            if (m.evidence && m.evidence->elapsed_s && m.reported_step_s) {
+                startups.push_back(*m.evidence->elapsed_s - *m.reported_step_s);
+                startup_sources.insert(m.evidence->source);
             }
-            if (m.contains("step_pace") && m["step_pace"].is_number())
-                paces.push_back(m["step_pace"].get<double>());
-            losses.push_back(t.measurements["losses"].get<std::vector<double>>());
-            if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
-                eval_losses.push_back(t.measurements["eval_loss"].get<double>());
+            if (m.step_pace) paces.push_back(*m.step_pace);
+            losses.push_back(*m.losses);
+            if (m.eval_loss) eval_losses.push_back(*m.eval_loss);
         }
-        for (const auto& [k, v] : t.measurements["phases"].items())
-            phases[k].push_back(v.get<double>());
+        for (const auto& [k, v] : t.measurements.phases)
+            phases[k].push_back(v);
     }
     if (medians.size() < 2)
         throw Error(fmt::format("the baseline completed only {} of {} doctor runs: {}", medians.size(),
@@ -354,7 +355,9 @@ void Campaign::doctor(const RunOptions& o) {
     if (stopping(o)) return;
     if (!store_->baseline()) {
         const auto batches = store_->batches();
-        if (std::any_of(batches.begin(), batches.end(), [](auto& b) { return b.kind == "doctor"; })) return;
+        if (std::any_of(batches.begin(), batches.end(),
+                        [](auto& b) { return b.kind == store::BatchKind::Doctor; }))
+            return;
         // A campaign started from a tune request: the job the user submitted is the first baseline run.
         if (const auto submitted = adopt_submitted_job(o)) {
             await_batch(*submitted, o);
@@ -362,12 +365,12 @@ void Campaign::doctor(const RunOptions& o) {
         }
         int adopted = 0;
         for (const auto& b : store_->batches())
-            if (b.kind == kSubmittedBatch)
+            if (b.kind == store::BatchKind::Submitted)
                 for (const auto& t : store_->trials_of_batch(b.id))
                     adopted += t.outcome == trial::Outcome::Ok;
         const auto tasks = doctor_tasks(adopted, "baseline repeat");
         say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
-        auto id = plan_batch("doctor", tasks);
+        auto id = plan_batch(store::BatchKind::Doctor, tasks);
         for (const auto& t : store_->trials_of_batch(id))
             if (t.array_index < 0)
                 throw Error("the baseline does not build: " + t.detail, t.result_path,
@@ -384,8 +387,9 @@ void Campaign::check_doctor_noise(const RunOptions& o) {
     if (!verdict.noisy) return;
     const auto batches = store_->batches();
     // Told to go on whatever the noise: no re-measurement either (it would spend what the user chose not to).
-    if (!o.accept_noise && std::none_of(batches.begin(), batches.end(),
-                                        [](auto& b) { return b.kind == kNoiseRemeasureBatch; })) {
+    if (!o.accept_noise && std::none_of(batches.begin(), batches.end(), [](auto& b) {
+            return b.kind == store::BatchKind::DoctorRemeasure;
+        })) {
         // Once, before the search spends anything: a load that passed (another job, a backup) made the noise,
         // or the host is this noisy.
         const auto tasks =
@@ -394,7 +398,7 @@ void Campaign::check_doctor_noise(const RunOptions& o) {
         say(o, fmt::format(
                    "doctor: {}; re-measuring the baseline {} times, one job at a time, before the search",
                    verdict.why, tasks.size()));
-        const auto id = plan_batch(kNoiseRemeasureBatch, tasks);
+        const auto id = plan_batch(store::BatchKind::DoctorRemeasure, tasks);
         submit_batch(id, o);
         await_batch(id, o);
         if (stopping(o)) return;

@@ -41,7 +41,6 @@ using store::TrialKind;
 namespace {
 
 constexpr const char* kMeta = "equivalence";
-constexpr const char* kBatch = "equivalence";
 
 // The check's runs: at the candidate's knobs, then nearer the baseline's, then at the baseline's.
 constexpr int kMaxAttempts = 3;
@@ -351,7 +350,7 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
                            "patches, {}, tolerance {:.3g} relative per step{}",
                            fmt::join(c.patches, "+"), patched.describe(), seed_note, tolerance,
                            site.moved ? "; " + site.why : std::string()));
-        const auto batch = plan_batch(kBatch, tasks);
+        const auto batch = plan_batch(store::BatchKind::Equivalence, tasks);
         r["batch_id"] = batch;
         records.push_back(r);
         store_->set_meta(kMeta, records.dump());
@@ -371,13 +370,10 @@ json Campaign::judge_equivalence(const std::optional<store::TrialRow>& base,
                                  const std::optional<store::TrialRow>& cand, double tolerance) {
     const auto& inv = contract_.invariants;
     auto losses = [](const std::optional<store::TrialRow>& t) {
-        return t && t->measurements.contains("losses") ? t->measurements["losses"].get<std::vector<double>>()
-                                                       : std::vector<double>{};
+        return t && t->measurements.losses ? *t->measurements.losses : std::vector<double>{};
     };
     auto eval = [](const std::optional<store::TrialRow>& t) -> std::optional<double> {
-        if (t && t->measurements.contains("eval_loss") && t->measurements["eval_loss"].is_number())
-            return t->measurements["eval_loss"].get<double>();
-        return std::nullopt;
+        return t ? t->measurements.eval_loss : std::nullopt;
     };
     json r = json::object();
     if (base) r["baseline_trial"] = base->id;
@@ -438,6 +434,14 @@ void Campaign::record_not_equivalent(const space::Candidate& c, const json& chec
     r["state"] = "failed";
     records.push_back(r);
     store_->set_meta(kMeta, records.dump());
+}
+
+// Its runs are at a fresh seed of their own, compared with each other (judge_equivalence).
+void Campaign::register_equivalence_stage() {
+    batch_stages_[store::BatchKind::Equivalence] = {
+        .finish = [this](std::int64_t batch_id) { finish_equivalence(batch_id); },
+        .own_seeds = true,
+    };
 }
 
 void Campaign::finish_equivalence(std::int64_t batch_id) {
@@ -591,7 +595,8 @@ std::string Campaign::seeds_not_reaching_job() {
     };
     std::map<std::int64_t, long long> seed_of;
     for (const auto& b : store_->batches()) {
-        if (b.kind == kSubmittedBatch || b.manifest.empty()) continue; // the user's job ran at its own seed
+        if (b.kind == store::BatchKind::Submitted || b.manifest.empty())
+            continue; // the user's job ran at its own seed
         try {
             for (const auto& t : trial::read_manifest(b.manifest).tasks)
                 if (const auto id = parse_integer<std::int64_t>(t.trial_id))
@@ -608,8 +613,8 @@ std::string Campaign::seeds_not_reaching_job() {
     for (const auto& t : trials) {
         if (!t.candidate["patches"].empty()) continue;
         const auto it = seed_of.find(t.id);
-        if (it == seed_of.end() || !t.measurements.contains("losses") ||
-            static_cast<int>(t.measurements["losses"].size()) < std::max(2, inv.steps))
+        if (it == seed_of.end() || !t.measurements.losses ||
+            static_cast<int>(t.measurements.losses->size()) < std::max(2, inv.steps))
             continue;
         runs[t.candidate_key].emplace_back(it->second, &t);
     }
@@ -617,7 +622,7 @@ std::string Campaign::seeds_not_reaching_job() {
         for (const auto& [seed, t] : rs) {
             std::map<long long, std::int64_t> same; // seed -> a trial at it that printed t's losses
             for (const auto& [other_seed, u] : rs)
-                if (u->measurements["losses"] == t->measurements["losses"]) same.emplace(other_seed, u->id);
+                if (u->measurements.losses == t->measurements.losses) same.emplace(other_seed, u->id);
             if (same.size() < 3) continue;
             std::vector<std::string> at;
             for (const auto& [sd, id] : same)
@@ -625,7 +630,7 @@ std::string Campaign::seeds_not_reaching_job() {
             return fmt::format("the job ignores the seed it is given: runs of {} ({}) printed the same {} "
                                "losses ({} does not reach it)",
                                space::Candidate::from_json(t->candidate).describe(), fmt::join(at, ", "),
-                               t->measurements["losses"].size(),
+                               t->measurements.losses->size(),
                                inv.seed_env.empty() ? inv.seed_arg : "$" + inv.seed_env);
         }
     return "";

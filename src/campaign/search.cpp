@@ -57,12 +57,17 @@ std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_ste
     return rule;
 }
 
+void Campaign::register_search_stage() {
+    batch_stages_[store::BatchKind::Search] = {
+        .finish = [this](std::int64_t batch_id) { record_control_ratios(batch_id); },
+        .concurrent = true,
+        .slow_stop = [this](const fs::path& control_log) { return search_slow_stop(control_log); },
+    };
+}
+
 std::optional<double> control_ratio(const store::TrialRow& t) {
-    const auto it = t.measurements.find("control");
-    if (it == t.measurements.end() || !it->is_object()) return std::nullopt;
-    const auto r = it->find("ratio");
-    if (r == it->end() || !r->is_number()) return std::nullopt;
-    return r->get<double>();
+    if (!t.measurements.control) return std::nullopt;
+    return t.measurements.control->ratio;
 }
 
 std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs::path& control_log) {
@@ -115,9 +120,8 @@ void Campaign::record_control_ratios(std::int64_t batch_id) {
     store::Transaction tx(store_->db());
     for (auto t : trials) {
         if (t.kind != TrialKind::Search || !t.step_time_s || !(*t.step_time_s > 0)) continue;
-        t.measurements["control"] = {{"trial", control->id},
-                                     {"step_s", *control->step_time_s},
-                                     {"ratio", *t.step_time_s / *control->step_time_s}};
+        t.measurements.control =
+            trial::ControlRatio{control->id, *control->step_time_s, *t.step_time_s / *control->step_time_s};
         store_->update_trial(t);
     }
     tx.commit();
@@ -233,7 +237,8 @@ TrialCostModel Campaign::trial_cost_model() {
     // one batch that waited out an orchestrator outage does not dominate.
     std::vector<double> overheads;
     for (const auto& b : store_->batches("finished")) {
-        if (b.kind == "search" || b.kind == kSubmittedBatch || b.submitted <= 0 || b.finished <= b.submitted)
+        if (b.kind == store::BatchKind::Search || b.kind == store::BatchKind::Submitted || b.submitted <= 0 ||
+            b.finished <= b.submitted)
             continue;
         int n = 0;
         for (const auto& t : store_->trials_of_batch(b.id))
@@ -254,7 +259,8 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     std::vector<store::BatchRow> done = store_->batches("finished");
     std::sort(done.begin(), done.end(), [](auto& a, auto& b) { return a.finished < b.finished; });
     for (const auto& b : done) {
-        if (b.kind == "search" && previous_end > 0) periods.push_back(b.finished - previous_end);
+        if (b.kind == store::BatchKind::Search && previous_end > 0)
+            periods.push_back(b.finished - previous_end);
         previous_end = b.finished;
     }
     const int conc = std::max(1, contract_.resources.max_concurrent);
@@ -436,7 +442,7 @@ void Campaign::search(const RunOptions& o) {
                                      0,
                                      {},
                                      {}});
-        auto id = plan_batch("search", tasks);
+        auto id = plan_batch(store::BatchKind::Search, tasks);
         store_->set_meta("requeue", requeue.dump());
         say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used)", id,
                            tasks.size() - 1, use.trials, contract_.budget.trials));

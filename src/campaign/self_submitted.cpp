@@ -2,7 +2,7 @@
 // submit (an sbatch or salloc from inside the workload runs outside the trial's private view, with the
 // user's full access). Seen from what Slurm alone writes about each job (slurm/user_jobs.hpp: id, submit
 // time, state; squeue, and accounting where it works), so a job that clears its environment is seen too.
-// Recorded with the trial (measurements "self_submitted_jobs") and shown in the report as a warning on it.
+// Recorded with the trial (Measurements::self_submitted_jobs) and shown in the report as a warning on it.
 //
 // A warning, not a violation: the attribution is by user and time only, and the user's own jobs of the same
 // moment (another campaign, an interactive job) look the same; what a detached job could change of this
@@ -16,8 +16,6 @@
 #include <fmt/format.h>
 
 namespace infrarsi::campaign {
-
-using nlohmann::json;
 
 std::vector<slurm::UserJob> Campaign::jobs_not_ours(const scheduler::Scheduler& sched,
                                                     std::int64_t batch_id) {
@@ -46,14 +44,14 @@ std::vector<slurm::UserJob> Campaign::jobs_not_ours(const scheduler::Scheduler& 
     }
 }
 
-json Campaign::self_submitted_during(const slurm::JobRecord& rec) const {
-    json out = json::array();
+std::vector<trial::SelfSubmittedJob> Campaign::self_submitted_during(const slurm::JobRecord& rec) const {
+    std::vector<trial::SelfSubmittedJob> out;
     const auto start = slurm::slurm_time_epoch(rec.start_time);
     if (!start) return out;
     const double end = slurm::slurm_time_epoch(rec.end_time).value_or(store::now_seconds());
     for (const auto& j : user_jobs_)
         if (j.submitted_epoch >= *start - 1 && j.submitted_epoch <= end + 1)
-            out.push_back({{"job", j.job_id}, {"state", j.state}, {"submitted", j.submitted}});
+            out.push_back({j.job_id, j.state, j.submitted});
     return out;
 }
 

@@ -43,7 +43,7 @@ std::optional<std::int64_t> Campaign::adopt_submitted_job(const RunOptions& o) {
     if (!output) return not_adopted("Slurm no longer knows the job or where its output went");
 
     store::Transaction tx(store_->db());
-    const auto batch_id = store_->add_batch(kSubmittedBatch, "");
+    const auto batch_id = store_->add_batch(store::BatchKind::Submitted, "");
     const fs::path tdir = dir_ / "batches" / std::to_string(batch_id) / "0";
     fs::create_directories(tdir);
     TrialRow row;

@@ -320,7 +320,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // (A stage's first block carries it: the first stage's and the re-check's.)
     json spot;
     if (before == 0) spot = plan_spot_check(cand, v.id, plan, pair_args, tasks, where);
-    const auto batch = plan_batch("verify", tasks, where);
+    const auto batch = plan_batch(store::BatchKind::Verify, tasks, where);
     // The stage's record (the first stage's in the verification's detail, the re-check's in its "recheck"):
     // each block's batch, order seed and pairs appended.
     if (recheck)
@@ -337,6 +337,23 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     store_->update_verification(v);
     submit_batch(batch, o);
     await_batch(batch, o);
+}
+
+// A verification batch finishes each verification it ran pairs of. Where the contract can seed, each A/B
+// pair runs at a seed of its own and is compared within the pair (verify::decide), not with the doctor's
+// reference at the contract's seed.
+void Campaign::register_verification_stage() {
+    batch_stages_[store::BatchKind::Verify] = {
+        .finish =
+            [this](std::int64_t batch_id) {
+                std::set<std::int64_t> vids;
+                for (const auto& t : store_->trials_of_batch(batch_id))
+                    if (t.verification_id) vids.insert(*t.verification_id);
+                for (auto v : vids)
+                    finish_verification(v);
+            },
+        .own_seeds = can_seed(),
+    };
 }
 
 void Campaign::finish_verification(std::int64_t vid) {
@@ -358,12 +375,10 @@ void Campaign::finish_verification(std::int64_t vid) {
         // A broken loss invariant is verification's to judge (it reports it as such), so such a run is kept.
         x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
         x.step_s = t.step_time_s.value_or(0);
-        if (t.measurements.contains("losses")) x.losses = t.measurements["losses"].get<std::vector<double>>();
-        if (t.measurements.contains("steady_samples") && t.measurements["steady_samples"].is_array())
-            for (const auto& s : t.measurements["steady_samples"])
-                if (s.is_number()) x.step_samples.push_back(s.get<double>());
-        if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
-            x.eval_loss = t.measurements["eval_loss"].get<double>();
+        if (t.measurements.losses) x.losses = *t.measurements.losses;
+        for (const double s : t.measurements.steady_samples)
+            if (!std::isnan(s)) x.step_samples.push_back(s);
+        x.eval_loss = t.measurements.eval_loss;
         x.peak_memory_bytes = t.peak_memory_bytes;
         if (static_cast<int>(x.losses.size()) < inv.steps) x.ok = false;
         x.node = t.node;

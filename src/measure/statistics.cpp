@@ -218,4 +218,16 @@ double mfu(double model_flops_per_step, double step_time_s, double peak_flops) {
     return model_flops_per_step / step_time_s / peak_flops;
 }
 
+std::optional<MfuParts> reported_mfu_parts(const std::vector<measure::StepSample>& steps, int warmup_steps) {
+    std::vector<double> flops, peaks;
+    for (std::size_t i = static_cast<std::size_t>(std::max(0, warmup_steps)); i < steps.size(); ++i) {
+        const auto& s = steps[i];
+        if (!s.timed || !(s.model_flops > 0)) continue;
+        flops.push_back(s.model_flops);
+        if (s.mfu && *s.mfu > 0 && s.step_time_s > 0) peaks.push_back(s.model_flops / s.step_time_s / *s.mfu);
+    }
+    if (flops.empty()) return std::nullopt;
+    return MfuParts{median(flops), peaks.empty() ? 0.0 : median(peaks)};
+}
+
 } // namespace infrarsi::measure

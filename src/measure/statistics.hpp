@@ -55,4 +55,12 @@ TrialSummary summarize(const StepLog& log, int warmup_steps);
 // Model FLOPs utilization: achieved model FLOP/s over the hardware's peak.
 double mfu(double model_flops_per_step, double step_time_s, double peak_flops);
 
+// MFU's parts as a job reports them (verify/verify.hpp: the campaign's MFU has one denominator a hardware).
+struct MfuParts {
+    double model_flops_per_step = 0;
+    double peak_flops = 0; // implied by the job's own MFU (model FLOPs / step time / mfu); 0: not reported
+};
+// The medians over the steps after warm-up that report model FLOPs; nullopt when none does.
+std::optional<MfuParts> reported_mfu_parts(const std::vector<StepSample>& steps, int warmup_steps);
+
 } // namespace infrarsi::measure

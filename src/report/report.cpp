@@ -43,12 +43,10 @@ json trial_files(const store::TrialRow& t) {
 // loss; null where nothing was kept.
 json trial_curve(const store::TrialRow& t) {
     const auto& m = t.measurements;
-    if (!m.is_object() || !m.contains("step_times_s") || !m.contains("step_numbers")) return nullptr;
-    return {{"steps", m["step_numbers"]}, {"step_s", m["step_times_s"]}, {"loss", m.value("losses", json())}};
-}
-
-json measured(const json& m, const char* key) {
-    return m.is_object() && m.contains(key) && m[key].is_number() ? m[key] : json();
+    if (!m.step_times_s || !m.step_numbers) return nullptr;
+    return {{"steps", *m.step_numbers},
+            {"step_s", *m.step_times_s},
+            {"loss", m.losses ? json(*m.losses) : json()}};
 }
 
 json trial_json(const store::TrialRow& t) {
@@ -69,7 +67,7 @@ json trial_json(const store::TrialRow& t) {
               // The job's own MFU figure, over the peak it assumes (the peak its figure implies): its claim,
               // not a figure of this campaign's (those are the baseline's and the verifications').
               {"job_mfu", opt(t.mfu)},
-              {"job_peak_flops", measured(t.measurements, "peak_flops")},
+              {"job_peak_flops", opt(t.measurements.peak_flops)},
               {"tokens_per_s", opt(t.tokens_per_s)},
               {"peak_memory_bytes", opt(t.peak_memory_bytes)},
               {"cost_node_s", t.cost_node_s},
@@ -79,21 +77,19 @@ json trial_json(const store::TrialRow& t) {
               {"log", files["log"]},
               {"knobs", cand.value("knobs", json::object())},
               {"patches", cand.value("patches", json::array())},
-              {"started_at", measured(t.measurements, "started_at")},
-              {"ended_at", measured(t.measurements, "ended_at")},
+              {"started_at", opt(t.measurements.started_at)},
+              {"ended_at", opt(t.measurements.ended_at)},
               {"curve", trial_curve(t)},
               // What the candidate's code could not write (docs/orchestrator.md, "Evidence").
-              {"evidence", t.measurements.is_object() ? t.measurements.value("evidence", json()) : json()},
-              {"isolation", t.measurements.is_object() ? t.measurements.value("isolation", json()) : json()},
-              {"leftover_processes_killed",
-               t.measurements.is_object() ? t.measurements.value("leftover_processes_killed", 0) : 0}};
+              {"evidence", t.measurements.evidence ? t.measurements.evidence->document : json()},
+              {"isolation", t.measurements.isolation ? trial::to_json(*t.measurements.isolation) : json()},
+              {"leftover_processes_killed", t.measurements.leftover_processes_killed}};
     // Jobs of the user submitted while the trial ran that the campaign did not submit: a warning
     // (campaign/self_submitted.cpp), present only when there were any.
-    if (t.measurements.is_object() && t.measurements.contains("self_submitted_jobs"))
-        j["self_submitted_jobs"] = t.measurements["self_submitted_jobs"];
+    if (!t.measurements.self_submitted_jobs.empty())
+        j["self_submitted_jobs"] = trial::to_json(t.measurements.self_submitted_jobs);
     // What of the job's own files was removed once the trial was read ([workload] keep_job_files), when any.
-    if (t.measurements.is_object() && t.measurements.contains("job_files_removed"))
-        j["job_files_removed"] = t.measurements["job_files_removed"];
+    if (const auto& r = t.measurements.job_files_removed) j["job_files_removed"] = trial::to_json(*r);
     return j;
 }
 
@@ -114,8 +110,7 @@ json loss_comparison(const contract::Invariants& inv, const std::vector<double>&
     auto per_step = [&](const std::vector<store::TrialRow>& ts) {
         std::vector<std::vector<double>> runs;
         for (const auto& t : ts)
-            if (t.measurements.contains("losses"))
-                runs.push_back(t.measurements["losses"].get<std::vector<double>>());
+            if (t.measurements.losses) runs.push_back(*t.measurements.losses);
         std::vector<double> med;
         for (int i = 0; i < inv.steps; ++i) {
             std::vector<double> xs;
@@ -129,8 +124,7 @@ json loss_comparison(const contract::Invariants& inv, const std::vector<double>&
     auto evals = [](const std::vector<store::TrialRow>& ts) {
         std::vector<double> xs;
         for (const auto& t : ts)
-            if (t.measurements.contains("eval_loss") && t.measurements["eval_loss"].is_number())
-                xs.push_back(t.measurements["eval_loss"].get<double>());
+            if (t.measurements.eval_loss) xs.push_back(*t.measurements.eval_loss);
         return xs;
     };
     const auto got = per_step(cand);
@@ -180,9 +174,8 @@ json job_step_numbers(const std::vector<store::TrialRow>& trials, json e) {
     if (!e.is_object() || !e.contains("candidate_trial") || !e.contains("values")) return e;
     const auto id = e["candidate_trial"].get<std::int64_t>();
     const auto t = std::find_if(trials.begin(), trials.end(), [&](const auto& x) { return x.id == id; });
-    if (t == trials.end() || !t->measurements.is_object() || !t->measurements.contains("step_numbers"))
-        return e;
-    const auto& numbers = t->measurements["step_numbers"];
+    if (t == trials.end() || !t->measurements.step_numbers) return e;
+    const auto& numbers = *t->measurements.step_numbers;
     for (auto* list : {&e["values"], &e["beyond"]})
         if (list->is_array())
             for (auto& v : *list)
@@ -271,8 +264,10 @@ json status(campaign::Campaign& c) {
     const auto batches = s.batches();
     if (!batches.empty()) {
         const auto& b = batches.back();
-        j["batch"] = {
-            {"id", b.id}, {"kind", b.kind}, {"state", b.state}, {"trials", s.trials_of_batch(b.id).size()}};
+        j["batch"] = {{"id", b.id},
+                      {"kind", store::to_string(b.kind)},
+                      {"state", b.state},
+                      {"trials", s.trials_of_batch(b.id).size()}};
     }
     // What is left, in wall time: during the search, the search trials left at the pace so far (wall time
     // per counted trial, the doctor's included), within the wall-time budget; later, the wall-time budget.
@@ -494,11 +489,10 @@ json build(campaign::Campaign& c) {
     double total = 0;
     std::uint64_t removed_trials = 0, removed_entries = 0, removed_bytes = 0; // [workload] keep_job_files
     for (const auto& t : trials) {
-        if (t.measurements.is_object() && t.measurements.contains("job_files_removed")) {
-            const auto& m = t.measurements["job_files_removed"];
+        if (const auto& m = t.measurements.job_files_removed) {
             ++removed_trials;
-            removed_entries += m.value("entries", std::uint64_t{0});
-            removed_bytes += m.value("bytes", std::uint64_t{0});
+            removed_entries += m->entries;
+            removed_bytes += m->bytes;
         }
         if (t.state != store::TrialState::Finished) continue;
         const std::string o = store::outcome_name(t);

@@ -1,5 +1,7 @@
 #include "slurm/job.hpp"
 
+#include "util/enum_names.hpp"
+
 #include <algorithm>
 #include <array>
 #include <regex>
@@ -8,6 +10,33 @@
 
 namespace infrarsi::slurm {
 namespace {
+
+// The names people read (status lines, the trial's detail), one table each.
+constexpr util::EnumNames<JobState, 15> job_state_names{{{
+    {JobState::Pending, "pending"},
+    {JobState::Running, "running"},
+    {JobState::Completing, "completing"},
+    {JobState::Completed, "completed"},
+    {JobState::Failed, "failed"},
+    {JobState::Cancelled, "cancelled"},
+    {JobState::Timeout, "timeout"},
+    {JobState::OutOfMemory, "out_of_memory"},
+    {JobState::NodeFail, "node_fail"},
+    {JobState::Preempted, "preempted"},
+    {JobState::BootFail, "boot_fail"},
+    {JobState::Deadline, "deadline"},
+    {JobState::Requeued, "requeued"},
+    {JobState::Suspended, "suspended"},
+    {JobState::Unknown, "unknown"},
+}}};
+constexpr util::EnumNames<Outcome, 6> outcome_names{{{
+    {Outcome::Completed, "completed"},
+    {Outcome::OutOfMemory, "out_of_memory"},
+    {Outcome::Timeout, "timeout"},
+    {Outcome::NodeFailure, "node_failure"},
+    {Outcome::Cancelled, "cancelled"},
+    {Outcome::Failed, "failed"},
+}}};
 
 // Long and short (squeue %t) spellings of every state we act on.
 constexpr std::array<std::pair<const char*, JobState>, 30> kStates{{
@@ -75,57 +104,11 @@ bool is_finished(JobState s) {
 }
 
 const char* to_string(JobState s) {
-    switch (s) {
-    case JobState::Pending:
-        return "pending";
-    case JobState::Running:
-        return "running";
-    case JobState::Completing:
-        return "completing";
-    case JobState::Completed:
-        return "completed";
-    case JobState::Failed:
-        return "failed";
-    case JobState::Cancelled:
-        return "cancelled";
-    case JobState::Timeout:
-        return "timeout";
-    case JobState::OutOfMemory:
-        return "out_of_memory";
-    case JobState::NodeFail:
-        return "node_fail";
-    case JobState::Preempted:
-        return "preempted";
-    case JobState::BootFail:
-        return "boot_fail";
-    case JobState::Deadline:
-        return "deadline";
-    case JobState::Requeued:
-        return "requeued";
-    case JobState::Suspended:
-        return "suspended";
-    case JobState::Unknown:
-        return "unknown";
-    }
-    return "unknown";
+    return job_state_names.name(s).data(); // a literal of the table: NUL-terminated
 }
 
 const char* to_string(Outcome o) {
-    switch (o) {
-    case Outcome::Completed:
-        return "completed";
-    case Outcome::OutOfMemory:
-        return "out_of_memory";
-    case Outcome::Timeout:
-        return "timeout";
-    case Outcome::NodeFailure:
-        return "node_failure";
-    case Outcome::Cancelled:
-        return "cancelled";
-    case Outcome::Failed:
-        return "failed";
-    }
-    return "failed";
+    return outcome_names.name(o).data();
 }
 
 Outcome classify(const JobRecord& job) {

@@ -1,5 +1,7 @@
 #include "store/campaign_store.hpp"
 
+#include "store/measurements.hpp"
+
 #include "util/error.hpp"
 
 #include <chrono>
@@ -11,59 +13,15 @@ double now_seconds() {
     return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-const char* to_string(TrialKind k) {
-    switch (k) {
-    case TrialKind::Doctor:
-        return "doctor";
-    case TrialKind::Search:
-        return "search";
-    case TrialKind::VerifyBaseline:
-        return "verify_baseline";
-    case TrialKind::VerifyCandidate:
-        return "verify_candidate";
-    case TrialKind::EquivalenceBaseline:
-        return "equivalence_baseline";
-    case TrialKind::EquivalenceCandidate:
-        return "equivalence_candidate";
-    case TrialKind::Ablation:
-        return "ablation";
-    case TrialKind::SearchControl:
-        return "search_control";
-    }
-    return "?";
-}
-
 TrialKind parse_trial_kind(const std::string& s) {
-    if (s == "doctor") return TrialKind::Doctor;
-    if (s == "search") return TrialKind::Search;
-    if (s == "verify_baseline") return TrialKind::VerifyBaseline;
-    if (s == "verify_candidate") return TrialKind::VerifyCandidate;
-    if (s == "equivalence_baseline") return TrialKind::EquivalenceBaseline;
-    if (s == "equivalence_candidate") return TrialKind::EquivalenceCandidate;
-    if (s == "ablation") return TrialKind::Ablation;
-    if (s == "search_control") return TrialKind::SearchControl;
-    throw Error("unknown trial kind '" + s + "'", "campaign store",
-                "doctor, search, verify_baseline, verify_candidate, equivalence_baseline, "
-                "equivalence_candidate, ablation, search_control");
-}
-
-const char* to_string(TrialState s) {
-    switch (s) {
-    case TrialState::Planned:
-        return "planned";
-    case TrialState::Submitted:
-        return "submitted";
-    case TrialState::Finished:
-        return "finished";
-    }
-    return "?";
+    if (const auto k = trial_kind_names.parse(s)) return *k;
+    throw Error("unknown trial kind '" + s + "'", "campaign store", trial_kind_names.list());
 }
 
 namespace {
+// Anything else reads as finished, as it always has.
 TrialState parse_state(const std::string& s) {
-    if (s == "planned") return TrialState::Planned;
-    if (s == "submitted") return TrialState::Submitted;
-    return TrialState::Finished;
+    return trial_state_names.parse(s).value_or(TrialState::Finished);
 }
 
 // Migration i brings the schema from version i to i + 1. Never edit a shipped one; append.
@@ -176,11 +134,27 @@ TrialRow read_trial(const Statement& s) {
     t.reason = s.text(23);
     t.result_path = s.text(24);
     t.verification_id = s.opt_integer(25);
-    t.measurements = nlohmann::json::parse(s.text(26));
+    t.measurements = measurements_from_json(nlohmann::json::parse(s.text(26)));
     t.violation = trial::parse_violation(s.text(27));
     return t;
 }
 } // namespace
+
+void record_assessment(TrialRow& t, const trial::TrialRecord& r) {
+    t.outcome = r.outcome;
+    t.violation = r.violation;
+    t.detail = r.detail;
+    t.step_time_s = r.step_time_s;
+    t.step_time_lo = r.step_time_lo;
+    t.step_time_hi = r.step_time_hi;
+    t.cold_step_s = r.cold_step_s;
+    t.tokens_per_s = r.tokens_per_s;
+    t.mfu = r.mfu;
+    t.loss = r.loss;
+    t.peak_memory_bytes = r.peak_memory_bytes;
+    t.cost_node_s = r.cost_node_s;
+    t.measurements = r.measurements;
+}
 
 CampaignStore::CampaignStore(const std::string& path) : db_(path) {
     migrate();
@@ -262,9 +236,9 @@ std::vector<PatchRow> CampaignStore::patches() {
     return out;
 }
 
-std::int64_t CampaignStore::add_batch(const std::string& kind, const std::string& manifest) {
+std::int64_t CampaignStore::add_batch(BatchKind kind, const std::string& manifest) {
     Statement(db_, "INSERT INTO batches(kind, state, manifest, created) VALUES (?1, 'planned', ?2, ?3)")
-        .bind(1, kind)
+        .bind(1, to_string(kind))
         .bind(2, manifest)
         .bind(3, now_seconds())
         .run();
@@ -343,8 +317,14 @@ void CampaignStore::set_batch_finished(std::int64_t id) {
 }
 
 namespace {
+BatchKind parse_batch_kind(const std::string& s) {
+    if (const auto k = batch_kind_names.parse(s)) return *k;
+    throw Error("unknown batch kind '" + s + "'", "campaign store", batch_kind_names.list());
+}
+
 BatchRow read_batch(const Statement& s) {
-    return {s.integer(0), s.text(1), s.text(2), s.text(3), s.text(4), s.real(5), s.real(6), s.real(7)};
+    return {s.integer(0), parse_batch_kind(s.text(1)), s.text(2), s.text(3), s.text(4), s.real(5), s.real(6),
+            s.real(7)};
 }
 } // namespace
 
@@ -411,7 +391,7 @@ void CampaignStore::update_trial(const TrialRow& t) {
         .bind(15, t.cost_node_s)
         .bind(16, t.counted ? 1 : 0)
         .bind(17, t.result_path)
-        .bind(18, t.measurements.dump())
+        .bind(18, to_json(t.measurements).dump())
         .bind(19, t.sandbox)
         .bind(20, trial::to_string(t.violation))
         .run();

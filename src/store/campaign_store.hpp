@@ -5,6 +5,7 @@
 #include "store/baseline.hpp"
 #include "store/sqlite.hpp"
 #include "trial/outcome.hpp"
+#include "trial/record.hpp"
 #include "util/enum_names.hpp"
 
 #include <nlohmann/json.hpp>
@@ -31,8 +32,19 @@ enum class TrialKind {
     Ablation,
     SearchControl
 };
-const char* to_string(TrialKind k);
-TrialKind parse_trial_kind(const std::string& s);
+inline constexpr util::EnumNames<TrialKind, 8> trial_kind_names{
+    {{{TrialKind::Doctor, "doctor"},
+      {TrialKind::Search, "search"},
+      {TrialKind::VerifyBaseline, "verify_baseline"},
+      {TrialKind::VerifyCandidate, "verify_candidate"},
+      {TrialKind::EquivalenceBaseline, "equivalence_baseline"},
+      {TrialKind::EquivalenceCandidate, "equivalence_candidate"},
+      {TrialKind::Ablation, "ablation"},
+      {TrialKind::SearchControl, "search_control"}}}};
+inline std::string to_string(TrialKind k) {
+    return std::string(trial_kind_names.name(k));
+}
+TrialKind parse_trial_kind(const std::string& s); // throws an Error naming the kinds
 
 // Where a campaign is, in order; it only moves forward. initialized: locked, nothing run; doctor: measuring
 // the baseline; search: the baseline is stored, trials are proposed; verification: the search is over, A/B
@@ -49,7 +61,12 @@ inline std::string to_string(Stage s) {
 
 // planned: in the DB, not yet in Slurm; submitted: job id known; finished: outcome recorded.
 enum class TrialState { Planned, Submitted, Finished };
-const char* to_string(TrialState s);
+inline constexpr util::EnumNames<TrialState, 3> trial_state_names{{{{TrialState::Planned, "planned"},
+                                                                    {TrialState::Submitted, "submitted"},
+                                                                    {TrialState::Finished, "finished"}}}};
+inline std::string to_string(TrialState s) {
+    return std::string(trial_state_names.name(s));
+}
 
 struct Lock {
     std::string kind; // contract, tree, protected
@@ -80,9 +97,26 @@ struct AgentCallRow {
     nlohmann::json detail = nlohmann::json::object();
 };
 
+// What a batch is for: the stage that plans a kind finishes it (campaign/: each stage registers its
+// finisher). doctor_remeasure: the doctor's re-measurement, one job at a time, of a baseline too noisy at
+// first; submitted: the job the user submitted with --infrarsi=tune (one doctor trial, the job's own id);
+// equivalence: a patch set's equivalence check; ablation: a promoted bundle's changes removed in turn.
+enum class BatchKind { Doctor, DoctorRemeasure, Submitted, Search, Verify, Equivalence, Ablation };
+inline constexpr util::EnumNames<BatchKind, 7> batch_kind_names{
+    {{{BatchKind::Doctor, "doctor"},
+      {BatchKind::DoctorRemeasure, "doctor_remeasure"},
+      {BatchKind::Submitted, "submitted"},
+      {BatchKind::Search, "search"},
+      {BatchKind::Verify, "verify"},
+      {BatchKind::Equivalence, "equivalence"},
+      {BatchKind::Ablation, "ablation"}}}};
+inline std::string to_string(BatchKind k) {
+    return std::string(batch_kind_names.name(k));
+}
+
 struct BatchRow {
     std::int64_t id = 0;
-    std::string kind;     // doctor, search, verify
+    BatchKind kind = BatchKind::Search;
     std::string state;    // planned, submitted, finished
     std::string job_id;   // once submitted: its arrays' job ids, comma-separated (for people; see arrays())
     std::string manifest; // path
@@ -124,8 +158,11 @@ struct TrialRow {
     std::string reason; // the proposer's reason
     std::string result_path;
     std::optional<std::int64_t> verification_id;
-    nlohmann::json measurements; // per-step samples and phases
+    trial::Measurements measurements; // per-step samples, phases, evidence (store/measurements.hpp)
 };
+
+// The trial's row takes what its assessment found (trial/record.hpp); the notes are for the log.
+void record_assessment(TrialRow& t, const trial::TrialRecord& r);
 
 // The outcome's name ("ok", "oom", ...), empty while the trial has none.
 inline std::string outcome_name(const TrialRow& t) {
@@ -175,7 +212,7 @@ class CampaignStore {
     void put_patch(const PatchRow& p);
     std::vector<PatchRow> patches();
 
-    std::int64_t add_batch(const std::string& kind, const std::string& manifest);
+    std::int64_t add_batch(BatchKind kind, const std::string& manifest);
     void add_array(std::int64_t batch_id, const ArrayRow& a);
     std::vector<ArrayRow> arrays(std::int64_t batch_id); // in seq order
     // The array's job id, and its trials': submitted, job id JOB_INDEX.

@@ -540,4 +540,34 @@ nlohmann::json to_json(const LogDiagnosis& d) {
     return j;
 }
 
+namespace {
+SignalLine signal_line_from_json(const nlohmann::json& k) {
+    SignalLine l;
+    l.signal = log_signal_names.parse(k.value("signal", "none")).value_or(LogSignal::None);
+    l.source = line_source_names.parse(k.value("source", "workload")).value_or(LineSource::Workload);
+    l.line_no = k.value("line_no", std::size_t{0});
+    l.absurd = k.value("absurd", false);
+    auto number = [&](const char* key) {
+        return k.contains(key) && k[key].is_number() ? std::optional<double>(k[key].get<double>())
+                                                     : std::nullopt;
+    };
+    if (const auto g = number("gpu")) l.gpu = static_cast<int>(*g);
+    l.requested_bytes = number("requested_bytes");
+    l.allocated_bytes = number("allocated_bytes");
+    l.capacity_bytes = number("capacity_bytes");
+    return l;
+}
+} // namespace
+
+LogDiagnosis log_diagnosis_from_json(const nlohmann::json& j) {
+    LogDiagnosis d;
+    if (!j.is_object()) return d;
+    d.signal = log_signal_names.parse(j.value("signal", "none")).value_or(LogSignal::None);
+    d.reason = j.value("reason", "");
+    if (j.contains("first") && j["first"].is_object()) d.first = signal_line_from_json(j["first"]);
+    if (j.contains("discounted") && j["discounted"].is_object())
+        d.discounted = signal_line_from_json(j["discounted"]);
+    return d;
+}
+
 } // namespace infrarsi::trial

@@ -147,5 +147,7 @@ LogDiagnosis diagnose(std::string_view job_output);
 
 // For the store and the report: signal, reason, and the deciding line's source, line number and numbers.
 nlohmann::json to_json(const LogDiagnosis& d);
+// That document read back (a line's text is not in it); unknown names read as none and workload.
+LogDiagnosis log_diagnosis_from_json(const nlohmann::json& j);
 
 } // namespace infrarsi::trial

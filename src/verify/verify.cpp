@@ -230,18 +230,6 @@ measure::Interval order_adjusted_interval(const std::vector<double>& d, const st
     return iv;
 }
 
-std::optional<MfuParts> reported_mfu_parts(const std::vector<measure::StepSample>& steps, int warmup_steps) {
-    std::vector<double> flops, peaks;
-    for (std::size_t i = static_cast<std::size_t>(std::max(0, warmup_steps)); i < steps.size(); ++i) {
-        const auto& s = steps[i];
-        if (!s.timed || !(s.model_flops > 0)) continue;
-        flops.push_back(s.model_flops);
-        if (s.mfu && *s.mfu > 0 && s.step_time_s > 0) peaks.push_back(s.model_flops / s.step_time_s / *s.mfu);
-    }
-    if (flops.empty()) return std::nullopt;
-    return MfuParts{measure::median(flops), peaks.empty() ? 0.0 : measure::median(peaks)};
-}
-
 MfuComparison compare_mfu(double model_flops_per_step, double peak_flops, const std::string& peak_source,
                           double baseline_step_s, double speedup) {
     MfuComparison m;

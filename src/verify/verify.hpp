@@ -162,12 +162,7 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
 // (minigpt: a short GEMM probe with the trial's own threads and ranks), so candidates are not comparable. The
 // campaign uses one peak per hardware (the contract's, or the doctor's, measured once) and the baseline's
 // model FLOPs per step for every MFU it reports: at fixed model FLOPs, the MFU ratio is the speed-up.
-struct MfuParts {
-    double model_flops_per_step = 0;
-    double peak_flops = 0; // implied by the job's own MFU (model FLOPs / step time / mfu); 0: not reported
-};
-// The medians over the steps after warm-up that report model FLOPs; nullopt when none does.
-std::optional<MfuParts> reported_mfu_parts(const std::vector<measure::StepSample>& steps, int warmup_steps);
+// A trial's own parts of it: measure::reported_mfu_parts (statistics.hpp).
 struct MfuComparison {
     double peak_flops = 0, model_flops_per_step = 0;
     std::string peak_source;

@@ -118,7 +118,7 @@ TEST_CASE("a host-wide slowdown after the doctor moves the search batch's contro
     }
     // Each search batch has exactly one control, and controls are not counted as search trials.
     for (const auto& b : c.store().batches()) {
-        if (b.kind != "search") continue;
+        if (b.kind != store::BatchKind::Search) continue;
         int n = 0;
         for (const auto& t : c.store().trials_of_batch(b.id))
             n += t.kind == TrialKind::SearchControl;
@@ -134,7 +134,8 @@ TEST_CASE("a host-wide slowdown after the doctor moves the search batch's contro
         const auto ratio = campaign::control_ratio(t);
         REQUIRE(ratio);
         CHECK(*ratio < 0.55);
-        CHECK(t.measurements["control"]["step_s"].get<double>() == doctest::Approx(0.606).epsilon(0.02));
+        REQUIRE(t.measurements.control);
+        CHECK(t.measurements.control->step_s == doctest::Approx(0.606).epsilon(0.02));
     }
     CHECK(fast_seen);
     // Like against like into verification too: the fast patch, slower than the doctor's solo figure but
@@ -191,7 +192,7 @@ TEST_CASE("a doctor whose noise stays too high re-measures one job at a time, th
         // The first measurement and the re-measurement, each of three runs, one job at a time.
         int remeasures = 0;
         for (const auto& b : c.store().batches())
-            if (b.kind == campaign::kNoiseRemeasureBatch) {
+            if (b.kind == store::BatchKind::DoctorRemeasure) {
                 ++remeasures;
                 CHECK(c.store().trials_of_batch(b.id).size() == 3);
             }

@@ -40,7 +40,7 @@ bool has_patch(const store::TrialRow& t, const std::string& id) {
     return std::find(p.begin(), p.end(), id) != p.end();
 }
 
-int batches_of(campaign::Campaign& c, const std::string& kind) {
+int batches_of(campaign::Campaign& c, store::BatchKind kind) {
     int n = 0;
     for (const auto& b : c.store().batches())
         n += b.kind == kind;
@@ -91,7 +91,7 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
     CHECK(r["max_relative"].get<double>() == 0.0);
     CHECK(r["values"].size() == 6);
     // One batch: the patch set at the baseline's knobs first, then the baseline, both at that seed.
-    REQUIRE(batches_of(c, "equivalence") == 1);
+    REQUIRE(batches_of(c, store::BatchKind::Equivalence) == 1);
     const auto trials = c.store().trials_of_batch(r["batch_id"].get<std::int64_t>());
     REQUIRE(trials.size() == 2);
     CHECK(trials[0].kind == TrialKind::EquivalenceCandidate);
@@ -103,8 +103,10 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
         CHECK(t.env.at("STEPLOAD_SEED") == std::to_string(seed));
     // Their losses are those of that seed (train.sh: 2 / (step + 1 + ((seed - 1) mod 1000) / 1000)).
     const double expected = 2.0 / (2 + static_cast<double>((seed - 1) % 1000) / 1000);
-    CHECK(std::fabs(trials[1].measurements["losses"][0].get<double>() - expected) < 1e-5);
-    CHECK(std::fabs(trials[0].measurements["losses"][0].get<double>() - expected) < 1e-5);
+    REQUIRE(trials[1].measurements.losses);
+    REQUIRE(trials[0].measurements.losses);
+    CHECK(std::fabs(trials[1].measurements.losses->at(0) - expected) < 1e-5);
+    CHECK(std::fabs(trials[0].measurements.losses->at(0) - expected) < 1e-5);
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
     CHECK(v[0].promoted);
@@ -149,7 +151,8 @@ TEST_CASE("a fast patch that shifts the loss inside the loss tolerance fails the
     CHECK(records[0]["beyond"][0]["step"] == 1);
     CHECK(std::fabs(records[0]["beyond"][0]["candidate"].get<double>() -
                     records[0]["beyond"][0]["baseline"].get<double>() - 1e-4) < 2e-6);
-    CHECK(batches_of(c, "equivalence") == 1); // the second candidate with nudge is decided by the record
+    CHECK(batches_of(c, store::BatchKind::Equivalence) ==
+          1); // the second candidate with nudge is decided by the record
     const auto eq = c.store().trials({.kinds = {TrialKind::EquivalenceCandidate}});
     REQUIRE(eq.size() == 1);
     CHECK(eq[0].outcome == trial::Outcome::ContractViolation);
@@ -526,7 +529,7 @@ TEST_CASE("an unpatched reference that runs out of memory in the equivalence che
     CHECK(records[1]["knobs"] == "chunk=1");
     CHECK(records[1]["knobs_note"].get<std::string>().find("a run of this check there ran out of memory") !=
           std::string::npos);
-    CHECK(batches_of(c, "equivalence") == 2);
+    CHECK(batches_of(c, store::BatchKind::Equivalence) == 2);
     const auto v = verification_of(c, kSaverKey);
     REQUIRE(v);
     CHECK(v->detail["equivalence"]["state"] == "passed");

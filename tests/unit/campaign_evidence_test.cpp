@@ -210,8 +210,8 @@ TEST_CASE("a patch that slows the job's clock is a timing violation and one that
     for (const auto& t : c.store().trials({.kinds = {TrialKind::Search}})) {
         INFO("trial " << t.id << " " << t.candidate.dump() << ": " << t.detail);
         if (t.outcome == trial::Outcome::BuildFailure) continue; // a bundle whose patches conflict
-        CHECK(t.measurements.contains("evidence"));
-        CHECK(t.measurements.value("isolation", nlohmann::json()).value("in_place", false));
+        CHECK(t.measurements.evidence.has_value());
+        CHECK((t.measurements.isolation && t.measurements.isolation->in_place));
         if (has_patch(t, "burst")) {
             ++burst;
             CHECK(t.outcome == trial::Outcome::ContractViolation);

@@ -178,7 +178,7 @@ TEST_CASE("the trial budget ends the search at exactly the contract's trials, an
     CHECK(logged(c, "search ends: trial budget (3 trials) used"));
     int search_batches = 0;
     for (const auto& b : c.store().batches())
-        search_batches += b.kind == "search";
+        search_batches += b.kind == store::BatchKind::Search;
     CHECK(search_batches == 2);
 }
 

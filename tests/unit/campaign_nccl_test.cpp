@@ -126,7 +126,8 @@ TEST_CASE("only the doctor's runs of a job that uses NCCL get NCCL_DEBUG=INFO") 
         campaign::Campaign::Task t;
         t.candidate = c.contract().space.baseline();
         t.kind = kind;
-        const auto id = c.plan_batch(store::to_string(kind), {t});
+        const auto id = c.plan_batch(
+            kind == store::TrialKind::Doctor ? store::BatchKind::Doctor : store::BatchKind::Search, {t});
         const auto manifest = nlohmann::json::parse(test::read_file(c.store().batch(id).manifest));
         return manifest["tasks"][0]["env"];
     };

@@ -228,7 +228,7 @@ TEST_CASE("a batch's trials with different sbatch-option knobs are planned as on
         t.candidate.knobs["recompute"] = std::string(cpus == 1 ? "full" : "none");
         tasks.push_back(t);
     }
-    const auto batch = c.plan_batch("search", tasks);
+    const auto batch = c.plan_batch(store::BatchKind::Search, tasks);
     const auto arrays = c.store().arrays(batch);
     REQUIRE(arrays.size() == 2);
     CHECK(arrays[0].options == std::vector<std::string>{"--cpus-per-task=1"});
@@ -245,7 +245,7 @@ TEST_CASE("a batch's trials with different sbatch-option knobs are planned as on
         CHECK(t.env.count("TOY_RECOMPUTE") == 0);
     }
     // A verification batch keeps its order (the A/B pairs are interleaved): one array per run of equal sets.
-    const auto verify = c.plan_batch("verify", tasks);
+    const auto verify = c.plan_batch(store::BatchKind::Verify, tasks);
     CHECK(c.store().arrays(verify).size() == 3);
 }
 
@@ -270,7 +270,7 @@ TEST_CASE(
     base.candidate = c.contract().space.baseline();
     patched.candidate = base.candidate;
     patched.candidate.patches = {"fast_kernel"};
-    const auto batch = c.plan_batch("search", {base, patched});
+    const auto batch = c.plan_batch(store::BatchKind::Search, {base, patched});
     for (const auto& t : c.store().trials_of_batch(batch))
         CHECK(t.array_index >= 0); // nothing to build, nothing failed
     const auto m = trial::read_manifest(c.store().batch(batch).manifest);
@@ -416,12 +416,12 @@ estimate_command = ["sh", "-c", 'printf "{\"estimated_peak_bytes\": %s}" $(wc -c
     auto patched = baseline;
     patched.patches = {"fast_kernel"};
     CHECK_FALSE(c.memory_estimate(baseline)); // no doctor yet: no baseline build to run
-    c.plan_batch("doctor", {{baseline, store::TrialKind::Doctor, "doctor", 0, {}, {}}});
+    c.plan_batch(store::BatchKind::Doctor, {{baseline, store::TrialKind::Doctor, "doctor", 0, {}, {}}});
     auto base_est = c.memory_estimate(baseline);
     REQUIRE(base_est);
     CHECK(*base_est == doctest::Approx(double(fs::file_size(tmp.path / "toyload/kernels/compute.c"))));
     CHECK(c.memory_estimate(patched) == base_est); // its patch set is not built yet
-    c.plan_batch("search", {{patched, store::TrialKind::Search, "test", 0, {}, {}}});
+    c.plan_batch(store::BatchKind::Search, {{patched, store::TrialKind::Search, "test", 0, {}, {}}});
     auto patched_est = c.memory_estimate(patched);
     REQUIRE(patched_est);
     CHECK(*patched_est > *base_est); // "iterations / 2" is longer than "iterations"

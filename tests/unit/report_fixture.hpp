@@ -59,7 +59,7 @@ inline std::filesystem::path fixture_campaign(const TempDir& d) {
     };
 
     s.advance_stage(store::Stage::Doctor);
-    const auto doctor = s.add_batch("doctor", "batches/1/manifest.json");
+    const auto doctor = s.add_batch(store::BatchKind::Doctor, "batches/1/manifest.json");
     for (double step : {0.100, 0.104, 0.098})
         trial(doctor, TrialKind::Doctor, toy(1, 16, "none"), Outcome::Ok, step, 60 * MiB, 12);
     s.set_batch_finished(doctor);
@@ -79,13 +79,13 @@ inline std::filesystem::path fixture_campaign(const TempDir& d) {
     s.advance_stage(store::Stage::Search);
     auto patched = toy(1, 16, "none");
     patched.patches = {"broken_build"};
-    const auto first = s.add_batch("search", "batches/2/manifest.json");
+    const auto first = s.add_batch(store::BatchKind::Search, "batches/2/manifest.json");
     trial(first, TrialKind::Search, toy(2, 8, "none"), Outcome::Ok, 0.080, 110 * MiB, 9);
     trial(first, TrialKind::Search, toy(16, 1, "none"), Outcome::OutOfMemory, {}, {}, 3);
     trial(first, TrialKind::Search, patched, Outcome::BuildFailure, {}, {}, 0);
     trial(first, TrialKind::Search, toy(4, 4, "full"), Outcome::ContractViolation, 0.090, 120 * MiB, 8);
     s.set_batch_finished(first);
-    const auto second = s.add_batch("search", "batches/3/manifest.json");
+    const auto second = s.add_batch(store::BatchKind::Search, "batches/3/manifest.json");
     trial(second, TrialKind::Search, toy(4, 4, "none"), Outcome::Ok, 0.070, 190 * MiB, 8);
     trial(second, TrialKind::Search, toy(8, 2, "selective"), Outcome::Ok, 0.075, 240 * MiB, 8);
     trial(second, TrialKind::Search, toy(2, 8, "full"), Outcome::Timeout, {}, 80 * MiB, 30);
@@ -93,7 +93,7 @@ inline std::filesystem::path fixture_campaign(const TempDir& d) {
 
     s.advance_stage(store::Stage::Verification);
     const auto best = toy(4, 4, "none");
-    const auto vbatch = s.add_batch("verify", "batches/4/manifest.json");
+    const auto vbatch = s.add_batch(store::BatchKind::Verify, "batches/4/manifest.json");
     store::VerificationRow v;
     v.candidate = best.to_json();
     v.candidate_key = best.key();

@@ -16,8 +16,7 @@ TEST_CASE("the report names the jobs submitted while a trial ran that the campai
     auto trials = s.trials();
     REQUIRE(trials.size() > 2);
     auto t = trials[1];
-    t.measurements["self_submitted_jobs"] =
-        json::array({{{"job", "4242"}, {"state", "RUNNING"}, {"submitted", "2026-12-06T07:49:51"}}});
+    t.measurements.self_submitted_jobs = {{"4242", "RUNNING", "2026-12-06T07:49:51"}};
     s.update_trial(t);
     const auto r = report::build(c);
     int named = 0;

@@ -51,15 +51,18 @@ std::int64_t add_trial(store::CampaignStore& s, std::int64_t batch, TrialKind ki
     t.node = "node1";
     if (o == Outcome::StoppedSlow)
         t.detail = "stopped: its first timed steps were slower than the best so far";
-    t.measurements = json::object();
+    t.measurements = {};
     if (step) {
         const int n = o == Outcome::StoppedSlow ? 3 : 6;
-        json numbers = json::array(), times = json::array(), losses = json::array();
+        std::vector<int> numbers;
+        std::vector<double> times, losses;
         for (int i = 0; i < n; ++i)
             numbers.push_back(i), times.push_back(*step * (i == 0 ? 3 : 1)), losses.push_back(2.0 - 0.1 * i);
-        t.measurements = {{"step_numbers", numbers}, {"step_times_s", times}, {"losses", losses}};
+        t.measurements.step_numbers = numbers;
+        t.measurements.step_times_s = times;
+        t.measurements.losses = losses;
     }
-    if (started > 0) t.measurements["started_at"] = started, t.measurements["ended_at"] = started + cost;
+    if (started > 0) t.measurements.started_at = started, t.measurements.ended_at = started + cost;
     t.id = s.add_trial(t);
     s.update_trial(t);
     return t.id;
@@ -79,7 +82,7 @@ fs::path stopped_campaign(const test::TempDir& d) {
     const double t0 = store::now_seconds() - 300;
     s.set_meta("started", std::to_string(t0));
     s.advance_stage(store::Stage::Doctor);
-    const auto doctor = s.add_batch("doctor", "batches/1/manifest.json");
+    const auto doctor = s.add_batch(store::BatchKind::Doctor, "batches/1/manifest.json");
     for (int i = 0; i < 3; ++i)
         add_trial(s, doctor, TrialKind::Doctor, test::toy(1, 16, "none"), Outcome::Ok, 0.10 + 0.02 * i,
                   60 * MiB, 12, t0 + 12 * i);
@@ -95,7 +98,7 @@ fs::path stopped_campaign(const test::TempDir& d) {
     b.reference_losses = {2.0, 1.9, 1.8, 1.7, 1.6, 1.5};
     s.put_baseline(b);
     s.advance_stage(store::Stage::Search);
-    const auto search = s.add_batch("search", "batches/2/manifest.json");
+    const auto search = s.add_batch(store::BatchKind::Search, "batches/2/manifest.json");
     const std::vector<space::Candidate> slow = {test::toy(2, 8, "none"), test::toy(4, 4, "none"),
                                                 test::toy(2, 8, "full"), test::toy(4, 4, "selective")};
     double at = t0 + 40;
@@ -316,7 +319,7 @@ TEST_CASE("the equivalence check's steps are numbered as the job numbers them") 
     store::TrialRow run;
     for (const auto& t : s.trials({.kinds = {TrialKind::VerifyCandidate}}))
         run = t;
-    run.measurements["step_numbers"] = {0, 1, 2};
+    run.measurements.step_numbers = std::vector<int>{0, 1, 2};
     s.update_trial(run);
     auto v = s.verifications().at(0);
     v.detail["equivalence"] = {{"state", "passed"},

@@ -1,4 +1,5 @@
 #include "store/campaign_store.hpp"
+#include "store/measurements.hpp"
 #include "util/error.hpp"
 
 #include <doctest/doctest.h>
@@ -27,7 +28,7 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
     {
         store::CampaignStore s(tmp.path());
         s.set_meta("name", "toy");
-        batch = s.add_batch("search", "/x/manifest.json");
+        batch = s.add_batch(store::BatchKind::Search, "/x/manifest.json");
         for (int i = 0; i < 3; ++i) {
             store::TrialRow t;
             t.batch_id = batch;
@@ -62,7 +63,7 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
 TEST_CASE("a batch of several arrays: each array's job id is recorded with its trials' as it is submitted") {
     TempDb tmp;
     store::CampaignStore s(tmp.path());
-    const auto batch = s.add_batch("search", "/x/manifest.json");
+    const auto batch = s.add_batch(store::BatchKind::Search, "/x/manifest.json");
     for (int i = 0; i < 3; ++i) {
         store::TrialRow t;
         t.batch_id = batch;
@@ -97,7 +98,7 @@ TEST_CASE("a batch of several arrays: each array's job id is recorded with its t
 TEST_CASE("a trial index is unique within its batch") {
     TempDb tmp;
     store::CampaignStore s(tmp.path());
-    auto batch = s.add_batch("search", "m");
+    auto batch = s.add_batch(store::BatchKind::Search, "m");
     store::TrialRow t;
     t.batch_id = batch;
     t.candidate = nlohmann::json::object();
@@ -210,6 +211,37 @@ TEST_CASE("a version-2 campaign database gets its stage from the flags it kept, 
     }
 }
 
+TEST_CASE("a trial's measurements an earlier build wrote read back typed, and a newer version is refused") {
+    // campaign-v2.sql's trials keep the measurements document every build wrote before it had a version.
+    TempDb tmp;
+    load_fixture(tmp.path(), "campaign-v2.sql");
+    store::CampaignStore s(tmp.path());
+    const auto all = s.trials();
+    REQUIRE(all.size() > 1);
+    const auto& m = all[0].measurements;
+    REQUIRE(m.losses);
+    CHECK(m.losses->size() == 8);
+    CHECK(m.losses->front() == doctest::Approx(3.769702));
+    CHECK(m.steady_samples.size() == 6);
+    CHECK(m.phases.at("forward_s") == doctest::Approx(0.2437435));
+    CHECK_FALSE(m.eval_loss);
+    // Written back, it reads back the same (and now says its version).
+    auto t = all[0];
+    t.measurements.eval_loss = 2.5;
+    t.measurements.log_signal =
+        trial::diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
+    t.measurements.control = trial::ControlRatio{7, 0.5, 0.8};
+    s.update_trial(t);
+    const auto back = s.trials({.candidate_key = t.candidate_key}).at(0).measurements;
+    CHECK(store::to_json(back) == store::to_json(t.measurements));
+    CHECK(store::to_json(back)["version"] == store::kMeasurementsVersion);
+    REQUIRE(back.log_signal);
+    CHECK(back.log_signal->signal == trial::LogSignal::GpuOom);
+    CHECK(back.control->ratio == doctest::Approx(0.8));
+    // A document of a later version than this build writes is not guessed at.
+    CHECK_THROWS_AS(store::measurements_from_json({{"version", store::kMeasurementsVersion + 1}}), Error);
+}
+
 TEST_CASE("the stage only moves forward, and an unknown one is refused by name") {
     TempDb tmp;
     store::CampaignStore s(tmp.path());
@@ -226,7 +258,7 @@ TEST_CASE("the stage only moves forward, and an unknown one is refused by name")
 TEST_CASE("a trial query matches every field it sets") {
     TempDb tmp;
     store::CampaignStore s(tmp.path());
-    const auto batch = s.add_batch("search", "m");
+    const auto batch = s.add_batch(store::BatchKind::Search, "m");
     const store::TrialKind kinds[] = {store::TrialKind::Search, store::TrialKind::Doctor,
                                       store::TrialKind::Search};
     for (int i = 0; i < 3; ++i) {

@@ -155,9 +155,9 @@ ln -s "$(dirname "$0")/precious/weights.bin" weights.bin
         CHECK_FALSE(fs::exists(fs::symlink_status(tdir / "out" / "escape")));
         CHECK_FALSE(fs::exists(fs::symlink_status(tdir / "weights.bin")));
         CHECK(fs::is_regular_file(tdir / "out" / "meta.json")); // small: kept
-        REQUIRE(t.measurements.contains("job_files_removed"));
-        CHECK(t.measurements["job_files_removed"]["bytes"].get<std::uint64_t>() == 3000000);
-        CHECK(t.measurements["job_files_removed"]["entries"].get<std::uint64_t>() == 3);
+        REQUIRE(t.measurements.job_files_removed);
+        CHECK(t.measurements.job_files_removed->bytes == 3000000);
+        CHECK(t.measurements.job_files_removed->entries == 3);
     }
     CHECK(read >= 3);
     CHECK(fs::file_size(d.path / "precious" / "weights.bin") == 1000);

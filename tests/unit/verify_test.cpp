@@ -325,8 +325,8 @@ TEST_CASE("one MFU denominator: the MFU ratio equals the speed-up at fixed model
         }
         return s;
     };
-    const auto a = verify::reported_mfu_parts(steps(1.0, 1e10), 1);
-    const auto b = verify::reported_mfu_parts(steps(0.7, 1.3e10), 1);
+    const auto a = measure::reported_mfu_parts(steps(1.0, 1e10), 1);
+    const auto b = measure::reported_mfu_parts(steps(0.7, 1.3e10), 1);
     REQUIRE(a);
     REQUIRE(b);
     CHECK(a->model_flops_per_step == doctest::Approx(2e9));
@@ -343,7 +343,7 @@ TEST_CASE("one MFU denominator: the MFU ratio equals the speed-up at fixed model
     CHECK(m.candidate_step_s == doctest::Approx(0.7));
     // No model FLOPs in the step lines: nothing to compute MFU from.
     std::vector<measure::StepSample> none(3);
-    CHECK_FALSE(verify::reported_mfu_parts(none, 1));
+    CHECK_FALSE(measure::reported_mfu_parts(none, 1));
 }
 
 TEST_CASE("one MFU denominator: the contract's, else the node's calibration, else the job's probe, an MFU "
