@@ -108,6 +108,9 @@ NoiseCheck check_noise(const store::Baseline& d, double min_speedup);
 // A search trial's step time over its batch's control's (Measurements::control), where both ran every step;
 // nullopt otherwise.
 std::optional<double> control_ratio(const store::TrialRow& t);
+// A search trial's step time over the baseline's, like against like: over its batch's control where it has
+// one, else over the doctor's median `baseline_step_s`; nullopt when neither can be formed. Under 1: faster.
+std::optional<double> baseline_ratio(const store::TrialRow& t, double baseline_step_s);
 
 // Whether the search may start another batch: the wall time used, that batch and the verification reserve
 // must fit in the budget (budget_s <= 0: no wall-time limit).

@@ -70,6 +70,12 @@ std::optional<double> control_ratio(const store::TrialRow& t) {
     return t.measurements.control->ratio;
 }
 
+std::optional<double> baseline_ratio(const store::TrialRow& t, double baseline_step_s) {
+    if (const auto r = control_ratio(t); r && *r > 0) return *r;
+    if (baseline_step_s > 0 && t.step_time_s && *t.step_time_s > 0) return *t.step_time_s / baseline_step_s;
+    return std::nullopt;
+}
+
 std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs::path& control_log) {
     if (control_log.empty()) {
         // No control in the batch (planned by hand): the incumbent's step time as measured, the fastest so
@@ -275,10 +281,9 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     std::set<std::string> faster, unchecked; // unchecked: with a patch set whose equivalence is not known
     double best = 0; // the search's best speed-up (over its control, else the baseline)
     for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
-        if (const auto r = control_ratio(t);
-            t.candidate_key != baseline_key && t.step_time_s && (r ? *r < 1 : *t.step_time_s < base)) {
+        if (const auto r = baseline_ratio(t, base); t.candidate_key != baseline_key && r && *r < 1) {
             faster.insert(t.candidate_key);
-            best = std::max(best, r ? 1 / *r : base / *t.step_time_s);
+            best = std::max(best, 1 / *r);
             const auto c = space::Candidate::from_json(t.candidate);
             if (const auto eq = c.patches.empty() ? std::nullopt : equivalence_record(c);
                 !c.patches.empty() && (!eq || (*eq)["state"] == "running"))

@@ -34,18 +34,13 @@ void Campaign::verify(const RunOptions& o) {
     // Sequences left mid-way (a restart): on with them first, block by block.
     for (const auto& x : store_->verifications())
         if ((x.state == "running" || x.state == "recheck") && !run_sequence(x.id, o)) return;
-    // The best distinct candidates that were faster than the baseline in the search, like against like (as
-    // the search's plan counts them, search.cpp): a trial against the control that ran beside it in its batch
-    // (ratio under 1), one without a control against the doctor's baseline; ranked by that ratio, so that a
-    // batch run under load does not lose to one run on a quiet host by its raw step times.
-    auto ratio = [&](const TrialRow& t) -> std::optional<double> {
-        if (const auto r = control_ratio(t); r && *r > 0) return *r;
-        if (base > 0 && t.step_time_s && *t.step_time_s > 0) return *t.step_time_s / base;
-        return std::nullopt;
-    };
+    // The best distinct candidates that were faster than the baseline in the search, like against like, as
+    // the search's plan counts them (baseline_ratio: against the control beside it in its batch, else the
+    // doctor's baseline); ranked by that ratio, so that a batch run under load does not lose to one run on a
+    // quiet host by its raw step times.
     std::map<std::string, std::pair<double, TrialRow>> best;
     for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok})) {
-        const auto r = ratio(t);
+        const auto r = baseline_ratio(t, base);
         if (t.candidate_key == baseline_key || !r || *r >= 1) continue;
         auto it = best.find(t.candidate_key);
         if (it == best.end() || *r < it->second.first) best[t.candidate_key] = {*r, t};

@@ -48,25 +48,23 @@ TEST_CASE("the peak is read from memory.max_usage_in_bytes (v1) or memory.peak (
 
 TEST_CASE("a memory cgroup's peak and OOM kills are read from v1's and v2's files") {
     const fs::path fixtures = fs::path(INFRARSI_FIXTURES) / "cgroup";
-    // v1, captured: a process killed at a 64 MiB limit, and one that stayed under 256 MiB.
-    const auto v1_oom = read_cgroup_memory(fixtures / "v1-oom");
-    CHECK(v1_oom.version == 1);
-    CHECK(v1_oom.peak_bytes == 67108864.0);
-    CHECK(v1_oom.oom_kills == 1);
-    const auto v1_ok = read_cgroup_memory(fixtures / "v1-ok");
-    CHECK(v1_ok.version == 1);
-    CHECK(v1_ok.peak_bytes == 108232704.0);
-    CHECK(v1_ok.oom_kills == 0);
-    // v2, in the kernel's format (fixtures/cgroup/README.md): memory.events' `max` (the limit hit, 35 times)
-    // is not a kill; `oom_kill` is.
-    const auto v2_oom = read_cgroup_memory(fixtures / "v2-oom");
-    CHECK(v2_oom.version == 2);
-    CHECK(v2_oom.peak_bytes == 67108864.0);
-    CHECK(v2_oom.oom_kills == 1);
-    const auto v2_ok = read_cgroup_memory(fixtures / "v2-ok");
-    CHECK(v2_ok.version == 2);
-    CHECK(v2_ok.peak_bytes == 108232704.0);
-    CHECK(v2_ok.oom_kills == 0);
+    // v1, captured: a process killed at a 64 MiB limit, and one that stayed under 256 MiB. v2, in the
+    // kernel's format (fixtures/cgroup/README.md): memory.events' `max` (the limit hit, 35 times) is not a
+    // kill; `oom_kill` is.
+    struct Case {
+        const char* dir;
+        int version;
+        double peak_bytes;
+        int oom_kills;
+    };
+    for (const auto& c : {Case{"v1-oom", 1, 67108864.0, 1}, Case{"v1-ok", 1, 108232704.0, 0},
+                          Case{"v2-oom", 2, 67108864.0, 1}, Case{"v2-ok", 2, 108232704.0, 0}}) {
+        CAPTURE(c.dir);
+        const auto m = read_cgroup_memory(fixtures / c.dir);
+        CHECK(m.version == c.version);
+        CHECK(m.peak_bytes == c.peak_bytes);
+        CHECK(m.oom_kills == c.oom_kills);
+    }
     CHECK(cgroup_peak_bytes(fixtures / "v2-ok") == 108232704.0);
     // Neither layout: nothing.
     const auto none = read_cgroup_memory(fixtures);
