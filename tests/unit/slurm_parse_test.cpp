@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <doctest/doctest.h>
+#include <fmt/core.h>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -535,4 +536,22 @@ TEST_CASE(
     CHECK(big[3].job_id == "8_7");
     CHECK(big[4].job_id == "8_9");
     CHECK(stats.skipped == 0);
+}
+
+TEST_CASE(
+    "squeue's JSON: a pending array of 4 million tasks stays one record, as squeue prints it without -r") {
+    auto pending = [](int job, const std::string& tasks) {
+        return fmt::format(
+            R"({{"job_id": {0}, "array_job_id": {{"set": true, "infinite": false, "number": {0}}},
+            "array_task_id": {{"set": false, "infinite": false, "number": 0}}, "array_task_string": "{1}",
+            "job_state": ["PENDING"]}})",
+            job, tasks);
+    };
+    ParseStats stats;
+    const auto jobs = parse_squeue_json(
+        R"({"jobs": [)" + pending(1000020, "0-3999999") + "," + pending(1000021, "0-9%2") + "]}", &stats);
+    REQUIRE(jobs.size() == 11); // the huge array as one record, the small one task by task
+    CHECK(find(jobs, "1000020_[0-3999999]").state == JobState::Pending);
+    for (int t = 0; t < 10; ++t)
+        CHECK(find(jobs, "1000021_" + std::to_string(t)).state == JobState::Pending);
 }
