@@ -2,6 +2,7 @@
 
 #include "verify/robust.hpp"
 
+#include <Eigen/Dense>
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -194,6 +195,48 @@ measure::Interval speedup_interval(const std::vector<double>& log_ratios, const 
     return iv;
 }
 
+std::optional<measure::Interval> mode_adjusted_interval(const std::vector<double>& d,
+                                                        const std::vector<bool>& ab,
+                                                        const std::vector<double>& offsets,
+                                                        const NoisePrior& prior, double level,
+                                                        double* delta) {
+    const int n = static_cast<int>(d.size());
+    if (offsets.size() != d.size() || ab.size() != d.size() || n < 3) return std::nullopt;
+    // Offsets of one mode each way at most (verify::pair_modes), and not all alike.
+    for (double o : offsets)
+        if (o != -1 && o != 0 && o != 1) return std::nullopt;
+    if (std::all_of(offsets.begin(), offsets.end(), [&](double o) { return o == offsets[0]; }))
+        return std::nullopt;
+    const bool both_orders =
+        std::count(ab.begin(), ab.end(), true) > 0 && std::count(ab.begin(), ab.end(), false) > 0;
+    const int p = both_orders ? 3 : 2;
+    Eigen::MatrixXd x(n, p);
+    Eigen::VectorXd y(n);
+    for (int i = 0; i < n; ++i) {
+        x(i, 0) = 1;
+        if (both_orders) x(i, 1) = ab[i] ? 1 : -1;
+        x(i, p - 1) = offsets[i];
+        y(i) = d[i];
+    }
+    const Eigen::MatrixXd xtx = x.transpose() * x;
+    const Eigen::FullPivLU<Eigen::MatrixXd> lu(xtx);
+    if (lu.rank() < p) return std::nullopt;
+    const Eigen::VectorXd beta = lu.solve(x.transpose() * y);
+    const double rss = (y - x * beta).squaredNorm();
+    const bool prior_ok = prior.dof > 0 && prior.cv_between > 0;
+    const int dof = n - p + (prior_ok ? prior.dof : 0);
+    if (dof <= 0) return std::nullopt;
+    const double var = (rss + (prior_ok ? prior.dof * 2 * prior.cv_between * prior.cv_between : 0.0)) / dof;
+    const double se = std::sqrt(var * lu.inverse()(0, 0));
+    if (delta) *delta = both_orders ? beta(1) : 0.0;
+    measure::Interval iv;
+    iv.estimate = beta(0);
+    const double half = measure::t_quantile(dof, level) * se;
+    iv.lo = iv.estimate - half;
+    iv.hi = iv.estimate + half;
+    return iv;
+}
+
 measure::Interval order_adjusted_interval(const std::vector<double>& d, const std::vector<bool>& ab,
                                           const NoisePrior& prior, double level, double* delta) {
     std::vector<double> g1, g2;
@@ -343,6 +386,9 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     // slow, the candidate fast), so that what the levels cannot tell is never credited to the candidate.
     bool modes_used = false;
     std::vector<double> high_ratios, mid_ratios;
+    // The pairs' log-ratios as measured and their modes' offsets (the lower bound's assignment): the interval
+    // fits the gap with the speed-up where the offsets differ between the kept pairs.
+    std::vector<double> measured_ratios, mode_offsets;
     // A doctor whose runs all fell in one mode says nothing of a second: the pairs' own log-ratios do, when
     // they lie further apart than its noise allows (8 standard deviations of a pair).
     // (The doctor's robust spread where it has one: runs in two modes too close to tell apart inflate the
@@ -366,6 +412,8 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
             lb.push_back(std::log(pairs[index[k]].second.step_s));
         }
         const auto pm = pair_modes(log_ratios, la, lb, node_of, gap);
+        measured_ratios = log_ratios;
+        mode_offsets = pm.low;
         const double g = pm.measured && pm.gap > 0 ? pm.gap : gap;
         high_ratios = mid_ratios = log_ratios;
         int mixed = 0;
@@ -428,7 +476,7 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     } else if (static_cast<int>(log_ratios.size()) >= kMinPairsToScreen && noise.cv_robust > 0 &&
                2 * noise.cv_robust >= noise.cv_between)
         prior.cv_between = noise.cv_robust;
-    std::vector<double> kept;
+    std::vector<double> kept, kept_measured, kept_offsets;
     std::vector<bool> kept_ab;
     std::set<std::string> nodes;
     for (std::size_t k = 0; k < log_ratios.size(); ++k) {
@@ -444,6 +492,7 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
         }
         kept.push_back(log_ratios[k]);
         kept_ab.push_back(ab[k]);
+        if (modes_used) kept_measured.push_back(measured_ratios[k]), kept_offsets.push_back(mode_offsets[k]);
         if (!node_of[k].empty()) nodes.insert(node_of[k]);
     }
     d.pairs = static_cast<int>(kept.size());
@@ -459,7 +508,13 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
         else
             d.upper = INFINITY;
     } else {
-        auto ci = order_adjusted_interval(kept, kept_ab, prior, 1 - 2 * rule.alpha, &d.order_effect);
+        // A bimodal host with pairs in more than one mode pattern: the gap fitted with the speed-up (its
+        // uncertainty in the interval, not a worst-case margin on every pair); else the pairs brought back.
+        const auto fitted = modes_used ? mode_adjusted_interval(kept_measured, kept_ab, kept_offsets, prior,
+                                                                1 - 2 * rule.alpha, &d.order_effect)
+                                       : std::nullopt;
+        auto ci = fitted ? *fitted
+                         : order_adjusted_interval(kept, kept_ab, prior, 1 - 2 * rule.alpha, &d.order_effect);
         const auto loose = order_adjusted_interval(kept, kept_ab, prior, 1 - 2 * rule.futility_alpha);
         d.speedup = std::exp(ci.estimate);
         d.lo = std::exp(ci.lo);

@@ -138,6 +138,19 @@ NoisePrior doctor_prior(const std::vector<double>& step_s, double fallback_cv = 
 measure::Interval order_adjusted_interval(const std::vector<double>& log_ratios, const std::vector<bool>& ab,
                                           const NoisePrior& prior, double level = 0.95,
                                           double* delta = nullptr);
+// The same on a bimodal host (docs/orchestrator.md, "bimodal hosts"), with each pair's modes as an offset
+// (`offsets`: sA - sB, each -1, 0 or 1, from verify::pair_modes) and its log-ratio as measured, not brought
+// back by a gap: d_i = mu + delta o_i + gap s_i + e_i, fitted by least squares (o_i +1 for AB, -1 for BA;
+// n - 3 degrees of freedom plus the prior's), so that the gap is measured by the same pairs and its
+// uncertainty is in mu's interval rather than a worst-case margin on every pair. nullopt where the pairs
+// cannot tell the gap from mu or from the order effect (the offsets all alike, or alike within each order),
+// where an offset is not -1, 0 or 1, or with no degree of freedom left: the caller then brings the pairs back
+// by a gap it knows and uses order_adjusted_interval.
+std::optional<measure::Interval> mode_adjusted_interval(const std::vector<double>& log_ratios,
+                                                        const std::vector<bool>& ab,
+                                                        const std::vector<double>& offsets,
+                                                        const NoisePrior& prior, double level,
+                                                        double* delta = nullptr);
 
 // The interval of the mean log speed-up over A/B pairs. Its variance pools the pairs' own spread with the
 // doctor's calibration (a pair's log-ratio has variance 2 cv^2 when both arms share the baseline's noise), so
