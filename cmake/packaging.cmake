@@ -140,12 +140,14 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_INFRARSI_PACKAGE_NAME infrarsi)
 set(CPACK_DEBIAN_INFRARSI_DESCRIPTION "Slurm-native tuner for distributed LLM training jobs
-InfraRSI turns an existing distributed training job on a Slurm cluster into a verified, faster one: it
-co-optimizes launch settings and code patches under a fixed task contract, runs every candidate as a Slurm
-job-array trial, and promotes only changes that keep the loss, fit in memory and are faster beyond noise.
-This package has the infrarsi command, the infrarsid daemon (with a systemd unit, not enabled), the trial
-wrapper, man pages, bash completion and documentation. The SPANK plugin is in infrarsi-spank, the reference
-workloads (minigpt, torchgpt) in infrarsi-workloads.")
+InfraRSI turns an existing distributed training job on a Slurm cluster into a
+verified, faster one: it co-optimizes launch settings and code patches under a
+fixed task contract, runs every candidate as a Slurm job-array trial, and
+promotes only changes that keep the loss, fit in memory and are faster beyond
+noise. This package has the infrarsi command, the infrarsid daemon (with a
+systemd unit, not enabled), the trial wrapper, man pages, bash completion and
+documentation. The SPANK plugin is in infrarsi-spank, the reference workloads
+(minigpt, torchgpt) in infrarsi-workloads.")
 # adduser: the postinst's system user; patch: candidate code patches. Trials go to Slurm when it answers
 # (else this machine); gnuplot draws the HTML report's plots; git for `apply --git-branch`.
 set(CPACK_DEBIAN_INFRARSI_PACKAGE_DEPENDS "adduser, patch")
@@ -156,10 +158,12 @@ set(CPACK_DEBIAN_INFRARSI_PACKAGE_CONTROL_EXTRA
 
 set(CPACK_DEBIAN_INFRARSI-WORKLOADS_PACKAGE_NAME infrarsi-workloads)
 set(CPACK_DEBIAN_INFRARSI-WORKLOADS_DESCRIPTION "InfraRSI reference workloads (minigpt, torchgpt)
-The training jobs InfraRSI's examples and presets tune: minigpt (a dense and MoE GPT in C++ with MPI; its
-source, candidate patches and presets under /usr/share/infrarsi/workloads/minigpt, a built binary in
-/usr/libexec/infrarsi and its launcher minigpt.sbatch) and torchgpt (a PyTorch job and its contract).
-Campaigns on minigpt build patched copies of its source, with the build tools this package suggests.")
+The training jobs InfraRSI's examples and presets tune: minigpt (a dense and
+MoE GPT in C++ with MPI; its source, candidate patches and presets under
+/usr/share/infrarsi/workloads/minigpt, a built binary in /usr/libexec/infrarsi
+and its launcher minigpt.sbatch) and torchgpt (a PyTorch job and its
+contract). Campaigns on minigpt build patched copies of its source, with the
+build tools this package suggests.")
 # The binary's libraries (Open MPI, OpenMP) come from dpkg-shlibdeps; what builds minigpt's patched copies in
 # campaign sandboxes, and PyTorch for torchgpt, are suggested: not every site tunes the reference workloads.
 set(CPACK_DEBIAN_INFRARSI-WORKLOADS_PACKAGE_DEPENDS "infrarsi (= ${INFRARSI_DEB_VERSION})")
@@ -173,11 +177,14 @@ set(CPACK_DEBIAN_INFRARSI-SPANK_PACKAGE_NAME infrarsi-spank)
 # (B >= x and B << y); the two alternatives of each bound say it, as both Slurms cannot be installed at once
 # (slurm-smd's packages conflict with Debian's).
 set(CPACK_DEBIAN_INFRARSI-SPANK_DESCRIPTION "InfraRSI SPANK plugin for Slurm ${INFRARSI_SLURM_RELEASE} (--infrarsi)
-Adds --infrarsi to srun, salloc and sbatch: records each allocation's hwloc topology and noise in a spool,
-runs InfraRSI's trial array tasks with their settings, and files tune requests for the infrarsid daemon.
-Built against Slurm ${INFRARSI_SLURM_VERSION}'s headers: it loads into Slurm ${INFRARSI_SLURM_RELEASE}.x only.
-Installing it does not enable it: link /usr/share/infrarsi/plugstack.conf.d/infrarsi.conf into
-/etc/slurm/plugstack.conf.d/ on every compute node and submit host (infrarsi-spank(8)).")
+Adds --infrarsi to srun, salloc and sbatch: records each allocation's hwloc
+topology and noise in a spool, runs InfraRSI's trial array tasks with their
+settings, and files tune requests for the infrarsid daemon. Built against
+Slurm ${INFRARSI_SLURM_VERSION}'s headers: it loads into Slurm
+${INFRARSI_SLURM_RELEASE}.x only. Installing it does not enable it: link
+/usr/share/infrarsi/plugstack.conf.d/infrarsi.conf into
+/etc/slurm/plugstack.conf.d/ on every compute node and submit host
+(infrarsi-spank(8)).")
 set(_slurm_lo "(>= ${INFRARSI_SLURM_RELEASE})")
 set(_slurm_hi "(<< ${INFRARSI_SLURM_RELEASE_BOUND})")
 set(CPACK_DEBIAN_INFRARSI-SPANK_PACKAGE_DEPENDS

@@ -381,5 +381,8 @@ for f in /usr/bin/infrarsi /usr/bin/infrarsid "$plugin" /etc/default/infrarsid "
   [ ! -e "$f" ] || fail "$f is left after the purge"
 done
 [ $user_existed = 1 ] || ! getent passwd infrarsi >/dev/null || fail "the infrarsi user is left"
+# The operator's link, now dangling, breaks no job command (Slurm's include skips it).
+SLURM_CONF=$work/slurm/slurm.conf srun --help >"$work/srun-help.txt" 2>&1 || { log=$work/srun-help.txt; fail "srun --help with the plugstack link dangling failed"; }
+if grep -q -- '--infrarsi' "$work/srun-help.txt"; then fail "srun --help has --infrarsi after the purge"; fi
 passed=1
 echo "ok: built, checked, installed ($debversion, $arch, the plugin for Slurm $slurm_release), used from /usr (--version, init, not enabled until linked, srun --help --infrarsi, man, completion, unit, upgrade) and purged"
