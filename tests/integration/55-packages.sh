@@ -95,7 +95,7 @@ done
 # The plugin's Slurm: this release of Debian's packages or of SchedMD's, nothing before it nor from the next one.
 r=${slurm_release//./\\.}
 b=${slurm_bound//./\\.}
-for d in "infrarsi \\(= $debversion\\)" 'libhwloc[0-9]+ ' \
+for d in "infrarsi \\(= $debversion\\)" 'libhwloc[0-9]+ \([^)]*\)' \
   "slurm-wlm-basic-plugins \\(>= $r\\) \\| slurm-smd \\(>= $r\\)" \
   "slurm-wlm-basic-plugins \\(<< $b\\) \\| slurm-smd \\(<< $b\\)"; do
   grep -qE "(^|, )$d(,|$)" <<<"$spank_depends" || fail "infrarsi-spank's Depends lacks $d: $spank_depends"
@@ -228,7 +228,7 @@ for page in infrarsi.1 infrarsid.1 infrarsi-spank.8; do
   done
 done
 grep -q '^\.SH COMMANDS' "$work/infrarsi.1" || fail "the infrarsi man page has no COMMANDS section"
-grep -q '^\.SH "PLUGSTACK ARGUMENTS"' "$work/infrarsi-spank.8" || fail "infrarsi-spank.8 has no PLUGSTACK ARGUMENTS section"
+grep -qE '^\.SH "?PLUGSTACK ARGUMENTS"?$' "$work/infrarsi-spank.8" || fail "infrarsi-spank.8 has no PLUGSTACK ARGUMENTS section"
 # Every plugstack argument docs/plugin.md's table lists is in the man page too.
 keys=$(sed -n '/^| key | default | meaning |$/,/^$/p' "$src/docs/plugin.md" | sed -nE 's/^\| `([a-z_]+)=.*/\1/p')
 [ "$(wc -l <<<"$keys")" -ge 10 ] || fail "the plugstack keys from docs/plugin.md: $keys"
