@@ -174,8 +174,8 @@ set(CPACK_DEBIAN_INFRARSI-SPANK_PACKAGE_NAME infrarsi-spank)
 # Slurm loads a plugin only into the release (major.minor) whose headers it was built with (spank/CMakeLists.txt):
 # the package says which, Provides it by name, and depends on that release of Debian's Slurm or of SchedMD's
 # own packages (slurm-smd), the way a site installs either. Debian cannot say (A >= x and A << y) or
-# (B >= x and B << y); the two alternatives of each bound say it, as both Slurms cannot be installed at once
-# (slurm-smd's packages conflict with Debian's).
+# (B >= x and B << y); the two alternatives of each bound say it where one Slurm is installed (SchedMD's
+# packages declare conflicts with Debian's: docs/install.md).
 set(CPACK_DEBIAN_INFRARSI-SPANK_DESCRIPTION "InfraRSI SPANK plugin for Slurm ${INFRARSI_SLURM_RELEASE} (--infrarsi)
 Adds --infrarsi to srun, salloc and sbatch: records each allocation's hwloc
 topology and noise in a spool, runs InfraRSI's trial array tasks with their
