@@ -107,6 +107,25 @@ if ! dpkg --compare-versions "$slurm_release.8-4+deb12u3" ge "$slurm_release" ||
   dpkg --compare-versions "$slurm_bound.0-1" lt "$slurm_bound"; then
   fail "the bounds $slurm_release, $slurm_bound do not bracket the release"
 fi
+# And as apt resolves them, where this release of Debian's Slurm is installed: the package is installable, and the
+# same package claiming the next release (its control rewritten) is refused for this Slurm.
+installed_slurm=$(dpkg-query -W -f='${Version}' slurm-wlm-basic-plugins 2>/dev/null || true)
+if [ -n "$installed_slurm" ] && dpkg --compare-versions "$installed_slurm" ge "$slurm_release" &&
+  dpkg --compare-versions "$installed_slurm" lt "$slurm_bound"; then
+  apt-get install --simulate "$main" "$spank" >"$work/apt-sim.txt" 2>&1 || { log=$work/apt-sim.txt; fail "apt-get cannot install infrarsi-spank beside Slurm $installed_slurm"; }
+  dpkg-deb -R "$spank" "$work/next"
+  next=$(printf '%d.%02d' $((slurm_hex >> 16 & 255)) $(((slurm_hex >> 8 & 255) + 2)))
+  sed -i -e "/^Depends:/s/(>= $r)/(>= $slurm_bound)/g" -e "/^Depends:/s/(<< $b)/(<< $next)/g" "$work/next/DEBIAN/control"
+  grep -q "slurm-smd (>= $slurm_bound)" "$work/next/DEBIAN/control" || fail "could not rewrite the copy's Depends: $(grep ^Depends "$work/next/DEBIAN/control")"
+  dpkg-deb -b "$work/next" "$work/next.deb" >/dev/null
+  if apt-get install --simulate "$main" "$work/next.deb" >"$work/apt-sim.txt" 2>&1; then
+    log=$work/apt-sim.txt; fail "apt-get would install a plugin package for Slurm $slurm_bound beside Slurm $installed_slurm"
+  fi
+  grep -q "slurm-wlm-basic-plugins (>= $slurm_bound) but $installed_slurm" "$work/apt-sim.txt" || { log=$work/apt-sim.txt; fail "apt-get refused the next release's package, but not for its Slurm"; }
+  echo "ok: apt installs infrarsi-spank beside Slurm $installed_slurm and refuses a package of it for $slurm_bound"
+else
+  echo "SKIP: apt's verdict on the Slurm Depends (Debian's Slurm $slurm_release is not installed here)"
+fi
 
 # Their files (dpkg-deb -c lists ./path).
 dpkg-deb -c "$main" | awk '{print $6}' >"$work/main.files"
