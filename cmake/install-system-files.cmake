@@ -3,9 +3,12 @@
 #                              plugstack snippet)
 #   INFRARSI_SYSTEM_SOURCE     the source tree
 #   INFRARSI_SYSTEM_PLUGIN_DIR where the plugin is installed (INFRARSI_PLUGIN_DIR: relative to the prefix)
+#   INFRARSI_SYSTEM_DATA_DIR   the read-only data directory (share/infrarsi: relative to the prefix)
 # Where they go depends on the prefix, known only now: the prefix /usr (the Debian packages, whose
-# CPACK_PACKAGING_INSTALL_PREFIX it is) puts them in /etc and /lib/systemd/system, as GNUInstallDirs does;
-# any other prefix P (cmake --install --prefix P) in P/etc and P/lib/systemd/system. Each file names the
+# CPACK_PACKAGING_INSTALL_PREFIX it is) puts the config file in /etc and the unit in /lib/systemd/system, as
+# GNUInstallDirs does; any other prefix P (cmake --install --prefix P) in P/etc and P/lib/systemd/system. The
+# plugstack snippet goes to P/share/infrarsi/plugstack.conf.d, never /etc: installing it does not enable the
+# plugin; the operator links or copies it into Slurm's plugstack.conf.d (docs/install.md). Each file names the
 # installed paths of this prefix (the plugin, infrarsid, the config file).
 if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
   set(_etc /etc)
@@ -45,5 +48,5 @@ elseif(INFRARSI_SYSTEM_COMPONENT STREQUAL "infrarsi-spank")
   if(_at EQUAL -1)
     message(FATAL_ERROR "etc/plugstack.conf.d/infrarsi.conf has no `required|optional .../infrarsi.so` line")
   endif()
-  _infrarsi_write("${_etc}/slurm/plugstack.conf.d/infrarsi.conf" "${_snippet}")
+  _infrarsi_write("${CMAKE_INSTALL_PREFIX}/${INFRARSI_SYSTEM_DATA_DIR}/plugstack.conf.d/infrarsi.conf" "${_snippet}")
 endif()

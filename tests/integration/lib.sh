@@ -58,7 +58,7 @@ install_prefix() {
   local prefix=$1 f
   cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { log=$work/install.log; fail "cmake --install failed"; }
   for f in bin/infrarsi bin/infrarsid share/infrarsi/sbatch/trial.sbatch share/infrarsi/sbatch/minigpt.sbatch \
-    share/infrarsi/etc/plugstack.conf.d/infrarsi.conf share/doc/infrarsi/README.md share/doc/infrarsi/orchestrator.md \
+    share/infrarsi/plugstack.conf.d/infrarsi.conf share/doc/infrarsi/README.md share/doc/infrarsi/orchestrator.md \
     share/infrarsi/workloads/minigpt/CMakeLists.txt share/infrarsi/workloads/minigpt/presets/dense-1node.contract.toml \
     libexec/infrarsi/minigpt; do
     [ -e "$prefix/$f" ] || fail "the installed prefix lacks $f"
