@@ -184,7 +184,7 @@ TEST_CASE("a bimodal host (each run 1/0.74 as slow with chance 0.3): 1000 A/A ve
 }
 
 TEST_CASE("mode_adjusted_interval: the gap fitted with the speed-up from the same pairs, its error in the "
-          "interval; no fit where the pairs cannot tell the gap from the speed-up or the order effect") {
+          "interval, and no fit where the pairs cannot tell the gap from the speed-up or the order effect") {
     const double g = std::log(1 / 0.74), mu = 0.1, delta = 0.02;
     // Eight pairs, four an order: offsets 0, +1, 0, -1 in each order, a little noise.
     const std::vector<double> offsets = {0, 1, 0, -1, 0, 1, 0, -1};
