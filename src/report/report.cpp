@@ -4,6 +4,7 @@
 #include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
 #include "report/format.hpp"
+#include "space/rendering.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/json_field.hpp"
@@ -652,9 +653,10 @@ json build(campaign::Campaign& c) {
         json audit = entry;
         audit["knobs"] = v.candidate["knobs"];
         // The settings in the three forms a job takes them (docs/contract.md, [knobs.NAME]).
-        audit["environment"] = c.contract().space.environment(cand);
-        audit["arguments"] = c.contract().space.arguments(cand);
-        audit["sbatch_options"] = c.contract().space.sbatch_options(cand);
+        const auto job = space::render(c.contract().space, cand);
+        audit["environment"] = job.environment;
+        audit["arguments"] = job.arguments;
+        audit["sbatch_options"] = job.sbatch_options;
         json ps = json::array();
         for (const auto& id : cand.patches) {
             const auto* p = c.patch_info(id);
@@ -1107,10 +1109,10 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     auto cand = space::Candidate::from_json(v.candidate);
     std::vector<fs::path> written;
     fs::create_directories(o.target);
-    const auto& space = c.contract().space;
-    const auto env = space.environment(cand);
-    const auto args = space.arguments(cand);
-    const auto options = space.sbatch_options(cand);
+    const auto job = space::render(c.contract().space, cand);
+    const auto& env = job.environment;
+    const auto& args = job.arguments;
+    const auto& options = job.sbatch_options;
     for (const auto& [k, val] : env)
         if (val.find_first_of("\n\r") != std::string::npos)
             throw Error("the value of " + k + " holds a line break",
