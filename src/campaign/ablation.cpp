@@ -5,7 +5,7 @@
 // A change's effect is the speed-up it adds to the rest of the bundle: the ablated variant's step time over
 // the bundle's in the same round, with the interval verification uses (verify::speedup_interval). The
 // wall-time budget cuts the rounds, then the changes; what was skipped is said in the result, which is
-// kept in the verification's detail["ablation"] (docs/orchestrator.md, "Ablation").
+// kept in the verification's record (store::Ablation) (docs/orchestrator.md, "Ablation").
 #include "campaign/campaign.hpp"
 
 #include "measure/statistics.hpp"
@@ -23,14 +23,13 @@
 
 namespace infrarsi::campaign {
 
-using nlohmann::json;
 using store::TrialKind;
 
 namespace {
 
 // The changes of `c` from the baseline, each with the candidate that leaves it out.
 struct Component {
-    json what; // {"kind": "knob"|"patch", "name", "value", "baseline"}
+    store::AblationChange what;
     space::Candidate without;
 };
 
@@ -41,17 +40,14 @@ std::vector<Component> components(const space::Space& space, const space::Candid
         const auto it = base.knobs.find(name);
         if (it == base.knobs.end() || it->second == value) continue;
         Component k;
-        k.what = {{"kind", "knob"},
-                  {"name", name},
-                  {"value", space::env_value(value)},
-                  {"baseline", space::env_value(it->second)}};
+        k.what = {"knob", name, space::env_value(value), space::env_value(it->second), std::nullopt};
         k.without = c;
         k.without.knobs[name] = it->second;
         out.push_back(std::move(k));
     }
     for (const auto& id : c.patches) {
         Component p;
-        p.what = {{"kind", "patch"}, {"name", id}};
+        p.what = {"patch", id, std::nullopt, std::nullopt, std::nullopt};
         p.without = c;
         p.without.patches.erase(std::find(p.without.patches.begin(), p.without.patches.end(), id));
         out.push_back(std::move(p));
@@ -59,11 +55,11 @@ std::vector<Component> components(const space::Space& space, const space::Candid
     return out;
 }
 
-std::string component_name(const json& w) {
-    if (w["kind"] == "knobs") return w["name"].get<std::string>() + " (together: a constraint ties them)";
-    return w["kind"] == "knob" ? fmt::format("{}={} (baseline {})", w["name"].get<std::string>(),
-                                             w["value"].get<std::string>(), w["baseline"].get<std::string>())
-                               : "+" + w["name"].get<std::string>();
+std::string component_name(const store::AblationChange& w) {
+    if (w.kind == "knobs") return w.name + " (together: a constraint ties them)";
+    return w.kind == "knob"
+               ? fmt::format("{}={} (baseline {})", w.name, w.value.value_or(""), w.baseline.value_or(""))
+               : "+" + w.name;
 }
 
 } // namespace
@@ -71,24 +67,28 @@ std::string component_name(const json& w) {
 void Campaign::ablate(const RunOptions& o) {
     for (auto v : store_->verifications()) {
         if (stopping(o)) return;
-        if (!v.promoted || v.detail.contains("ablation")) continue;
+        if (!v.promoted || v.detail.ablation) continue;
         const auto cand = space::Candidate::from_json(v.candidate);
         auto parts = components(contract_.space, cand);
-        json a = {{"state", "done"}, {"components", json::array()}, {"skipped", json::array()}};
+        store::Ablation a;
+        a.state = "done";
         if (parts.size() < 2) {
             // One change: its effect is the bundle's, measured by verification.
-            a["state"] = "single";
-            a["note"] = "one change: its effect is the verified speed-up";
-            for (const auto& p : parts)
-                a["components"].push_back({{"change", p.what},
-                                           {"name", component_name(p.what)},
-                                           {"state", "measured"},
-                                           {"effect", v.speedup.value_or(0)},
-                                           {"lo", v.lo.value_or(0)},
-                                           {"hi", v.hi.value_or(0)},
-                                           {"carries", true},
-                                           {"measured_by", "verification (the only change)"}});
-            v.detail["ablation"] = a;
+            a.state = "single";
+            a.note = "one change: its effect is the verified speed-up";
+            for (const auto& p : parts) {
+                store::AblationComponent c;
+                c.change = p.what;
+                c.name = component_name(p.what);
+                c.state = "measured";
+                c.effect = v.speedup.value_or(0);
+                c.lo = v.lo.value_or(0);
+                c.hi = v.hi.value_or(0);
+                c.carries = true;
+                c.measured_by = "verification (the only change)";
+                a.components.push_back(std::move(c));
+            }
+            v.detail.ablation = a;
             store_->update_verification(v);
             continue;
         }
@@ -99,10 +99,9 @@ void Campaign::ablate(const RunOptions& o) {
         for (auto& p : parts) {
             const auto why = contract_.space.violation(p.without.knobs);
             if (!why.empty()) {
-                a["skipped"].push_back({{"change", p.what},
-                                        {"name", component_name(p.what)},
-                                        {"why", "the bundle without it alone is not in the space: " + why}});
-                if (p.what["kind"] == "knob") tied.push_back(p);
+                a.skipped.push_back({p.what, component_name(p.what),
+                                     "the bundle without it alone is not in the space: " + why});
+                if (p.what.kind == "knob") tied.push_back(p);
                 continue;
             }
             runnable.push_back(std::move(p));
@@ -113,19 +112,18 @@ void Campaign::ablate(const RunOptions& o) {
             std::vector<std::string> names;
             std::string label;
             for (const auto& p : tied) {
-                const auto name = p.what["name"].get<std::string>();
+                const auto& name = p.what.name;
                 g.without.knobs[name] = contract_.space.baseline().knobs.at(name);
                 names.push_back(name);
-                label += (label.empty() ? "" : " ") + name + "=" + p.what["value"].get<std::string>();
+                label += (label.empty() ? "" : " ") + name + "=" + p.what.value.value_or("");
             }
-            g.what = {{"kind", "knobs"}, {"name", label}, {"names", names}};
+            g.what = {"knobs", label, std::nullopt, std::nullopt, names};
             const auto why = contract_.space.violation(g.without.knobs);
             if (why.empty())
                 runnable.push_back(std::move(g));
             else
-                a["skipped"].push_back({{"change", g.what},
-                                        {"name", component_name(g.what)},
-                                        {"why", "the bundle without them is not in the space: " + why}});
+                a.skipped.push_back(
+                    {g.what, component_name(g.what), "the bundle without them is not in the space: " + why});
         }
         // Rounds of the bundle and each variant; the wall-time budget cuts the rounds (at least 2, for an
         // interval), then the changes from the last.
@@ -139,17 +137,15 @@ void Campaign::ablate(const RunOptions& o) {
             while (rounds > 2 && !fits(runnable.size(), rounds))
                 --rounds;
             while (!runnable.empty() && !fits(runnable.size(), rounds)) {
-                a["skipped"].push_back(
-                    {{"change", runnable.back().what},
-                     {"name", component_name(runnable.back().what)},
-                     {"why", fmt::format("the wall-time budget: {:.0f} s left, ~{:.1f} s a trial",
-                                         std::max(0.0, left), m.trial_s())}});
+                a.skipped.push_back({runnable.back().what, component_name(runnable.back().what),
+                                     fmt::format("the wall-time budget: {:.0f} s left, ~{:.1f} s a trial",
+                                                 std::max(0.0, left), m.trial_s())});
                 runnable.pop_back();
             }
         }
         if (runnable.empty()) {
-            a["state"] = "skipped";
-            v.detail["ablation"] = a;
+            a.state = "skipped";
+            v.detail.ablation = a;
             store_->update_verification(v);
             say(o, fmt::format("ablation of {} skipped: no change could be measured", cand.describe()));
             continue;
@@ -169,19 +165,22 @@ void Campaign::ablate(const RunOptions& o) {
                                  {}});
             if (r % 2 == 1) tasks.push_back(bundle);
         }
-        for (const auto& p : runnable)
-            a["components"].push_back({{"change", p.what},
-                                       {"name", component_name(p.what)},
-                                       {"without", p.without.key()},
-                                       {"state", "running"}});
-        a["state"] = "running";
-        a["rounds"] = rounds;
-        a["bundle"] = cand.key();
+        for (const auto& p : runnable) {
+            store::AblationComponent c;
+            c.change = p.what;
+            c.name = component_name(p.what);
+            c.without = p.without.key();
+            c.state = "running";
+            a.components.push_back(std::move(c));
+        }
+        a.state = "running";
+        a.rounds = rounds;
+        a.bundle = cand.key();
         say(o, fmt::format("ablation of {}: {} rounds of the bundle and {} variants, each without one change",
                            cand.describe(), rounds, runnable.size()));
         const auto batch = plan_batch(store::BatchKind::Ablation, tasks);
-        a["batch_id"] = batch;
-        v.detail["ablation"] = a;
+        a.batch_id = batch;
+        v.detail.ablation = a;
         store_->update_verification(v);
         submit_batch(batch, o);
         await_batch(batch, o);
@@ -196,15 +195,13 @@ void Campaign::register_ablation_stage() {
 void Campaign::finish_ablation(std::int64_t batch_id) {
     std::optional<store::VerificationRow> row;
     for (const auto& x : store_->verifications())
-        if (x.detail.contains("ablation") &&
-            x.detail["ablation"].value("batch_id", std::int64_t{-1}) == batch_id)
-            row = x;
+        if (x.detail.ablation && x.detail.ablation->batch_id == batch_id) row = x;
     if (!row) return;
     auto v = *row;
-    auto& a = v.detail["ablation"];
+    auto& a = *v.detail.ablation;
     const auto trials = store_->trials_of_batch(batch_id); // in id order: the order of the tasks
-    const std::string bundle = a["bundle"].get<std::string>();
-    const std::size_t per_round = a["components"].size() + 1;
+    const std::string bundle = a.bundle.value_or("");
+    const std::size_t per_round = a.components.size() + 1;
     auto usable = [](const store::TrialRow& t) {
         return t.step_time_s &&
                (t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant);
@@ -214,10 +211,10 @@ void Campaign::finish_ablation(std::int64_t batch_id) {
         noise.cv_between = b->cv_between;
         noise.dof = std::max(0, b->completed - 1);
     }
-    for (auto& comp : a["components"]) {
-        const std::string without = comp["without"].get<std::string>();
+    for (auto& comp : a.components) {
+        const std::string without = comp.without.value_or("");
         std::vector<double> log_ratios;
-        json pairs = json::array();
+        std::vector<store::AblationPair> pairs;
         std::string failure;
         int rounds = 0, without_oom = 0; // rounds run; of which the bundle without it ran out of memory
         std::vector<std::int64_t> oom_trials;
@@ -236,47 +233,42 @@ void Campaign::finish_ablation(std::int64_t batch_id) {
                 failure = fmt::format("trial {}: {} {}", w->id, store::outcome_name(*w), w->detail);
             if (!b || !w || !usable(*b) || !usable(*w)) continue;
             log_ratios.push_back(std::log(*w->step_time_s / *b->step_time_s));
-            pairs.push_back({{"bundle_trial", b->id},
-                             {"without_trial", w->id},
-                             {"bundle_step_s", *b->step_time_s},
-                             {"without_step_s", *w->step_time_s}});
+            pairs.push_back({b->id, w->id, *b->step_time_s, *w->step_time_s});
         }
-        comp["pairs"] = pairs;
+        comp.pairs = pairs;
         if (log_ratios.empty() && rounds > 0 && without_oom == rounds) {
             // A memory saver: without it the bundle's settings do not fit. It carries the gain as the
             // settings it makes possible do; there is no time to compare with.
-            comp["state"] = "required";
-            comp["carries"] = true;
-            comp["why"] =
-                fmt::format("without it the bundle runs out of memory (trials {}: peak > the limit): "
-                            "the bundle's settings need its saving",
-                            fmt::join(oom_trials, ", "));
+            comp.state = "required";
+            comp.carries = true;
+            comp.why = fmt::format("without it the bundle runs out of memory (trials {}: peak > the limit): "
+                                   "the bundle's settings need its saving",
+                                   fmt::join(oom_trials, ", "));
             continue;
         }
         if (log_ratios.size() < 2) {
-            comp["state"] = "unmeasured";
-            comp["why"] = fmt::format("{} of the rounds completed{}", log_ratios.size(),
-                                      failure.empty() ? "" : ": " + failure);
+            comp.state = "unmeasured";
+            comp.why = fmt::format("{} of the rounds completed{}", log_ratios.size(),
+                                   failure.empty() ? "" : ": " + failure);
             continue;
         }
         const auto ci = verify::speedup_interval(log_ratios, noise, 0.95);
-        comp["state"] = "measured";
-        comp["effect"] = std::exp(ci.estimate);
-        comp["lo"] = std::exp(ci.lo);
-        comp["hi"] = std::exp(ci.hi);
-        comp["carries"] = std::exp(ci.lo) > 1.0;
-        comp["measured_by"] = "ablation: the bundle without it, against the bundle";
+        comp.state = "measured";
+        comp.effect = std::exp(ci.estimate);
+        comp.lo = std::exp(ci.lo);
+        comp.hi = std::exp(ci.hi);
+        comp.carries = std::exp(ci.lo) > 1.0;
+        comp.measured_by = "ablation: the bundle without it, against the bundle";
     }
-    a["state"] = "done";
+    a.state = "done";
     store::Transaction tx(store_->db());
     store_->update_verification(v);
     std::string summary;
-    for (const auto& comp : a["components"])
-        summary += fmt::format("{}{} {}", summary.empty() ? "" : "; ", comp["name"].get<std::string>(),
-                               comp["state"] == "measured"
-                                   ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", comp["effect"].get<double>(),
-                                                 comp["lo"].get<double>(), comp["hi"].get<double>())
-                                   : comp["state"].get<std::string>());
+    for (const auto& comp : a.components)
+        summary += fmt::format("{}{} {}", summary.empty() ? "" : "; ", comp.name,
+                               comp.state == "measured"
+                                   ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", *comp.effect, *comp.lo, *comp.hi)
+                                   : comp.state);
     store_->log(
         fmt::format("ablation of {}: {}", space::Candidate::from_json(v.candidate).describe(), summary));
     tx.commit();

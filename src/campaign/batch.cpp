@@ -5,6 +5,7 @@
 
 #include "scheduler/lost_tasks.hpp"
 #include "slurm/user_jobs.hpp"
+#include "space/rendering.hpp"
 #include "trial/job_files.hpp"
 #include "trial/outcome.hpp"
 #include "trial/proof.hpp"
@@ -125,10 +126,13 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
     // an array job; the arrays of a batch run one after another. A search batch is grouped by option set (one
     // array per set); doctor and verification batches keep their order, so an array there is a run of
     // consecutive tasks with the same options and placement group (a verification's pair: its own arrays).
+    // Each task's candidate as its job gets it (space::render): the environment, arguments, sbatch options.
     std::vector<std::size_t> order;
+    std::vector<space::Rendering> job(tasks.size());
     std::vector<std::vector<std::string>> options(tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
-        options[i] = contract_.space.sbatch_options(tasks[i].candidate);
+        job[i] = space::render(contract_.space, tasks[i].candidate, contract_.workload.env);
+        options[i] = job[i].sbatch_options;
         if (boxes[i].state == patch::Sandbox::State::Ready) order.push_back(i);
     }
     const auto& stage = batch_stage(kind);
@@ -225,9 +229,7 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
                                                 {"build", box.build.string()},
                                                 {"contract_dir", contract_.dir.string()}};
         trial::ManifestTask task;
-        task.env = contract_.workload.env;
-        for (const auto& [k, v] : contract_.space.environment(t.candidate))
-            task.env[k] = v;
+        task.env = job[i].environment;
         // The doctor reads the baseline's NCCL transports from its output (nccl_check.cpp).
         if (t.kind == TrialKind::Doctor && contract::uses_nccl(contract_)) task.env["NCCL_DEBUG"] = "INFO";
         if (!contract_.invariants.steps_env.empty())
@@ -249,7 +251,7 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
         }
         for (auto& a : contract::substitute(contract_.workload.args, vars))
             task.command.push_back(std::move(a));
-        task.args = contract_.space.arguments(t.candidate);
+        task.args = job[i].arguments;
         if (!contract_.invariants.seed_arg.empty())
             task.args.push_back(
                 contract::substitute({contract_.invariants.seed_arg}, {{"", std::to_string(seed)}})[0]);

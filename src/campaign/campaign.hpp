@@ -321,7 +321,7 @@ class Campaign {
     // the same knobs without it there), returning its record (null without patches); judge_spot_check records
     // the verdict in `spot` and in the decision (a failure: never promoted, never proposed again).
     nlohmann::json plan_spot_check(const space::Candidate& cand, std::int64_t verification_id,
-                                   const nlohmann::json& plan,
+                                   const std::vector<store::PlannedPair>& plan,
                                    const std::vector<std::vector<std::string>>& pair_args,
                                    std::vector<Task>& tasks, std::vector<TaskPlacement>& where);
     void judge_spot_check(nlohmann::json& spot, std::int64_t batch_id, const space::Candidate& cand,

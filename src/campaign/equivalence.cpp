@@ -488,15 +488,15 @@ void Campaign::finish_equivalence(std::int64_t batch_id) {
     retract_seed_claims(nullptr);
 }
 
-json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verification_id, const json& plan,
+json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verification_id,
+                               const std::vector<store::PlannedPair>& plan,
                                const std::vector<std::vector<std::string>>& pair_args,
                                std::vector<Task>& tasks, std::vector<TaskPlacement>& where) {
     const int pairs = static_cast<int>(plan.size());
     if (cand.patches.empty() || pairs == 0) return nullptr;
     std::mt19937_64 rng(std::random_device{}());
     const int j = std::uniform_int_distribution<int>(0, pairs - 1)(rng);
-    const std::optional<long long> seed =
-        plan[j].contains("seed") ? std::optional<long long>(plan[j]["seed"].get<long long>()) : std::nullopt;
+    const std::optional<long long> seed = plan[static_cast<std::size_t>(j)].seed;
     json spot = {{"pair", j + 1}, {"seed", seed.value_or(contract_.invariants.seed)}};
     if (const auto unseeded = seeds_not_reaching_job(); !unseeded.empty())
         spot["seed_note"] = "one seed: " + unseeded;
@@ -558,7 +558,7 @@ void Campaign::judge_spot_check(json& spot, std::int64_t batch_id, const space::
                             j + 1, spot["seed"].get<long long>());
     if (state == "failed") {
         record_not_equivalent(cand, spot);
-        v.detail["not_equivalent"] = true;
+        v.detail.not_equivalent = true;
         d.promoted = false;
         d.reasons.insert(d.reasons.begin(),
                          fmt::format("spot check: {}: {}", what, spot["reason"].get<std::string>()));
@@ -655,11 +655,10 @@ void Campaign::retract_seed_claims(store::VerificationRow* current) {
     if (changed) store_->set_meta(kMeta, records.dump());
     auto fix = [&](store::VerificationRow& v) {
         bool c = false;
-        if (v.detail.contains("equivalence")) c |= retract(v.detail["equivalence"]);
-        for (json* stage : {&v.detail, v.detail.contains("recheck") ? &v.detail["recheck"] : nullptr})
-            if (stage && stage->is_object() && stage->contains("spot_check") &&
-                !(*stage)["spot_check"].contains("seed_note")) {
-                (*stage)["spot_check"]["seed_note"] = "one seed: " + unseeded;
+        if (v.detail.equivalence) c |= retract(*v.detail.equivalence);
+        for (auto* stage : v.detail.stages())
+            if (stage->spot_check && !stage->spot_check->contains("seed_note")) {
+                (*stage->spot_check)["seed_note"] = "one seed: " + unseeded;
                 c = true;
             }
         return c;

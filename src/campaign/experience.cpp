@@ -105,33 +105,37 @@ std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
         // Each change's own effect (ablation.cpp): the bundle's speed-up only for a bundle of one change; a
         // change of a larger bundle gets what its ablation measured, or no speed-up (unverified) when that
         // was not measured. Never the bundle's speed-up credited to every part of it.
-        const nlohmann::json ablation = v.detail.value("ablation", nlohmann::json::object());
-        std::map<std::string, nlohmann::json> measured; // "knob:NAME" / "patch:ID" -> component
-        for (const auto& comp : ablation.value("components", nlohmann::json::array())) {
-            measured[comp["change"]["kind"].get<std::string>() + ":" +
-                     comp["change"]["name"].get<std::string>()] = comp;
+        std::map<std::string, store::AblationComponent> measured; // "knob:NAME" / "patch:ID" -> component
+        for (const auto& comp :
+             v.detail.ablation ? v.detail.ablation->components : std::vector<store::AblationComponent>{}) {
+            measured[comp.change.kind + ":" + comp.change.name] = comp;
             // Knobs a constraint ties together were removed together: each gets the group's effect, and says
             // so.
-            for (const auto& name : comp["change"].value("names", nlohmann::json::array())) {
+            for (const auto& name : comp.change.names.value_or(std::vector<std::string>{})) {
                 auto shared = comp;
-                if (shared.value("state", "") == "measured")
-                    shared["measured_by"] = "ablation, together with the knobs a constraint ties it to: " +
-                                            comp["change"]["name"].get<std::string>();
-                measured["knob:" + name.get<std::string>()] = shared;
+                if (shared.state == "measured")
+                    shared.measured_by =
+                        "ablation, together with the knobs a constraint ties it to: " + comp.change.name;
+                measured["knob:" + name] = shared;
             }
         }
+        auto number = [](const std::optional<double>& x) {
+            return x ? nlohmann::json(*x) : nlohmann::json();
+        };
         auto own_effect = [&](const std::string& key, nlohmann::json effect, const std::string& kind) {
             std::vector<std::int64_t> trials = support;
             const auto it = measured.find(key);
-            const bool ok = it != measured.end() && it->second.value("state", "") == "measured";
+            const bool ok = it != measured.end() && it->second.state == "measured";
             if (ok) {
-                effect["speedup"] = it->second["effect"];
-                effect["lo"] = it->second["lo"];
-                effect["hi"] = it->second["hi"];
-                effect["measured_by"] = it->second["measured_by"];
-                for (const auto& pr : it->second.value("pairs", nlohmann::json::array())) {
-                    trials.push_back(pr["bundle_trial"].get<std::int64_t>());
-                    trials.push_back(pr["without_trial"].get<std::int64_t>());
+                const auto& comp = it->second;
+                effect["speedup"] = number(comp.effect);
+                effect["lo"] = number(comp.lo);
+                effect["hi"] = number(comp.hi);
+                effect["measured_by"] =
+                    comp.measured_by ? nlohmann::json(*comp.measured_by) : nlohmann::json();
+                for (const auto& pr : comp.pairs.value_or(std::vector<store::AblationPair>{})) {
+                    trials.push_back(pr.bundle_trial);
+                    trials.push_back(pr.without_trial);
                 }
             } else {
                 effect["measured_by"] = "not measured: part of a bundle whose ablation did not measure it";

@@ -4,6 +4,7 @@
 
 #include "model/transformer_memory.hpp"
 #include "space/memory_role.hpp"
+#include "space/rendering.hpp"
 
 #include "measure/statistics.hpp"
 #include "util/bounded_json.hpp"
@@ -204,14 +205,14 @@ std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
     if (box.empty()) return std::nullopt;
     const std::string cache_key = c.key() + "@" + box.filename().string();
     if (auto it = estimates_.find(cache_key); it != estimates_.end()) return it->second;
+    // The candidate's environment and the knobs' arguments, as the trial gets them.
+    auto job = space::render(contract_.space, c, contract_.workload.env);
     ProcessOptions po;
-    po.env = contract_.workload.env;
-    for (const auto& [k, v] : contract_.space.environment(c))
-        po.env[k] = v;
+    po.env = std::move(job.environment);
     po.timeout = std::chrono::seconds(60);
     auto argv = contract::substitute(
         contract_.memory_estimate, {{"build", (box / "build").string()}, {"source", (box / "src").string()}});
-    for (auto& a : contract_.space.arguments(c)) // the knobs' arguments, as the trial gets them
+    for (auto& a : job.arguments)
         argv.push_back(std::move(a));
     std::optional<double> est;
     try {

@@ -4,7 +4,6 @@
 
 #include "trial/outcome.hpp"
 #include "util/error.hpp"
-#include "util/json_field.hpp"
 #include "verify/robust.hpp"
 #include "verify/sequential.hpp"
 #include "verify/verify.hpp"
@@ -56,15 +55,15 @@ void Campaign::verify(const RunOptions& o) {
     // (equivalence.cpp): a cheat that is fastest does not take a real change's place.
     std::map<std::string, bool> done; // candidate key -> rejected as not equivalent
     for (const auto& v : store_->verifications())
-        done[v.candidate_key] = v.detail.value("not_equivalent", false);
+        done[v.candidate_key] = v.detail.not_equivalent;
     int slots = contract_.repeats.verify_top;
     // A candidate the wall-time budget leaves no room for: recorded as skipped, with why.
     auto skip_for_budget = [&](store::VerificationRow& v, const space::Candidate& cand,
                                const std::string& why, double left, double trial_s) {
         v.state = "skipped";
-        v.detail["reasons"] = json::array({why});
-        v.detail["wall_left_s"] = left;
-        v.detail["trial_s"] = trial_s;
+        v.detail.reasons = {why};
+        v.detail.wall_left_s = left;
+        v.detail.trial_s = trial_s;
         v.id = store_->add_verification(v);
         say(o, fmt::format("verification of {} skipped: {}", cand.describe(), why));
     };
@@ -80,7 +79,7 @@ void Campaign::verify(const RunOptions& o) {
         v.candidate_key = t.candidate_key;
         v.candidate = t.candidate;
         v.state = "running";
-        v.detail = {{"search_trial", t.id}};
+        v.detail.search_trial = t.id;
         if (!cand.patches.empty()) {
             auto eq = equivalence_record(cand);
             if (!eq || (*eq)["state"] == "running") {
@@ -102,19 +101,18 @@ void Campaign::verify(const RunOptions& o) {
                 eq = run_equivalence(cand, o);
                 if (!eq) return; // stopped
             }
-            v.detail["equivalence"] = *eq;
+            v.detail.equivalence = *eq;
             if ((*eq)["state"] != "passed") {
                 const bool failed = (*eq)["state"] == "failed";
                 v.state = "done";
-                v.detail["not_equivalent"] = failed;
-                v.detail["reasons"] = json::array({fmt::format(
+                v.detail.not_equivalent = failed;
+                v.detail.reasons = {fmt::format(
                     "patch set {} {} the equivalence check apart from knobs: {}",
                     fmt::format("{}", fmt::join((*eq)["patches"].get<std::vector<std::string>>(), "+")),
-                    failed ? "failed" : "did not complete", (*eq)["reason"].get<std::string>())});
+                    failed ? "failed" : "did not complete", (*eq)["reason"].get<std::string>())};
                 v.id = store_->add_verification(v);
-                store_->log(fmt::format("not promoted {}: {}", cand.describe(),
-                                        v.detail["reasons"][0].get<std::string>()));
-                say(o, fmt::format("{}: {}", cand.describe(), v.detail["reasons"][0].get<std::string>()));
+                store_->log(fmt::format("not promoted {}: {}", cand.describe(), v.detail.reasons[0]));
+                say(o, fmt::format("{}: {}", cand.describe(), v.detail.reasons[0]));
                 slots -= !failed;
                 continue;
             }
@@ -136,9 +134,9 @@ void Campaign::verify(const RunOptions& o) {
                 continue;
             }
         }
-        v.detail["max_pairs"] = seq.max_pairs;
-        v.detail["alpha"] = seq.alpha / seq.candidates;
-        v.detail["min_speedup"] = seq.min_speedup;
+        v.detail.max_pairs = seq.max_pairs;
+        v.detail.alpha = seq.alpha / seq.candidates;
+        v.detail.min_speedup = seq.min_speedup;
         v.id = store_->add_verification(v);
         say(o, fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): blocks of {} A/B pairs "
                            "(one in each order, each pair on one node) until decided, at most {}; promoted "
@@ -173,18 +171,21 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
             if (x.id == vid) v = x;
         if (!v || (v->state != "running" && v->state != "recheck")) return true;
         const bool recheck = v->state == "recheck";
-        const json stage = recheck ? v->detail.value("recheck", json::object()) : v->detail;
-        if (stage.value("skipped", false)) return true;
+        const store::Recheck none;
+        const auto& rc = v->detail.recheck ? *v->detail.recheck : none;
+        const store::VerificationStage& stage =
+            recheck ? static_cast<const store::VerificationStage&>(rc) : v->detail.first;
+        if (recheck && rc.skipped) return true;
         // The stage's last block: awaited if it has not finished (a stop between submit and ingest); judged
         // if it finished without its look recorded.
         std::optional<std::int64_t> last;
-        if (stage.contains("blocks") && !stage["blocks"].empty())
-            last = stage["blocks"].back().get<std::int64_t>();
-        else if (recheck && stage.contains("batch"))
-            last = stage["batch"].get<std::int64_t>();
+        if (!stage.blocks.empty())
+            last = stage.blocks.back();
+        else if (recheck && rc.batch)
+            last = rc.batch;
         else if (!recheck && v->batch_id > 0)
             last = v->batch_id;
-        if (last && stage.value("next", std::string()) != "more") {
+        if (last && stage.next.value_or("") != "more") {
             if (store_->batch(*last).state != "finished") {
                 submit_batch(*last, o);
                 await_batch(*last, o);
@@ -199,15 +200,12 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
         run_verification_stage(*v, recheck, o);
         // Say the look the block ended with.
         for (const auto& x : store_->verifications())
-            if (x.id == vid && x.detail.contains("sequence") && !x.detail["sequence"].empty()) {
-                const auto& l = x.detail["sequence"].back();
+            if (x.id == vid && !x.detail.sequence.empty()) {
+                const auto& l = x.detail.sequence.back();
                 say(o, fmt::format("{}: look over {} A/B pairs{}: {}: {}",
-                                   space::Candidate::from_json(x.candidate).describe(), l["pairs"].get<int>(),
-                                   l["stage"] == "recheck" ? " (re-check)" : "",
-                                   verify::look_text(json_number_or(l, "estimate", NAN),
-                                                     json_number_or(l, "lo", -INFINITY),
-                                                     json_number_or(l, "hi", INFINITY)),
-                                   l["next"].get<std::string>()));
+                                   space::Candidate::from_json(x.candidate).describe(), l.pairs,
+                                   l.stage == "recheck" ? " (re-check)" : "",
+                                   verify::look_text(l.estimate, l.lo, l.hi), l.next));
             }
     }
 }
@@ -223,16 +221,14 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
                 // Not final without its re-check: not promoted, and said why.
                 v.state = "done";
                 v.promoted = false;
-                v.detail["reproduced"] = false;
-                v.detail["recheck"] = {{"skipped", true}};
-                auto reasons = v.detail.value("reasons", json::array());
-                reasons.push_back(fmt::format("not re-checked: the wall-time budget has {:.0f} s left, and a "
-                                              "block of {} A/B pairs needs ~{:.0f} s",
-                                              std::max(0.0, left), pairs, 2 * pairs * m.trial_s()));
-                v.detail["reasons"] = reasons;
+                v.detail.reproduced = false;
+                v.detail.recheck = store::Recheck{};
+                v.detail.recheck->skipped = true;
+                v.detail.reasons.push_back(fmt::format("not re-checked: the wall-time budget has {:.0f} s "
+                                                       "left, and a block of {} A/B pairs needs ~{:.0f} s",
+                                                       std::max(0.0, left), pairs, 2 * pairs * m.trial_s()));
                 store_->update_verification(v);
-                say(o,
-                    fmt::format("{} not promoted: {}", cand.describe(), reasons.back().get<std::string>()));
+                say(o, fmt::format("{} not promoted: {}", cand.describe(), v.detail.reasons.back()));
                 return;
             }
         }
@@ -245,11 +241,13 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
         std::erase_if(nodes, [&](const std::string& n) {
             return std::find(slow.begin(), slow.end(), n) != slow.end();
         });
-    json& stage_record = recheck ? v.detail["recheck"] : v.detail;
+    if (recheck && !v.detail.recheck) v.detail.recheck.emplace();
+    store::VerificationStage& stage_record =
+        recheck ? static_cast<store::VerificationStage&>(*v.detail.recheck) : v.detail.first;
     if (recheck) {
         std::set<std::string> used;
-        for (const auto& p : v.detail.value("plan", json::array()))
-            for (const auto& n : p.value("nodes", std::vector<std::string>{}))
+        for (const auto& p : v.detail.first.plan)
+            for (const auto& n : p.nodes)
                 used.insert(n);
         std::vector<std::string> fresh;
         for (const auto& n : nodes)
@@ -258,8 +256,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     }
     // Node-blocked: the stage's block b on node b mod N, both its pairs there (verify::spread_pairs), so
     // each block continues round the nodes where the last stopped.
-    const int before =
-        stage_record.is_object() ? static_cast<int>(stage_record.value("plan", json::array()).size()) : 0;
+    const int before = static_cast<int>(stage_record.plan.size());
     auto placed = verify::spread_pairs(before + pairs, nodes, contract_.resources.nodes);
     if (!placed.empty()) placed.erase(placed.begin(), placed.begin() + before);
     // The order of each pair: one AB and one BA a block, which first drawn from a seed drawn now and
@@ -272,11 +269,10 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     for (const auto& r : json::parse(store_->meta("equivalence").value_or("[]")))
         if (r.contains("seed")) used.insert(r["seed"].get<long long>());
     for (const auto& x : store_->verifications())
-        for (const auto* stage : {&x.detail, x.detail.contains("recheck") ? &x.detail["recheck"] : nullptr})
-            if (stage)
-                for (const auto& p : stage->value("plan", json::array()))
-                    if (p.contains("seed")) used.insert(p["seed"].get<long long>());
-    json plan = json::array();
+        for (const auto* stage : x.detail.stages())
+            for (const auto& p : stage->plan)
+                if (p.seed) used.insert(*p.seed);
+    std::vector<store::PlannedPair> plan;
     std::vector<Task> tasks;
     std::vector<TaskPlacement> where;
     std::vector<std::vector<std::string>> pair_args;
@@ -300,11 +296,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
         where.push_back({i, placement});
         where.push_back({i, placement});
         pair_args.push_back(placement);
-        plan.push_back({{"pair", before + i + 1},
-                        {"order", verify::to_string(order)},
-                        {"nodes", on},
-                        {"block", before / pairs + 1}});
-        if (pair_seed) plan.back()["seed"] = *pair_seed;
+        plan.push_back({before + i + 1, verify::to_string(order), on, before / pairs + 1, pair_seed});
     }
     // The spot check of a candidate with patches: one pair, drawn now at random, also runs the candidate's
     // knobs without its patches at that pair's seed, and the pair's candidate run must print the same losses
@@ -319,16 +311,15 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // The stage's record (the first stage's in the verification's detail, the re-check's in its "recheck"):
     // each block's batch, order seed and pairs appended.
     if (recheck)
-        stage_record["batch"] = batch;
+        v.detail.recheck->batch = batch;
     else
         v.batch_id = batch;
-    if (before == 0) stage_record["order_seed"] = seed;
-    stage_record["order_seeds"].push_back(seed);
-    stage_record["blocks"].push_back(batch);
-    for (const auto& p : plan)
-        stage_record["plan"].push_back(p);
-    stage_record["next"] = "running";
-    if (!spot.is_null()) stage_record["spot_check"] = spot;
+    if (before == 0) stage_record.order_seed = seed;
+    stage_record.order_seeds.push_back(seed);
+    stage_record.blocks.push_back(batch);
+    stage_record.plan.insert(stage_record.plan.end(), plan.begin(), plan.end());
+    stage_record.next = "running";
+    if (!spot.is_null()) stage_record.spot_check = spot;
     store_->update_verification(v);
     submit_batch(batch, o);
     await_batch(batch, o);
@@ -356,12 +347,10 @@ void Campaign::finish_verification(std::int64_t vid) {
     for (const auto& x : store_->verifications())
         if (x.id == vid) v = x;
     const bool recheck = v.state == "recheck";
-    if (recheck && !v.detail.contains("recheck")) return; // its batch was planned, not yet recorded here
+    if (recheck && !v.detail.recheck) return; // its batch was planned, not yet recorded here
     // The first stage's blocks (one batch each; a campaign of an older orchestrator: its one batch), and the
     // re-check's.
-    std::set<std::int64_t> first_batches;
-    for (const auto& b : v.detail.value("blocks", json::array()))
-        first_batches.insert(b.get<std::int64_t>());
+    std::set<std::int64_t> first_batches(v.detail.first.blocks.begin(), v.detail.first.blocks.end());
     if (first_batches.empty()) first_batches.insert(v.batch_id);
     const auto all_trials = store_->trials({.verification_id = vid});
     const auto& inv = contract_.invariants;
@@ -386,9 +375,10 @@ void Campaign::finish_verification(std::int64_t vid) {
         std::vector<std::pair<verify::Arm, verify::Arm>> ab;
         std::vector<TrialRow> candidate_runs; // each pair's candidate run, by pair
         std::optional<TrialRow> twin;         // the spot check's run
-        json pairs = json::array();
+        std::vector<store::MeasuredPair> pairs;
     };
-    auto stage_pairs = [&](const std::set<std::int64_t>& batches, const json& plan) {
+    auto stage_pairs = [&](const std::set<std::int64_t>& batches,
+                           const std::vector<store::PlannedPair>& plan) {
         StagePairs sp;
         std::vector<TrialRow> trials;
         for (const auto& t : all_trials)
@@ -411,38 +401,38 @@ void Campaign::finish_verification(std::int64_t vid) {
             const TrialRow& tb = ab_order ? t2 : t1;
             sp.candidate_runs.push_back(tb);
             sp.ab.emplace_back(arm(ta, ab_order), arm(tb, !ab_order));
-            const bool seeded = i / 2 < plan.size() && plan[i / 2].contains("seed");
+            const bool seeded = i / 2 < plan.size() && plan[i / 2].seed;
             sp.ab.back().first.at_reference_seed = sp.ab.back().second.at_reference_seed = !seeded;
             const auto& [xa, xb] = sp.ab.back();
-            json p = {{"pair", i / 2 + 1},
-                      {"order", ab_order ? "AB" : "BA"},
-                      {"baseline_trial", ta.id},
-                      {"candidate_trial", tb.id},
-                      {"baseline_step_s", xa.step_s},
-                      {"candidate_step_s", xb.step_s},
-                      {"baseline_node", ta.node},
-                      {"candidate_node", tb.node},
-                      {"same_node", !ta.node.empty() && ta.node == tb.node}};
+            store::MeasuredPair p;
+            p.pair = static_cast<int>(i / 2 + 1);
+            p.order = ab_order ? "AB" : "BA";
+            p.baseline_trial = ta.id;
+            p.candidate_trial = tb.id;
+            p.baseline_step_s = xa.step_s;
+            p.candidate_step_s = xb.step_s;
+            p.baseline_node = ta.node;
+            p.candidate_node = tb.node;
+            p.same_node = !ta.node.empty() && ta.node == tb.node;
             if (xa.ok && xb.ok && xa.step_s > 0 && xb.step_s > 0)
-                p["log_ratio"] =
+                p.log_ratio =
                     verify::robust_pair_log_ratio(xa.step_samples, xa.step_s, xb.step_samples, xb.step_s);
             if (i / 2 < plan.size()) {
-                p["nodes"] = plan[i / 2].value("nodes", json::array());
-                if (plan[i / 2].contains("block")) p["block"] = plan[i / 2]["block"];
+                p.nodes = plan[i / 2].nodes;
+                p.block = plan[i / 2].block;
+                p.seed = plan[i / 2].seed;
             }
-            if (seeded) p["seed"] = plan[i / 2]["seed"];
-            sp.pairs.push_back(p);
+            sp.pairs.push_back(std::move(p));
         }
         return sp;
     };
-    const auto first_stage = stage_pairs(first_batches, v.detail.value("plan", json::array()));
+    const auto first_stage = stage_pairs(first_batches, v.detail.first.plan);
     StagePairs fresh;
     if (recheck) {
-        std::set<std::int64_t> batches;
-        for (const auto& b : v.detail["recheck"].value("blocks", json::array()))
-            batches.insert(b.get<std::int64_t>());
-        if (batches.empty()) batches.insert(v.detail["recheck"]["batch"].get<std::int64_t>());
-        fresh = stage_pairs(batches, v.detail["recheck"]["plan"]);
+        const auto& r = *v.detail.recheck;
+        std::set<std::int64_t> batches(r.blocks.begin(), r.blocks.end());
+        if (batches.empty()) batches.insert(r.batch.value());
+        fresh = stage_pairs(batches, r.plan);
     }
     const auto& judged = recheck ? fresh : first_stage;
     const auto& candidate_runs = judged.candidate_runs;
@@ -466,28 +456,20 @@ void Campaign::finish_verification(std::int64_t vid) {
     auto d = verify::decide(ab, reference_losses(), contract_, seq.rule(so_far), math_changing, noise, eval);
     // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
     // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
-    json& stage = recheck ? v.detail["recheck"] : v.detail;
-    if (stage.contains("spot_check")) {
+    store::VerificationStage& stage =
+        recheck ? static_cast<store::VerificationStage&>(*v.detail.recheck) : v.detail.first;
+    if (stage.spot_check) {
         // Its runs are in the stage's first block.
-        const auto& blocks = stage.value("blocks", json::array());
-        const std::int64_t spot_batch = !blocks.empty() ? blocks[0].get<std::int64_t>()
-                                        : recheck       ? stage["batch"].get<std::int64_t>()
-                                                        : v.batch_id;
-        judge_spot_check(stage["spot_check"], spot_batch, cand, twin, candidate_runs, d, v);
+        const std::int64_t spot_batch = !stage.blocks.empty() ? stage.blocks[0]
+                                        : recheck             ? v.detail.recheck->batch.value()
+                                                              : v.batch_id;
+        judge_spot_check(*stage.spot_check, spot_batch, cand, twin, candidate_runs, d, v);
     }
     // A spot check that failed or did not complete is not changed by more pairs.
-    if (const json& st = recheck ? v.detail["recheck"] : v.detail;
-        st.contains("spot_check") && st["spot_check"].value("state", "") != "passed")
-        d.settled = true;
+    if (stage.spot_check && stage.spot_check->value("state", "") != "passed") d.settled = true;
     auto look = [&](const verify::Decision& x, verify::Next next) {
-        v.detail["sequence"].push_back({{"stage", recheck ? "recheck" : "first"},
-                                        {"pairs", static_cast<int>(ab.size())},
-                                        {"counted", x.pairs},
-                                        {"set_aside", x.set_aside},
-                                        {"estimate", x.speedup},
-                                        {"lo", x.lo},
-                                        {"hi", x.hi},
-                                        {"next", verify::to_string(next)}});
+        v.detail.sequence.push_back({recheck ? "recheck" : "first", static_cast<int>(ab.size()), x.pairs,
+                                     x.set_aside, x.speedup, x.lo, x.hi, verify::to_string(next)});
     };
     // MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the
     // baseline's at this verification's baseline step time (geometric mean of its complete runs), the
@@ -501,15 +483,17 @@ void Campaign::finish_verification(std::int64_t vid) {
             if (n > 0) {
                 const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops,
                                                    b->peak_flops_source, std::exp(logs / n), speedup);
-                v.detail["mfu"] = {{"peak_flops", m.peak_flops},
-                                   {"peak_flops_source", m.peak_source},
-                                   {"peak_flops_by_job", b->peak_flops_by_job},
-                                   {"model_flops_per_step", m.model_flops_per_step},
-                                   {"baseline_step_s", m.baseline_step_s},
-                                   {"candidate_step_s", m.candidate_step_s},
-                                   {"baseline", m.baseline_known() ? json(m.baseline) : json(nullptr)},
-                                   {"candidate", m.candidate_known() ? json(m.candidate) : json(nullptr)}};
-                if (!m.unknown.empty()) v.detail["mfu"]["unknown"] = m.unknown;
+                store::MfuRecord r;
+                r.peak_flops = m.peak_flops;
+                r.peak_flops_source = m.peak_source;
+                r.peak_flops_by_job = b->peak_flops_by_job;
+                r.model_flops_per_step = m.model_flops_per_step;
+                r.baseline_step_s = m.baseline_step_s;
+                r.candidate_step_s = m.candidate_step_s;
+                if (m.baseline_known()) r.baseline = m.baseline;
+                if (m.candidate_known()) r.candidate = m.candidate;
+                if (!m.unknown.empty()) r.unknown = m.unknown;
+                v.detail.mfu = r;
             }
         }
     };
@@ -550,10 +534,11 @@ void Campaign::finish_verification(std::int64_t vid) {
         }
         undecided(all, next, seq.max_pairs);
         look(all, next);
-        v.detail["recheck"]["pairs"] = pairs;
-        v.detail["recheck"]["speedup"] = own.speedup;
-        v.detail["recheck"]["ci"] = json::array({own.lo, own.hi});
-        v.detail["recheck"]["next"] = verify::to_string(next);
+        auto& rc = *v.detail.recheck;
+        rc.pairs = pairs;
+        rc.speedup = own.speedup;
+        rc.ci = std::pair{own.lo, own.hi};
+        rc.next = verify::to_string(next);
         if (next == verify::Next::More) {
             // On in the fresh allocation: another block.
             store::Transaction tx(store_->db());
@@ -571,17 +556,16 @@ void Campaign::finish_verification(std::int64_t vid) {
         first.speedup = v.speedup.value_or(0);
         first.lo = v.lo.value_or(0);
         first.hi = v.hi.value_or(0);
-        first.evidence = v.detail.value("evidence", std::vector<std::string>{});
+        first.evidence = v.detail.evidence;
         const auto fin = verify::reproduce(first, all);
-        v.detail["recheck"]["all_pairs"] = {
-            {"speedup", d.speedup}, {"ci", json::array({d.lo, d.hi})}, {"pairs", d.pairs}};
-        v.detail["recheck"]["reasons"] = all.reasons;
-        v.detail["recheck"]["evidence"] = all.evidence;
-        v.detail["recheck"]["nodes"] = own.nodes;
-        v.detail["reproduced"] = all.promoted;
-        v.detail["reasons"] = fin.reasons;
-        v.detail["evidence"] = fin.evidence;
-        v.detail["next"] = verify::to_string(next);
+        rc.all_pairs = store::Recheck::AllPairs{d.speedup, d.lo, d.hi, d.pairs};
+        rc.reasons = all.reasons;
+        rc.evidence = all.evidence;
+        rc.nodes = own.nodes;
+        v.detail.reproduced = all.promoted;
+        v.detail.reasons = fin.reasons;
+        v.detail.evidence = fin.evidence;
+        v.detail.first.next = verify::to_string(next);
         v.state = "done";
         v.promoted = fin.promoted;
         // A promotion's speed-up is the sequence's over all its pairs (the first stage's alone is the one
@@ -607,7 +591,7 @@ void Campaign::finish_verification(std::int64_t vid) {
     const auto next = verify::after_look(seq, d, so_far, room);
     undecided(d, next, seq.first_stage_pairs());
     look(d, next);
-    v.detail["next"] = verify::to_string(next);
+    v.detail.first.next = verify::to_string(next);
     record_mfu(d.speedup);
     // A first stage that promotes is not final: it waits for its re-check (verify()).
     v.state = next == verify::Next::Recheck ? "recheck" : next == verify::Next::More ? "running" : "done";
@@ -615,12 +599,12 @@ void Campaign::finish_verification(std::int64_t vid) {
     v.speedup = d.speedup;
     v.lo = d.lo;
     v.hi = d.hi;
-    v.detail["pairs"] = pairs;
-    v.detail["pairs_counted"] = d.pairs;
-    v.detail["reasons"] = d.reasons;
-    v.detail["evidence"] = d.evidence;
-    v.detail["order_effect"] = d.order_effect;
-    v.detail["mde"] = mde();
+    v.detail.pairs = pairs;
+    v.detail.pairs_counted = d.pairs;
+    v.detail.reasons = d.reasons;
+    v.detail.evidence = d.evidence;
+    v.detail.order_effect = d.order_effect;
+    v.detail.mde = mde();
     store::Transaction tx(store_->db());
     store_->update_verification(v);
     store_->log(

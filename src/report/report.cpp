@@ -4,6 +4,7 @@
 #include "measure/log_format.hpp"
 #include "measure/statistics.hpp"
 #include "report/format.hpp"
+#include "space/rendering.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/json_field.hpp"
@@ -186,8 +187,7 @@ json job_step_numbers(const std::vector<store::TrialRow>& trials, json e) {
 
 // Whether a verification's pairs ran each at a seed of its own (verification.cpp records it per pair).
 bool pairs_seeded(const store::VerificationRow& v) {
-    const auto pairs = v.detail.value("pairs", json::array());
-    return !pairs.empty() && pairs[0].contains("seed");
+    return !v.detail.pairs.empty() && v.detail.pairs[0].seed.has_value();
 }
 
 double median_of(const std::vector<store::TrialRow>& ts, std::optional<double> store::TrialRow::*field) {
@@ -610,41 +610,39 @@ json build(campaign::Campaign& c) {
                       {"promoted", v.promoted},
                       {"speedup", opt(v.speedup)},
                       {"speedup_ci", v.lo ? json::array({*v.lo, *v.hi}) : json()},
-                      {"reasons", v.detail.value("reasons", json::array())},
-                      {"evidence", v.detail.value("evidence", json::array())},
-                      {"pairs", v.detail.value("pairs", json::array())},
-                      {"mde", v.detail.value("mde", 0.0)},
-                      {"min_speedup", v.detail.value("min_speedup", json())},
+                      {"reasons", v.detail.reasons},
+                      {"evidence", v.detail.evidence},
+                      {"pairs", store::to_json(v.detail.pairs)},
+                      {"mde", v.detail.mde.value_or(0.0)},
+                      {"min_speedup", opt(v.detail.min_speedup)},
                       {"baseline_step_s", median_of(base, &store::TrialRow::step_time_s)},
                       {"candidate_step_s", median_of(cnd, &store::TrialRow::step_time_s)},
                       // Only over the campaign's own denominator (below); the jobs' own figures are theirs.
                       {"baseline_mfu", json()},
                       {"candidate_mfu", json()},
-                      {"order_seed", v.detail.value("order_seed", json())},
-                      {"reproduced", v.detail.value("reproduced", json())},
-                      {"recheck", v.detail.value("recheck", json())}};
+                      {"order_seed", v.detail.first.order_seed ? json(*v.detail.first.order_seed) : json()},
+                      {"reproduced", v.detail.reproduced ? json(*v.detail.reproduced) : json()},
+                      {"recheck", v.detail.recheck ? store::to_json(*v.detail.recheck) : json()}};
         // The sequence of looks (verify/sequential.hpp): each block's interval over the pairs so far.
-        if (v.detail.contains("sequence")) entry["sequence"] = v.detail["sequence"];
+        if (!v.detail.sequence.empty()) entry["sequence"] = store::to_json(v.detail.sequence);
         // MFU with the campaign's one denominator (verification.cpp): its ratio is the speed-up.
-        if (v.detail.contains("mfu")) {
-            entry["mfu"] = v.detail["mfu"];
+        if (const auto& m = v.detail.mfu) {
+            entry["mfu"] = store::to_json(*m);
             // Over the peak the job's own figure implies: the job's claim, kept under mfu, not as ours.
-            const bool by_job = v.detail["mfu"].value("peak_flops_by_job", false);
-            entry["baseline_mfu"] = by_job ? json() : v.detail["mfu"]["baseline"];
-            entry["candidate_mfu"] = by_job ? json() : v.detail["mfu"]["candidate"];
+            entry["baseline_mfu"] = m->peak_flops_by_job ? json() : opt(m->baseline);
+            entry["candidate_mfu"] = m->peak_flops_by_job ? json() : opt(m->candidate);
             // The step times that MFU is at: the baseline's over its runs, the candidate's at the speed-up.
-            entry["baseline_step_s"] = v.detail["mfu"]["baseline_step_s"];
-            entry["candidate_step_s"] = v.detail["mfu"]["candidate_step_s"];
+            entry["baseline_step_s"] = m->baseline_step_s;
+            entry["candidate_step_s"] = m->candidate_step_s;
         }
-        if (v.detail.contains("equivalence"))
-            entry["equivalence"] = job_step_numbers(trials, v.detail["equivalence"]);
-        if (v.detail.contains("spot_check")) entry["spot_check"] = v.detail["spot_check"];
+        if (v.detail.equivalence) entry["equivalence"] = job_step_numbers(trials, *v.detail.equivalence);
+        if (v.detail.first.spot_check) entry["spot_check"] = *v.detail.first.spot_check;
         if (!unseeded.empty() && entry.contains("equivalence") &&
             entry["equivalence"].value("seed_fresh", false)) {
             entry["equivalence"]["seed_fresh"] = false;
             entry["equivalence"]["seed_note"] = "no fresh seed in effect: " + unseeded;
         }
-        if (v.detail.contains("ablation")) entry["ablation"] = v.detail["ablation"];
+        if (v.detail.ablation) entry["ablation"] = store::to_json(*v.detail.ablation);
         verifications.push_back(entry);
         if (!is_promoted.count(v.id)) continue;
         entry["loss_comparison"] = loss_comparison(
@@ -655,9 +653,10 @@ json build(campaign::Campaign& c) {
         json audit = entry;
         audit["knobs"] = v.candidate["knobs"];
         // The settings in the three forms a job takes them (docs/contract.md, [knobs.NAME]).
-        audit["environment"] = c.contract().space.environment(cand);
-        audit["arguments"] = c.contract().space.arguments(cand);
-        audit["sbatch_options"] = c.contract().space.sbatch_options(cand);
+        const auto job = space::render(c.contract().space, cand);
+        audit["environment"] = job.environment;
+        audit["arguments"] = job.arguments;
+        audit["sbatch_options"] = job.sbatch_options;
         json ps = json::array();
         for (const auto& id : cand.patches) {
             const auto* p = c.patch_info(id);
@@ -1110,10 +1109,10 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     auto cand = space::Candidate::from_json(v.candidate);
     std::vector<fs::path> written;
     fs::create_directories(o.target);
-    const auto& space = c.contract().space;
-    const auto env = space.environment(cand);
-    const auto args = space.arguments(cand);
-    const auto options = space.sbatch_options(cand);
+    const auto job = space::render(c.contract().space, cand);
+    const auto& env = job.environment;
+    const auto& args = job.arguments;
+    const auto& options = job.sbatch_options;
     for (const auto& [k, val] : env)
         if (val.find_first_of("\n\r") != std::string::npos)
             throw Error("the value of " + k + " holds a line break",

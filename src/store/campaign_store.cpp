@@ -455,7 +455,7 @@ std::int64_t CampaignStore::add_verification(const VerificationRow& v) {
         .bind(2, v.candidate.dump())
         .bind(3, v.batch_id)
         .bind(4, v.state)
-        .bind(5, v.detail.dump())
+        .bind(5, to_json(v.detail).dump())
         .run();
     return db_.last_insert_rowid();
 }
@@ -471,7 +471,7 @@ void CampaignStore::update_verification(const VerificationRow& v) {
         .bind(5, v.speedup)
         .bind(6, v.lo)
         .bind(7, v.hi)
-        .bind(8, v.detail.dump())
+        .bind(8, to_json(v.detail).dump())
         .run();
 }
 
@@ -491,7 +491,7 @@ std::vector<VerificationRow> CampaignStore::verifications() {
         v.speedup = s.opt_real(6);
         v.lo = s.opt_real(7);
         v.hi = s.opt_real(8);
-        v.detail = nlohmann::json::parse(s.text(9));
+        v.detail = verification_detail_from_json(nlohmann::json::parse(s.text(9)));
         out.push_back(std::move(v));
     }
     return out;

@@ -4,6 +4,7 @@
 // migrations; a newer database than this build understands is refused.
 #include "store/baseline.hpp"
 #include "store/sqlite.hpp"
+#include "store/verification_detail.hpp"
 #include "trial/outcome.hpp"
 #include "trial/record.hpp"
 #include "util/enum_names.hpp"
@@ -189,7 +190,7 @@ struct VerificationRow {
     std::string state; // running, done
     bool promoted = false;
     std::optional<double> speedup, lo, hi;
-    nlohmann::json detail;
+    VerificationDetail detail;
 };
 
 class CampaignStore {

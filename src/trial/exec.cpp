@@ -182,10 +182,10 @@ int execute(const fs::path& manifest_path, int index) {
     fs::create_directories(log.parent_path());
 
     ProcessOptions o;
-    // The workload is not told where result.json goes: the wrapper alone writes it.
-    o.env = task.env;
-    o.env["INFRARSI_CAMPAIGN"] = manifest.campaign;
-    o.env["INFRARSI_TRIAL_ID"] = task.trial_id;
+    // The trial's environment, as the plugin sets it (trial_environment), but for where result.json goes: the
+    // wrapper alone writes it, so the workload is not told.
+    o.env = trial_environment(manifest, static_cast<std::uint32_t>(index));
+    o.env.erase("INFRARSI_RESULT");
     o.env.emplace("PYTHONUNBUFFERED", "1"); // a Python job killed at its limit keeps the lines it printed
     // Trials that run at once on one host must not share a launcher's rendezvous port (trial/rendezvous.hpp).
     add_rendezvous_port(o.env);

@@ -110,7 +110,8 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
     CHECK(v[0].promoted);
-    CHECK(v[0].detail["equivalence"]["state"] == "passed");
+    REQUIRE(v[0].detail.equivalence);
+    CHECK((*v[0].detail.equivalence)["state"] == "passed");
     const auto text = report::render(report::build(c));
     CHECK(text.find("equivalence apart from knobs: passed at seed " + std::to_string(seed)) !=
           std::string::npos);
@@ -119,8 +120,8 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
     // seeds.
     CHECK(text.find("per step (paired baselines, median at the pairs' seeds vs candidate): 1: ") !=
           std::string::npos);
-    for (const auto& p : v[0].detail["pairs"])
-        CHECK(p["seed"].get<long long>() != 1);
+    for (const auto& p : v[0].detail.pairs)
+        CHECK(p.seed.value() != 1);
     CHECK(text.find("attribution (single)") != std::string::npos);
     // The job reads its seed: the report says what the seeds checked.
     CHECK(c.seeds_not_reaching_job().empty());
@@ -162,8 +163,8 @@ TEST_CASE("a fast patch that shifts the loss inside the loss tolerance fails the
     REQUIRE(vs.size() == 2);
     for (const auto& v : vs) {
         CHECK_FALSE(v.promoted);
-        CHECK(v.detail["not_equivalent"] == true);
-        CHECK(v.detail["reasons"].dump().find("failed the equivalence check") != std::string::npos);
+        CHECK(v.detail.not_equivalent);
+        CHECK(json(v.detail.reasons).dump().find("failed the equivalence check") != std::string::npos);
     }
     CHECK(c.store().promotions().empty());
     CHECK(c.store().trials({.kinds = {TrialKind::VerifyBaseline, TrialKind::VerifyCandidate}}).empty());
@@ -207,24 +208,24 @@ TEST_CASE(
     CHECK_FALSE(v.promoted);
     // The A/B pairs alone would have promoted it: twice as fast, losses inside the per-step loss tolerance.
     CHECK(v.speedup.value_or(0) > 1.5);
-    REQUIRE(v.detail.contains("spot_check"));
-    const auto& spot = v.detail["spot_check"];
+    REQUIRE(v.detail.first.spot_check);
+    const auto& spot = *v.detail.first.spot_check;
     CHECK(spot["state"] == "failed");
     const int pair = spot["pair"].get<int>();
     CHECK((pair == 1 || pair == 2));
     // At the drawn pair's own seed, against a run of the candidate's knobs without its patches.
-    CHECK(spot["seed"] == v.detail["plan"][pair - 1]["seed"]);
+    CHECK(spot["seed"] == v.detail.first.plan[static_cast<std::size_t>(pair - 1)].seed.value());
     const auto twins = c.store().trials({.kinds = {TrialKind::EquivalenceBaseline}, .verification_id = v.id});
     REQUIRE(twins.size() == 1);
     CHECK(twins[0].outcome == trial::Outcome::Ok);
     CHECK(space::Candidate::from_json(twins[0].candidate).patches.empty());
     CHECK(spot["baseline_trial"] == twins[0].id);
     const auto checked = spot["candidate_trial"].get<std::int64_t>();
-    CHECK(checked == v.detail["pairs"][pair - 1]["candidate_trial"].get<std::int64_t>());
+    CHECK(checked == v.detail.pairs[static_cast<std::size_t>(pair - 1)].candidate_trial);
     for (const auto& t : c.store().trials({.verification_id = v.id}))
         if (t.id == checked) CHECK(t.violation == trial::Violation::NotEquivalent);
-    CHECK(v.detail["reasons"][0].get<std::string>().find("spot check") != std::string::npos);
-    CHECK(v.detail["not_equivalent"] == true);
+    CHECK(v.detail.reasons[0].find("spot check") != std::string::npos);
+    CHECK(v.detail.not_equivalent);
     // Recorded as a failed check of its patch set: never proposed again.
     bool recorded = false;
     for (const auto& r : equivalence_records(c))
@@ -243,8 +244,8 @@ TEST_CASE("an honest patch passes the spot check of its A/B pairs, and the repor
     REQUIRE(c.finished());
     const auto vs = c.store().verifications();
     REQUIRE(vs.size() == 1);
-    REQUIRE(vs[0].detail.contains("spot_check"));
-    CHECK(vs[0].detail["spot_check"]["state"] == "passed");
+    REQUIRE(vs[0].detail.first.spot_check);
+    CHECK((*vs[0].detail.first.spot_check)["state"] == "passed");
     REQUIRE(vs[0].promoted);
     const auto text = report::render(report::build(c));
     CHECK(text.find("spot check: pair") != std::string::npos);
@@ -281,9 +282,9 @@ TEST_CASE("a contract with no seed key: the checks run at the contract's seed an
     // The spot check still runs, at the contract's seed: it catches a patch set honest only when checked.
     const auto vs = c.store().verifications();
     REQUIRE(vs.size() == 1);
-    REQUIRE(vs[0].detail.contains("spot_check"));
-    CHECK(vs[0].detail["spot_check"]["state"] == "passed");
-    CHECK(vs[0].detail["spot_check"]["seed"] == 1);
+    REQUIRE(vs[0].detail.first.spot_check);
+    CHECK((*vs[0].detail.first.spot_check)["state"] == "passed");
+    CHECK((*vs[0].detail.first.spot_check)["seed"] == 1);
     const auto text = report::render(report::build(c));
     CHECK(text.find("could not choose a fresh seed") != std::string::npos);
     CHECK(text.find(
@@ -307,20 +308,21 @@ TEST_CASE("a promoted bundle of a knob change and a patch is ablated: only the c
     REQUIRE(bundle);
     REQUIRE(bundle->promoted);
     CHECK(*bundle->speedup > 1.8);
-    const auto& a = bundle->detail["ablation"];
-    CHECK(a["state"] == "done");
-    REQUIRE(a["components"].size() == 2);
-    std::map<std::string, json> by;
-    for (const auto& comp : a["components"])
-        by[comp["change"]["name"].get<std::string>()] = comp;
+    REQUIRE(bundle->detail.ablation);
+    const auto& a = *bundle->detail.ablation;
+    CHECK(a.state == "done");
+    REQUIRE(a.components.size() == 2);
+    std::map<std::string, store::AblationComponent> by;
+    for (const auto& comp : a.components)
+        by[comp.change.name] = comp;
     REQUIRE(by.count("threads"));
     REQUIRE(by.count("tidy"));
-    CHECK(by["threads"]["state"] == "measured");
-    CHECK(by["threads"]["effect"].get<double>() > 1.8);
-    CHECK(by["threads"]["carries"] == true);
-    CHECK(by["tidy"]["state"] == "measured");
-    CHECK(by["tidy"]["effect"].get<double>() == doctest::Approx(1.0).epsilon(0.06));
-    CHECK(by["threads"]["pairs"].size() == 2);
+    CHECK(by["threads"].state == "measured");
+    CHECK(by["threads"].effect.value() > 1.8);
+    CHECK(by["threads"].carries == true);
+    CHECK(by["tidy"].state == "measured");
+    CHECK(by["tidy"].effect.value() == doctest::Approx(1.0).epsilon(0.06));
+    CHECK(by["threads"].pairs.value().size() == 2);
     // Ablation trials: 2 rounds of the bundle and its 2 variants.
     CHECK(c.store().trials({.kinds = {TrialKind::Ablation}}).size() == 6);
     // The bank: each change's own effect, not the bundle's speed-up credited to the patch.
@@ -368,16 +370,17 @@ TEST_CASE(
         if (v.candidate_key == "chunk=1;threads=2;|tidy;") bundle = v;
     REQUIRE(bundle);
     REQUIRE(bundle->promoted);
-    const auto& a = bundle->detail["ablation"];
-    REQUIRE(a["components"].size() == 2);
-    CHECK(a["skipped"].size() == 2); // each knob alone
-    std::optional<json> group;
-    for (const auto& comp : a["components"])
-        if (comp["change"]["kind"] == "knobs") group = comp;
+    REQUIRE(bundle->detail.ablation);
+    const auto& a = *bundle->detail.ablation;
+    REQUIRE(a.components.size() == 2);
+    CHECK(a.skipped.size() == 2); // each knob alone
+    std::optional<store::AblationComponent> group;
+    for (const auto& comp : a.components)
+        if (comp.change.kind == "knobs") group = comp;
     REQUIRE(group);
-    CHECK((*group)["change"]["names"] == json::array({"chunk", "threads"}));
-    CHECK((*group)["state"] == "measured");
-    CHECK((*group)["effect"].get<double>() > 1.8);
+    CHECK(group->change.names == std::vector<std::string>{"chunk", "threads"});
+    CHECK(group->state == "measured");
+    CHECK(group->effect.value() > 1.8);
     // By knob: another promoted bundle with the same knobs (without the patch) may share the speed-up
     // exactly (stepload's step times are deterministic, the estimate a median of their differences).
     std::set<std::string> knob_effects;
@@ -465,11 +468,12 @@ TEST_CASE("a memory saver whose best knobs do not fit without it passes its equi
     for (const auto& t : runs)
         CHECK(t.outcome == trial::Outcome::Ok);
     // The spot check moved with it: the patch set and chunk=1 without it, at the drawn pair's seed.
-    REQUIRE(v->detail.contains("spot_check"));
-    const auto& spot = v->detail["spot_check"];
+    REQUIRE(v->detail.first.spot_check);
+    const auto& spot = *v->detail.first.spot_check;
     CHECK(spot["state"] == "passed");
     CHECK(spot["knobs_moved"] == true);
-    CHECK(spot["seed"] == v->detail["plan"][spot["pair"].get<int>() - 1]["seed"]);
+    CHECK(spot["seed"] ==
+          v->detail.first.plan[static_cast<std::size_t>(spot["pair"].get<int>() - 1)].seed.value());
     CHECK(v->promoted);
     CHECK(v->speedup.value_or(0) > 2.5);
     CHECK_FALSE(c.store().promotions().empty());
@@ -481,14 +485,14 @@ TEST_CASE("a memory saver whose best knobs do not fit without it passes its equi
     // required, not that it went unmeasured.
     const auto after = verification_of(c, kSaverKey);
     REQUIRE(after);
-    REQUIRE(after->detail.contains("ablation"));
+    REQUIRE(after->detail.ablation);
     bool saver_seen = false;
-    for (const auto& comp : after->detail["ablation"]["components"]) {
-        if (comp["name"] != "+saver") continue;
+    for (const auto& comp : after->detail.ablation->components) {
+        if (comp.name != "+saver") continue;
         saver_seen = true;
-        CHECK(comp["state"] == "required");
-        CHECK(comp["carries"] == true);
-        CHECK(comp["why"].get<std::string>().find("runs out of memory") != std::string::npos);
+        CHECK(comp.state == "required");
+        CHECK(comp.carries == true);
+        CHECK(comp.why.value().find("runs out of memory") != std::string::npos);
     }
     CHECK(saver_seen);
     CHECK(
@@ -532,8 +536,10 @@ TEST_CASE("an unpatched reference that runs out of memory in the equivalence che
     CHECK(batches_of(c, store::BatchKind::Equivalence) == 2);
     const auto v = verification_of(c, kSaverKey);
     REQUIRE(v);
-    CHECK(v->detail["equivalence"]["state"] == "passed");
-    CHECK(v->detail["spot_check"]["state"] == "passed");
+    REQUIRE(v->detail.equivalence);
+    CHECK((*v->detail.equivalence)["state"] == "passed");
+    REQUIRE(v->detail.first.spot_check);
+    CHECK((*v->detail.first.spot_check)["state"] == "passed");
     CHECK(v->promoted);
 }
 
@@ -551,7 +557,7 @@ TEST_CASE("a memory saver that changes the math is refused at the nearer knobs: 
     CHECK(c.store().promotions().empty());
     for (const auto& v : c.store().verifications()) {
         CHECK_FALSE(v.promoted);
-        CHECK(v.detail["not_equivalent"] == true);
+        CHECK(v.detail.not_equivalent);
     }
 }
 
@@ -571,9 +577,10 @@ TEST_CASE("a job that ignores the seed it is given gets no record claiming fresh
         CHECK(r["seed_note"].get<std::string>().find("the check ran at one seed") != std::string::npos);
     }
     for (const auto& v : c.store().verifications()) {
-        if (v.detail.contains("equivalence")) CHECK(v.detail["equivalence"]["seed_fresh"] == false);
-        REQUIRE(v.detail.contains("spot_check"));
-        CHECK(v.detail["spot_check"]["seed_note"].get<std::string>().find("one seed") != std::string::npos);
+        if (v.detail.equivalence) CHECK((*v.detail.equivalence)["seed_fresh"] == false);
+        REQUIRE(v.detail.first.spot_check);
+        CHECK((*v.detail.first.spot_check)["seed_note"].get<std::string>().find("one seed") !=
+              std::string::npos);
     }
     const auto j = report::build(c);
     CHECK(j["seeds"]["reach_job"] == false);

@@ -145,7 +145,7 @@ TEST_CASE("a helper that outlives the baseline's trials and triples their step t
     for (const auto& v : c.store().verifications())
         MESSAGE("verification " << v.candidate.dump() << ": " << v.state << ", speed-up "
                                 << v.speedup.value_or(0) << (v.promoted ? ", promoted" : "") << " "
-                                << v.detail.dump().substr(0, 300));
+                                << store::to_json(v.detail).dump().substr(0, 300));
     REQUIRE(helper->rewritten() >= 3);
     // Before issue 29 the no-op knob was promoted at 3x: the baseline's runs were three times slower.
     CHECK(c.store().promotions().empty());

@@ -241,7 +241,8 @@ TEST_CASE("verification rejects a candidate that was fast only once in the searc
     CHECK_FALSE(v[0].promoted);
     REQUIRE(v[0].speedup);
     CHECK(*v[0].speedup < 1.05);
-    CHECK(v[0].detail["reasons"].dump().find("lower bound of the speed-up") != std::string::npos);
+    CHECK(nlohmann::json(v[0].detail.reasons).dump().find("lower bound of the speed-up") !=
+          std::string::npos);
     CHECK(c.store().promotions().empty());
 }
 
@@ -258,7 +259,8 @@ TEST_CASE("verification never promotes a candidate that breaks the loss invarian
     CHECK_FALSE(v[0].promoted);
     // Its second run (the equivalence check of its patch set, at the baseline's knobs and a fresh seed)
     // breaks the loss: rejected there, before any A/B pair (campaign_equivalence_test.cpp has the rest).
-    CHECK(v[0].detail["reasons"].dump().find("failed the equivalence check") != std::string::npos);
+    CHECK(nlohmann::json(v[0].detail.reasons).dump().find("failed the equivalence check") !=
+          std::string::npos);
     CHECK(c.store().promotions().empty());
     CHECK(c.store().trials({.kinds = {TrialKind::VerifyCandidate}}).empty());
     for (const auto& t : c.store().trials({.kinds = {TrialKind::EquivalenceCandidate}}))

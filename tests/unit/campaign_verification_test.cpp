@@ -125,59 +125,59 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, a block
     CHECK(c.store().promotions().size() == 1);
     // The first stage: one block of 2 pairs (a 2x gain crosses at its first look), both on n1 (node-blocked:
     // both arms twice on one node), one in each order, each pair's runs on its node.
-    const auto& pairs = v.detail["pairs"];
+    const auto& pairs = v.detail.pairs;
     REQUIRE(pairs.size() == 2);
     std::set<std::string> orders, nodes;
     for (const auto& p : pairs) {
-        orders.insert(p["order"].get<std::string>());
-        nodes.insert(p["baseline_node"].get<std::string>());
-        CHECK(p["same_node"].get<bool>());
-        CHECK(p["baseline_node"] == p["candidate_node"]);
-        CHECK(p["block"] == 1);
+        orders.insert(p.order.value());
+        nodes.insert(p.baseline_node.value());
+        CHECK(p.same_node.value());
+        CHECK(p.baseline_node == p.candidate_node);
+        CHECK(p.block == 1);
     }
     CHECK(orders == std::set<std::string>{"AB", "BA"});
     CHECK(nodes == std::set<std::string>{"n1"});
-    CHECK(v.detail.contains("order_seed"));
+    CHECK(v.detail.first.order_seed);
     // Each pair at a fresh seed of its own (the contract's is 1), both its runs at it.
     std::set<long long> seeds;
     for (const auto& p : pairs) {
-        REQUIRE(p.contains("seed"));
-        seeds.insert(p["seed"].get<long long>());
+        REQUIRE(p.seed);
+        seeds.insert(*p.seed);
     }
     CHECK(seeds.size() == 2);
     CHECK_FALSE(seeds.count(1));
     // The sequence of looks: the first stage's crossed (re-check), the re-check's over all 4 pairs promoted.
-    const auto& seq = v.detail["sequence"];
+    const auto& seq = v.detail.sequence;
     REQUIRE(seq.size() == 2);
-    CHECK(seq[0]["stage"] == "first");
-    CHECK(seq[0]["pairs"] == 2);
-    CHECK(seq[0]["next"] == "recheck");
-    CHECK(seq[1]["stage"] == "recheck");
-    CHECK(seq[1]["pairs"] == 4);
-    CHECK(seq[1]["next"] == "promoted");
-    CHECK(seq[1]["lo"].get<double>() > 1.03);
-    CHECK(seq[1]["lo"].get<double>() <= seq[1]["estimate"].get<double>());
-    CHECK(seq[1]["estimate"].get<double>() <= seq[1]["hi"].get<double>());
+    CHECK(seq[0].stage == "first");
+    CHECK(seq[0].pairs == 2);
+    CHECK(seq[0].next == "recheck");
+    CHECK(seq[1].stage == "recheck");
+    CHECK(seq[1].pairs == 4);
+    CHECK(seq[1].next == "promoted");
+    CHECK(seq[1].lo > 1.03);
+    CHECK(seq[1].lo <= seq[1].estimate);
+    CHECK(seq[1].estimate <= seq[1].hi);
     // Each pair's trials ran in its order: the first trial of the pair has the lower array index.
     const auto trials = c.store().trials({.verification_id = v.id});
     for (const auto& p : pairs) {
-        const auto a = p["baseline_trial"].get<std::int64_t>(), b = p["candidate_trial"].get<std::int64_t>();
+        const auto a = p.baseline_trial, b = p.candidate_trial;
         int ia = -1, ib = -1;
         for (const auto& t : trials) {
             if (t.id == a) ia = t.array_index;
             if (t.id == b) ib = t.array_index;
         }
-        CHECK((p["order"] == "AB" ? ia < ib : ib < ia));
+        CHECK((p.order == "AB" ? ia < ib : ib < ia));
     }
     // The re-check: a fresh batch, its block on n2 (the first of the nodes the first stage did not use),
     // reproduced.
-    REQUIRE(v.detail.contains("recheck"));
-    CHECK(v.detail["reproduced"].get<bool>());
-    CHECK(v.detail["recheck"]["batch"].get<std::int64_t>() != v.batch_id);
-    REQUIRE(v.detail["recheck"]["pairs"].size() == 2);
+    REQUIRE(v.detail.recheck);
+    CHECK(v.detail.reproduced.value());
+    CHECK(v.detail.recheck->batch.value() != v.batch_id);
+    REQUIRE(v.detail.recheck->pairs.value().size() == 2);
     std::set<std::string> fresh;
-    for (const auto& p : v.detail["recheck"]["pairs"])
-        fresh.insert(p["baseline_node"].get<std::string>());
+    for (const auto& p : *v.detail.recheck->pairs)
+        fresh.insert(p.baseline_node.value());
     CHECK(fresh == std::set<std::string>{"n2"});
     // Every verification array was placed on one node: a pair is its own array(s).
     int pinned = 0;
@@ -186,23 +186,25 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, a block
     // 2 stages x 2 pairs, one array each (the two trials' sbatch options are the same), and each stage's spot
     // check of its patches (the candidate's knobs without them, on the drawn pair's node).
     CHECK(pinned == 6);
-    CHECK(v.detail["spot_check"]["state"] == "passed");
-    CHECK(v.detail["recheck"]["spot_check"]["state"] == "passed");
+    REQUIRE(v.detail.first.spot_check);
+    CHECK((*v.detail.first.spot_check)["state"] == "passed");
+    REQUIRE(v.detail.recheck->spot_check);
+    CHECK((*v.detail.recheck->spot_check)["state"] == "passed");
     // MFU: one denominator (the calibration of the host the trials ran on, or what a run achieved where that
     // is lower), named with its source, the baseline's model FLOPs; the ratio is the speed-up, never above 1.
     const auto b = c.store().baseline();
     REQUIRE(b);
     REQUIRE(b->peak_flops);
     CHECK(b->peak_flops_source.find("calibration") != std::string::npos);
-    REQUIRE(v.detail.contains("mfu"));
-    const auto& m = v.detail["mfu"];
-    if (m["peak_flops"].get<double>() != doctest::Approx(*b->peak_flops)) {
-        CHECK(m["peak_flops"].get<double>() > *b->peak_flops);
-        CHECK(m["peak_flops_source"].get<std::string>().find("lower than achieved") != std::string::npos);
+    REQUIRE(v.detail.mfu);
+    const auto& m = *v.detail.mfu;
+    if (m.peak_flops != doctest::Approx(*b->peak_flops)) {
+        CHECK(m.peak_flops > *b->peak_flops);
+        CHECK(m.peak_flops_source.find("lower than achieved") != std::string::npos);
     }
-    CHECK(m["candidate"].get<double>() <= 1.0 + 1e-9);
-    CHECK(m["baseline"].get<double>() <= 1.0 + 1e-9);
-    CHECK(m["candidate"].get<double>() / m["baseline"].get<double>() == doctest::Approx(*v.speedup));
+    CHECK(m.candidate.value() <= 1.0 + 1e-9);
+    CHECK(m.baseline.value() <= 1.0 + 1e-9);
+    CHECK(m.candidate.value() / m.baseline.value() == doctest::Approx(*v.speedup));
 }
 
 TEST_CASE("a promotion whose re-check does not hold (its pairs' runs on two nodes) is not promoted") {
@@ -216,9 +218,9 @@ TEST_CASE("a promotion whose re-check does not hold (its pairs' runs on two node
     const auto& v = vs[0];
     CHECK(v.state == "done");
     CHECK_FALSE(v.promoted);
-    CHECK_FALSE(v.detail["reproduced"].get<bool>());
+    CHECK_FALSE(v.detail.reproduced.value());
     CHECK(c.store().promotions().empty());
-    const auto reasons = v.detail["reasons"].dump();
+    const auto reasons = json(v.detail.reasons).dump();
     CHECK(reasons.find("did not reproduce in a fresh allocation") != std::string::npos);
     CHECK(reasons.find("not one node") != std::string::npos);
 }
@@ -235,12 +237,12 @@ TEST_CASE("a candidate with no gain stops after its first block: two pairs, not 
     const auto& v = vs[0];
     CHECK(v.state == "done");
     CHECK_FALSE(v.promoted);
-    CHECK(v.detail["pairs"].size() == 2);
-    REQUIRE(v.detail["sequence"].size() == 1);
-    CHECK(v.detail["sequence"][0]["next"] == "stop");
-    CHECK(v.detail["evidence"].dump().find("a clear loser") != std::string::npos);
-    CHECK(v.detail["reasons"].dump().find("lower bound of the speed-up") != std::string::npos);
-    CHECK_FALSE(v.detail.contains("recheck"));
+    CHECK(v.detail.pairs.size() == 2);
+    REQUIRE(v.detail.sequence.size() == 1);
+    CHECK(v.detail.sequence[0].next == "stop");
+    CHECK(json(v.detail.evidence).dump().find("a clear loser") != std::string::npos);
+    CHECK(json(v.detail.reasons).dump().find("lower bound of the speed-up") != std::string::npos);
+    CHECK_FALSE(v.detail.recheck);
     CHECK(c.store().trials({.kinds = {store::TrialKind::VerifyCandidate}}).size() == 2);
 }
 
@@ -266,8 +268,8 @@ TEST_CASE("a campaign stopped mid-sequence resumes it: the first stage's block i
         const auto vs = c.store().verifications();
         REQUIRE(vs.size() == 1);
         CHECK(vs[0].state == "recheck");
-        CHECK_FALSE(vs[0].detail.contains("recheck"));
-        CHECK(vs[0].detail["blocks"].size() == 1);
+        CHECK_FALSE(vs[0].detail.recheck);
+        CHECK(vs[0].detail.first.blocks.size() == 1);
     }
     campaign::Campaign c(dir);
     c.use_scheduler(std::make_unique<Placed>(d.path, false));
@@ -277,11 +279,12 @@ TEST_CASE("a campaign stopped mid-sequence resumes it: the first stage's block i
     REQUIRE(vs.size() == 1);
     const auto& v = vs[0];
     CHECK(v.promoted);
-    CHECK(v.detail["blocks"].size() == 1); // the first stage's one block, not run again
-    CHECK(v.detail["pairs"].size() == 2);
-    CHECK(v.detail["recheck"]["pairs"].size() == 2);
-    REQUIRE(v.detail["sequence"].size() == 2);
-    CHECK(v.detail["sequence"][1]["next"] == "promoted");
+    CHECK(v.detail.first.blocks.size() == 1); // the first stage's one block, not run again
+    CHECK(v.detail.pairs.size() == 2);
+    REQUIRE(v.detail.recheck);
+    CHECK(v.detail.recheck->pairs.value().size() == 2);
+    REQUIRE(v.detail.sequence.size() == 2);
+    CHECK(v.detail.sequence[1].next == "promoted");
     CHECK(c.store().trials({.kinds = {store::TrialKind::VerifyCandidate}}).size() == 4);
     CHECK(c.store().promotions().size() == 1);
 }

@@ -119,11 +119,11 @@ inline std::filesystem::path fixture_campaign(const TempDir& d) {
     v.speedup = 1.42;
     v.lo = 1.38;
     v.hi = 1.46;
-    v.detail = {{"pairs", pairs},
-                {"mde", 0.05},
-                {"min_speedup", 0.03},
-                {"reasons", nlohmann::json::array()},
-                {"evidence", {"3 pairs, 95% interval above 1 + MDE"}}};
+    v.detail = store::verification_detail_from_json({{"pairs", pairs},
+                                                     {"mde", 0.05},
+                                                     {"min_speedup", 0.03},
+                                                     {"reasons", nlohmann::json::array()},
+                                                     {"evidence", {"3 pairs, 95% interval above 1 + MDE"}}});
     s.update_verification(v);
     s.add_promotion(v.id, v.candidate_key, 1.42);
     s.advance_stage(store::Stage::Done);

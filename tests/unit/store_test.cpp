@@ -4,8 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <unistd.h>
@@ -240,6 +242,146 @@ TEST_CASE("a trial's measurements an earlier build wrote read back typed, and a 
     CHECK(back.control->ratio == doctest::Approx(0.8));
     // A document of a later version than this build writes is not guessed at.
     CHECK_THROWS_AS(store::measurements_from_json({{"version", store::kMeasurementsVersion + 1}}), Error);
+}
+
+TEST_CASE("a verification's detail an earlier build wrote reads back typed, and a newer version is refused") {
+    // campaign-v2.sql's verification keeps the detail every build wrote before it had a version, from before
+    // the pairs were ordered and placed.
+    TempDb tmp;
+    load_fixture(tmp.path(), "campaign-v2.sql");
+    store::CampaignStore s(tmp.path());
+    const auto vs = s.verifications();
+    REQUIRE(vs.size() == 1);
+    const auto& d = vs[0].detail;
+    CHECK(d.search_trial == 9);
+    CHECK(d.reasons.empty());
+    REQUIRE(d.evidence.size() == 2);
+    CHECK(d.evidence[0] == "peak memory 135 MiB, limit 300M");
+    CHECK(d.mde.value() == doctest::Approx(0.07061269357574136));
+    REQUIRE(d.pairs.size() == 3);
+    CHECK(d.pairs[0].baseline_trial == 16);
+    CHECK(d.pairs[0].candidate_trial == 17);
+    CHECK(d.pairs[2].candidate_step_s == doctest::Approx(0.171804));
+    CHECK_FALSE(d.pairs[0].order);
+    CHECK_FALSE(d.pairs[0].seed);
+    CHECK_FALSE(d.recheck);
+    CHECK_FALSE(d.ablation);
+    CHECK(d.first.blocks.empty());
+    // Written back, it reads back the same, its pairs in their old layout (no order or node made up), and
+    // now says its version.
+    s.update_verification(vs[0]);
+    const auto back = s.verifications().at(0).detail;
+    CHECK(store::to_json(back) == store::to_json(d));
+    CHECK(store::to_json(back)["version"] == store::kVerificationDetailVersion);
+    CHECK_FALSE(store::to_json(back)["pairs"][0].contains("order"));
+    CHECK_FALSE(store::to_json(back)["pairs"][0].contains("same_node"));
+    CHECK_THROWS_AS(
+        store::verification_detail_from_json({{"version", store::kVerificationDetailVersion + 1}}), Error);
+}
+
+TEST_CASE("a verification's detail reads back field for field, an infinite bound stored as null read back "
+          "infinite") {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    store::VerificationDetail d;
+    d.search_trial = 4;
+    d.equivalence = nlohmann::json{{"state", "passed"}, {"seed", 11}};
+    d.not_equivalent = true;
+    d.reasons = {"why not"};
+    d.evidence = {"what was checked"};
+    d.max_pairs = 16;
+    d.alpha = 0.0125;
+    d.min_speedup = 0.03;
+    d.first.blocks = {5, 6};
+    d.first.order_seed = 4000000000u;
+    d.first.order_seeds = {4000000000u, 7};
+    d.first.plan = {{1, "AB", {"n1"}, 1, 123}, {2, "BA", {"n1"}, 1, std::nullopt}};
+    d.first.next = "recheck";
+    d.first.spot_check = nlohmann::json{{"pair", 1}, {"state", "passed"}};
+    store::MeasuredPair p;
+    p.pair = 1;
+    p.order = "AB";
+    p.baseline_trial = 8;
+    p.candidate_trial = 9;
+    p.baseline_step_s = 0.5;
+    p.candidate_step_s = 0.25;
+    p.baseline_node = p.candidate_node = "n1";
+    p.same_node = true;
+    p.log_ratio = 0.69;
+    p.nodes = std::vector<std::string>{"n1"};
+    p.block = 1;
+    p.seed = 123;
+    d.pairs = {p};
+    d.pairs_counted = 1;
+    d.order_effect = 0.01;
+    d.mde = 0.05;
+    d.reproduced = true;
+    d.sequence = {{"first", 2, 2, 0, std::nan(""), -inf, inf, "recheck"}};
+    store::Recheck r;
+    r.blocks = {7};
+    r.batch = 7;
+    r.plan = {{3, "BA", {"n2"}, 1, 99}};
+    r.next = "promoted";
+    r.pairs = std::vector<store::MeasuredPair>{p};
+    r.speedup = 2.0;
+    r.ci = std::pair{-inf, 3.0};
+    r.all_pairs = store::Recheck::AllPairs{2.0, 1.5, 2.5, 4};
+    r.reasons = std::vector<std::string>{};
+    r.evidence = std::vector<std::string>{"fresh"};
+    r.nodes = 1;
+    d.recheck = r;
+    d.mfu = store::MfuRecord{1e12, "calibration", false, 1e9, 0.5, 0.25, 0.4, std::nullopt, "above 1"};
+    store::Ablation a;
+    a.state = "done";
+    a.rounds = 2;
+    a.bundle = "threads=2;|tidy;";
+    a.batch_id = 8;
+    store::AblationComponent c;
+    c.change = {"knob", "threads", "2", "1", std::nullopt};
+    c.name = "threads=2 (baseline 1)";
+    c.without = "threads=1;|tidy;";
+    c.state = "measured";
+    c.effect = 1.9;
+    c.lo = 1.8;
+    c.hi = 2.0;
+    c.carries = true;
+    c.measured_by = "ablation";
+    c.pairs = std::vector<store::AblationPair>{{10, 11, 0.25, 0.5}};
+    a.components = {c};
+    a.skipped = {{{"knobs", "a=1 b=2", std::nullopt, std::nullopt, std::vector<std::string>{"a", "b"}},
+                  "a=1 b=2 (together)",
+                  "not in the space"}};
+    d.ablation = a;
+
+    const auto j = store::to_json(d);
+    const auto back = store::verification_detail_from_json(nlohmann::json::parse(j.dump()));
+    CHECK(store::to_json(back).dump() == j.dump());
+    // The names the report and docs/orchestrator.md give them: the first stage at the top level.
+    CHECK(j["version"] == store::kVerificationDetailVersion);
+    CHECK(j["blocks"] == nlohmann::json::array({5, 6}));
+    CHECK(j["order_seed"] == 4000000000u);
+    CHECK(j["plan"][0]["seed"] == 123);
+    CHECK_FALSE(j["plan"][1].contains("seed"));
+    CHECK(j["recheck"]["batch"] == 7);
+    CHECK(j["recheck"]["ci"][0].is_null());
+    CHECK(j["recheck"]["all_pairs"]["ci"] == nlohmann::json::array({1.5, 2.5}));
+    CHECK(j["mfu"]["candidate"].is_null());
+    CHECK(j["ablation"]["components"][0]["change"]["baseline"] == "1");
+    CHECK(j["ablation"]["skipped"][0]["change"]["names"] == nlohmann::json::array({"a", "b"}));
+    // Typed again, each field as it was; a bound that was infinite is infinite again.
+    CHECK(back.first.plan[0].seed == 123);
+    CHECK_FALSE(back.first.plan[1].seed);
+    CHECK(std::isnan(back.sequence[0].estimate));
+    CHECK(back.sequence[0].lo == -inf);
+    CHECK(back.sequence[0].hi == inf);
+    REQUIRE(back.recheck);
+    CHECK(back.recheck->pairs.value().at(0).log_ratio == doctest::Approx(0.69));
+    CHECK(back.recheck->reasons.value().empty());
+    CHECK(back.ablation.value().components.at(0).pairs.value().at(0).without_trial == 11);
+    CHECK(back.mfu.value().unknown == "above 1");
+    CHECK(back.not_equivalent);
+    // An empty record is an empty document but for its version.
+    CHECK(store::to_json(store::VerificationDetail{}) ==
+          nlohmann::json{{"version", store::kVerificationDetailVersion}});
 }
 
 TEST_CASE("the stage only moves forward, and an unknown one is refused by name") {
