@@ -102,16 +102,13 @@ Modes doctor_modes(const std::vector<double>& step_s) {
     }
     const double within = std::sqrt(ss / (n - 2));
     const double gap = measure::median(slow) - measure::median(fast);
-    // And at least kModeGapRobustSds of the runs' robust spread: two or three runs of a mode can agree
-    // closely by chance, which makes the pooled spread alone call one run a little off a mode.
-    const double robust = mad_sd(l, measure::median(l));
     const double split = l[cut] - l[cut - 1];
     const int h = n / 2 + 1;
     double shortest = l[h - 1] - l[0];
     for (int i = 1; i + h - 1 < n; ++i)
         shortest = std::min(shortest, l[i + h - 1] - l[i]);
     m.core_sd = 0.7413 * shortest;
-    if (!(split >= kModeGapSds * within) || !(split >= kModeGapRobustSds * robust) || !(gap > 0)) return m;
+    if (!(split >= kModeGapSds * within) || !(gap > 0)) return m;
     m.gap = gap;
     m.within_sd = within;
     m.dof = n - 2;

@@ -413,8 +413,14 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
     // (A doctor in two modes inflates its median absolute deviation too: the spread of its densest half
     // where it is smaller.)
     const double run_sd = noise.cv_core > 0 ? std::min(doctor_sd, noise.cv_core) : doctor_sd;
-    const bool doctor_gap =
+    bool doctor_gap =
         noise.mode_gap > 0 && noise.mode_gap >= 6 * std::sqrt(2.0) * std::max(noise.cv_within, run_sd);
+    // A doctor's split that its own runs cannot tell from a chance one (its other mode inflates their spread)
+    // is used when the pairs show the same gap, to within a quarter of it: two independent measurements.
+    if (!doctor_gap && noise.mode_gap > 0) {
+        const double own = pairs_mode_gap(log_ratios, noise.mode_gap / 2, ab);
+        doctor_gap = own > 0 && std::fabs(own - noise.mode_gap) <= noise.mode_gap / 4;
+    }
     double gap = doctor_gap ? noise.mode_gap : 0.0;
     if (!doctor_gap) gap = pairs_mode_gap(log_ratios, 8 * std::sqrt(2.0) * doctor_sd, ab);
     if (gap > 0 && !log_ratios.empty()) {
@@ -531,7 +537,11 @@ Decision decide(const std::vector<std::pair<Arm, Arm>>& pairs, const std::vector
         d.speedup = std::exp(ci.estimate);
         d.lo = std::exp(ci.lo);
         d.hi = std::exp(ci.hi);
-        d.upper = std::exp(loose.hi);
+        // The futility bound is the larger of the order-adjusted one and the plain mean's: with one pair in
+        // each order the order effect takes the pairs' only degree of freedom, and the interval is then the
+        // doctor's noise alone, however far apart the two pairs lie (a run in a bimodal host's other mode).
+        d.upper = std::max(std::exp(loose.hi),
+                           std::exp(speedup_interval(kept, prior, 1 - 2 * rule.futility_alpha).hi));
         if (modes_used) {
             const auto high = screened_interval(high_ratios, ab, prior, 1 - 2 * rule.futility_alpha);
             d.upper = std::max(d.upper, high ? std::exp(high->hi) : INFINITY);
