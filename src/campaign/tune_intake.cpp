@@ -5,6 +5,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/privilege.hpp"
+#include "util/text.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -19,11 +20,6 @@
 
 namespace infrarsi::campaign {
 namespace {
-
-bool all_digits(const std::string& s) {
-    return !s.empty() &&
-           std::all_of(s.begin(), s.end(), [](unsigned char c) { return c >= '0' && c <= '9'; });
-}
 
 std::string errno_text() {
     return std::strerror(errno);
