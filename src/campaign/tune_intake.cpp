@@ -43,7 +43,12 @@ std::string check_owned_file(const std::string& what, const std::string& path, s
 // (users' directories are made in it as root). Made 0755 when missing. Empty when usable; else why not.
 std::string check_site_root(const std::filesystem::path& root) {
     const auto abs = std::filesystem::absolute(root).lexically_normal();
-    return safe_directory_problem(abs, {fmt::format("a root daemon's --root {}", abs.string()), 0, 0755});
+    const auto e = safe_directory_problem(abs, {"it", 0, 0755});
+    if (e.empty()) return {};
+    return fmt::format(
+        "a root daemon's --root {} must be owned by root and writable by nobody else, on a path "
+        "only root may change: {}",
+        abs.string(), e);
 }
 
 // <root>/<user>: the user's campaigns under a site daemon, made 0700 and given to the user by root, who never
