@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include "util/enum_names.hpp"
 #include "util/error.hpp"
 
 #include <charconv>
@@ -22,29 +23,27 @@ int parse_ms(const std::string& key, const std::string& value, int max) {
     return ms;
 }
 
+// --infrarsi's modes by name; tune also takes "tune:CONTRACT".
+constexpr util::EnumNames<ModeKind, 4> mode_names{{{
+    {ModeKind::record, "record"},
+    {ModeKind::trial, "trial"},
+    {ModeKind::tune, "tune"},
+    {ModeKind::off, "off"},
+}}};
+
 } // namespace
 
 std::string Mode::text() const {
-    switch (kind) {
-    case ModeKind::record:
-        return "record";
-    case ModeKind::trial:
-        return "trial";
-    case ModeKind::off:
-        return "off";
-    case ModeKind::tune:
-        return contract.empty() ? "tune" : "tune:" + contract;
-    }
-    return "record";
+    std::string name(mode_names.name(kind));
+    if (name == "?") return "record";
+    return kind == ModeKind::tune && !contract.empty() ? name + ":" + contract : name;
 }
 
 std::optional<Mode> parse_mode(std::string_view value) {
     // A bare --infrarsi given to sbatch/salloc reaches srun inside the job as the string "(null)" (Slurm
     // formats the missing argument with %s into SLURM_SPANK__SLURM_SPANK_OPTION_infrarsi_infrarsi).
-    if (value.empty() || value == "(null)" || value == "record") return Mode{ModeKind::record, {}};
-    if (value == "trial") return Mode{ModeKind::trial, {}};
-    if (value == "off") return Mode{ModeKind::off, {}};
-    if (value == "tune") return Mode{ModeKind::tune, {}};
+    if (value.empty() || value == "(null)") return Mode{ModeKind::record, {}};
+    if (const auto kind = mode_names.parse(value)) return Mode{*kind, {}};
     if (value.starts_with("tune:")) {
         std::string_view contract = value.substr(5);
         if (contract.empty() || contract.size() > 4096) return std::nullopt;
@@ -68,10 +67,9 @@ Config parse_config(const std::vector<std::string>& args) {
                 throw Error("spool=" + value + " is not an absolute path", "plugstack.conf");
             c.spool = value;
         } else if (key == "default_mode") {
-            if (value == "record")
-                c.default_mode = ModeKind::record;
-            else if (value == "off")
-                c.default_mode = ModeKind::off;
+            const auto mode = mode_names.parse(value);
+            if (mode == ModeKind::record || mode == ModeKind::off)
+                c.default_mode = *mode;
             else
                 throw Error("default_mode=" + value + " is not record or off", "plugstack.conf");
         } else if (key == "calibration_ms") {

@@ -3,12 +3,11 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/privilege.hpp"
+#include "util/safe_directory.hpp"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,50 +18,13 @@ std::string sys_error(const char* what) {
     return std::string(what) + ": " + std::strerror(errno);
 }
 
-std::string octal(unsigned mode) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "%04o", mode);
-    return buf;
-}
-
 } // namespace
 
 void ensure_safe_dir(const std::string& dir) {
     if (dir.empty() || dir[0] != '/') throw Error("spool path is not absolute", dir);
-    // The directories on the way first: one a user may change could swap the spool (or the name root is about
-    // to mkdir) for a link to anywhere between our check and our open.
-    const auto parent = std::filesystem::path(dir).lexically_normal().parent_path();
-    if (const auto pc = path_control(parent, ::geteuid()); !pc.root_only())
-        throw Error(pc.why.empty() ? "spool's parent " + parent.string() + " is controlled by uid " +
-                                         std::to_string(pc.uid) + "; refusing to write under it"
-                                   : "spool's path can be changed by others (" + pc.why +
-                                         "); refusing to write under it",
-                    dir, "a path of directories only root may change");
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0) {
-        if (errno != ENOENT) throw Error(sys_error("lstat"), dir);
-        // Created with exactly 0755 whatever the umask of the process that loaded us.
-        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw Error(sys_error("mkdir"), dir);
-        if (::lstat(dir.c_str(), &st) != 0) throw Error(sys_error("lstat"), dir);
-        if (S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 07777) != 0755)
-            ::chmod(dir.c_str(), 0755);
-        if (::lstat(dir.c_str(), &st) != 0) throw Error(sys_error("lstat"), dir);
-    }
-    if (S_ISLNK(st.st_mode))
-        throw Error("spool is a symlink; refusing to follow it", dir, "a real directory");
-    if (!S_ISDIR(st.st_mode)) throw Error("spool is not a directory", dir);
-    if (st.st_uid != 0 && st.st_uid != ::geteuid())
-        throw Error("spool is owned by uid " + std::to_string(st.st_uid), dir, "owned by root");
-    // Root opens names in here: anyone who can create one can plant a FIFO, a symlink or a hard link under
-    // it. The sticky bit does not help (it only protects others' files from deletion).
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
-        throw Error("spool is writable by others (mode " + octal(st.st_mode & 07777) +
-                        "); refusing to write in it",
-                    dir, "mode 0755, owned by root");
-    if (st.st_mode & S_ISVTX)
-        throw Error("spool has the sticky bit (mode " + octal(st.st_mode & 07777) +
-                        "), the mark of a directory others write; refusing to write in it",
-                    dir, "mode 0755, owned by root");
+    if (const auto e = safe_directory_problem(dir, {"spool", ::geteuid(), 0755}); !e.empty())
+        throw Error(e + "; refusing to write in it", dir,
+                    "a directory of root's, mode 0755, on a path only root may change");
 }
 
 bool claim_marker(const std::string& path) {

@@ -6,10 +6,11 @@
 
 namespace infrarsi::spank {
 
-// Makes sure `dir` is a safe directory to write in as root: refuses it when a directory on its way may be
-// changed by anyone but root (or the caller; util/privilege.hpp path_control), creates it 0755 when absent
-// (its parent must exist), refuses a symlink, a non-directory, one not owned by root (or by the caller, for
-// tests and unprivileged runs), one writable by group or others, and a sticky one. Throws infrarsi::Error.
+// Makes sure `dir` is a safe directory to write in as root, by the one check (util/safe_directory.hpp):
+// refuses it when a directory on its way may be changed by anyone but root (or the caller), creates it 0755
+// when absent (its parent must exist), refuses a symlink, a non-directory, one not owned by root (or by the
+// caller, for tests and unprivileged runs), one writable by group or others, and a sticky one. Throws
+// infrarsi::Error.
 void ensure_safe_dir(const std::string& dir);
 
 // Claims `path` by creating it exclusively (O_EXCL, no symlink): true when this call created it, false when

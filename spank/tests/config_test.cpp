@@ -23,6 +23,15 @@ TEST_CASE("modes: a bare --infrarsi is record, tune takes an optional contract, 
     CHECK_FALSE(parse_mode("tune:a\nb"));
 }
 
+TEST_CASE("every mode's text parses back to the same mode") {
+    for (const auto* text : {"record", "trial", "tune", "off", "tune:job.contract.toml"}) {
+        const auto m = parse_mode(text);
+        REQUIRE(m);
+        CHECK(m->text() == text);
+        CHECK(parse_mode(m->text())->kind == m->kind);
+    }
+}
+
 TEST_CASE("plugstack arguments: defaults, every key, and the site's record default") {
     auto d = parse_config({});
     CHECK(d.default_mode == ModeKind::record);

@@ -5,6 +5,8 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/privilege.hpp"
+#include "util/safe_directory.hpp"
+#include "util/text.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -19,11 +21,6 @@
 
 namespace infrarsi::campaign {
 namespace {
-
-bool all_digits(const std::string& s) {
-    return !s.empty() &&
-           std::all_of(s.begin(), s.end(), [](unsigned char c) { return c >= '0' && c <= '9'; });
-}
 
 std::string errno_text() {
     return std::strerror(errno);
@@ -42,38 +39,16 @@ std::string check_owned_file(const std::string& what, const std::string& path, s
     return {};
 }
 
-// A directory of the spool, made 0755 when missing; never a symlink. Empty when usable; else why not.
-std::string spool_subdir(const std::filesystem::path& dir) {
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        return fmt::format("cannot create {}: {}", dir.string(), errno_text());
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0) return fmt::format("{}: {}", dir.string(), errno_text());
-    if (!S_ISDIR(st.st_mode))
-        return fmt::format("{} is not a directory (a symlink is not followed)", dir.string());
-    return {};
-}
-
 // A site daemon's root: a directory owned by root that nobody else may write, on a path only root may change
-// (users' directories are made in it as root). Made 0755 when missing, in a parent only root may change.
-// Empty when usable; else why not.
+// (users' directories are made in it as root). Made 0755 when missing. Empty when usable; else why not.
 std::string check_site_root(const std::filesystem::path& root) {
     const auto abs = std::filesystem::absolute(root).lexically_normal();
-    if (const auto parent = path_control(abs.parent_path()); !parent.root_only())
-        return fmt::format(
-            "a root daemon's --root {} must be on a path only root may change: {}", abs.string(),
-            parent.why.empty() ? fmt::format("uid {} controls {}", parent.uid, abs.parent_path().string())
-                               : parent.why);
-    if (::mkdir(abs.c_str(), 0755) != 0 && errno != EEXIST)
-        return fmt::format("cannot create {}: {}", abs.string(), errno_text());
-    struct stat st {};
-    if (::lstat(abs.c_str(), &st) != 0) return fmt::format("{}: {}", abs.string(), errno_text());
-    if (!S_ISDIR(st.st_mode))
-        return fmt::format("{} is not a directory (a symlink is not followed)", abs.string());
-    if (st.st_uid != 0 || (st.st_mode & 022) != 0)
-        return fmt::format("a root daemon's --root {} must be owned by root and writable by nobody else (it "
-                           "is uid {}, mode {:o})",
-                           abs.string(), st.st_uid, st.st_mode & 07777);
-    return {};
+    const auto e = safe_directory_problem(abs, {"it", 0, 0755});
+    if (e.empty()) return {};
+    return fmt::format(
+        "a root daemon's --root {} must be owned by root and writable by nobody else, on a path "
+        "only root may change: {}",
+        abs.string(), e);
 }
 
 // <root>/<user>: the user's campaigns under a site daemon, made 0700 and given to the user by root, who never
@@ -112,10 +87,12 @@ std::string check_request_file(const std::filesystem::path& path, uid_t acting_u
 }
 
 // Renames tune/<file> into tune/<sub>/<stem>.json (and writes <stem>.reason first when refused).
+// tune/<sub> is made 0755 when missing, as safe as tune/ (root's or `acting_uid`'s, never a symlink).
 void move_request(const std::filesystem::path& tune, const std::string& sub, const std::string& stem,
-                  const std::string& reason, TuneRequestHandled& h) {
+                  const std::string& reason, uid_t acting_uid, TuneRequestHandled& h) {
     const auto dir = tune / sub;
-    if (auto e = spool_subdir(dir); !e.empty()) {
+    const auto abs = std::filesystem::absolute(dir).lexically_normal();
+    if (auto e = safe_directory_problem(abs, {abs.string(), acting_uid, 0755}); !e.empty()) {
         h.move_error = e;
         return;
     }
@@ -183,7 +160,7 @@ TuneRequestHandled handle(const std::filesystem::path& tune, const std::string& 
     auto refuse = [&](const std::string& reason) {
         h.action = TuneAction::Refused;
         h.reason = reason;
-        move_request(tune, "refused", stem, reason, h);
+        move_request(tune, "refused", stem, reason, acting_uid, h);
         return h;
     };
     if (auto e = check_request_file(tune / file, acting_uid); !e.empty()) return refuse(e);
@@ -233,7 +210,7 @@ TuneRequestHandled handle(const std::filesystem::path& tune, const std::string& 
     const AsUser done = account ? run_as_status(*account, start) : start();
     if (done.status == kAlreadyStarted) {
         h.action = TuneAction::AlreadyStarted;
-        move_request(tune, "done", stem, {}, h);
+        move_request(tune, "done", stem, {}, acting_uid, h);
         return h;
     }
     if (done.status != 0) {
@@ -244,7 +221,7 @@ TuneRequestHandled handle(const std::filesystem::path& tune, const std::string& 
                           : fmt::format("starting it ended with status {}", done.status));
     }
     h.action = TuneAction::Started;
-    move_request(tune, "done", stem, {}, h);
+    move_request(tune, "done", stem, {}, acting_uid, h);
     return h;
 }
 
@@ -260,15 +237,11 @@ TuneIntake scan_tune_requests(const std::filesystem::path& spool, const std::fil
         if (errno != ENOENT) out.problem = fmt::format("{}: {}", tune.string(), errno_text());
         return out;
     }
-    if (!S_ISDIR(st.st_mode)) {
-        out.problem = fmt::format("{} is not a directory (a symlink is not followed)", tune.string());
-        return out;
-    }
     // Requests are trusted to say their user only where nobody but root (or this daemon's own user, for a
     // spool of its own) can put files.
-    if (const auto pc = path_control(std::filesystem::absolute(tune), acting_uid); !pc.root_only()) {
-        out.problem = fmt::format("{}: not read: {}", tune.string(),
-                                  pc.why.empty() ? fmt::format("uid {} can change it", pc.uid) : pc.why);
+    const auto abs = std::filesystem::absolute(tune).lexically_normal();
+    if (auto e = safe_directory_problem(abs, {"tune/", acting_uid, {}}); !e.empty()) {
+        out.problem = fmt::format("{}: not read: {}", tune.string(), e);
         return out;
     }
     if (acting_uid == 0)

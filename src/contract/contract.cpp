@@ -426,14 +426,8 @@ void read_knobs(const Reader& r, const toml::table& root, Contract& c) {
                      {"kind", "min", "max", "step", "values", "env", "arg", "sbatch_option", "baseline",
                       "description", "unset"});
         std::string kind = *r.str(t, "kind", path, true);
-        if (kind == "integer")
-            k.kind = space::KnobKind::Integer;
-        else if (kind == "pow2")
-            k.kind = space::KnobKind::Pow2;
-        else if (kind == "choice")
-            k.kind = space::KnobKind::Choice;
-        else if (kind == "bool")
-            k.kind = space::KnobKind::Bool;
+        if (const auto parsed = space::knob_kind_names.parse(kind))
+            k.kind = *parsed;
         else
             throw Error("unknown knob kind '" + kind + "'", r.at_key(t, "kind"),
                         "integer, pow2, choice or bool");

@@ -188,70 +188,72 @@ std::string relative_to(const fs::path& p, const fs::path& dir) {
     return rel.string();
 }
 
-} // namespace
-
-Draft draft_contract(const DraftOptions& o) {
-    const std::string where = o.script.string();
-    const std::string text = read_regular_file(o.script.string());
-    const BatchScript s = read_batch_script(text, where);
-    if (s.launch_line == 0)
-        throw Error("found no launch of a training program in the script", where,
-                    "a line that runs torchrun, python, deepspeed, accelerate launch or srun");
+// One draft being written, section by section in the order contract.cpp reads them: the script read, the
+// options, the writer and the notes for the terminal, and what one section finds that a later one uses.
+struct Drafting {
+    Drafting(const DraftOptions& options, const BatchScript& script) : o(options), s(script) {}
+    const DraftOptions& o;
+    const BatchScript& s;
+    Writer w;
     std::vector<std::string> notes;
-    const fs::path out_dir = fs::absolute(o.output).parent_path();
-    const fs::path script_dir = fs::absolute(o.script).parent_path();
-    auto sbatch = [&](const char* name) -> std::optional<std::string> {
+    // [workload]: the script's step count and log interval, and the steps a trial runs.
+    const ProgramArg* steps = nullptr;
+    const ProgramArg* interval = nullptr;
+    long long trial_steps = 20;
+    // [resources]
+    int nodes = 1, ntasks = 1;
+    std::optional<int> cpus;
+    std::optional<std::string> gpus;  // GPUs per node the #SBATCH lines ask for
+    std::optional<std::string> nproc; // the launcher's --nproc_per_node
+    bool gpus_knob = false;           // the GPUs per node are a knob (the launcher takes them from Slurm)
+    // [knobs.*]: the global batch's factors, the knobs' names, the GPUs of one run.
+    struct Product {
+        std::vector<std::string> factors;
+        long long value = 1;
+    } batch;
+    std::set<std::string> knob_names;
+    std::optional<long long> run_gpus;
+    KnobDiscovery found;
+    // [metrics]: the format given or detected, and what it read of the sample.
+    std::optional<measure::LogFormatKind> chosen;
+    std::optional<measure::SampleReading> sampled;
+
+    std::optional<std::string> sbatch(const char* name) const {
         auto it = s.sbatch.find(name);
         if (it == s.sbatch.end()) return std::nullopt;
         return it->second;
-    };
-    auto sbatch_where = [&](const char* name) {
-        return fmt::format("#SBATCH --{}, line {}", name, s.sbatch_line.at(name));
-    };
-
-    Writer w;
-    w.line(
-        fmt::format("# Drafted by `infrarsi init --from {}` from the script's #SBATCH lines and its launch",
-                    o.script.filename().string()));
-    w.line(fmt::format("# (line {}: {} {}). Read every line marked CHECK; fill in every \"{}\"; then run",
-                       s.launch_line, s.launcher, fs::path(s.program).filename().string(),
-                       draft_placeholder));
-    w.line("#   infrarsi init THIS_FILE --dir CAMPAIGN_DIR");
-    w.line("# Keys: docs/contract.md.");
-    w.kv("name", q(o.script.stem().string()));
-    w.line();
-
-    // [workload]
-    w.line("[workload]");
-    w.check("source", q(relative_to(script_dir, out_dir)),
-            "the tree copied into every trial's sandbox, locked at init: the code only (no job output, "
-            "data, checkpoints or campaigns: a change stops the campaign)");
-    w.kv("sbatch_script", q(relative_to(o.script, out_dir)),
-         "run with bash inside each trial's allocation; its #SBATCH lines are replaced by [resources]");
-    const ProgramArg* steps = argument_with_role(s, Role::Steps);
-    // A step line every N steps (N > 1): a short trial would print few or none; every trial prints each.
-    const ProgramArg* interval = argument_with_role(s, Role::LogInterval);
-    const bool sparse_log = interval && !interval->flag && plain_integer(interval->value).value_or(1) > 1;
-    // A trial runs 20 steps, or the script's own count when that is shorter (a longer trial only costs).
-    const long long trial_steps =
-        steps && plain_integer(steps->value) ? std::min<long long>(20, *plain_integer(steps->value)) : 20;
-    const bool short_run = steps && !steps->flag && plain_integer(steps->value).value_or(21) > trial_steps;
-    std::vector<std::string> args;
-    if (short_run) args.push_back(q(steps->name + "=" + std::to_string(trial_steps)));
-    if (sparse_log) args.push_back(q(interval->name + "=1"));
-    if (!args.empty()) {
-        std::string why = "appended to the script's arguments:";
-        if (short_run)
-            why += fmt::format(" a short run of each trial (the script runs {} steps)", steps->value);
-        if (sparse_log)
-            why +=
-                fmt::format("{} a step line every step (the script prints one every {}: a trial of 20 steps "
-                            "would measure {})",
-                            short_run ? ";" : "", interval->value,
-                            trial_steps / plain_integer(interval->value).value_or(1));
-        w.check("args", fmt::format("[{}]", fmt::join(args, ", ")), why);
     }
-    // The traps a reader of the script can see, each a CHECK line.
+    std::string sbatch_where(const char* name) const {
+        return fmt::format("#SBATCH --{}, line {}", name, s.sbatch_line.at(name));
+    }
+};
+
+std::string quoted_list(const std::vector<std::string>& names) {
+    std::vector<std::string> quoted;
+    for (const auto& n : names)
+        quoted.push_back(q(n));
+    return fmt::format("[{}]", fmt::join(quoted, ", "));
+}
+
+void draft_header(Drafting& d) {
+    const auto& s = d.s;
+    d.w.line(
+        fmt::format("# Drafted by `infrarsi init --from {}` from the script's #SBATCH lines and its launch",
+                    d.o.script.filename().string()));
+    d.w.line(fmt::format("# (line {}: {} {}). Read every line marked CHECK; fill in every \"{}\"; then run",
+                         s.launch_line, s.launcher, fs::path(s.program).filename().string(),
+                         draft_placeholder));
+    d.w.line("#   infrarsi init THIS_FILE --dir CAMPAIGN_DIR");
+    d.w.line("# Keys: docs/contract.md.");
+    d.w.kv("name", q(d.o.script.stem().string()));
+    d.w.line();
+}
+
+// The traps a reader of the script can see, each a CHECK line.
+void draft_script_traps(Drafting& d) {
+    const auto& s = d.s;
+    auto& w = d.w;
+    auto& notes = d.notes;
     if (!s.other_launch_lines.empty()) {
         const std::string lines = fmt::format("{}", fmt::join(s.other_launch_lines, ", "));
         w.check_line(
@@ -310,44 +312,59 @@ Draft draft_contract(const DraftOptions& o) {
                         "args below never reach the program",
                         s.launch_line, s.program));
     }
-    w.line();
+}
 
-    // [resources]
-    w.line("[resources]");
-    int nodes = 1, ntasks = 1;
-    std::optional<int> cpus;
-    if (auto v = sbatch("nodes"); v && plain_integer(*v)) {
-        nodes = static_cast<int>(*plain_integer(*v));
-        w.kv("nodes", *v, "from " + sbatch_where("nodes"));
+// [workload]: the script, run in each trial's sandbox, with the arguments that make a trial short.
+void draft_workload(Drafting& d) {
+    const auto& s = d.s;
+    auto& w = d.w;
+    w.line("[workload]");
+    const fs::path out_dir = fs::absolute(d.o.output).parent_path();
+    const fs::path script_dir = fs::absolute(d.o.script).parent_path();
+    w.check("source", q(relative_to(script_dir, out_dir)),
+            "the tree copied into every trial's sandbox, locked at init: the code only (no job output, "
+            "data, checkpoints or campaigns: a change stops the campaign)");
+    w.kv("sbatch_script", q(relative_to(d.o.script, out_dir)),
+         "run with bash inside each trial's allocation; its #SBATCH lines are replaced by [resources]");
+    d.steps = argument_with_role(s, Role::Steps);
+    const ProgramArg* steps = d.steps;
+    // A step line every N steps (N > 1): a short trial would print few or none; every trial prints each.
+    d.interval = argument_with_role(s, Role::LogInterval);
+    const ProgramArg* interval = d.interval;
+    const bool sparse_log = interval && !interval->flag && plain_integer(interval->value).value_or(1) > 1;
+    // A trial runs 20 steps, or the script's own count when that is shorter (a longer trial only costs).
+    d.trial_steps =
+        steps && plain_integer(steps->value) ? std::min<long long>(20, *plain_integer(steps->value)) : 20;
+    const long long trial_steps = d.trial_steps;
+    const bool short_run = steps && !steps->flag && plain_integer(steps->value).value_or(21) > trial_steps;
+    std::vector<std::string> args;
+    if (short_run) args.push_back(q(steps->name + "=" + std::to_string(trial_steps)));
+    if (sparse_log) args.push_back(q(interval->name + "=1"));
+    if (!args.empty()) {
+        std::string why = "appended to the script's arguments:";
+        if (short_run)
+            why += fmt::format(" a short run of each trial (the script runs {} steps)", steps->value);
+        if (sparse_log)
+            why +=
+                fmt::format("{} a step line every step (the script prints one every {}: a trial of 20 steps "
+                            "would measure {})",
+                            short_run ? ";" : "", interval->value,
+                            trial_steps / plain_integer(interval->value).value_or(1));
+        w.check("args", fmt::format("[{}]", fmt::join(args, ", ")), why);
     }
-    if (auto v = sbatch("ntasks-per-node"); v && plain_integer(*v)) {
-        ntasks = static_cast<int>(*plain_integer(*v));
-        w.kv("ntasks_per_node", *v, "from " + sbatch_where("ntasks-per-node"));
-    }
-    if (auto v = sbatch("cpus-per-task"); v && plain_integer(*v)) {
-        cpus = static_cast<int>(*plain_integer(*v));
-        w.kv("cpus_per_task", *v, "from " + sbatch_where("cpus-per-task"));
-    }
-    if (auto v = sbatch("partition")) w.kv("partition", q(*v), "from " + sbatch_where("partition"));
-    if (auto v = sbatch("mem"); v && *v != "0")
-        w.check("mem", q(*v),
-                "the memory limit per node every candidate must fit under (from " + sbatch_where("mem") +
-                    ")");
-    else
-        w.fill("mem", "the memory limit per node, e.g. \"64G\" (the script sets no --mem, or --mem=0: the "
-                      "whole node)");
-    w.check("time_limit", q("10"),
-            fmt::format("per trial, which runs only the short run above{}",
-                        sbatch("time")
-                            ? " (" + sbatch_where("time") + " asks " + *sbatch("time") + " for its full run)"
-                            : ""));
+    draft_script_traps(d);
+    w.line();
+}
+
+// Every #SBATCH option accounted for: carried into sbatch_args as written, or named as left out with why.
+void draft_sbatch_args(Drafting& d) {
+    const auto& s = d.s;
+    auto& w = d.w;
+    auto& notes = d.notes;
+    const auto& gpus = d.gpus;
+    const bool gpus_knob = d.gpus_knob;
     std::vector<std::string> sbatch_args;
-    const auto gpus = gpus_per_node(s);
-    bool gpus_knob = false;
-    const auto nproc = s.launcher_option("--nproc_per_node");
-    if (nproc && slurm_source(*nproc) == "--gpus-per-node") gpus_knob = true;
     if (gpus && !gpus_knob) sbatch_args.push_back("--gpus-per-node=" + *gpus);
-    // Every #SBATCH option accounted for: carried as written, or named as left out with why.
     std::vector<std::string> carried, left_out;
     for (const auto& [name, value] : s.sbatch) {
         const std::string at = fmt::format("--{} (line {})", name, s.sbatch_line.at(name));
@@ -403,160 +420,215 @@ Draft draft_contract(const DraftOptions& o) {
             fmt::format("{} #SBATCH option(s) the draft does not know, not carried into the trials "
                         "(named in the draft: add each to sbatch_args if every trial needs it)",
                         unknown));
-    w.line();
+}
 
-    // [knobs.*]
-    struct Product {
-        std::vector<std::string> factors;
-        long long value = 1;
-    } batch;
-    std::set<std::string> knob_names;
-    auto knob_header = [&](const std::string& name, const std::string& from) {
-        w.line(fmt::format("[knobs.{}]   # {}", name, from));
-        knob_names.insert(name);
-    };
+// [resources]: from the #SBATCH lines; the memory limit and the time a trial needs are the user's to check.
+void draft_resources(Drafting& d) {
+    const auto& s = d.s;
+    auto& w = d.w;
+    w.line("[resources]");
+    const auto sbatch = [&](const char* name) { return d.sbatch(name); };
+    const auto sbatch_where = [&](const char* name) { return d.sbatch_where(name); };
+    if (auto v = sbatch("nodes"); v && plain_integer(*v)) {
+        d.nodes = static_cast<int>(*plain_integer(*v));
+        w.kv("nodes", *v, "from " + sbatch_where("nodes"));
+    }
+    if (auto v = sbatch("ntasks-per-node"); v && plain_integer(*v)) {
+        d.ntasks = static_cast<int>(*plain_integer(*v));
+        w.kv("ntasks_per_node", *v, "from " + sbatch_where("ntasks-per-node"));
+    }
+    if (auto v = sbatch("cpus-per-task"); v && plain_integer(*v)) {
+        d.cpus = static_cast<int>(*plain_integer(*v));
+        w.kv("cpus_per_task", *v, "from " + sbatch_where("cpus-per-task"));
+    }
+    if (auto v = sbatch("partition")) w.kv("partition", q(*v), "from " + sbatch_where("partition"));
+    if (auto v = sbatch("mem"); v && *v != "0")
+        w.check("mem", q(*v),
+                "the memory limit per node every candidate must fit under (from " + sbatch_where("mem") +
+                    ")");
+    else
+        w.fill("mem", "the memory limit per node, e.g. \"64G\" (the script sets no --mem, or --mem=0: the "
+                      "whole node)");
+    w.check("time_limit", q("10"),
+            fmt::format("per trial, which runs only the short run above{}",
+                        sbatch("time")
+                            ? " (" + sbatch_where("time") + " asks " + *sbatch("time") + " for its full run)"
+                            : ""));
+    d.gpus = gpus_per_node(s);
+    d.nproc = s.launcher_option("--nproc_per_node");
+    d.gpus_knob = d.nproc && slurm_source(*d.nproc) == "--gpus-per-node";
+    draft_sbatch_args(d);
+    w.line();
+}
+
+// One suggested knob's table.
+void draft_knob(Drafting& d, const SuggestedKnob& k) {
+    auto& w = d.w;
+    w.line(fmt::format("[knobs.{}]   # {}", k.name, fmt::format("{}: {}", k.what, k.from)));
+    d.knob_names.insert(k.name);
+    for (const auto& e : k.edits)
+        w.check_line(e);
+    switch (k.kind) {
+    case SuggestedKind::Integer:
+    case SuggestedKind::Pow2:
+        w.kv("kind", q(k.kind == SuggestedKind::Pow2 ? "pow2" : "integer"));
+        w.check("min", std::to_string(k.min), "the smallest value worth trying");
+        w.check("max", std::to_string(k.max), "the largest value worth trying");
+        break;
+    case SuggestedKind::Choice: {
+        w.kv("kind", q("choice"));
+        std::vector<std::string> quoted;
+        for (const auto& v : k.values)
+            quoted.push_back(q(v));
+        w.check("values", fmt::format("[{}]", fmt::join(quoted, ", ")),
+                k.values_from.empty() ? std::string("the values the program accepts")
+                                      : "the values the program accepts: " + k.values_from);
+        break;
+    }
+    case SuggestedKind::Flag:
+        w.kv("kind", q("bool"));
+        break;
+    }
+    if (!k.env.empty()) {
+        w.kv("env", q(k.env));
+        if (!k.unset.empty()) w.kv("unset", q(k.unset), "this value leaves the variable out");
+    } else {
+        std::vector<std::string> quoted;
+        for (const auto& a : k.arg)
+            quoted.push_back(q(a));
+        w.kv("arg", k.arg.size() == 1 ? quoted[0] : fmt::format("[{}]", fmt::join(quoted, ", ")));
+    }
+    if (k.kind == SuggestedKind::Integer || k.kind == SuggestedKind::Pow2)
+        w.kv("baseline", std::to_string(k.baseline_number), "what the script runs with today");
+    else if (k.kind == SuggestedKind::Flag)
+        w.kv("baseline", "true", "the script passes the flag today");
+    else
+        w.kv("baseline", q(k.baseline), "what the script runs with today");
+    w.line();
+    if ((k.role == Role::MicroBatch || k.role == Role::Accumulation) &&
+        (k.kind == SuggestedKind::Integer || k.kind == SuggestedKind::Pow2)) {
+        d.batch.factors.push_back(k.name);
+        d.batch.value *= k.baseline_number;
+    }
+}
+
+// Ranks (or GPUs) per node: a knob when the launcher takes them from Slurm's allocation.
+void draft_ranks_per_node(Drafting& d) {
+    const auto& s = d.s;
+    auto& w = d.w;
+    const auto& nproc = d.nproc;
+    if (!nproc) return;
+    if (auto opt = slurm_source(*nproc)) {
+        const bool gpu = *opt == "--gpus-per-node";
+        const std::string name = gpu ? "gpus_per_node" : "ranks_per_node";
+        const int base = gpu ? static_cast<int>(plain_integer(d.gpus.value_or("1")).value_or(1)) : d.ntasks;
+        w.line(fmt::format("[knobs.{}]   # {}", name,
+                           fmt::format("{} --nproc_per_node={}", s.launcher, *nproc)));
+        d.knob_names.insert(name);
+        w.kv("kind", q("integer"));
+        w.check("min", "1", "the fewest ranks per node worth trying");
+        w.check("max", std::to_string(std::max(base, gpu ? base : d.cpus.value_or(1) * d.ntasks)),
+                gpu ? "the GPUs of a node" : "the most ranks per node worth trying");
+        w.kv("sbatch_option", q(*opt), "each trial is submitted with this option set to the value");
+        w.kv("baseline", std::to_string(base));
+        w.line();
+        d.batch.factors.push_back(name);
+        d.batch.value *= base;
+    } else {
+        w.line(
+            fmt::format("# {} --nproc_per_node={} is fixed in the script: to tune the ranks per node, write "
+                        "--nproc_per_node=$SLURM_NTASKS_PER_NODE",
+                        s.launcher, *nproc));
+        w.line("# (or $SLURM_GPUS_ON_NODE) there and add a knob with sbatch_option = "
+               "\"--ntasks-per-node\".");
+        w.line();
+    }
+}
+
+// [knobs] and [knobs.*]: the presets the script's environment names and the knobs its arguments suggest.
+void draft_knobs(Drafting& d) {
+    auto& w = d.w;
     // GPUs of one run, for the parallel sizes' bound.
     std::optional<long long> node_gpus;
-    if (gpus && plain_integer(*gpus))
-        node_gpus = *plain_integer(*gpus);
-    else if (nproc && plain_integer(*nproc)) // torchrun --nproc_per_node=8: a process a GPU
-        node_gpus = *plain_integer(*nproc);
-    std::optional<long long> run_gpus;
-    if (node_gpus) run_gpus = nodes * *node_gpus;
-    const KnobDiscovery found =
-        discover_knobs(s, {run_gpus, node_gpus, cpus ? std::optional<long long>(*cpus) : std::nullopt});
-    if (!found.presets.empty()) {
-        std::vector<std::string> quoted;
-        for (const auto& p : found.presets)
-            quoted.push_back(q(p));
+    if (d.gpus && plain_integer(*d.gpus))
+        node_gpus = *plain_integer(*d.gpus);
+    else if (d.nproc && plain_integer(*d.nproc)) // torchrun --nproc_per_node=8: a process a GPU
+        node_gpus = *plain_integer(*d.nproc);
+    if (node_gpus) d.run_gpus = d.nodes * *node_gpus;
+    d.found = discover_knobs(
+        d.s, {d.run_gpus, node_gpus, d.cpus ? std::optional<long long>(*d.cpus) : std::nullopt});
+    if (!d.found.presets.empty()) {
         w.line("[knobs]");
-        w.check("include", fmt::format("[{}]", fmt::join(quoted, ", ")),
+        w.check("include", quoted_list(d.found.presets),
                 "the knob presets of the NCCL variables the script exports (docs/contract.md, presets)");
         w.line();
     }
-    for (const auto& k : found.knobs) {
-        knob_header(k.name, fmt::format("{}: {}", k.what, k.from));
-        for (const auto& e : k.edits)
-            w.check_line(e);
-        switch (k.kind) {
-        case SuggestedKind::Integer:
-        case SuggestedKind::Pow2:
-            w.kv("kind", q(k.kind == SuggestedKind::Pow2 ? "pow2" : "integer"));
-            w.check("min", std::to_string(k.min), "the smallest value worth trying");
-            w.check("max", std::to_string(k.max), "the largest value worth trying");
-            break;
-        case SuggestedKind::Choice: {
-            w.kv("kind", q("choice"));
-            std::vector<std::string> quoted;
-            for (const auto& v : k.values)
-                quoted.push_back(q(v));
-            w.check("values", fmt::format("[{}]", fmt::join(quoted, ", ")),
-                    k.values_from.empty() ? std::string("the values the program accepts")
-                                          : "the values the program accepts: " + k.values_from);
-            break;
-        }
-        case SuggestedKind::Flag:
-            w.kv("kind", q("bool"));
-            break;
-        }
-        if (!k.env.empty()) {
-            w.kv("env", q(k.env));
-            if (!k.unset.empty()) w.kv("unset", q(k.unset), "this value leaves the variable out");
-        } else {
-            std::vector<std::string> quoted;
-            for (const auto& a : k.arg)
-                quoted.push_back(q(a));
-            w.kv("arg", k.arg.size() == 1 ? quoted[0] : fmt::format("[{}]", fmt::join(quoted, ", ")));
-        }
-        if (k.kind == SuggestedKind::Integer || k.kind == SuggestedKind::Pow2)
-            w.kv("baseline", std::to_string(k.baseline_number), "what the script runs with today");
-        else if (k.kind == SuggestedKind::Flag)
-            w.kv("baseline", "true", "the script passes the flag today");
-        else
-            w.kv("baseline", q(k.baseline), "what the script runs with today");
-        w.line();
-        if ((k.role == Role::MicroBatch || k.role == Role::Accumulation) &&
-            (k.kind == SuggestedKind::Integer || k.kind == SuggestedKind::Pow2)) {
-            batch.factors.push_back(k.name);
-            batch.value *= k.baseline_number;
-        }
-    }
-    // Ranks (or GPUs) per node: a knob when the launcher takes them from Slurm's allocation.
-    if (nproc) {
-        if (auto opt = slurm_source(*nproc)) {
-            const bool gpu = *opt == "--gpus-per-node";
-            const std::string name = gpu ? "gpus_per_node" : "ranks_per_node";
-            const int base = gpu ? static_cast<int>(plain_integer(gpus.value_or("1")).value_or(1)) : ntasks;
-            knob_header(name, fmt::format("{} --nproc_per_node={}", s.launcher, *nproc));
-            w.kv("kind", q("integer"));
-            w.check("min", "1", "the fewest ranks per node worth trying");
-            w.check("max", std::to_string(std::max(base, gpu ? base : cpus.value_or(1) * ntasks)),
-                    gpu ? "the GPUs of a node" : "the most ranks per node worth trying");
-            w.kv("sbatch_option", q(*opt), "each trial is submitted with this option set to the value");
-            w.kv("baseline", std::to_string(base));
-            w.line();
-            batch.factors.push_back(name);
-            batch.value *= base;
-        } else {
-            w.line(fmt::format(
-                "# {} --nproc_per_node={} is fixed in the script: to tune the ranks per node, write "
-                "--nproc_per_node=$SLURM_NTASKS_PER_NODE",
-                s.launcher, *nproc));
-            w.line("# (or $SLURM_GPUS_ON_NODE) there and add a knob with sbatch_option = "
-                   "\"--ntasks-per-node\".");
-            w.line();
-        }
-    }
+    for (const auto& k : d.found.knobs)
+        draft_knob(d, k);
+    draft_ranks_per_node(d);
+}
 
-    // [constants] and [[constraints]]: the global batch stays what the script trains with; the tensor x
-    // pipeline x context parallel sizes stay within the GPUs of one run (powers of two: their product then
-    // divides the GPUs, the rest is data parallel).
-    const bool fixed_batch = batch.factors.size() >= 2 && knob_names.count("micro_batch");
+// What [constants] and [[constraints]] say: the global batch fixed (two factors of it are knobs), the
+// parallel sizes bounded by the GPUs of a run.
+struct Bounds {
+    bool fixed_batch = false;
+    bool bounded_parallel = false;
+    bool one_fits = false;        // one parallel factor, whose largest value fits: no bound needed
     long long parallel_today = 1; // the product of the script's own parallel sizes
+};
+
+Bounds bounds_of(const Drafting& d) {
+    const auto& found = d.found;
+    const auto& run_gpus = d.run_gpus;
+    Bounds b;
+    b.fixed_batch = d.batch.factors.size() >= 2 && d.knob_names.count("micro_batch");
     for (const auto& k : found.knobs)
         if (std::find(found.parallel_factors.begin(), found.parallel_factors.end(), k.name) !=
             found.parallel_factors.end())
-            parallel_today *= k.baseline_number;
-    // (One factor whose largest value fits needs no bound.)
-    const bool one_fits = found.parallel_factors.size() == 1 && run_gpus &&
-                          std::all_of(found.knobs.begin(), found.knobs.end(), [&](const SuggestedKnob& k) {
-                              return k.name != found.parallel_factors[0] || k.max <= *run_gpus;
-                          });
-    const bool bounded_parallel =
-        !found.parallel_factors.empty() && run_gpus && parallel_today <= *run_gpus && !one_fits;
-    long long global = batch.value;
-    if (fixed_batch || bounded_parallel) {
-        w.line("[constants]");
-        if (fixed_batch) {
-            if (nodes > 1) {
-                w.kv("nodes", std::to_string(nodes));
-                batch.factors.push_back("nodes");
-                global *= nodes;
-            }
-            w.check("global_batch", std::to_string(global),
-                    "micro-batch x accumulation x ranks as the script runs: kept by every candidate");
+            b.parallel_today *= k.baseline_number;
+    b.one_fits = found.parallel_factors.size() == 1 && run_gpus &&
+                 std::all_of(found.knobs.begin(), found.knobs.end(), [&](const SuggestedKnob& k) {
+                     return k.name != found.parallel_factors[0] || k.max <= *run_gpus;
+                 });
+    b.bounded_parallel =
+        !found.parallel_factors.empty() && run_gpus && b.parallel_today <= *run_gpus && !b.one_fits;
+    return b;
+}
+
+void draft_constants(Drafting& d, const Bounds& b) {
+    auto& w = d.w;
+    if (!b.fixed_batch && !b.bounded_parallel) return;
+    w.line("[constants]");
+    if (b.fixed_batch) {
+        long long global = d.batch.value;
+        if (d.nodes > 1) {
+            w.kv("nodes", std::to_string(d.nodes));
+            d.batch.factors.push_back("nodes");
+            global *= d.nodes;
         }
-        if (bounded_parallel) w.kv("gpus", std::to_string(*run_gpus), "nodes x GPUs per node of one run");
-        w.line();
+        w.check("global_batch", std::to_string(global),
+                "micro-batch x accumulation x ranks as the script runs: kept by every candidate");
     }
-    auto quoted_list = [&](const std::vector<std::string>& names) {
-        std::vector<std::string> quoted;
-        for (const auto& n : names)
-            quoted.push_back(q(n));
-        return fmt::format("[{}]", fmt::join(quoted, ", "));
-    };
-    if (fixed_batch) {
+    if (b.bounded_parallel) w.kv("gpus", std::to_string(*d.run_gpus), "nodes x GPUs per node of one run");
+    w.line();
+}
+
+void draft_constraints(Drafting& d, const Bounds& b) {
+    auto& w = d.w;
+    const auto& found = d.found;
+    const auto& run_gpus = d.run_gpus;
+    if (b.fixed_batch) {
         w.line("[[constraints]]");
-        w.kv("product", quoted_list(batch.factors));
+        w.kv("product", quoted_list(d.batch.factors));
         w.kv("equals", q("global_batch"));
         w.line();
-    } else if (const ProgramArg* global_arg = argument_with_role(s, Role::GlobalBatch);
-               knob_names.count("micro_batch") && global_arg) {
+    } else if (const ProgramArg* global_arg = argument_with_role(d.s, Role::GlobalBatch);
+               d.knob_names.count("micro_batch") && global_arg) {
         w.line(fmt::format("# {} {} fixes the global batch: the program derives the accumulation steps.",
                            global_arg->name, global_arg->value));
         w.line();
     }
-    if (bounded_parallel) {
+    if (b.bounded_parallel) {
         w.line("[[constraints]]");
         w.kv("product", quoted_list(found.parallel_factors));
         w.check(
@@ -564,13 +636,13 @@ Draft draft_contract(const DraftOptions& o) {
             "the parallel sizes multiply into the GPUs of a run; the program also asserts that they divide "
             "the heads, layers and batch: check the largest values above");
         w.line();
-    } else if (!one_fits && !found.parallel_factors.empty() && run_gpus) {
+    } else if (!b.one_fits && !found.parallel_factors.empty() && run_gpus) {
         w.check_line(
             fmt::format("the script's own parallel sizes ({}: {}) need more GPUs than a run has ({}): "
                         "fix them, then add [[constraints]] product = [...] at_most gpus",
-                        fmt::join(found.parallel_factors, " x "), parallel_today, *run_gpus));
-        notes.push_back(fmt::format("the script's parallel sizes multiply to {} GPUs, a run has {}",
-                                    parallel_today, *run_gpus));
+                        fmt::join(found.parallel_factors, " x "), b.parallel_today, *run_gpus));
+        d.notes.push_back(fmt::format("the script's parallel sizes multiply to {} GPUs, a run has {}",
+                                      b.parallel_today, *run_gpus));
         w.line();
     } else if (!found.parallel_factors.empty() && !run_gpus) {
         w.check_line(
@@ -578,17 +650,32 @@ Draft draft_contract(const DraftOptions& o) {
             "a [[constraints]] product at_most gpus once the GPUs are filled in");
         w.line();
     }
+}
 
-    // [metrics]: the format given or detected, always checked against the sample when there is one.
+// [constants] and [[constraints]]: the global batch stays what the script trains with; the tensor x
+// pipeline x context parallel sizes stay within the GPUs of one run (powers of two: their product then
+// divides the GPUs, the rest is data parallel).
+void draft_constants_and_constraints(Drafting& d) {
+    const Bounds b = bounds_of(d);
+    draft_constants(d, b);
+    draft_constraints(d, b);
+}
+
+// [metrics]: the format given or detected, always checked against the sample when there is one.
+void draft_metrics(Drafting& d) {
+    const auto& o = d.o;
+    auto& w = d.w;
+    auto& notes = d.notes;
     w.line("[metrics]");
-    std::optional<measure::LogFormatKind> chosen = o.format;
-    if (!chosen && !o.sample_log.empty()) chosen = measure::detect_format(o.sample_log);
-    std::optional<measure::SampleReading> sampled;
+    d.chosen = o.format;
+    if (!d.chosen && !o.sample_log.empty()) d.chosen = measure::detect_format(o.sample_log);
+    const auto& chosen = d.chosen;
     if (!o.sample_log.empty()) {
         measure::LogFormat f; // the project's own lines when no format reads it: every step-like line unread
         if (chosen) f.kind = *chosen;
-        sampled = measure::read_sample(o.sample_log, f);
+        d.sampled = measure::read_sample(o.sample_log, f);
     }
+    const auto& sampled = d.sampled;
     const std::string format_name = chosen ? std::string(measure::log_format_names.name(*chosen)) : "";
     if (o.format && !sampled) {
         w.check("format", q(format_name), "given with --format");
@@ -620,15 +707,22 @@ Draft draft_contract(const DraftOptions& o) {
         notes.push_back(unread);
     }
     w.line();
+}
 
-    // [invariants]
+// [invariants]: the step lines a trial prints, the warm-up, the seed and the loss rule.
+void draft_invariants(Drafting& d) {
+    const auto& s = d.s;
+    auto& w = d.w;
+    const auto* steps = d.steps;
+    const auto& sampled = d.sampled;
+    const long long trial_steps = d.trial_steps;
     w.line("[invariants]");
     // The sample says how many step lines the script's own step count prints: nanoGPT prints iter 0 to
     // iter max_iters, one more than max_iters (13 lines for --max_iters=12).
     long long extra = 0;
     if (sampled && sampled->steps > 0 && steps && plain_integer(steps->value)) {
-        const long long d = static_cast<long long>(sampled->steps) - *plain_integer(steps->value);
-        if (d == 0 || d == 1) extra = d;
+        const long long more = static_cast<long long>(sampled->steps) - *plain_integer(steps->value);
+        if (more == 0 || more == 1) extra = more;
     }
     if (steps && !steps->flag)
         w.check(
@@ -646,7 +740,7 @@ Draft draft_contract(const DraftOptions& o) {
     w.kv("warmup_steps", "3", "left out of the timing: start-up, first allocations");
     if (const ProgramArg* seed = argument_with_role(s, Role::Seed); seed && plain_integer(seed->value))
         w.kv("seed", seed->value, "the script's " + seed->name);
-    if (sampled && chosen == measure::LogFormatKind::NanoGpt)
+    if (sampled && d.chosen == measure::LogFormatKind::NanoGpt)
         w.check("loss_mode", q("last_k_mean"),
                 "nanoGPT draws a random batch per micro-step: a micro-batch knob trains on other samples, "
                 "use final_eval with a seed (docs/contract.md, which loss mode)");
@@ -655,8 +749,11 @@ Draft draft_contract(const DraftOptions& o) {
     w.check("loss_tolerance", "0.02", "how far a candidate's loss may stray from the baseline's");
     w.kv("loss_last_k", "5");
     w.line();
+}
 
-    // [budget], [repeats]
+// [budget] and [repeats]: defaults the user checks.
+void draft_budget_and_repeats(Drafting& d) {
+    auto& w = d.w;
     w.line("[budget]");
     w.check("trials", "12", "search trials");
     w.kv("batch_size", "4");
@@ -666,33 +763,58 @@ Draft draft_contract(const DraftOptions& o) {
     w.kv("doctor", "5", "baseline runs: the noise floor (the default)");
     w.kv("verify", "3", "A/B pairs a promoted candidate must win (the default)");
     w.kv("verify_top", "2", "search candidates verified (the default)");
-    if (!o.goal.empty() || !o.agent_command.empty()) {
-        // [agent] (docs/agent.md): the user's request in their words; the agent writes patches within the
-        // editable scope, which only the user can name.
-        w.line();
-        w.line("[patches]");
-        w.check_line("the files an agent's patches may change, relative to [workload] source");
-        w.kv("editable", "[\"*.py\"]");
-        w.line();
-        w.line("[agent]");
-        if (o.agent_command.empty()) {
-            w.check_line(
-                "command = [\"/path/to/agent\"]: a site's agent (docs/agent.md); none: no agent is called");
-        } else {
-            std::string argv;
-            for (const auto& a : o.agent_command)
-                argv += (argv.empty() ? "" : ", ") + q(a);
-            w.kv("command", "[" + argv + "]");
-        }
-        if (!o.goal.empty()) w.kv("goal", q(o.goal));
-        w.kv("calls", "4");
-        w.kv("call_time_limit", q("10:00"));
+}
+
+// [patches] and [agent] (docs/agent.md), when the user named a goal or an agent: the user's request in their
+// words; the agent writes patches within the editable scope, which only the user can name.
+void draft_agent(Drafting& d) {
+    const auto& o = d.o;
+    auto& w = d.w;
+    if (o.goal.empty() && o.agent_command.empty()) return;
+    w.line();
+    w.line("[patches]");
+    w.check_line("the files an agent's patches may change, relative to [workload] source");
+    w.kv("editable", "[\"*.py\"]");
+    w.line();
+    w.line("[agent]");
+    if (o.agent_command.empty()) {
+        w.check_line(
+            "command = [\"/path/to/agent\"]: a site's agent (docs/agent.md); none: no agent is called");
+    } else {
+        std::string argv;
+        for (const auto& a : o.agent_command)
+            argv += (argv.empty() ? "" : ", ") + q(a);
+        w.kv("command", "[" + argv + "]");
     }
-    if (found.knobs.empty() && !steps && !interval)
-        notes.push_back(fmt::format("no argument of {} is one the draft knows: add knobs by hand "
-                                    "(docs/contract.md)",
-                                    s.program));
-    return w.done(std::move(notes));
+    if (!o.goal.empty()) w.kv("goal", q(o.goal));
+    w.kv("calls", "4");
+    w.kv("call_time_limit", q("10:00"));
+}
+
+} // namespace
+
+Draft draft_contract(const DraftOptions& o) {
+    const std::string where = o.script.string();
+    const std::string text = read_regular_file(o.script.string());
+    const BatchScript s = read_batch_script(text, where);
+    if (s.launch_line == 0)
+        throw Error("found no launch of a training program in the script", where,
+                    "a line that runs torchrun, python, deepspeed, accelerate launch or srun");
+    Drafting d(o, s);
+    draft_header(d);
+    draft_workload(d);
+    draft_resources(d);
+    draft_knobs(d);
+    draft_constants_and_constraints(d);
+    draft_metrics(d);
+    draft_invariants(d);
+    draft_budget_and_repeats(d);
+    draft_agent(d);
+    if (d.found.knobs.empty() && !d.steps && !d.interval)
+        d.notes.push_back(fmt::format("no argument of {} is one the draft knows: add knobs by hand "
+                                      "(docs/contract.md)",
+                                      s.program));
+    return d.w.done(std::move(d.notes));
 }
 
 void write_draft(const fs::path& file, const Draft& d) {

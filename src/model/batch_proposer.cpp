@@ -44,7 +44,7 @@ std::vector<char> memory_dominated(const std::vector<Candidate>& candidates,
     // Minimal OOM keys: an OOM whose key dominates another OOM's adds nothing.
     std::vector<const Eigen::VectorXd*> keys;
     for (const auto& t : trials) {
-        if (t.outcome != Outcome::oom) continue;
+        if (t.outcome != ObservationKind::oom) continue;
         if (t.candidate < 0 || t.candidate >= static_cast<int>(candidates.size()))
             throw Error("trial refers to candidate " + std::to_string(t.candidate), "memory_dominated");
         out[t.candidate] = 1;
@@ -136,7 +136,8 @@ void validate(const std::vector<Candidate>& candidates, const std::vector<TrialO
         if (t.candidate < 0 || t.candidate >= n)
             throw Error("trial refers to candidate " + std::to_string(t.candidate), "BatchProposer::propose",
                         "an index below " + std::to_string(n));
-        if ((t.outcome == Outcome::ok || t.outcome == Outcome::stopped) && !(t.step_time_s > 0))
+        if ((t.outcome == ObservationKind::ok || t.outcome == ObservationKind::stopped) &&
+            !(t.step_time_s > 0))
             throw Error("successful trial of '" + candidates[t.candidate].id + "' has no step time",
                         "BatchProposer::propose");
     }
@@ -166,11 +167,11 @@ RuntimePoints runtime_points(const std::vector<Candidate>& candidates,
     std::unordered_set<int> measured;
     for (size_t i = 0; i < trials.size(); ++i) {
         const auto& t = trials[i];
-        const bool timed = t.outcome == Outcome::ok || t.outcome == Outcome::stopped ||
-                           t.outcome == Outcome::timeout || t.outcome == Outcome::infeasible;
+        const bool timed = t.outcome == ObservationKind::ok || t.outcome == ObservationKind::stopped ||
+                           t.outcome == ObservationKind::timeout || t.outcome == ObservationKind::infeasible;
         if (!timed || !(t.step_time_s > 0) || !std::isfinite(t.step_time_s)) continue;
         use.push_back(static_cast<int>(i));
-        const bool censored = t.outcome == Outcome::timeout && t.step_time_censored;
+        const bool censored = t.outcome == ObservationKind::timeout && t.step_time_censored;
         if (!censored) measured.insert(t.candidate);
     }
     p.distinct_measured = static_cast<int>(measured.size());
@@ -182,7 +183,7 @@ RuntimePoints runtime_points(const std::vector<Candidate>& candidates,
         const auto& t = trials[use[i]];
         p.X.row(i) = runtime_features(candidates[t.candidate]).transpose();
         p.y(i) = std::log(t.step_time_s);
-        p.censored.push_back(t.outcome == Outcome::timeout && t.step_time_censored);
+        p.censored.push_back(t.outcome == ObservationKind::timeout && t.step_time_censored);
     }
     return p;
 }
@@ -229,12 +230,12 @@ void fit_feasibility(FeasibilityModel& model, const std::vector<Candidate>& cand
                      const std::vector<TrialObservation>& trials, const FeasibilitySettings& s) {
     std::vector<const TrialObservation*> use;
     for (const auto& t : trials)
-        if (t.outcome != Outcome::failed) use.push_back(&t);
+        if (t.outcome != ObservationKind::failed) use.push_back(&t);
     Eigen::MatrixXd X(static_cast<Eigen::Index>(use.size()), candidates.front().features.size());
     std::vector<bool> failed;
     for (size_t i = 0; i < use.size(); ++i) {
         X.row(i) = candidates[use[i]->candidate].features.transpose();
-        failed.push_back(use[i]->outcome == Outcome::infeasible);
+        failed.push_back(use[i]->outcome == ObservationKind::infeasible);
     }
     model.fit(X, failed, s);
 }
@@ -245,9 +246,9 @@ std::vector<MemoryPoint> memory_points(const std::vector<Candidate>& candidates,
     for (const auto& t : trials) {
         const auto& c = candidates[t.candidate];
         // A trial stopped early as slower ran its first steps, where the peak is reached: measured too.
-        if ((t.outcome == Outcome::ok || t.outcome == Outcome::stopped) && t.peak_bytes > 0)
+        if ((t.outcome == ObservationKind::ok || t.outcome == ObservationKind::stopped) && t.peak_bytes > 0)
             mem.push_back({c.features, c.prior_peak_bytes, false, t.peak_bytes});
-        else if (t.outcome == Outcome::oom)
+        else if (t.outcome == ObservationKind::oom)
             mem.push_back({c.features, c.prior_peak_bytes, true, limit_bytes});
     }
     return mem;
@@ -548,9 +549,9 @@ void add_remeasurements(BatchDraft& batch, const std::vector<TrialObservation>& 
     std::unordered_map<int, int> measured, other; // successful measurements; any other outcome that ran
     std::unordered_map<int, double> step;
     for (const auto& t : trials) {
-        if (t.outcome == Outcome::ok)
+        if (t.outcome == ObservationKind::ok)
             ++measured[t.candidate], step[t.candidate] = t.step_time_s;
-        else if (t.outcome != Outcome::failed)
+        else if (t.outcome != ObservationKind::failed)
             ++other[t.candidate];
     }
     std::vector<std::pair<double, int>> once;
@@ -608,18 +609,18 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
                 ex += (ex.empty() ? "" : "; ") + candidates[c].id;
             int failures = 0;
             for (const auto& t : trials)
-                if (t.outcome == Outcome::infeasible && ++failures <= 5)
+                if (t.outcome == ObservationKind::infeasible && ++failures <= 5)
                     from += (from.empty() ? "" : "; ") + candidates[t.candidate].id;
-            notes_.push_back(
-                fmt::format("feasibility model: {} of {} untried candidates avoided, P(fail) >= {} (e.g. "
-                            "{}), learned from "
-                            "{} failed trial{} of their own (crash or contract violation: {}{}) against {} "
-                            "that did not fail",
-                            avoided, n, percent(s.max_failure_probability), ex, failures,
-                            failures == 1 ? "" : "s", from, failures > 5 ? "; ..." : "",
-                            std::count_if(trials.begin(), trials.end(), [](const TrialObservation& t) {
-                                return t.outcome != Outcome::failed && t.outcome != Outcome::infeasible;
-                            })));
+            notes_.push_back(fmt::format(
+                "feasibility model: {} of {} untried candidates avoided, P(fail) >= {} (e.g. "
+                "{}), learned from "
+                "{} failed trial{} of their own (crash or contract violation: {}{}) against {} "
+                "that did not fail",
+                avoided, n, percent(s.max_failure_probability), ex, failures, failures == 1 ? "" : "s", from,
+                failures > 5 ? "; ..." : "",
+                std::count_if(trials.begin(), trials.end(), [](const TrialObservation& t) {
+                    return t.outcome != ObservationKind::failed && t.outcome != ObservationKind::infeasible;
+                })));
         }
     }
     // What failed every time it ran is not tried again, however unsure the model still is.
@@ -627,9 +628,10 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
         std::vector<Eigen::VectorXd> xs;
         std::vector<bool> ran;
         for (const auto& t : trials) {
-            if (t.outcome == Outcome::failed) continue; // nothing to learn (the infrastructure's, or queued)
+            if (t.outcome == ObservationKind::failed)
+                continue; // nothing to learn (the infrastructure's, or queued)
             xs.push_back(candidates[t.candidate].features);
-            ran.push_back(t.outcome != Outcome::infeasible);
+            ran.push_back(t.outcome != ObservationKind::infeasible);
         }
         const FailureRule rule = consistent_failures(xs, ran);
         int avoided = 0;
@@ -708,7 +710,7 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
     warm_ = runtime_.hyperparameters();
     std::vector<int> ok_trials;
     for (size_t i = 0; i < trials.size(); ++i)
-        if (trials[i].outcome == Outcome::ok) ok_trials.push_back(static_cast<int>(i));
+        if (trials[i].outcome == ObservationKind::ok) ok_trials.push_back(static_cast<int>(i));
     if (ok_trials.empty()) // measured only in part (stopped early, violations): the best of those
         for (size_t i = 0; i < trials.size(); ++i)
             if (trials[i].step_time_s > 0 && !trials[i].step_time_censored)

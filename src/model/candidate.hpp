@@ -30,8 +30,9 @@ struct Candidate {
     Eigen::VectorXd prior_basis;
 };
 
-// What a trial says about its candidate. Every outcome marks the candidate as tried (never proposed again);
-// each model learns only from the outcomes it can read:
+// What kind of observation a trial is for the models (trial::Outcome read by the models:
+// search/model_proposer maps one to the other). Every kind marks the candidate as tried (never proposed
+// again); each model learns only from the kinds it can read:
 //   ok        ran every step: step time (runtime model) and peak (memory model);
 //   oom       killed at the memory limit: peak > limit (memory model, censored);
 //   timeout   killed at the time limit: step time >= step_time_s (runtime model, right-censored; see
@@ -43,12 +44,12 @@ struct Candidate {
 //             when it printed any timed ones (step_time_s > 0), teach the runtime model too;
 //   failed    nothing to learn: not measured yet (queued), or a failure the models cannot read (a build
 //             failure, the infrastructure's).
-enum class Outcome { ok, oom, failed, timeout, stopped, infeasible };
+enum class ObservationKind { ok, oom, failed, timeout, stopped, infeasible };
 
 struct TrialObservation {
     int candidate = -1; // index into the candidate list given to the proposer
-    Outcome outcome = Outcome::ok;
-    double step_time_s = 0;          // steady-state step time (ok trials; see Outcome for the others)
+    ObservationKind outcome = ObservationKind::ok;
+    double step_time_s = 0;          // steady-state step time (ok trials; see ObservationKind for the others)
     double peak_bytes = 0;           // measured peak per GPU (ok and stopped trials; 0 when unknown)
     double cost_s = 0;               // what the trial cost, in seconds of allocation
     bool step_time_censored = false; // step_time_s is a lower bound (a timeout that measured less than it)

@@ -12,7 +12,7 @@ namespace {
 
 // Ran its steps within the memory limit (and, for the timeout edge, within the time limit).
 bool fitted(const TrialObservation& t) {
-    return t.outcome == Outcome::ok || t.outcome == Outcome::stopped;
+    return t.outcome == ObservationKind::ok || t.outcome == ObservationKind::stopped;
 }
 
 bool same(const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
@@ -94,7 +94,8 @@ FailureEdges failure_edges(const std::vector<Candidate>& candidates,
     const Eigen::Index u = candidates.front().memory_unknown.size();
     std::vector<int> ooms; // distinct OOMed candidates
     for (const auto& t : trials)
-        if (t.outcome == Outcome::oom && std::find(ooms.begin(), ooms.end(), t.candidate) == ooms.end())
+        if (t.outcome == ObservationKind::oom &&
+            std::find(ooms.begin(), ooms.end(), t.candidate) == ooms.end())
             ooms.push_back(t.candidate);
     if (u > 0 && !ooms.empty()) {
         OomEdges e{candidates, s, {}, std::vector<char>(static_cast<std::size_t>(u), 0)};
@@ -118,7 +119,7 @@ FailureEdges failure_edges(const std::vector<Candidate>& candidates,
         // Measured savings: successful trials with a peak, compared within equal declared coordinates.
         std::map<std::vector<double>, std::vector<const TrialObservation*>> by_key;
         for (const auto& t : trials)
-            if (t.outcome == Outcome::ok && t.peak_bytes > 0) {
+            if (t.outcome == ObservationKind::ok && t.peak_bytes > 0) {
                 const auto& k = candidates[t.candidate].memory_key;
                 by_key[std::vector<double>(k.data(), k.data() + k.size())].push_back(&t);
             }
@@ -176,7 +177,7 @@ FailureEdges failure_edges(const std::vector<Candidate>& candidates,
     for (const auto& t : trials) {
         // No step measured, or only a lower bound: what it had, not how slow its steps were, is known.
         const bool no_step = t.step_time_censored || !(t.step_time_s > 0);
-        if (t.outcome != Outcome::timeout || !no_step ||
+        if (t.outcome != ObservationKind::timeout || !no_step ||
             std::find(done.begin(), done.end(), t.candidate) != done.end())
             continue;
         done.push_back(t.candidate);

@@ -377,13 +377,24 @@ double table_best_step_s(const fs::path& table) {
     return best;
 }
 
-std::string render_html(const json& r, const json& memory_map, std::optional<double> table_best,
-                        const AuditLink& link) {
-    const std::string name = r["campaign"]["name"].get<std::string>();
-    std::string o =
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>InfraRSI report: " +
-        esc(name) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-    o += "<h1>InfraRSI report: campaign " + esc(name) + "</h1>\n<table class=\"summary\">\n";
+namespace {
+// The report's figures, each with its title and caption, or a note where there is nothing to draw yet.
+struct Figures {
+    std::string o;
+    int drawn = 0;
+    void add(const std::optional<Plot>& p, const std::string& title, const std::string& caption) {
+        if (!p) {
+            o += "<p class=\"note\">" + esc(title) + ": nothing to draw yet.</p>\n";
+            return;
+        }
+        o += figure(*p, title, caption);
+        ++drawn;
+    }
+};
+
+// The summary table's rows: where the campaign is, its baseline, what it promoted, what it used.
+std::string summary_rows(const json& r, std::optional<double> table_best) {
+    std::string o;
     auto row = [&](const std::string& k, const std::string& v) {
         o += "<tr><td>" + k + "</td><td>" + v + "</td></tr>\n";
     };
@@ -411,31 +422,28 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
         fmt::format("{} of {} search trials, {:.3f} node-hours, {:.0f} s wall", bu["trials_used"].get<int>(),
                     bu["trials"].get<int>(), num(bu["node_hours_used"], 0), num(bu["wall_s"], 0)));
     if (table_best) row("recorded table", fmt::format("best reference step time {:.4f} s", *table_best));
-    o += "</table>\n<h2>Plots</h2>\n";
+    return o;
+}
 
-    int drawn = 0;
-    auto add = [&](const std::optional<Plot>& p, const std::string& title, const std::string& caption) {
-        if (!p) {
-            o += "<p class=\"note\">" + esc(title) + ": nothing to draw yet.</p>\n";
-            return;
-        }
-        o += figure(*p, title, caption);
-        ++drawn;
-    };
-    add(progress_plot(r, false, table_best), "Search progress by trial",
+// The campaign's plots: the search's progress, memory, the memory model's P(OOM), verification, cost.
+void campaign_plots(Figures& f, const json& r, const json& memory_map, std::optional<double> table_best) {
+    f.add(
+        progress_plot(r, false, table_best), "Search progress by trial",
         "The best step time so far among search trials that ran every step (line), each of them (green dots) "
         "and each trial stopped early as slower than the best so far, at the time of the steps it ran "
         "(amber: "
         "a measurement, not a failure), with the baseline, the verified result and, given a recorded table, "
         "its best.");
-    add(progress_plot(r, true, table_best), "Search progress by node-hours",
+    f.add(
+        progress_plot(r, true, table_best), "Search progress by node-hours",
         "The same against the node-hours all trials (doctor, search, verification) had cost when each search "
         "trial finished.");
-    add(memory_plot(r), "Step time against peak memory",
-        "Every finished trial. An OOM trial is drawn at its censored lower bound, the limit (its peak was "
-        "above it: the arrow); a trial without a measured step time sits on the dashed line.");
+    f.add(memory_plot(r), "Step time against peak memory",
+          "Every finished trial. An OOM trial is drawn at its censored lower bound, the limit (its peak was "
+          "above it: the arrow); a trial without a measured step time sits on the dashed line.");
     if (memory_map.is_object())
-        add(oom_map_plot(memory_map), "The memory model's P(OOM)",
+        f.add(
+            oom_map_plot(memory_map), "The memory model's P(OOM)",
             fmt::format(
                 "The censored memory model fitted on {} trials ({}: each measured peak, of trials that ran "
                 "every step or were stopped early as slower, and each OOM censored at the limit; {} prior) "
@@ -444,13 +452,17 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
                 memory_map["fitted_on"].get<int>(), esc(fitted_by_kind(memory_map)),
                 esc(memory_map.value("prior", ""))));
     else
-        o += "<p class=\"note\">The memory model's P(OOM): no memory limit or no knob to draw it over.</p>\n";
-    add(verification_plot(r), "Verification",
-        "Each verification's counterbalanced A/B pairs as speed-ups (baseline / candidate step time), its "
-        "95% interval, and 1 + the minimum detectable effect it had to clear.");
-    add(cost_plot(r), "Cost by outcome", "Node-seconds spent on trials of each outcome.");
+        f.o +=
+            "<p class=\"note\">The memory model's P(OOM): no memory limit or no knob to draw it over.</p>\n";
+    f.add(verification_plot(r), "Verification",
+          "Each verification's counterbalanced A/B pairs as speed-ups (baseline / candidate step time), its "
+          "95% interval, and 1 + the minimum detectable effect it had to clear.");
+    f.add(cost_plot(r), "Cost by outcome", "Node-seconds spent on trials of each outcome.");
+}
 
-    o += "<h2>Promoted changes and their audit paths</h2>\n";
+// Each promoted change with its audit path: its diff, settings, trials and verification.
+std::string promoted_audits(const json& r, const AuditLink& link) {
+    std::string o;
     if (r["promoted"].empty()) o += "<p>None.</p>\n";
     for (const auto& p : r["promoted"]) {
         o += fmt::format("<h3 id=\"promoted-{}\">{}</h3>\n<ul>\n", p["id"].get<int>(),
@@ -482,8 +494,12 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
             o += "; " + esc(e.get<std::string>());
         o += "</li>\n</ul>\n";
     }
+    return o;
+}
 
-    o += "<h2>Verifications</h2>\n";
+// Every verification, one row each.
+std::string verification_table(const json& r) {
+    std::string o;
     if (r["verifications"].empty())
         o += "<p class=\"none-verified\">No verification: " +
              esc(r.contains("none_promoted") ? r["none_promoted"]["text"].get<std::string>() : "none ran") +
@@ -506,29 +522,58 @@ std::string render_html(const json& r, const json& memory_map, std::optional<dou
                          100 * num(v["mde"], 0), v.value("pairs", json::array()).size(), reasons);
     }
     if (!r["verifications"].empty()) o += "</table>\n";
+    return o;
+}
 
-    o += "<h2>Trials</h2>\n";
-    add(curves_plot(r, true), "Loss by step, each trial",
+// The trials' plots: loss and step time by step, knobs against step time, the timeline.
+void trial_plots(Figures& f, const json& r) {
+    f.add(
+        curves_plot(r, true), "Loss by step, each trial",
         "Each trial's loss as the job printed it, against the job's own step numbers (the loss is the "
         "invariant: a candidate's curve must follow the baseline's); black the baseline's runs (the doctor's "
         "and the search batches' controls), coloured the search's by outcome, light blue the runs of the "
         "checks (verification, equivalence, ablation).");
-    add(curves_plot(r, false), "Step time by step, each trial",
-        "Each trial's step time as the job printed it (log scale: the first steps compile and warm up), a "
-        "trial stopped early as slower ends where it was stopped.");
-    add(parallel_coordinates_plot(r), "Knobs against step time",
+    f.add(curves_plot(r, false), "Step time by step, each trial",
+          "Each trial's step time as the job printed it (log scale: the first steps compile and warm up), a "
+          "trial stopped early as slower ends where it was stopped.");
+    f.add(
+        parallel_coordinates_plot(r), "Knobs against step time",
         "Each measured trial of the doctor (black) and the search (green: ran every step; amber: stopped "
         "early as slower) as a line through its value of each knob that varied, its patch set, and its step "
         "time.");
-    add(timeline_plot(r), "Timeline",
-        "When each trial ran, as the scheduler recorded it, coloured by outcome (a build failure never "
-        "ran).");
+    f.add(timeline_plot(r), "Timeline",
+          "When each trial ran, as the scheduler recorded it, coloured by outcome (a build failure never "
+          "ran).");
+}
+
+} // namespace
+
+std::string render_html(const json& r, const json& memory_map, std::optional<double> table_best,
+                        const AuditLink& link) {
+    const std::string name = r["campaign"]["name"].get<std::string>();
+    std::string o =
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>InfraRSI report: " +
+        esc(name) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+    o += "<h1>InfraRSI report: campaign " + esc(name) + "</h1>\n<table class=\"summary\">\n";
+    o += summary_rows(r, table_best);
+    o += "</table>\n<h2>Plots</h2>\n";
+    Figures f;
+    campaign_plots(f, r, memory_map, table_best);
+    o += f.o;
+    o += "<h2>Promoted changes and their audit paths</h2>\n";
+    o += promoted_audits(r, link);
+    o += "<h2>Verifications</h2>\n";
+    o += verification_table(r);
+    o += "<h2>Trials</h2>\n";
+    f.o.clear();
+    trial_plots(f, r);
+    o += f.o;
     o += "<p class=\"note\">Every trial; a click on a column's head sorts by it (again: the other way). "
          "Settings that differ from the baseline's are marked.</p>\n";
     o += trial_table(r, link);
     o += fmt::format("<p class=\"note\">{} plots, drawn by gnuplot (SVG terminal). Machine-readable: "
                      "<code>infrarsi report --json</code> (format {} {}).</p>\n</body>\n</html>\n",
-                     drawn, r["format"]["name"].get<std::string>(), r["format"]["version"].get<int>());
+                     f.drawn, r["format"]["name"].get<std::string>(), r["format"]["version"].get<int>());
     return o;
 }
 

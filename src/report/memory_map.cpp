@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -31,6 +32,83 @@ std::optional<space::Candidate> nearest(const std::vector<space::Candidate>& poo
         if (d < best_d) best = c, best_d = d;
     }
     return best;
+}
+
+// The knobs a map may be drawn over (2 to max_values values; not gradient accumulation, which holds no
+// memory of its own), the one that moves the prediction most first: each knob swept alone from the baseline
+// (its nearest feasible candidates), by the spread of the predicted log peak.
+std::vector<const space::Knob*> knobs_by_effect(const space::Space& space,
+                                                const std::vector<space::Candidate>& pool,
+                                                const space::Candidate& base,
+                                                const std::function<double(const space::Candidate&)>& predict,
+                                                std::size_t max_values) {
+    std::vector<std::pair<double, const space::Knob*>> effect;
+    for (const auto& knob : space.knobs) {
+        if (space::memory_role(knob) == space::MemoryRole::Accumulation || knob.size() < 2 ||
+            knob.size() > max_values)
+            continue;
+        double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+        for (const auto& v : knob.domain())
+            if (auto cand = nearest(pool, base, {{knob.name, v}})) {
+                const double p = predict(*cand);
+                lo = std::min(lo, p), hi = std::max(hi, p);
+            }
+        if (hi >= lo) effect.emplace_back(hi - lo, &knob);
+    }
+    std::stable_sort(effect.begin(), effect.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<const space::Knob*> out;
+    for (const auto& [spread, knob] : effect)
+        out.push_back(knob);
+    return out;
+}
+
+// A knob's values as the map's axis names them; none for no knob.
+json value_names(const space::Knob* k) {
+    json out = json::array();
+    if (k)
+        for (const auto& v : k->domain())
+            out.push_back(space::to_string(v));
+    return out;
+}
+
+// The map's two axes: knob A, and knob B or none.
+struct Axes {
+    const space::Knob* a;
+    const space::Knob* b;
+};
+
+// One cell per pair of values: the feasible candidate nearest the baseline there, and its P(OOM).
+void add_cells(json& j, const std::vector<space::Candidate>& pool, const space::Candidate& base,
+               const Axes& x, const std::function<double(const space::Candidate&)>& p_oom) {
+    const auto av = x.a->domain();
+    const auto bv = x.b ? x.b->domain() : std::vector<space::Value>{};
+    for (std::size_t i = 0; i < av.size(); ++i)
+        for (std::size_t jb = 0; jb < std::max<std::size_t>(bv.size(), 1); ++jb) {
+            space::Config fixed{{x.a->name, av[i]}};
+            if (x.b) fixed[x.b->name] = bv[jb];
+            auto cand = nearest(pool, base, fixed);
+            if (!cand) continue;
+            j["cells"].push_back(
+                {{"a", i}, {"b", jb}, {"p_oom", p_oom(*cand)}, {"candidate", cand->describe()}});
+        }
+}
+
+// The trials at their values of the map's knobs.
+void add_trials(json& j, const std::vector<std::pair<store::TrialRow, space::Candidate>>& placed,
+                const Axes& x) {
+    const auto av = x.a->domain();
+    const auto bv = x.b ? x.b->domain() : std::vector<space::Value>{};
+    auto index_of = [](const std::vector<space::Value>& vs, const space::Value& v) -> json {
+        auto it = std::find(vs.begin(), vs.end(), v);
+        return it == vs.end() ? json() : json(it - vs.begin());
+    };
+    for (const auto& [t, cand] : placed) {
+        auto ai = cand.knobs.count(x.a->name) ? index_of(av, cand.knobs.at(x.a->name)) : json();
+        auto bi = x.b && cand.knobs.count(x.b->name) ? index_of(bv, cand.knobs.at(x.b->name)) : json(0);
+        if (ai.is_null() || bi.is_null()) continue;
+        j["trials"].push_back({{"id", t.id}, {"a", ai}, {"b", bi}, {"outcome", store::outcome_name(t)}});
+    }
 }
 
 } // namespace
@@ -101,61 +179,22 @@ json memory_map(campaign::Campaign& c, std::size_t max_values, bool try_analytic
         return m.predict(space.encode(cand), analytic ? prior(cand) : 0.5 * limit).mean_log;
     };
 
-    // Which knobs move the prediction most: each knob swept alone from the baseline (its nearest feasible
-    // candidates), the spread of the predicted log peak. Gradient accumulation holds no memory of its own.
-    std::vector<std::pair<double, const space::Knob*>> effect;
-    for (const auto& knob : space.knobs) {
-        if (space::memory_role(knob) == space::MemoryRole::Accumulation || knob.size() < 2 ||
-            knob.size() > max_values)
-            continue;
-        double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-        for (const auto& v : knob.domain())
-            if (auto cand = nearest(pool, base, {{knob.name, v}})) {
-                const double p = predict(*cand);
-                lo = std::min(lo, p), hi = std::max(hi, p);
-            }
-        if (hi >= lo) effect.emplace_back(hi - lo, &knob);
-    }
+    const auto effect = knobs_by_effect(space, pool, base, predict, max_values);
     if (effect.empty()) return nullptr;
-    std::stable_sort(effect.begin(), effect.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
-    const space::Knob* A = effect[0].second;
-    const space::Knob* B = effect.size() > 1 ? effect[1].second : nullptr;
-    const auto av = A->domain();
-    const auto bv = B ? B->domain() : std::vector<space::Value>{};
-
+    const space::Knob* A = effect[0];
+    const space::Knob* B = effect.size() > 1 ? effect[1] : nullptr;
     json j = {{"knobs", B ? json::array({A->name, B->name}) : json::array({A->name})},
               {"limit_bytes", limit},
               {"fitted_on", points.size()},
               {"fitted_by_kind", by_kind},
               {"cells", json::array()},
               {"trials", json::array()}};
-    json a_values = json::array(), b_values = json::array();
-    for (const auto& v : av)
-        a_values.push_back(space::to_string(v));
-    for (const auto& v : bv)
-        b_values.push_back(space::to_string(v));
-    j["a_values"] = a_values;
-    j["b_values"] = b_values;
-    for (std::size_t i = 0; i < av.size(); ++i)
-        for (std::size_t jb = 0; jb < std::max<std::size_t>(bv.size(), 1); ++jb) {
-            space::Config fixed{{A->name, av[i]}};
-            if (B) fixed[B->name] = bv[jb];
-            auto cand = nearest(pool, base, fixed);
-            if (!cand) continue;
-            const double p = m.probability_over(space.encode(*cand), prior(*cand), limit);
-            j["cells"].push_back({{"a", i}, {"b", jb}, {"p_oom", p}, {"candidate", cand->describe()}});
-        }
-    auto index_of = [](const std::vector<space::Value>& vs, const space::Value& v) -> json {
-        auto it = std::find(vs.begin(), vs.end(), v);
-        return it == vs.end() ? json() : json(it - vs.begin());
-    };
-    for (const auto& [t, cand] : placed) {
-        auto ai = cand.knobs.count(A->name) ? index_of(av, cand.knobs.at(A->name)) : json();
-        auto bi = B && cand.knobs.count(B->name) ? index_of(bv, cand.knobs.at(B->name)) : json(0);
-        if (ai.is_null() || bi.is_null()) continue;
-        j["trials"].push_back({{"id", t.id}, {"a", ai}, {"b", bi}, {"outcome", store::outcome_name(t)}});
-    }
+    j["a_values"] = value_names(A);
+    j["b_values"] = value_names(B);
+    add_cells(j, pool, base, {A, B}, [&](const space::Candidate& cand) {
+        return m.probability_over(space.encode(cand), prior(cand), limit);
+    });
+    add_trials(j, placed, {A, B});
     j["prior"] = analytic ? "analytic" : "constant";
     analytic_held = analytic == try_analytic;
     return j;

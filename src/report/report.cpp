@@ -219,6 +219,35 @@ std::string campaign_state(campaign::Campaign& c) {
 }
 } // namespace
 
+namespace {
+// What is left, in wall time: during the search, the search trials left at the pace so far (wall time per
+// counted trial, the doctor's included), within the wall-time budget; later, the wall-time budget.
+void add_estimate_left(json& j, store::Stage stage, const campaign::Campaign::BudgetUse& use,
+                       const contract::Budget& b) {
+    const double wall_left = b.wall_time_s > 0 ? std::max(0.0, b.wall_time_s - use.wall_s) : -1;
+    if (stage == store::Stage::Search && use.trials > 0) {
+        const double pace = use.wall_s / use.trials * std::max(0, b.trials - use.trials);
+        j["estimate_left_s"] = wall_left >= 0 ? std::min(pace, wall_left) : pace;
+        j["estimate_basis"] = wall_left >= 0 && wall_left < pace ? "wall-time budget" : "search pace so far";
+    } else if (stage != store::Stage::Done && wall_left >= 0) {
+        j["estimate_left_s"] = wall_left;
+        j["estimate_basis"] = "wall-time budget";
+    }
+}
+
+// A campaign started from the plugin's tune request (campaign/tune_intake.hpp): its job, script and user.
+void add_tune(json& j, store::CampaignStore& s) {
+    if (auto job = s.meta("tune_job_id")) {
+        j["tune"] = {{"job_id", std::stoul(*job)},
+                     {"script", s.meta("tune_script").value_or("")},
+                     {"user", s.meta("tune_user").value_or("")},
+                     // "adopted" (the doctor's first run), "not adopted: <why>", or empty before the doctor
+                     {"submitted_job", s.meta("submitted_job").value_or("")}};
+        if (auto r = s.meta("tune_request")) j["tune"]["request"] = json::parse(*r, nullptr, false);
+    }
+}
+} // namespace
+
 json status(campaign::Campaign& c) {
     auto& s = c.store();
     auto use = c.budget_use();
@@ -269,26 +298,8 @@ json status(campaign::Campaign& c) {
                       {"state", b.state},
                       {"trials", s.trials_of_batch(b.id).size()}};
     }
-    // What is left, in wall time: during the search, the search trials left at the pace so far (wall time
-    // per counted trial, the doctor's included), within the wall-time budget; later, the wall-time budget.
-    const double wall_left = b.wall_time_s > 0 ? std::max(0.0, b.wall_time_s - use.wall_s) : -1;
-    if (s.stage() == store::Stage::Search && use.trials > 0) {
-        const double pace = use.wall_s / use.trials * std::max(0, b.trials - use.trials);
-        j["estimate_left_s"] = wall_left >= 0 ? std::min(pace, wall_left) : pace;
-        j["estimate_basis"] = wall_left >= 0 && wall_left < pace ? "wall-time budget" : "search pace so far";
-    } else if (s.stage() != store::Stage::Done && wall_left >= 0) {
-        j["estimate_left_s"] = wall_left;
-        j["estimate_basis"] = "wall-time budget";
-    }
-    if (auto job =
-            s.meta("tune_job_id")) { // started from the plugin's tune request (campaign/tune_intake.hpp)
-        j["tune"] = {{"job_id", std::stoul(*job)},
-                     {"script", s.meta("tune_script").value_or("")},
-                     {"user", s.meta("tune_user").value_or("")},
-                     // "adopted" (the doctor's first run), "not adopted: <why>", or empty before the doctor
-                     {"submitted_job", s.meta("submitted_job").value_or("")}};
-        if (auto r = s.meta("tune_request")) j["tune"]["request"] = json::parse(*r, nullptr, false);
-    }
+    add_estimate_left(j, s.stage(), use, b);
+    add_tune(j, s);
     const auto baseline = s.baseline();
     if (baseline)
         j["baseline"] = {{"step_s", baseline->median_step_s}, {"mde", baseline->minimum_detectable_effect}};
@@ -424,41 +435,26 @@ json why_none_promoted(campaign::Campaign& c, const std::vector<store::TrialRow>
 }
 } // namespace
 
-json build(campaign::Campaign& c) {
+namespace {
+// Where each figure comes from.
+json sources_json(const contract::Contract& k) {
+    return {{"steps", "the job's output (stdout and stderr), read as " + measure::describe(k.metrics)},
+            {"memory",
+             k.resources.gpu_mem_bytes > 0
+                 ? "the GPU's, as the job's step lines report it (its allocator's peak), else as the trial "
+                   "wrapper's nvidia-smi samples of the job's processes saw it (gpu_memory_source), against "
+                   "gpu_mem " +
+                       k.resources.gpu_mem +
+                       " per GPU; a GPU OOM is censored there; the host's peak is "
+                       "kept as host_peak_bytes"
+                 : "the job cgroup's peak on the trial's node (what Slurm enforces --mem on), else "
+                   "sacct's MaxRSS, else the job's own report; an OOM is censored at the limit"},
+            {"memory_prior", campaign::memory_prior_name(k)}};
+}
+
+// The doctor's baseline, the nodes it found slow, the bank's seeds and whether the job takes the seed.
+void add_baseline(json& r, campaign::Campaign& c, const std::string& unseeded) {
     auto& s = c.store();
-    const auto& k = c.contract();
-    json r;
-    r["format"] = format_json(kReportFormat);
-    r["campaign"] = {{"name", s.meta("name").value_or("")},
-                     {"id", s.meta("id").value_or("")},
-                     {"dir", c.dir().string()},
-                     {"contract", k.file.string()},
-                     {"state", campaign_state(c)}};
-    auto use = c.budget_use();
-    r["budget"] = {{"trials_used", use.trials},
-                   {"trials", k.budget.trials},
-                   {"node_hours_used", use.node_hours},
-                   {"node_hours", k.budget.node_hours},
-                   {"wall_s", use.wall_s},
-                   {"wall_time_s", k.budget.wall_time_s}};
-    // The baseline's settings: what the trial table marks a trial's settings against.
-    r["baseline_knobs"] = k.space.baseline().to_json().value("knobs", json::object());
-    r["memory_limit_bytes"] =
-        contract::modeled_memory_limit_bytes(k.resources); // the limit OOMs are censored at
-    // Where each figure comes from.
-    r["sources"] = {
-        {"steps", "the job's output (stdout and stderr), read as " + measure::describe(k.metrics)},
-        {"memory",
-         k.resources.gpu_mem_bytes > 0
-             ? "the GPU's, as the job's step lines report it (its allocator's peak), else as the trial "
-               "wrapper's nvidia-smi samples of the job's processes saw it (gpu_memory_source), against "
-               "gpu_mem " +
-                   k.resources.gpu_mem +
-                   " per GPU; a GPU OOM is censored there; the host's peak is "
-                   "kept as host_peak_bytes"
-             : "the job cgroup's peak on the trial's node (what Slurm enforces --mem on), else "
-               "sacct's MaxRSS, else the job's own report; an OOM is censored at the limit"},
-        {"memory_prior", campaign::memory_prior_name(k)}};
     if (auto d = s.baseline()) {
         json b = store::to_json(*d);
         b.erase("reference_losses");
@@ -479,12 +475,12 @@ json build(campaign::Campaign& c) {
                      {"hardware", json::parse(s.meta("bank_hardware").value_or("{}"))},
                      {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
                      {"findings_recorded", !s.meta("bank_ingested").value_or("").empty()}};
-    // What the seeds checked: a job that ignores the seed it is given (or is given none) ran every check "at
-    // a fresh seed" at one seed in effect, and no record here may say otherwise.
-    const std::string unseeded = c.seeds_not_reaching_job();
     r["seeds"] = {{"reach_job", unseeded.empty()}};
     if (!unseeded.empty()) r["seeds"]["why"] = unseeded;
-    auto trials = s.trials();
+}
+
+// The finished trials by outcome and what they cost; what [workload] keep_job_files removed.
+void add_outcomes(json& r, campaign::Campaign& c, const std::vector<store::TrialRow>& trials) {
     json outcomes = json::object(), cost = json::object(), failed_cost = json::object();
     double total = 0;
     std::uint64_t removed_trials = 0, removed_entries = 0, removed_bytes = 0; // [workload] keep_job_files
@@ -511,92 +507,175 @@ json build(campaign::Campaign& c) {
             {"entries", removed_entries},
             {"bytes", removed_bytes},
             {"keep_job_files", contract::keep_job_files_names.name(c.contract().workload.keep_job_files)}};
+}
 
-    // Each patch by the checks it met (patch_state): the scope check at init (or at the agent's answer), the
-    // equivalence checks of the patch sets it was in.
-    const json checks = json::parse(s.meta("equivalence").value_or("[]"), nullptr, false);
-    json patches = json::array();
-    for (const auto& p : s.patches())
-        patches.push_back(patch_json(p, checks));
-    r["patches"] = patches;
-    // The agent (docs/agent.md): each call, what it cost, and per patch its claim against what trials
-    // measured.
-    if (c.contract().agent.enabled() || !s.agent_calls().empty()) {
-        json calls = json::array();
-        long long tokens = 0;
-        double cost = 0, seconds = 0;
-        for (const auto& a : s.agent_calls()) {
-            tokens += a.tokens;
-            cost += a.cost;
-            seconds += a.detail.value("seconds", 0.0);
-            calls.push_back({{"call", a.id},
-                             {"trigger", a.trigger},
-                             {"outcome", a.outcome},
-                             {"reason", a.reason},
-                             {"offered", a.offered},
-                             {"accepted", a.accepted},
-                             {"tokens", a.tokens},
-                             {"cost", a.cost},
-                             {"model", a.model},
-                             {"seconds", a.detail.value("seconds", 0.0)},
-                             {"isolated", a.detail.value("isolated", false)}});
-        }
-        json claims = json::array();
-        for (const auto& p : s.patches()) {
-            if (p.info.value("source", "") != "agent") continue;
-            json j = {
-                {"id", p.id}, {"call", p.info.value("call", 0)}, {"state", patch_json(p, checks)["state"]}};
-            if (p.info.contains("claim")) j["claimed"] = p.info["claim"];
-            // A search trial of the patch that broke the contract: how a check refused it (loss_invariant,
-            // ...).
-            for (const auto& t : s.trials(
-                     {.kinds = {store::TrialKind::Search}, .outcome = trial::Outcome::ContractViolation})) {
-                const auto cand = space::Candidate::from_json(t.candidate);
-                if (std::find(cand.patches.begin(), cand.patches.end(), p.id) == cand.patches.end()) continue;
-                j["broke_contract"] = std::string(trial::violation_names.name(t.violation));
-                break;
-            }
-            if (const auto e = p.accepted ? c.measured_patch_effect(p.id) : std::nullopt) {
-                j["measured"] = {{"speedup", e->speedup}, {"pairs", e->pairs}};
-                if (e->memory_factor) j["measured"]["memory_factor"] = *e->memory_factor;
-            }
-            claims.push_back(std::move(j));
-        }
-        // Per call: how far that call's claims were from what its patches measured (calibrate_claims' error).
-        for (auto& call : calls) {
-            std::vector<model::ClaimPair> pairs;
-            for (const auto& p : claims)
-                if (p["call"] == call["call"] && p.contains("claimed") && p.contains("measured"))
-                    pairs.push_back(
-                        {p["claimed"].value("speedup", 1.0), p["measured"]["speedup"].get<double>()});
-            const auto cal = model::calibrate_claims(pairs);
-            call["measured_patches"] = cal.pairs;
-            call["calibration_error"] = cal.pairs > 0 ? json(cal.error) : json(nullptr);
-        }
-        const auto cal = c.agent_calibration();
-        r["agent"] = {{"name", c.contract().agent.name},
-                      {"calibration",
-                       {{"pairs", cal.speed.pairs},
-                        {"bank_pairs", cal.bank_pairs},
-                        {"speedup_error", cal.speed.error},
-                        {"speedup_discount", cal.speed.discount},
-                        {"speedup_error_after_discount", cal.speed.discounted_error},
-                        {"memory_pairs", cal.memory.pairs},
-                        {"memory_error", cal.memory.error},
-                        {"memory_discount", cal.memory.discount}}},
-                      {"calls", calls},
-                      {"claims", claims},
-                      {"tokens", tokens},
-                      {"cost", cost},
-                      {"seconds", seconds}};
+// Per agent call: how far that call's claims were from what its patches measured (calibrate_claims' error).
+void add_claim_errors(json& calls, const json& claims) {
+    for (auto& call : calls) {
+        std::vector<model::ClaimPair> pairs;
+        for (const auto& p : claims)
+            if (p["call"] == call["call"] && p.contains("claimed") && p.contains("measured"))
+                pairs.push_back({p["claimed"].value("speedup", 1.0), p["measured"]["speedup"].get<double>()});
+        const auto cal = model::calibrate_claims(pairs);
+        call["measured_patches"] = cal.pairs;
+        call["calibration_error"] = cal.pairs > 0 ? json(cal.error) : json(nullptr);
     }
+}
 
+// A patch of the agent's: its claim against what trials measured.
+json agent_claim(campaign::Campaign& c, const store::PatchRow& p, const json& checks) {
+    auto& s = c.store();
+    json j = {{"id", p.id}, {"call", p.info.value("call", 0)}, {"state", patch_json(p, checks)["state"]}};
+    if (p.info.contains("claim")) j["claimed"] = p.info["claim"];
+    // A search trial of the patch that broke the contract: how a check refused it (loss_invariant,
+    // ...).
+    for (const auto& t :
+         s.trials({.kinds = {store::TrialKind::Search}, .outcome = trial::Outcome::ContractViolation})) {
+        const auto cand = space::Candidate::from_json(t.candidate);
+        if (std::find(cand.patches.begin(), cand.patches.end(), p.id) == cand.patches.end()) continue;
+        j["broke_contract"] = std::string(trial::violation_names.name(t.violation));
+        break;
+    }
+    if (const auto e = p.accepted ? c.measured_patch_effect(p.id) : std::nullopt) {
+        j["measured"] = {{"speedup", e->speedup}, {"pairs", e->pairs}};
+        if (e->memory_factor) j["measured"]["memory_factor"] = *e->memory_factor;
+    }
+    return j;
+}
+
+// The agent (docs/agent.md): each call, what it cost, and per patch its claim against what trials measured.
+json agent_json(campaign::Campaign& c, const json& checks) {
+    auto& s = c.store();
+    json calls = json::array();
+    long long tokens = 0;
+    double cost = 0, seconds = 0;
+    for (const auto& a : s.agent_calls()) {
+        tokens += a.tokens;
+        cost += a.cost;
+        seconds += a.detail.value("seconds", 0.0);
+        calls.push_back({{"call", a.id},
+                         {"trigger", a.trigger},
+                         {"outcome", a.outcome},
+                         {"reason", a.reason},
+                         {"offered", a.offered},
+                         {"accepted", a.accepted},
+                         {"tokens", a.tokens},
+                         {"cost", a.cost},
+                         {"model", a.model},
+                         {"seconds", a.detail.value("seconds", 0.0)},
+                         {"isolated", a.detail.value("isolated", false)}});
+    }
+    json claims = json::array();
+    for (const auto& p : s.patches())
+        if (p.info.value("source", "") == "agent") claims.push_back(agent_claim(c, p, checks));
+    add_claim_errors(calls, claims);
+    const auto cal = c.agent_calibration();
+    return {{"name", c.contract().agent.name},
+            {"calibration",
+             {{"pairs", cal.speed.pairs},
+              {"bank_pairs", cal.bank_pairs},
+              {"speedup_error", cal.speed.error},
+              {"speedup_discount", cal.speed.discount},
+              {"speedup_error_after_discount", cal.speed.discounted_error},
+              {"memory_pairs", cal.memory.pairs},
+              {"memory_error", cal.memory.error},
+              {"memory_discount", cal.memory.discount}}},
+            {"calls", calls},
+            {"claims", claims},
+            {"tokens", tokens},
+            {"cost", cost},
+            {"seconds", seconds}};
+}
+
+// One verification: its decision, pairs, looks, MFU, equivalence, spot check and ablation.
+json verification_json(const store::VerificationRow& v, const std::vector<store::TrialRow>& trials,
+                       const std::vector<store::TrialRow>& base, const std::vector<store::TrialRow>& cnd,
+                       const std::string& unseeded) {
+    auto cand = space::Candidate::from_json(v.candidate);
+    json entry = {{"id", v.id},
+                  {"candidate", cand.describe()},
+                  {"state", v.state},
+                  {"promoted", v.promoted},
+                  {"speedup", opt(v.speedup)},
+                  {"speedup_ci", v.lo ? json::array({*v.lo, *v.hi}) : json()},
+                  {"reasons", v.detail.reasons},
+                  {"evidence", v.detail.evidence},
+                  {"pairs", store::to_json(v.detail.pairs)},
+                  {"mde", v.detail.mde.value_or(0.0)},
+                  {"min_speedup", opt(v.detail.min_speedup)},
+                  {"baseline_step_s", median_of(base, &store::TrialRow::step_time_s)},
+                  {"candidate_step_s", median_of(cnd, &store::TrialRow::step_time_s)},
+                  // Only over the campaign's own denominator (below); the jobs' own figures are theirs.
+                  {"baseline_mfu", json()},
+                  {"candidate_mfu", json()},
+                  {"order_seed", v.detail.first.order_seed ? json(*v.detail.first.order_seed) : json()},
+                  {"reproduced", v.detail.reproduced ? json(*v.detail.reproduced) : json()},
+                  {"recheck", v.detail.recheck ? store::to_json(*v.detail.recheck) : json()}};
+    // The sequence of looks (verify/sequential.hpp): each block's interval over the pairs so far.
+    if (!v.detail.sequence.empty()) entry["sequence"] = store::to_json(v.detail.sequence);
+    // MFU with the campaign's one denominator (verification.cpp): its ratio is the speed-up.
+    if (const auto& m = v.detail.mfu) {
+        entry["mfu"] = store::to_json(*m);
+        // Over the peak the job's own figure implies: the job's claim, kept under mfu, not as ours.
+        entry["baseline_mfu"] = m->peak_flops_by_job ? json() : opt(m->baseline);
+        entry["candidate_mfu"] = m->peak_flops_by_job ? json() : opt(m->candidate);
+        // The step times that MFU is at: the baseline's over its runs, the candidate's at the speed-up.
+        entry["baseline_step_s"] = m->baseline_step_s;
+        entry["candidate_step_s"] = m->candidate_step_s;
+    }
+    if (v.detail.equivalence) entry["equivalence"] = job_step_numbers(trials, *v.detail.equivalence);
+    if (v.detail.first.spot_check) entry["spot_check"] = *v.detail.first.spot_check;
+    if (!unseeded.empty() && entry.contains("equivalence") &&
+        entry["equivalence"].value("seed_fresh", false)) {
+        entry["equivalence"]["seed_fresh"] = false;
+        entry["equivalence"]["seed_note"] = "no fresh seed in effect: " + unseeded;
+    }
+    if (v.detail.ablation) entry["ablation"] = store::to_json(*v.detail.ablation);
+    return entry;
+}
+
+// The audit path of a promoted candidate: the change itself, the search trials behind it, the measurements,
+// the verification.
+json audit_json(campaign::Campaign& c, const store::VerificationRow& v, const json& entry,
+                const std::vector<store::TrialRow>& vt) {
+    auto& s = c.store();
+    const auto cand = space::Candidate::from_json(v.candidate);
+    json audit = entry;
+    audit["knobs"] = v.candidate["knobs"];
+    // The settings in the three forms a job takes them (docs/contract.md, [knobs.NAME]).
+    const auto job = space::render(c.contract().space, cand);
+    audit["environment"] = job.environment;
+    audit["arguments"] = job.arguments;
+    audit["sbatch_options"] = job.sbatch_options;
+    json ps = json::array();
+    for (const auto& id : cand.patches) {
+        const auto* p = c.patch_info(id);
+        ps.push_back({{"id", id},
+                      {"diff", p ? p->file.string() : ""},
+                      {"touches", p ? p->touches : std::vector<std::string>{}},
+                      {"description", p ? p->description : ""}});
+    }
+    audit["patches"] = ps;
+    json support = json::array();
+    for (const auto& t : s.trials({.kinds = {store::TrialKind::Search}, .candidate_key = v.candidate_key}))
+        support.push_back(trial_json(t));
+    audit["supporting_trials"] = support;
+    json vts = json::array();
+    for (const auto& t : vt)
+        vts.push_back(trial_json(t));
+    audit["verification_trials"] = vts;
+    return audit;
+}
+
+// Every verification, and the audit path of each promoted one.
+void add_verifications(json& r, campaign::Campaign& c, const std::vector<store::TrialRow>& trials,
+                       const std::string& unseeded) {
+    auto& s = c.store();
     json verifications = json::array(), promoted = json::array();
     std::map<std::int64_t, bool> is_promoted;
     for (const auto& [vid, key] : s.promotions())
         is_promoted[vid] = true;
     for (const auto& v : s.verifications()) {
-        auto cand = space::Candidate::from_json(v.candidate);
         auto vt = s.trials({.verification_id = v.id});
         std::vector<store::TrialRow> base, cnd;
         for (const auto& t : vt)
@@ -604,82 +683,58 @@ json build(campaign::Campaign& c) {
                 base.push_back(t);
             else if (t.kind == store::TrialKind::VerifyCandidate)
                 cnd.push_back(t); // not a spot check's run without the patches
-        json entry = {{"id", v.id},
-                      {"candidate", cand.describe()},
-                      {"state", v.state},
-                      {"promoted", v.promoted},
-                      {"speedup", opt(v.speedup)},
-                      {"speedup_ci", v.lo ? json::array({*v.lo, *v.hi}) : json()},
-                      {"reasons", v.detail.reasons},
-                      {"evidence", v.detail.evidence},
-                      {"pairs", store::to_json(v.detail.pairs)},
-                      {"mde", v.detail.mde.value_or(0.0)},
-                      {"min_speedup", opt(v.detail.min_speedup)},
-                      {"baseline_step_s", median_of(base, &store::TrialRow::step_time_s)},
-                      {"candidate_step_s", median_of(cnd, &store::TrialRow::step_time_s)},
-                      // Only over the campaign's own denominator (below); the jobs' own figures are theirs.
-                      {"baseline_mfu", json()},
-                      {"candidate_mfu", json()},
-                      {"order_seed", v.detail.first.order_seed ? json(*v.detail.first.order_seed) : json()},
-                      {"reproduced", v.detail.reproduced ? json(*v.detail.reproduced) : json()},
-                      {"recheck", v.detail.recheck ? store::to_json(*v.detail.recheck) : json()}};
-        // The sequence of looks (verify/sequential.hpp): each block's interval over the pairs so far.
-        if (!v.detail.sequence.empty()) entry["sequence"] = store::to_json(v.detail.sequence);
-        // MFU with the campaign's one denominator (verification.cpp): its ratio is the speed-up.
-        if (const auto& m = v.detail.mfu) {
-            entry["mfu"] = store::to_json(*m);
-            // Over the peak the job's own figure implies: the job's claim, kept under mfu, not as ours.
-            entry["baseline_mfu"] = m->peak_flops_by_job ? json() : opt(m->baseline);
-            entry["candidate_mfu"] = m->peak_flops_by_job ? json() : opt(m->candidate);
-            // The step times that MFU is at: the baseline's over its runs, the candidate's at the speed-up.
-            entry["baseline_step_s"] = m->baseline_step_s;
-            entry["candidate_step_s"] = m->candidate_step_s;
-        }
-        if (v.detail.equivalence) entry["equivalence"] = job_step_numbers(trials, *v.detail.equivalence);
-        if (v.detail.first.spot_check) entry["spot_check"] = *v.detail.first.spot_check;
-        if (!unseeded.empty() && entry.contains("equivalence") &&
-            entry["equivalence"].value("seed_fresh", false)) {
-            entry["equivalence"]["seed_fresh"] = false;
-            entry["equivalence"]["seed_note"] = "no fresh seed in effect: " + unseeded;
-        }
-        if (v.detail.ablation) entry["ablation"] = store::to_json(*v.detail.ablation);
+        json entry = verification_json(v, trials, base, cnd, unseeded);
         verifications.push_back(entry);
         if (!is_promoted.count(v.id)) continue;
         entry["loss_comparison"] = loss_comparison(
             c.contract().invariants,
             s.baseline() && !pairs_seeded(v) ? s.baseline()->reference_losses : std::vector<double>{}, base,
             cnd);
-        // The audit path: the change itself, the search trials behind it, the measurements, the verification.
-        json audit = entry;
-        audit["knobs"] = v.candidate["knobs"];
-        // The settings in the three forms a job takes them (docs/contract.md, [knobs.NAME]).
-        const auto job = space::render(c.contract().space, cand);
-        audit["environment"] = job.environment;
-        audit["arguments"] = job.arguments;
-        audit["sbatch_options"] = job.sbatch_options;
-        json ps = json::array();
-        for (const auto& id : cand.patches) {
-            const auto* p = c.patch_info(id);
-            ps.push_back({{"id", id},
-                          {"diff", p ? p->file.string() : ""},
-                          {"touches", p ? p->touches : std::vector<std::string>{}},
-                          {"description", p ? p->description : ""}});
-        }
-        audit["patches"] = ps;
-        json support = json::array();
-        for (const auto& t :
-             s.trials({.kinds = {store::TrialKind::Search}, .candidate_key = v.candidate_key}))
-            support.push_back(trial_json(t));
-        audit["supporting_trials"] = support;
-        json vts = json::array();
-        for (const auto& t : vt)
-            vts.push_back(trial_json(t));
-        audit["verification_trials"] = vts;
-        promoted.push_back(audit);
+        promoted.push_back(audit_json(c, v, entry, vt));
     }
     r["verifications"] = verifications;
     r["promoted"] = promoted;
     if (promoted.empty()) r["none_promoted"] = why_none_promoted(c, trials, verifications);
+}
+} // namespace
+
+json build(campaign::Campaign& c) {
+    auto& s = c.store();
+    const auto& k = c.contract();
+    json r;
+    r["format"] = format_json(kReportFormat);
+    r["campaign"] = {{"name", s.meta("name").value_or("")},
+                     {"id", s.meta("id").value_or("")},
+                     {"dir", c.dir().string()},
+                     {"contract", k.file.string()},
+                     {"state", campaign_state(c)}};
+    auto use = c.budget_use();
+    r["budget"] = {{"trials_used", use.trials},
+                   {"trials", k.budget.trials},
+                   {"node_hours_used", use.node_hours},
+                   {"node_hours", k.budget.node_hours},
+                   {"wall_s", use.wall_s},
+                   {"wall_time_s", k.budget.wall_time_s}};
+    // The baseline's settings: what the trial table marks a trial's settings against.
+    r["baseline_knobs"] = k.space.baseline().to_json().value("knobs", json::object());
+    r["memory_limit_bytes"] =
+        contract::modeled_memory_limit_bytes(k.resources); // the limit OOMs are censored at
+    r["sources"] = sources_json(k);
+    // What the seeds checked: a job that ignores the seed it is given (or is given none) ran every check "at
+    // a fresh seed" at one seed in effect, and no record here may say otherwise.
+    const std::string unseeded = c.seeds_not_reaching_job();
+    add_baseline(r, c, unseeded);
+    auto trials = s.trials();
+    add_outcomes(r, c, trials);
+    // Each patch by the checks it met (patch_state): the scope check at init (or at the agent's answer), the
+    // equivalence checks of the patch sets it was in.
+    const json checks = json::parse(s.meta("equivalence").value_or("[]"), nullptr, false);
+    json patches = json::array();
+    for (const auto& p : s.patches())
+        patches.push_back(patch_json(p, checks));
+    r["patches"] = patches;
+    if (c.contract().agent.enabled() || !s.agent_calls().empty()) r["agent"] = agent_json(c, checks);
+    add_verifications(r, c, trials, unseeded);
     json ts = json::array();
     for (const auto& t : trials)
         ts.push_back(trial_json(t));
@@ -834,103 +889,95 @@ std::string render_ablation(const json& a) {
 
 } // namespace
 
-std::string render(const json& r) {
+namespace {
+// The doctor's baseline: its step time, MFU and its denominator, noise, slow nodes, phases.
+std::string render_baseline(const json& r) {
     std::string o;
-    o += fmt::format("InfraRSI report: campaign {} ({})\n", r["campaign"]["name"].get<std::string>(),
-                     r["campaign"]["dir"].get<std::string>());
-    o += fmt::format("contract: {}\nstate: {}\n\n", r["campaign"]["contract"].get<std::string>(),
-                     r["campaign"]["state"].get<std::string>());
-    if (r.contains("sources")) {
-        const auto& src = r["sources"];
-        o += fmt::format("Where the figures come from:\n  steps: {}\n  memory: {}\n  memory prior: {}\n\n",
-                         src["steps"].get<std::string>(), src["memory"].get<std::string>(),
-                         src["memory_prior"].get<std::string>());
-    }
-    if (r.contains("baseline")) {
-        const auto& b = r["baseline"];
-        o += fmt::format(
-            "Baseline (doctor, {} runs): {} s/step steady, cold start {} s/step, MFU {}, noise CV {:.2f}%, "
-            "minimum detectable effect {:.2f}%\n",
-            b["completed"].get<int>(), fmt_opt(b["median_step_s"]), fmt_opt(b["cold_step_s"]),
-            b.contains("mfu") ? fmt_opt(b["mfu"], "{:.4f}")
-            : b.contains("job_mfu")
-                ? fmt_opt(b["job_mfu"],
-                          "unknown (the job's own figure {:.4f} is over a peak the job assumes, "
-                          "not one measured here)")
-                : std::string("unknown"),
-            100 * b["cv_between"].get<double>(), 100 * b["minimum_detectable_effect"].get<double>());
-        if (b.contains("peak_flops") && b.contains("model_flops_per_step") &&
-            b.value("peak_flops_by_job", false))
-            o +=
-                fmt::format("  the job's MFU figures imply a peak of {:.4g} FLOP/s: its assumption, not this "
-                            "hardware's; the speed-ups below are measured, no MFU is\n",
-                            b["peak_flops"].get<double>());
-        else if (b.contains("peak_flops") && b.contains("model_flops_per_step"))
-            o += fmt::format(
-                "  MFU denominator (one for the baseline and every candidate): {:.4g} FLOP/s, {}; "
-                "model FLOPs a step {:.4g} (the baseline's)\n",
-                b["peak_flops"].get<double>(), b.value("peak_flops_source", std::string()),
-                b["model_flops_per_step"].get<double>());
-        if (r.contains("slow_nodes"))
-            o += fmt::format(
-                "  slow nodes, kept off after the doctor (their GPUs more than 1.5x slower than the "
-                "median node's): {}\n",
-                fmt::join(r["slow_nodes"].get<std::vector<std::string>>(), ", "));
-        if (b.contains("phases") && b["phases"].is_object()) {
-            o += "  phases (median s/step):";
-            for (const auto& [k, v] : b["phases"].items())
-                o += fmt::format(" {}={:.4f}", k, v.get<double>());
-            o += "\n";
-        }
-    }
-    o += "\nPromoted changes:\n";
-    if (r["promoted"].empty() && r.contains("none_promoted"))
-        o += "  " + r["none_promoted"]["text"].get<std::string>() + "\n";
-    for (const auto& p : r["promoted"]) {
-        o += fmt::format(
-            "  {}\n    speed-up {:.3f}x (one-sided bounds {:.3f}-{:.3f} at the rule's level) over {} "
-            "counterbalanced A/B pairs ({} in the first stage); "
-            "{:.4f} -> {:.4f} s/step; MFU {} -> {}\n",
-            p["candidate"].get<std::string>(), p["speedup"].get<double>(), p["speedup_ci"][0].get<double>(),
-            p["speedup_ci"][1].get<double>(),
-            p.contains("sequence") && !p["sequence"].empty() ? p["sequence"].back().value("pairs", 0)
-                                                             : static_cast<int>(p["pairs"].size()),
-            p["pairs"].size(), p["baseline_step_s"].get<double>(), p["candidate_step_s"].get<double>(),
-            mfu_text(p["baseline_mfu"]), mfu_text(p["candidate_mfu"]));
-        if (p.contains("mfu") && p["mfu"].value("peak_flops_by_job", false)) {
-            o += "    MFU: unknown (the job's own figures are over a peak it assumes, not one measured "
-                 "here)\n";
-        } else if (p.contains("mfu")) {
-            const auto& m = p["mfu"];
-            o += fmt::format("    MFU denominator {:.4g} FLOP/s, {}; {:.4g} model FLOPs a step",
-                             m["peak_flops"].get<double>(), m["peak_flops_source"].get<std::string>(),
-                             m["model_flops_per_step"].get<double>());
-            if (m["baseline"].is_number() && m["candidate"].is_number())
-                o += fmt::format(": MFU ratio {:.3f} = the speed-up at fixed model FLOPs\n",
-                                 m["candidate"].get<double>() / m["baseline"].get<double>());
-            else
-                o += fmt::format(": MFU unknown where {}\n", m.value("unknown", std::string("above 1")));
-        }
-        o += pair_lines(p, "    ");
-        o += apply_lines(p, "    ");
-        for (const auto& patch : p["patches"])
-            o += fmt::format("    patch {}: {} (diff {})\n", patch["id"].get<std::string>(),
-                             patch["description"].get<std::string>(), patch["diff"].get<std::string>());
-        o += "    supporting search trials:";
-        for (const auto& t : p["supporting_trials"])
-            o += fmt::format(" #{} ({} s/step)", t["id"].get<int>(), fmt_opt(t["step_s"]));
-        o += "\n    checks passed:\n";
-        o += "      A/B verification:";
-        for (const auto& e : p["evidence"])
-            o += " " + e.get<std::string>() + ";";
+    const auto& b = r["baseline"];
+    o += fmt::format(
+        "Baseline (doctor, {} runs): {} s/step steady, cold start {} s/step, MFU {}, noise CV {:.2f}%, "
+        "minimum detectable effect {:.2f}%\n",
+        b["completed"].get<int>(), fmt_opt(b["median_step_s"]), fmt_opt(b["cold_step_s"]),
+        b.contains("mfu") ? fmt_opt(b["mfu"], "{:.4f}")
+        : b.contains("job_mfu")
+            ? fmt_opt(b["job_mfu"], "unknown (the job's own figure {:.4f} is over a peak the job assumes, "
+                                    "not one measured here)")
+            : std::string("unknown"),
+        100 * b["cv_between"].get<double>(), 100 * b["minimum_detectable_effect"].get<double>());
+    if (b.contains("peak_flops") && b.contains("model_flops_per_step") && b.value("peak_flops_by_job", false))
+        o += fmt::format("  the job's MFU figures imply a peak of {:.4g} FLOP/s: its assumption, not this "
+                         "hardware's; the speed-ups below are measured, no MFU is\n",
+                         b["peak_flops"].get<double>());
+    else if (b.contains("peak_flops") && b.contains("model_flops_per_step"))
+        o += fmt::format("  MFU denominator (one for the baseline and every candidate): {:.4g} FLOP/s, {}; "
+                         "model FLOPs a step {:.4g} (the baseline's)\n",
+                         b["peak_flops"].get<double>(), b.value("peak_flops_source", std::string()),
+                         b["model_flops_per_step"].get<double>());
+    if (r.contains("slow_nodes"))
+        o += fmt::format("  slow nodes, kept off after the doctor (their GPUs more than 1.5x slower than the "
+                         "median node's): {}\n",
+                         fmt::join(r["slow_nodes"].get<std::vector<std::string>>(), ", "));
+    if (b.contains("phases") && b["phases"].is_object()) {
+        o += "  phases (median s/step):";
+        for (const auto& [k, v] : b["phases"].items())
+            o += fmt::format(" {}={:.4f}", k, v.get<double>());
         o += "\n";
-        o += render_loss_comparison(p.value("loss_comparison", json()));
-        o += render_equivalence(p.value("equivalence", json()), !p["patches"].empty());
-        o += render_spot_check(p.value("spot_check", json()), "");
-        if (p.value("recheck", json()).is_object())
-            o += render_spot_check(p["recheck"].value("spot_check", json()), " (re-check)");
-        o += render_ablation(p.value("ablation", json()));
     }
+    return o;
+}
+
+// A promoted change: its speed-up, MFU, pairs, how to apply it, its patches and every check it passed.
+std::string render_promoted(const json& p) {
+    std::string o;
+    o += fmt::format(
+        "  {}\n    speed-up {:.3f}x (one-sided bounds {:.3f}-{:.3f} at the rule's level) over {} "
+        "counterbalanced A/B pairs ({} in the first stage); "
+        "{:.4f} -> {:.4f} s/step; MFU {} -> {}\n",
+        p["candidate"].get<std::string>(), p["speedup"].get<double>(), p["speedup_ci"][0].get<double>(),
+        p["speedup_ci"][1].get<double>(),
+        p.contains("sequence") && !p["sequence"].empty() ? p["sequence"].back().value("pairs", 0)
+                                                         : static_cast<int>(p["pairs"].size()),
+        p["pairs"].size(), p["baseline_step_s"].get<double>(), p["candidate_step_s"].get<double>(),
+        mfu_text(p["baseline_mfu"]), mfu_text(p["candidate_mfu"]));
+    if (p.contains("mfu") && p["mfu"].value("peak_flops_by_job", false)) {
+        o += "    MFU: unknown (the job's own figures are over a peak it assumes, not one measured "
+             "here)\n";
+    } else if (p.contains("mfu")) {
+        const auto& m = p["mfu"];
+        o += fmt::format("    MFU denominator {:.4g} FLOP/s, {}; {:.4g} model FLOPs a step",
+                         m["peak_flops"].get<double>(), m["peak_flops_source"].get<std::string>(),
+                         m["model_flops_per_step"].get<double>());
+        if (m["baseline"].is_number() && m["candidate"].is_number())
+            o += fmt::format(": MFU ratio {:.3f} = the speed-up at fixed model FLOPs\n",
+                             m["candidate"].get<double>() / m["baseline"].get<double>());
+        else
+            o += fmt::format(": MFU unknown where {}\n", m.value("unknown", std::string("above 1")));
+    }
+    o += pair_lines(p, "    ");
+    o += apply_lines(p, "    ");
+    for (const auto& patch : p["patches"])
+        o += fmt::format("    patch {}: {} (diff {})\n", patch["id"].get<std::string>(),
+                         patch["description"].get<std::string>(), patch["diff"].get<std::string>());
+    o += "    supporting search trials:";
+    for (const auto& t : p["supporting_trials"])
+        o += fmt::format(" #{} ({} s/step)", t["id"].get<int>(), fmt_opt(t["step_s"]));
+    o += "\n    checks passed:\n";
+    o += "      A/B verification:";
+    for (const auto& e : p["evidence"])
+        o += " " + e.get<std::string>() + ";";
+    o += "\n";
+    o += render_loss_comparison(p.value("loss_comparison", json()));
+    o += render_equivalence(p.value("equivalence", json()), !p["patches"].empty());
+    o += render_spot_check(p.value("spot_check", json()), "");
+    if (p.value("recheck", json()).is_object())
+        o += render_spot_check(p["recheck"].value("spot_check", json()), " (re-check)");
+    o += render_ablation(p.value("ablation", json()));
+    return o;
+}
+
+// Whether the checks' seeds reached the job.
+std::string render_seeds(const json& r) {
+    std::string o;
     if (r.contains("seeds") && !r["verifications"].empty())
         o +=
             r["seeds"]["reach_job"].get<bool>()
@@ -941,6 +988,12 @@ std::string render(const json& r) {
                               "replaying an earlier run's output is not excluded by seeds (only a patch that "
                               "changes the math at that seed is)\n",
                               r["seeds"]["why"].get<std::string>());
+    return o;
+}
+
+// Every verification and its decision.
+std::string render_verifications(const json& r) {
+    std::string o;
     o += "\nVerifications:\n";
     if (r["verifications"].empty())
         o += "  no candidate reached verification" +
@@ -959,6 +1012,12 @@ std::string render(const json& r) {
             o += "    - " + why.get<std::string>() + "\n";
         if (!v["promoted"].get<bool>()) o += pair_lines(v, "    ");
     }
+    return o;
+}
+
+// Each patch by the checks it met.
+std::string render_patches(const json& r) {
+    std::string o;
     if (!r["patches"].empty())
         o +=
             "\nPatches (the scope check: the files a patch may touch; the equivalence check: the same losses "
@@ -974,42 +1033,50 @@ std::string render(const json& r) {
                                  e["state"].get<std::string>());
         o += "\n";
     }
-    if (r.contains("agent")) {
-        const auto& a = r["agent"];
-        o += fmt::format("\nAgent {}: {} calls, {} tokens, cost {:.2f}, {:.1f} s\n",
-                         a["name"].get<std::string>(), a["calls"].size(), a["tokens"].get<long long>(),
-                         a["cost"].get<double>(), a["seconds"].get<double>());
-        for (const auto& call : a["calls"]) {
-            o += fmt::format(
-                "  call {} ({}): {}{}; {} patches offered, {} accepted\n", call["call"].get<int>(),
-                call["trigger"].get<std::string>(), call["outcome"].get<std::string>(),
-                call["reason"].get<std::string>().empty() ? "" : ": " + call["reason"].get<std::string>(),
-                call["offered"].get<int>(), call["accepted"].get<int>());
-            if (call.value("measured_patches", 0) > 0)
-                o += fmt::format("    its claims off by {:.0f}% over {} measured patches\n",
-                                 100 * std::expm1(call["calibration_error"].get<double>()),
-                                 call["measured_patches"].get<int>());
-        }
-        if (const auto& cal = a["calibration"]; cal["pairs"].get<int>() > 0)
-            o += fmt::format(
-                "  calibration over {} measured patches ({} from the experience bank): claims off "
-                "by {:.0f}% (mean |log claimed - log measured|), next claims discounted x{:.2f}\n",
-                cal["pairs"].get<int>(), cal.value("bank_pairs", 0),
-                100 * std::expm1(cal["speedup_error"].get<double>()), cal["speedup_discount"].get<double>());
-        for (const auto& p : a["claims"]) {
-            if (!p.contains("claimed")) continue;
-            o += fmt::format("  {}: claimed {:.2f}x", p["id"].get<std::string>(),
-                             p["claimed"]["speedup"].get<double>());
-            o += p.contains("measured")
-                     ? fmt::format(", measured {:.2f}x over {} pairs of trials\n",
-                                   p["measured"]["speedup"].get<double>(), p["measured"]["pairs"].get<int>())
-                 : p["state"] != "scope_accepted"
-                     ? ", " + patch_state_text(p["state"].get<std::string>()) + "\n"
-                 : p.contains("broke_contract")
-                     ? ", its trial broke the contract (" + p["broke_contract"].get<std::string>() + ")\n"
-                     : std::string(", not measured alone\n");
-        }
+    return o;
+}
+
+// The agent's calls and its claims against what was measured.
+std::string render_agent(const json& a) {
+    std::string o;
+    o += fmt::format("\nAgent {}: {} calls, {} tokens, cost {:.2f}, {:.1f} s\n", a["name"].get<std::string>(),
+                     a["calls"].size(), a["tokens"].get<long long>(), a["cost"].get<double>(),
+                     a["seconds"].get<double>());
+    for (const auto& call : a["calls"]) {
+        o += fmt::format("  call {} ({}): {}{}; {} patches offered, {} accepted\n", call["call"].get<int>(),
+                         call["trigger"].get<std::string>(), call["outcome"].get<std::string>(),
+                         call["reason"].get<std::string>().empty() ? ""
+                                                                   : ": " + call["reason"].get<std::string>(),
+                         call["offered"].get<int>(), call["accepted"].get<int>());
+        if (call.value("measured_patches", 0) > 0)
+            o += fmt::format("    its claims off by {:.0f}% over {} measured patches\n",
+                             100 * std::expm1(call["calibration_error"].get<double>()),
+                             call["measured_patches"].get<int>());
     }
+    if (const auto& cal = a["calibration"]; cal["pairs"].get<int>() > 0)
+        o += fmt::format("  calibration over {} measured patches ({} from the experience bank): claims off "
+                         "by {:.0f}% (mean |log claimed - log measured|), next claims discounted x{:.2f}\n",
+                         cal["pairs"].get<int>(), cal.value("bank_pairs", 0),
+                         100 * std::expm1(cal["speedup_error"].get<double>()),
+                         cal["speedup_discount"].get<double>());
+    for (const auto& p : a["claims"]) {
+        if (!p.contains("claimed")) continue;
+        o += fmt::format("  {}: claimed {:.2f}x", p["id"].get<std::string>(),
+                         p["claimed"]["speedup"].get<double>());
+        o += p.contains("measured")
+                 ? fmt::format(", measured {:.2f}x over {} pairs of trials\n",
+                               p["measured"]["speedup"].get<double>(), p["measured"]["pairs"].get<int>())
+             : p["state"] != "scope_accepted" ? ", " + patch_state_text(p["state"].get<std::string>()) + "\n"
+             : p.contains("broke_contract")
+                 ? ", its trial broke the contract (" + p["broke_contract"].get<std::string>() + ")\n"
+                 : std::string(", not measured alone\n");
+    }
+    return o;
+}
+
+// The trials by outcome, what the failed ones cost, what the jobs' files took.
+std::string render_costs(const json& r) {
+    std::string o;
     o += "\nTrials by outcome (cost in node-seconds):\n";
     for (const auto& [k, v] : r["outcomes"].items())
         o += fmt::format("  {:<20} {:>4}  {:>9.1f}\n", k, v.get<int>(), r["cost_node_s"].value(k, 0.0));
@@ -1033,6 +1100,12 @@ std::string render(const json& r) {
             jf["entries"].get<std::uint64_t>(), jf["trials"].get<std::uint64_t>(),
             jf["bytes"].get<std::uint64_t>() / 1048576.0, jf["keep_job_files"].get<std::string>());
     }
+    return o;
+}
+
+// The experience bank's seeds for this hardware.
+std::string render_bank(const json& r) {
+    std::string o;
     if (r.contains("bank")) {
         const auto& bk = r["bank"];
         o += fmt::format("\nExperience bank {}: {}; {} seeds for this hardware{}\n",
@@ -1043,6 +1116,11 @@ std::string render(const json& r) {
             o += fmt::format("  seed {}: {}\n", space::Candidate::from_json(sd["candidate"]).describe(),
                              sd["reason"].get<std::string>());
     }
+    return o;
+}
+
+std::string render_warnings(const json& r) {
+    std::string o;
     // Warnings on trials: jobs the user submitted while they ran (possibly from inside the trial, outside its
     // private view).
     std::string warnings;
@@ -1057,6 +1135,12 @@ std::string render(const json& r) {
                         t["id"].get<int>(), jobs);
     }
     if (!warnings.empty()) o += "\nWarnings:\n" + warnings;
+    return o;
+}
+
+// The search trials, one line each.
+std::string render_search_trials(const json& r) {
+    std::string o;
     o += "\nSearch trials:\n";
     for (const auto& t : r["trials"]) {
         if (t["kind"] != "search") continue;
@@ -1068,6 +1152,37 @@ std::string render(const json& r) {
                          t["candidate"].get<std::string>(),
                          t["outcome"] == "ok" ? "" : "  (" + indented(t["detail"].get<std::string>()) + ")");
     }
+    return o;
+}
+
+} // namespace
+
+std::string render(const json& r) {
+    std::string o;
+    o += fmt::format("InfraRSI report: campaign {} ({})\n", r["campaign"]["name"].get<std::string>(),
+                     r["campaign"]["dir"].get<std::string>());
+    o += fmt::format("contract: {}\nstate: {}\n\n", r["campaign"]["contract"].get<std::string>(),
+                     r["campaign"]["state"].get<std::string>());
+    if (r.contains("sources")) {
+        const auto& src = r["sources"];
+        o += fmt::format("Where the figures come from:\n  steps: {}\n  memory: {}\n  memory prior: {}\n\n",
+                         src["steps"].get<std::string>(), src["memory"].get<std::string>(),
+                         src["memory_prior"].get<std::string>());
+    }
+    if (r.contains("baseline")) o += render_baseline(r);
+    o += "\nPromoted changes:\n";
+    if (r["promoted"].empty() && r.contains("none_promoted"))
+        o += "  " + r["none_promoted"]["text"].get<std::string>() + "\n";
+    for (const auto& p : r["promoted"])
+        o += render_promoted(p);
+    o += render_seeds(r);
+    o += render_verifications(r);
+    o += render_patches(r);
+    if (r.contains("agent")) o += render_agent(r["agent"]);
+    o += render_costs(r);
+    o += render_bank(r);
+    o += render_warnings(r);
+    o += render_search_trials(r);
     const auto& b = r["budget"];
     o += fmt::format("\nBudget used: {} of {} trials, {:.3f} node-hours, {:.0f} s wall\n",
                      b["trials_used"].get<int>(), b["trials"].get<int>(), b["node_hours_used"].get<double>(),
@@ -1096,6 +1211,58 @@ std::string sbatch_snippet(const std::map<std::string, std::string>& env, bool w
         out += "# Build the workload with the patch series in infrarsi-patches/ applied (see series).\n";
     return out;
 }
+
+namespace {
+// infrarsi-patches/: the promoted patch series, numbered in order, and its series file.
+void write_patch_series(campaign::Campaign& c, const space::Candidate& cand, const fs::path& target,
+                        std::vector<fs::path>& written) {
+    fs::path pdir = target / "infrarsi-patches";
+    fs::create_directories(pdir);
+    std::string series;
+    int n = 0;
+    for (const auto& id : cand.patches) {
+        const auto* p = c.patch_info(id);
+        if (!p)
+            throw Error("promoted patch '" + id + "' is not in the catalog",
+                        c.contract().patch_catalog.string(), "the catalog as at init");
+        auto name = fmt::format("{:04d}-{}.patch", ++n, id);
+        fs::copy_file(p->file, pdir / name, fs::copy_options::overwrite_existing);
+        series += name + "\n";
+        written.push_back(pdir / name);
+    }
+    write_file_atomically(pdir / "series", series);
+    written.push_back(pdir / "series");
+}
+
+// A branch of the user's repository with the series applied, made in a separate worktree so the user's
+// checkout is not touched. Returns the worktree.
+fs::path apply_to_branch(campaign::Campaign& c, const space::Candidate& cand, const ApplyOptions& o) {
+    fs::path wt = o.target / "infrarsi-worktree";
+    auto git = [&](std::vector<std::string> args, const fs::path& cwd) {
+        args.insert(args.begin(), "git");
+        ProcessOptions po;
+        po.cwd = cwd.string();
+        auto r = run_process(args, po);
+        if (!r.ok()) throw Error("git failed: " + r.err, describe_command(args), "a git repository");
+    };
+    git({"worktree", "add", "-b", o.git_branch, wt.string()}, o.git_repo);
+    auto rel = fs::relative(c.contract().workload.source, o.git_repo);
+    for (const auto& id : cand.patches) {
+        const auto* p = c.patch_info(id);
+        auto r = run_process(
+            {"patch", "-p1", "--batch", "--fuzz=0", "-d", (wt / rel).string(), "-i", p->file.string()});
+        if (!r.ok())
+            throw Error("patch " + id + " does not apply: " + r.out, (wt / rel).string(),
+                        "the baseline tree");
+    }
+    fs::copy_file(o.target / "infrarsi.env", wt / rel / "infrarsi.env", fs::copy_options::overwrite_existing);
+    git({"add", "-A", "."}, wt / rel);
+    git({"-c", "user.name=infrarsi", "-c", "user.email=infrarsi@localhost", "commit", "-q", "-m",
+         "InfraRSI: promoted change " + cand.describe()},
+        wt);
+    return wt;
+}
+} // namespace
 
 std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
     auto& s = c.store();
@@ -1136,50 +1303,9 @@ std::vector<fs::path> apply(campaign::Campaign& c, const ApplyOptions& o) {
         write_file_atomically(p, sbatch_snippet(env, !cand.patches.empty(), options, args, title));
         written.push_back(p);
     }
-    fs::path pdir = o.target / "infrarsi-patches";
-    fs::create_directories(pdir);
-    std::string series;
-    int n = 0;
-    for (const auto& id : cand.patches) {
-        const auto* p = c.patch_info(id);
-        if (!p)
-            throw Error("promoted patch '" + id + "' is not in the catalog",
-                        c.contract().patch_catalog.string(), "the catalog as at init");
-        auto name = fmt::format("{:04d}-{}.patch", ++n, id);
-        fs::copy_file(p->file, pdir / name, fs::copy_options::overwrite_existing);
-        series += name + "\n";
-        written.push_back(pdir / name);
-    }
-    write_file_atomically(pdir / "series", series);
-    written.push_back(pdir / "series");
+    write_patch_series(c, cand, o.target, written);
     if (!o.git_branch.empty()) {
-        // A branch of the user's repository with the series applied, made in a separate worktree so the
-        // user's checkout is not touched.
-        fs::path wt = o.target / "infrarsi-worktree";
-        auto git = [&](std::vector<std::string> args, const fs::path& cwd) {
-            args.insert(args.begin(), "git");
-            ProcessOptions po;
-            po.cwd = cwd.string();
-            auto r = run_process(args, po);
-            if (!r.ok()) throw Error("git failed: " + r.err, describe_command(args), "a git repository");
-        };
-        git({"worktree", "add", "-b", o.git_branch, wt.string()}, o.git_repo);
-        auto rel = fs::relative(c.contract().workload.source, o.git_repo);
-        for (const auto& id : cand.patches) {
-            const auto* p = c.patch_info(id);
-            auto r = run_process(
-                {"patch", "-p1", "--batch", "--fuzz=0", "-d", (wt / rel).string(), "-i", p->file.string()});
-            if (!r.ok())
-                throw Error("patch " + id + " does not apply: " + r.out, (wt / rel).string(),
-                            "the baseline tree");
-        }
-        fs::copy_file(o.target / "infrarsi.env", wt / rel / "infrarsi.env",
-                      fs::copy_options::overwrite_existing);
-        git({"add", "-A", "."}, wt / rel);
-        git({"-c", "user.name=infrarsi", "-c", "user.email=infrarsi@localhost", "commit", "-q", "-m",
-             "InfraRSI: promoted change " + cand.describe()},
-            wt);
-        written.push_back(wt);
+        written.push_back(apply_to_branch(c, cand, o));
     }
     s.log("applied " + cand.describe() + " to " + o.target.string());
     return written;

@@ -26,6 +26,7 @@
 #include "trial/result.hpp"
 #include "util/atomic_file.hpp"
 #include "util/bounded_json.hpp"
+#include "util/enum_names.hpp"
 #include "util/error.hpp"
 #include "util/file_digest.hpp"
 #include "util/json_field.hpp"
@@ -121,20 +122,20 @@ void signal_session(pid_t sid, int sig) {
         ::kill(pid, sig);
 }
 
-// Slurm's names, so the records read back through slurm::parse_job_state.
+// Slurm's names of the states a local task ends in, so the records read back through slurm::parse_job_state;
+// any other state is recorded FAILED.
+constexpr util::EnumNames<slurm::JobState, 5> slurm_state_names{{{
+    {slurm::JobState::Completed, "COMPLETED"},
+    {slurm::JobState::OutOfMemory, "OUT_OF_MEMORY"},
+    {slurm::JobState::Timeout, "TIMEOUT"},
+    {slurm::JobState::Cancelled, "CANCELLED"},
+    {slurm::JobState::Failed, "FAILED"},
+}}};
+
 const char* slurm_name(slurm::JobState s) {
-    switch (s) {
-    case slurm::JobState::Completed:
-        return "COMPLETED";
-    case slurm::JobState::OutOfMemory:
-        return "OUT_OF_MEMORY";
-    case slurm::JobState::Timeout:
-        return "TIMEOUT";
-    case slurm::JobState::Cancelled:
-        return "CANCELLED";
-    default:
-        return "FAILED";
-    }
+    const auto n = slurm_state_names.name(s);
+    return (n == "?" ? slurm_state_names.name(slurm::JobState::Failed) : n)
+        .data(); // literals: NUL-terminated
 }
 
 std::string expand_output(const std::string& pattern, const std::string& job, int index) {

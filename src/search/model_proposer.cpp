@@ -135,27 +135,27 @@ model::TrialObservation to_model_observation(const Observation& o, double timeou
     model::TrialObservation t;
     const double measured = o.step_time_s && *o.step_time_s > 0 ? *o.step_time_s : 0.0;
     t.cost_s = o.cost_node_s;
-    t.outcome =
-        model::Outcome::failed; // queued and not yet measured, or nothing to learn: never proposed again
+    t.outcome = model::ObservationKind::failed; // queued and not yet measured, or nothing to learn: never
+                                                // proposed again
     switch (o.outcome) {
     case trial::Outcome::Ok:
         if (measured > 0) {
-            t.outcome = model::Outcome::ok;
+            t.outcome = model::ObservationKind::ok;
             t.step_time_s = measured;
             t.peak_bytes = o.peak_memory_bytes.value_or(0);
         }
         break;
     case trial::Outcome::OutOfMemory:
-        t.outcome = model::Outcome::oom;
+        t.outcome = model::ObservationKind::oom;
         break;
     case trial::Outcome::Timeout:
-        t.outcome = model::Outcome::timeout;
+        t.outcome = model::ObservationKind::timeout;
         t.step_time_s = std::max(measured, timeout_bound_s);
         t.step_time_censored = timeout_bound_s > measured;
         break;
     case trial::Outcome::StoppedSlow:
         if (measured > 0) {
-            t.outcome = model::Outcome::stopped;
+            t.outcome = model::ObservationKind::stopped;
             t.step_time_s = measured;
             t.peak_bytes = o.peak_memory_bytes.value_or(0); // its first steps ran: its peak was measured
         }
@@ -163,7 +163,7 @@ model::TrialObservation to_model_observation(const Observation& o, double timeou
     case trial::Outcome::Crash:
     case trial::Outcome::ContractViolation:
         if (o.infrastructure) break;
-        t.outcome = model::Outcome::infeasible;
+        t.outcome = model::ObservationKind::infeasible;
         // Step times a Timing or Settings violation printed are not the candidate's.
         if (o.violation != trial::Violation::Timing && o.violation != trial::Violation::Settings)
             t.step_time_s = measured;

@@ -5,6 +5,7 @@
 
 #include "util/fd.hpp"
 #include "util/number.hpp"
+#include "util/text.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -49,22 +50,11 @@ std::vector<std::string> lines(const std::string& s) {
     return out;
 }
 
-std::string trim(const std::string& s) {
-    auto b = s.find_first_not_of(" \t\n");
-    if (b == std::string::npos) return {};
-    auto e = s.find_last_not_of(" \t\n");
-    return s.substr(b, e - b + 1);
-}
-
 // Every number in Slurm's output is parsed whole and in range; a line with one that is not is skipped and
 // counted by its parser (BadLine), never fatal: one odd job must not stop every campaign reading the queue.
 struct BadLine {
     std::string why;
 };
-
-bool all_digits(std::string_view s) {
-    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
-}
 
 // Slurm's job, array job and task ids: uint32 (slurm.h), as decimal text.
 bool valid_job_id(std::string_view s) {
@@ -207,7 +197,8 @@ KeyValues parse_key_values(const std::string& line) {
     KeyValues kv;
     for (size_t i = 0; i < keys.size(); ++i) {
         size_t vend = i + 1 < keys.size() ? keys[i + 1].start : line.size();
-        kv.keys.push_back({keys[i].name, trim(line.substr(keys[i].value, vend - keys[i].value))});
+        kv.keys.push_back(
+            {keys[i].name, std::string(trim(line.substr(keys[i].value, vend - keys[i].value)))});
     }
     if (!keys.empty() && keys[0].start != 0) kv.keys.insert(kv.keys.begin(), {"", ""}); // no JobId first
     return kv;
@@ -347,7 +338,7 @@ const char* sacct_format() {
 std::string parse_sbatch_parsable(const std::string& out) {
     auto ls = lines(out);
     if (ls.empty()) throw Error("sbatch printed no job id", "sbatch --parsable", "a job id");
-    std::string id = trim(ls.back().substr(0, ls.back().find(';')));
+    const std::string id(trim(ls.back().substr(0, ls.back().find(';'))));
     if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
         throw Error("sbatch printed '" + ls.back() + "'", "sbatch --parsable", "a numeric job id");
     return id;
@@ -705,7 +696,7 @@ std::map<std::string, std::string> parse_scontrol_config(const std::string& out)
     for (const auto& line : lines(out)) {
         auto eq = line.find(" = ");
         if (eq == std::string::npos) continue;
-        config[trim(line.substr(0, eq))] = trim(line.substr(eq + 3));
+        config[std::string(trim(line.substr(0, eq)))] = std::string(trim(line.substr(eq + 3)));
     }
     return config;
 }
@@ -742,7 +733,8 @@ std::string Client::submit(const SubmitRequest& q) const {
     o.env = q.env;
     auto r = run_process(argv, o);
     if (!r.ok())
-        throw Error("sbatch refused the job: " + trim(r.err.empty() ? r.out : r.err), describe_command(argv));
+        throw Error("sbatch refused the job: " + std::string(trim(r.err.empty() ? r.out : r.err)),
+                    describe_command(argv));
     return parse_sbatch_parsable(r.out);
 }
 
@@ -756,7 +748,9 @@ bool Client::accounting_works() const {
 const std::map<std::string, std::string>& Client::config() const {
     if (config_.empty()) {
         auto r = run_slurm({"scontrol", "show", "config"});
-        if (!r.ok()) throw Error("cannot read Slurm's configuration: " + trim(r.err), "scontrol show config");
+        if (!r.ok())
+            throw Error("cannot read Slurm's configuration: " + std::string(trim(r.err)),
+                        "scontrol show config");
         config_ = parse_scontrol_config(r.out);
     }
     return config_;
@@ -771,7 +765,7 @@ bool accounting_configured(const std::map<std::string, std::string>& config) {
 
 std::optional<std::string> pinned_data_parser(const std::string& version) {
     // "slurm 24.11.5" or "24.11.5": the release's year and month.
-    auto v = trim(version);
+    std::string v(trim(version));
     if (const auto sp = v.rfind(' '); sp != std::string::npos) v = v.substr(sp + 1);
     const auto parts = split(v, '.');
     if (parts.size() < 2) return std::nullopt;
@@ -808,13 +802,14 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
             active = parse_squeue_json(js.out, &stats);
         } else {
             std::fprintf(stderr, "infrarsi: squeue --json=%s failed (%s): reading squeue's text instead\n",
-                         parser->c_str(), trim(js.err).c_str());
+                         parser->c_str(), std::string(trim(js.err)).c_str());
             squeue_parser_ = std::string();
         }
     }
     if (!active) {
         auto sq = run_slurm({"squeue", "--me", "-h", "-r", "-o", squeue_format()});
-        if (!sq.ok()) throw Error("squeue failed: " + trim(sq.err), "squeue", "a reachable slurmctld");
+        if (!sq.ok())
+            throw Error("squeue failed: " + std::string(trim(sq.err)), "squeue", "a reachable slurmctld");
         active = parse_squeue(sq.out, &stats);
     }
     for (auto& r : *active)
@@ -826,7 +821,7 @@ std::vector<JobRecord> Client::query(const std::vector<std::string>& job_ids) co
         for (const auto& id : ids)
             list += (list.empty() ? "" : ",") + id;
         auto sa = run_slurm({"sacct", "-P", "-n", "-j", list, "-o", sacct_format()});
-        if (!sa.ok()) throw Error("sacct failed: " + trim(sa.err), "sacct");
+        if (!sa.ok()) throw Error("sacct failed: " + std::string(trim(sa.err)), "sacct");
         finished = parse_sacct(sa.out, &stats);
     } else if (auto it = config().find("JobCompLoc");
                it != config().end() && config().at("JobCompType") == "jobcomp/filetxt") {
@@ -904,7 +899,7 @@ std::optional<std::string> parse_scontrol_stdout(const std::string& out) {
                 break;
             }
         }
-        value = trim(value);
+        value = std::string(trim(value));
         if (!value.empty()) return value;
     }
     return std::nullopt;
@@ -918,13 +913,13 @@ std::optional<std::string> Client::output_file(const std::string& job_id) const 
 
 void Client::cancel(const std::string& job_id) const {
     auto r = run_slurm({"scancel", job_id});
-    if (!r.ok()) throw Error("scancel failed: " + trim(r.err), "scancel " + job_id);
+    if (!r.ok()) throw Error("scancel failed: " + std::string(trim(r.err)), "scancel " + job_id);
 }
 
 void Client::release(const std::string& job_id) const {
     auto r = run_slurm({"scontrol", "release", job_id});
     if (r.ok()) return;
-    const std::string msg = trim(r.err.empty() ? r.out : r.err);
+    const std::string msg(trim(r.err.empty() ? r.out : r.err));
     // Slurm 22.05 refuses a finished job with "Job has already finished"; there is nothing left to release.
     if (msg.find("already finished") != std::string::npos) return;
     throw Error("cannot release job " + job_id + ": " + (msg.empty() ? "scontrol failed" : msg),
@@ -996,7 +991,7 @@ bool Client::reachable(std::string* why) const {
         return false;
     }
     bool up = r.ok() && r.out.find("UP") != std::string::npos;
-    if (!up && why) *why = trim(r.err.empty() ? r.out : r.err);
+    if (!up && why) *why = std::string(trim(r.err.empty() ? r.out : r.err));
     return up;
 }
 

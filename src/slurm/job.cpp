@@ -29,13 +29,13 @@ constexpr util::EnumNames<JobState, 15> job_state_names{{{
     {JobState::Suspended, "suspended"},
     {JobState::Unknown, "unknown"},
 }}};
-constexpr util::EnumNames<Outcome, 6> outcome_names{{{
-    {Outcome::Completed, "completed"},
-    {Outcome::OutOfMemory, "out_of_memory"},
-    {Outcome::Timeout, "timeout"},
-    {Outcome::NodeFailure, "node_failure"},
-    {Outcome::Cancelled, "cancelled"},
-    {Outcome::Failed, "failed"},
+constexpr util::EnumNames<JobEnd, 6> job_end_names{{{
+    {JobEnd::Completed, "completed"},
+    {JobEnd::OutOfMemory, "out_of_memory"},
+    {JobEnd::Timeout, "timeout"},
+    {JobEnd::NodeFailure, "node_failure"},
+    {JobEnd::Cancelled, "cancelled"},
+    {JobEnd::Failed, "failed"},
 }}};
 
 // Long and short (squeue %t) spellings of every state we act on.
@@ -107,34 +107,34 @@ const char* to_string(JobState s) {
     return job_state_names.name(s).data(); // a literal of the table: NUL-terminated
 }
 
-const char* to_string(Outcome o) {
-    return outcome_names.name(o).data();
+const char* to_string(JobEnd o) {
+    return job_end_names.name(o).data();
 }
 
-Outcome classify(const JobRecord& job) {
+JobEnd classify(const JobRecord& job) {
     switch (job.state) {
     case JobState::Completed:
-        return job.exit_code == 0 ? Outcome::Completed : Outcome::Failed;
+        return job.exit_code == 0 ? JobEnd::Completed : JobEnd::Failed;
     case JobState::OutOfMemory:
-        return Outcome::OutOfMemory;
+        return JobEnd::OutOfMemory;
     case JobState::Timeout:
     case JobState::Deadline:
-        return Outcome::Timeout;
+        return JobEnd::Timeout;
     case JobState::NodeFail:
     case JobState::BootFail:
-        return Outcome::NodeFailure;
+        return JobEnd::NodeFailure;
     case JobState::Cancelled:
     case JobState::Preempted:
-        return Outcome::Cancelled;
+        return JobEnd::Cancelled;
     default:
         break;
     }
     // Slurm's cgroup OOM handler reports ExitCode=0:125 on the batch step even where the job state was not
     // set to OUT_OF_MEMORY (e.g. an older slurmctld, or the state read from squeue's short form).
-    if (job.exit_code == 0 && job.exit_signal == 125) return Outcome::OutOfMemory;
+    if (job.exit_code == 0 && job.exit_signal == 125) return JobEnd::OutOfMemory;
     // Ranks in an srun step: the step was OOM-killed, the job FAILED with whatever the launcher exited with.
-    if (job.step_oom_killed) return Outcome::OutOfMemory;
-    return Outcome::Failed;
+    if (job.step_oom_killed) return JobEnd::OutOfMemory;
+    return JobEnd::Failed;
 }
 
 } // namespace infrarsi::slurm

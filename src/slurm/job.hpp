@@ -28,8 +28,9 @@ enum class JobState {
     Unknown
 };
 
-// The outcome of a finished job, as a trial sees it.
-enum class Outcome { Completed, OutOfMemory, Timeout, NodeFailure, Cancelled, Failed };
+// How a finished job ended, read from Slurm's record (classify below); trial::classify turns it, with the
+// rest of the evidence, into the trial's Outcome.
+enum class JobEnd { Completed, OutOfMemory, Timeout, NodeFailure, Cancelled, Failed };
 
 struct JobRecord {
     std::string job_id;       // "123" or, for an array task, "123_4"
@@ -57,12 +58,12 @@ struct JobRecord {
 bool is_finished(JobState s);
 JobState parse_job_state(const std::string& text); // "OUT_OF_MEMORY", "CANCELLED by 0", "TO" ...
 const char* to_string(JobState s);
-const char* to_string(Outcome o);
+const char* to_string(JobEnd o);
 
-// A finished job's outcome. Slurm's state decides first (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL are facts only
+// How a finished job ended. Slurm's state decides first (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL are facts only
 // Slurm knows); a job that "FAILED" with exit 0:125, or with a step OOM-killed (step_oom_killed), is out of
 // memory too.
-Outcome classify(const JobRecord& job);
+JobEnd classify(const JobRecord& job);
 
 // What a job's output says about a FAILED job (Slurm's oom-kill report among it) is read by trial::diagnose.
 

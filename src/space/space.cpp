@@ -14,17 +14,7 @@
 namespace infrarsi::space {
 
 const char* to_string(KnobKind k) {
-    switch (k) {
-    case KnobKind::Integer:
-        return "integer";
-    case KnobKind::Pow2:
-        return "pow2";
-    case KnobKind::Choice:
-        return "choice";
-    case KnobKind::Bool:
-        return "bool";
-    }
-    return "?";
+    return knob_kind_names.name(k).data(); // a literal of the table: NUL-terminated
 }
 
 std::string to_string(const Value& v) {

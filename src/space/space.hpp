@@ -3,6 +3,8 @@
 // between them, and the candidate patches. A Candidate is one point: a knob setting plus a patch set.
 // Encoding to features (for models): log2 for powers of two, scaled integers, one-hot for choices,
 // 0/1 for booleans and one indicator per patch.
+#include "util/enum_names.hpp"
+
 #include <Eigen/Dense>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,13 @@
 namespace infrarsi::space {
 
 enum class KnobKind { Integer, Pow2, Choice, Bool };
+// The contract's names of the kinds ("integer", "pow2", "choice", "bool"), printed and parsed from one table.
+inline constexpr util::EnumNames<KnobKind, 4> knob_kind_names{{{
+    {KnobKind::Integer, "integer"},
+    {KnobKind::Pow2, "pow2"},
+    {KnobKind::Choice, "choice"},
+    {KnobKind::Bool, "bool"},
+}}};
 const char* to_string(KnobKind k);
 
 // Integer and Pow2 knobs hold a long long, Choice a string, Bool a bool.

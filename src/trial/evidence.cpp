@@ -4,6 +4,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/json_field.hpp"
+#include "util/text.hpp"
 
 #include <cerrno>
 #include <sys/stat.h>
@@ -60,7 +61,7 @@ std::pair<std::string, std::string> split_job(const std::string& job) {
     return {job.substr(0, us), job.substr(us + 1)};
 }
 bool digits(const std::string& s) {
-    return !s.empty() && s.size() <= 12 && s.find_first_not_of("0123456789") == std::string::npos;
+    return s.size() <= 12 && all_digits(s);
 }
 } // namespace
 

@@ -4,21 +4,12 @@
 #include "util/error.hpp"
 #include "util/number.hpp"
 #include "util/process.hpp"
+#include "util/text.hpp"
 
 #include <algorithm>
 
 namespace infrarsi::trial {
-namespace {
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-        s.remove_suffix(1);
-    return s;
-}
-
-} // namespace
+namespace {} // namespace
 
 std::vector<GpuAppMemory> parse_compute_apps(std::string_view text) {
     std::vector<GpuAppMemory> out;

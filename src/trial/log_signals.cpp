@@ -1,6 +1,7 @@
 #include "trial/log_signals.hpp"
 
 #include "util/error.hpp"
+#include "util/text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -46,15 +47,12 @@ bool alpha(char c) {
 bool ident(char c) {
     return alpha(c) || digit(c) || c == '_';
 }
+// A log line's blanks: spaces and tabs (a carriage return stays, as the line has it).
 sv ltrim(sv s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-        s.remove_prefix(1);
-    return s;
+    return trim_left(s, " \t");
 }
 sv rtrim(sv s) {
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-        s.remove_suffix(1);
-    return s;
+    return trim_right(s, " \t");
 }
 
 // "[rank3]:" / "[default3]:" (torchrun), then one optional space.

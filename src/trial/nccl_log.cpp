@@ -1,5 +1,7 @@
 #include "trial/nccl_log.hpp"
 
+#include "util/text.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -16,12 +18,9 @@ bool starts(sv s, sv prefix) {
 bool has(sv s, sv part) {
     return s.find(part) != sv::npos;
 }
-sv trim(sv s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '.'))
-        s.remove_suffix(1);
-    return s;
+// A phrase of NCCL's: without the blanks around it and its sentence's final dots.
+sv phrase(sv s) {
+    return trim_right(trim_left(s, " \t"), " \t\r.");
 }
 
 // What is kept of the job's text: NCCL writes ASCII; any other byte (a control character, a byte of another
@@ -34,7 +33,7 @@ std::string kept(sv s) {
 }
 
 NcclLine evidence(std::size_t line_no, sv line) {
-    return {line_no, kept(trim(line.substr(0, kMaxNcclEvidenceBytes)))};
+    return {line_no, kept(phrase(line.substr(0, kMaxNcclEvidenceBytes)))};
 }
 
 // Evidence lines kept of each kind: the first few say it; a job printing the same line per rank and channel
@@ -62,7 +61,7 @@ std::string transport_of(sv via) {
     if (starts(via, "NET/")) {
         sv rest = via.substr(4);
         const auto slash = rest.find('/');
-        return "NET/" + kept(trim(rest.substr(0, std::min<std::size_t>(slash, 64))));
+        return "NET/" + kept(phrase(rest.substr(0, std::min<std::size_t>(slash, 64))));
     }
     if (starts(via, "CollNet")) return "CollNet";
     const auto end = via.find_first_of(" /");
@@ -73,7 +72,7 @@ std::string transport_of(sv via) {
 // installed: NCCL goes on with its own transports, as it should) or another one (the plugin is there and a
 // library it needs is not).
 bool names_the_plugin_itself(sv error) {
-    error = trim(error);
+    error = phrase(error);
     if (starts(error, "dlerror=")) error.remove_prefix(8);
     return starts(error, "libnccl-net") && has(error, "cannot open shared object file");
 }
@@ -140,16 +139,16 @@ NcclLog read_nccl_log(std::string_view output) {
             continue;
         }
         ++log.info_lines;
-        const sv m = trim(line.substr(at + 10));
+        const sv m = phrase(line.substr(at + 10));
         if (starts(m, "Using network ")) {
-            const std::string net = kept(trim(m.substr(14, 64)));
+            const std::string net = kept(phrase(m.substr(14, 64)));
             log.networks.insert(net);
             if (net == "Socket" && log.socket_choice.line_no == 0)
                 log.socket_choice = evidence(line_no, line);
         } else if (starts(m, "Assigned NET plugin ")) {
             sv name = m.substr(20);
             const auto to = name.find(" to comm");
-            const std::string net = kept(trim(name.substr(0, std::min<std::size_t>(to, 64))));
+            const std::string net = kept(phrase(name.substr(0, std::min<std::size_t>(to, 64))));
             log.networks.insert(net);
             if (net == "Socket" && log.socket_choice.line_no == 0)
                 log.socket_choice = evidence(line_no, line);
@@ -165,7 +164,7 @@ NcclLog read_nccl_log(std::string_view output) {
                 const auto close = list.find(']', open);
                 if (close == sv::npos) break;
                 auto stop = list.find_first_of(" [", close + 1);
-                const sv dev = trim(list.substr(close + 1, stop == sv::npos ? sv::npos : stop - close - 1));
+                const sv dev = phrase(list.substr(close + 1, stop == sv::npos ? sv::npos : stop - close - 1));
                 if (!dev.empty() && has(dev, ":") && log.ib_devices.size() < 64 &&
                     std::find(log.ib_devices.begin(), log.ib_devices.end(), kept(dev)) ==
                         log.ib_devices.end())
@@ -183,13 +182,13 @@ NcclLog read_nccl_log(std::string_view output) {
         } else if (starts(m, "External network plugin") && has(m, "is unsupported")) {
             note(log.plugin_failures, line_no, line);
         } else if (starts(m, "Failed to initialize NET plugin ")) {
-            const sv name = trim(m.substr(32));
+            const sv name = phrase(m.substr(32));
             if (name != "IB" && name != "Socket") note(log.plugin_failures, line_no, line);
         } else if (starts(m, "NCCL_") && has(m, " set by environment to ")) {
             const auto s = m.find(" set by environment to ");
             if (log.environment.size() < 256)
                 log.environment[kept(m.substr(0, std::min<std::size_t>(s, 64)))] =
-                    kept(trim(m.substr(s + 23, 256)));
+                    kept(phrase(m.substr(s + 23, 256)));
         } else if ((starts(m, "Channel ") || starts(m, "Ring ")) && has(m, " via ")) {
             const std::string t = transport_of(m.substr(m.find(" via ") + 5));
             if (log.channels.count(t) || log.channels.size() < 64) ++log.channels[t];

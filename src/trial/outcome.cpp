@@ -70,11 +70,11 @@ Verdict completed(const Evidence& e, const Limits& limits) {
 Verdict classify(const Evidence& e, const Limits& limits) {
     if (!e.record) throw Error("classify without a Slurm record", "trial::classify");
     const slurm::JobRecord& rec = *e.record;
-    const slurm::Outcome job = slurm::classify(rec);
+    const slurm::JobEnd job = slurm::classify(rec);
     Verdict v;
     // Files rewritten after the task ended prove nothing they say, the log's account of a failure included;
     // what only Slurm knows (a node failure, a cancellation: re-queued) still stands.
-    if (e.rewritten_violation && job != slurm::Outcome::NodeFailure && job != slurm::Outcome::Cancelled) {
+    if (e.rewritten_violation && job != slurm::JobEnd::NodeFailure && job != slurm::JobEnd::Cancelled) {
         v.outcome = Outcome::ContractViolation;
         v.violation = Violation::RewrittenAfterEnd;
         v.detail = "the trial's files changed after it ended: " + *e.rewritten_violation;
@@ -85,14 +85,14 @@ Verdict classify(const Evidence& e, const Limits& limits) {
         is_memory(log.signal) && log.first && log.first->source == LineSource::Slurm;
     // The wrapper stopped it for slowness (it writes result.json after the workload has gone, so a job that
     // Slurm ended itself, at a limit or with its node, is never read as stopped).
-    if (e.stopped_slow && (job == slurm::Outcome::Failed || job == slurm::Outcome::Completed) &&
+    if (e.stopped_slow && (job == slurm::JobEnd::Failed || job == slurm::JobEnd::Completed) &&
         !slurm_oom_in_log) {
         v.outcome = Outcome::StoppedSlow;
         v.detail = *e.stopped_slow;
         return v;
     }
     switch (job) {
-    case slurm::Outcome::OutOfMemory:
+    case slurm::JobEnd::OutOfMemory:
         v.outcome = Outcome::OutOfMemory;
         v.detail = fmt::format("peak memory > limit {} ({} MiB): killed out of memory after {} steps",
                                limits.mem, limits.mem_bytes >> 20, e.steps);
@@ -100,16 +100,16 @@ Verdict classify(const Evidence& e, const Limits& limits) {
         if (rec.state != slurm::JobState::OutOfMemory && !(rec.exit_code == 0 && rec.exit_signal == 125))
             v.detail += fmt::format(" (Slurm state {}: a step was OOM-killed, exit 0:125)", rec.raw_state);
         break;
-    case slurm::Outcome::Timeout:
+    case slurm::JobEnd::Timeout:
         v.outcome = Outcome::Timeout;
         v.detail = fmt::format("time limit {} reached after {} steps", limits.time_limit, e.steps);
         break;
-    case slurm::Outcome::NodeFailure:
-    case slurm::Outcome::Cancelled:
-        v.outcome = job == slurm::Outcome::NodeFailure ? Outcome::NodeFailure : Outcome::Cancelled;
+    case slurm::JobEnd::NodeFailure:
+    case slurm::JobEnd::Cancelled:
+        v.outcome = job == slurm::JobEnd::NodeFailure ? Outcome::NodeFailure : Outcome::Cancelled;
         v.detail = fmt::format("Slurm state {} on {}: re-queued, not counted", rec.raw_state, rec.node_list);
         break;
-    case slurm::Outcome::Failed:
+    case slurm::JobEnd::Failed:
         // A failed job's output says why (log_signals.hpp): a cgroup OOM kill Slurm reported there (where
         // ranks ran in an srun step, the job ends FAILED with the step's exit code), the GPU's or the host
         // allocator's out-of-memory, a collective that timed out, a rank's exception.
@@ -142,7 +142,7 @@ Verdict classify(const Evidence& e, const Limits& limits) {
                             log.signal == LogSignal::None ? std::string(e.log_tail) : log.reason);
         }
         break;
-    case slurm::Outcome::Completed:
+    case slurm::JobEnd::Completed:
         v = completed(e, limits);
         break;
     }

@@ -1,6 +1,7 @@
 #include "verify/sequential.hpp"
 
 #include "measure/statistics.hpp"
+#include "util/enum_names.hpp"
 
 #include <fmt/core.h>
 
@@ -52,18 +53,17 @@ Design design(const contract::Contract& c) {
     return s;
 }
 
+namespace {
+constexpr util::EnumNames<Next, 4> next_names{{{
+    {Next::More, "more"},
+    {Next::Recheck, "recheck"},
+    {Next::Stop, "stop"},
+    {Next::Promoted, "promoted"},
+}}};
+} // namespace
+
 const char* to_string(Next n) {
-    switch (n) {
-    case Next::More:
-        return "more";
-    case Next::Recheck:
-        return "recheck";
-    case Next::Stop:
-        return "stop";
-    case Next::Promoted:
-        return "promoted";
-    }
-    return "stop";
+    return next_names.name(n).data(); // a literal of the table: NUL-terminated
 }
 
 Next after_look(const Design& s, const Decision& d, int pairs_so_far, bool room) {

@@ -1,5 +1,6 @@
 #include "verify/verify.hpp"
 
+#include "util/enum_names.hpp"
 #include "verify/robust.hpp"
 
 #include <Eigen/Dense>
@@ -51,8 +52,12 @@ std::string check_eval_loss(const EvalReference& ref, std::optional<double> got,
     return {};
 }
 
+namespace {
+constexpr util::EnumNames<PairOrder, 2> pair_order_names{{{{PairOrder::AB, "AB"}, {PairOrder::BA, "BA"}}}};
+} // namespace
+
 const char* to_string(PairOrder o) {
-    return o == PairOrder::AB ? "AB" : "BA";
+    return pair_order_names.name(o).data(); // a literal of the table: NUL-terminated
 }
 
 PairOrder pair_order(const Arm& baseline, const Arm& candidate) {

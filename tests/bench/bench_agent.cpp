@@ -96,7 +96,8 @@ class AgentWorld {
             std::vector<double> peaks;
             for (int r = 0; r < 5; ++r) {
                 const auto t = env_.run(b, rng);
-                if (t.outcome == model::Outcome::ok && t.peak_bytes > 0) peaks.push_back(t.peak_bytes);
+                if (t.outcome == model::ObservationKind::ok && t.peak_bytes > 0)
+                    peaks.push_back(t.peak_bytes);
             }
             peak_.push_back(peaks.empty() ? 0.0 : quantile(peaks, 0.5));
         }
@@ -168,11 +169,11 @@ class AgentWorld {
         auto t = env_.run(base_[base_of(i)], rng);
         t.candidate = i;
         const unsigned mask = mask_of(i);
-        if (t.outcome != model::Outcome::ok || mask == 0) return t;
+        if (t.outcome != model::ObservationKind::ok || mask == 0) return t;
         const double overhead = env_.startup_s();
         const double peak = t.peak_bytes > 0 ? t.peak_bytes : peak_[base_of(i)];
         if (peak > 0 && peak * effect(mask, true) > env_.memory_limit_bytes()) {
-            t.outcome = model::Outcome::oom; // killed part way, as the model assumes an OOM is
+            t.outcome = model::ObservationKind::oom; // killed part way, as the model assumes an OOM is
             t.cost_s = overhead + 0.3 * std::max(0.0, t.cost_s - overhead);
             t.step_time_s = 0;
             t.peak_bytes = 0;
@@ -313,7 +314,7 @@ measured_pairs(const AgentWorld& w, const std::vector<Claim>& claims,
                const std::vector<model::TrialObservation>& h) {
     std::map<int, std::pair<double, int>> time, peak; // candidate -> sum of logs, count
     for (const auto& t : h)
-        if (t.outcome == model::Outcome::ok) {
+        if (t.outcome == model::ObservationKind::ok) {
             auto& s = time[t.candidate];
             s.first += std::log(t.step_time_s), ++s.second;
             if (t.peak_bytes > 0) {
@@ -527,11 +528,11 @@ class GreedyArm {
     }
     void tell(const model::TrialObservation& t) {
         tried_.insert(t.candidate);
-        if (t.candidate == w_.baseline() && t.outcome == model::Outcome::ok && incumbent_time_ == 0) {
+        if (t.candidate == w_.baseline() && t.outcome == model::ObservationKind::ok && incumbent_time_ == 0) {
             incumbent_time_ = t.step_time_s;
             return;
         }
-        if (t.outcome == model::Outcome::ok && t.step_time_s < incumbent_time_) {
+        if (t.outcome == model::ObservationKind::ok && t.step_time_s < incumbent_time_) {
             incumbent_ = t.candidate;
             incumbent_time_ = t.step_time_s;
         }
@@ -594,14 +595,14 @@ ArmRun run_arm(const AgentWorld& w, const Agent& agent, Arm arm, std::uint64_t s
         greedy.tell(t);
         oracle.tell(t);
         cost += t.cost_s;
-        if (t.outcome != model::Outcome::ok) out.wasted_s += t.cost_s;
+        if (t.outcome != model::ObservationKind::ok) out.wasted_s += t.cost_s;
         const int n = static_cast<int>(history.size());
         out.trace.push_back(fmt::format("{:>3} {:<7} {:>6.3f} {}", n,
-                                        t.outcome == model::Outcome::ok    ? "ok"
-                                        : t.outcome == model::Outcome::oom ? "oom"
-                                                                           : "failed",
+                                        t.outcome == model::ObservationKind::ok    ? "ok"
+                                        : t.outcome == model::ObservationKind::oom ? "oom"
+                                                                                   : "failed",
                                         w.true_time(i) / w.best_time(), w.candidates()[i].id));
-        if (out.to_5pct == 0 && t.outcome == model::Outcome::ok && w.true_time(i) <= threshold)
+        if (out.to_5pct == 0 && t.outcome == model::ObservationKind::ok && w.true_time(i) <= threshold)
             out.to_5pct = n, out.cost_to_5pct_s = cost;
     };
     auto call_agent = [&] {

@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
         auto source = run(env_a, source_tuner, {source_budget, source_budget, source_budget}, 1000);
         std::map<int, std::vector<double>> times;
         for (const auto& t : source.history)
-            if (t.outcome == model::Outcome::ok) times[t.candidate].push_back(t.step_time_s);
+            if (t.outcome == model::ObservationKind::ok) times[t.candidate].push_back(t.step_time_s);
         std::vector<std::pair<double, int>> ranked;
         for (const auto& [c, v] : times)
             ranked.push_back({quantile(v, 0.5), c});
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
             std::vector<double> v;
             for (int r = 0; r < repeats; ++r) {
                 auto t = env_a.run(env_a.baseline(), vrng);
-                if (t.outcome == model::Outcome::ok) v.push_back(t.step_time_s);
+                if (t.outcome == model::ObservationKind::ok) v.push_back(t.step_time_s);
             }
             baseline_s = quantile(v, 0.5);
         }
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
             std::vector<double> v, peaks;
             for (int r = 0; r < repeats; ++r) {
                 auto t = env_a.run(c, vrng);
-                if (t.outcome != model::Outcome::ok) break;
+                if (t.outcome != model::ObservationKind::ok) break;
                 v.push_back(t.step_time_s), peaks.push_back(t.peak_bytes);
             }
             if (static_cast<int>(v.size()) < repeats) continue; // not verified

@@ -47,7 +47,7 @@ Summary summarize(const std::string& name, const std::vector<RunResult>& runs, i
         double cost = 0, failed = 0;
         for (std::size_t i = 0; i < r.history.size() && i < 20; ++i) {
             cost += r.history[i].cost_s;
-            if (r.history[i].outcome != model::Outcome::ok) {
+            if (r.history[i].outcome != model::ObservationKind::ok) {
                 failed += r.history[i].cost_s;
                 s.failures_20 += 1.0 / runs.size();
             }
@@ -106,19 +106,19 @@ Timing time_proposal(const Environment& env, int n, int q, int repeats) {
     return {quantile(cpu, 0.5), quantile(wall, 0.5)};
 }
 
-const char* outcome_text(model::Outcome o) {
+const char* outcome_text(model::ObservationKind o) {
     switch (o) {
-    case model::Outcome::ok:
+    case model::ObservationKind::ok:
         return "ok";
-    case model::Outcome::oom:
+    case model::ObservationKind::oom:
         return "oom";
-    case model::Outcome::failed:
+    case model::ObservationKind::failed:
         return "failed";
-    case model::Outcome::timeout:
+    case model::ObservationKind::timeout:
         return "timeout";
-    case model::Outcome::stopped:
+    case model::ObservationKind::stopped:
         return "stopped";
-    case model::Outcome::infeasible:
+    case model::ObservationKind::infeasible:
         return "crash";
     }
     return "?";

@@ -135,17 +135,17 @@ RecordedTableEnvironment::RecordedTableEnvironment(const std::string& path) {
                 t.candidate = static_cast<int>(configs_.size()) - 1;
                 std::string outcome = r.at("outcome").get<std::string>();
                 if (outcome == "ok") {
-                    t.outcome = model::Outcome::ok;
+                    t.outcome = model::ObservationKind::ok;
                     t.step_time_s = r.at("step_time_s").get<double>();
                     t.peak_bytes = r.value("peak_bytes", 0.0);
                 } else if (outcome == "oom") {
-                    t.outcome = model::Outcome::oom;
+                    t.outcome = model::ObservationKind::oom;
                 } else if (outcome == "failed") {
                     // The job's own failure (a crash, a broken contract), as a campaign records it.
-                    t.outcome = model::Outcome::infeasible;
+                    t.outcome = model::ObservationKind::infeasible;
                 } else if (outcome == "timeout") {
                     // Killed at the time limit; the steps it timed are a lower bound of its step time.
-                    t.outcome = model::Outcome::timeout;
+                    t.outcome = model::ObservationKind::timeout;
                     t.step_time_s = r.value("step_time_s", 0.0);
                     t.step_time_censored = t.step_time_s > 0;
                 } else {
@@ -167,7 +167,7 @@ RecordedTableEnvironment::RecordedTableEnvironment(const std::string& path) {
     for (const auto& reps : repeats_) {
         std::vector<double> times;
         for (const auto& r : reps)
-            if (r.outcome == model::Outcome::ok) times.push_back(r.step_time_s);
+            if (r.outcome == model::ObservationKind::ok) times.push_back(r.step_time_s);
         // Feasible when most repeats ran; its time is the median of the successful ones.
         feasible_.push_back(times.size() * 2 > reps.size());
         std::sort(times.begin(), times.end());
@@ -257,12 +257,12 @@ void write_table(const Environment& env, const std::string& path, int repeats, s
         json reps = json::array();
         for (int r = 0; r < repeats; ++r) {
             auto t = env.run(i, rng);
-            json rj = {{"outcome", t.outcome == model::Outcome::ok        ? "ok"
-                                   : t.outcome == model::Outcome::oom     ? "oom"
-                                   : t.outcome == model::Outcome::timeout ? "timeout"
-                                                                          : "failed"},
+            json rj = {{"outcome", t.outcome == model::ObservationKind::ok        ? "ok"
+                                   : t.outcome == model::ObservationKind::oom     ? "oom"
+                                   : t.outcome == model::ObservationKind::timeout ? "timeout"
+                                                                                  : "failed"},
                        {"cost_s", t.cost_s}};
-            if (t.outcome == model::Outcome::ok)
+            if (t.outcome == model::ObservationKind::ok)
                 rj["step_time_s"] = t.step_time_s, rj["peak_bytes"] = t.peak_bytes;
             reps.push_back(rj);
         }

@@ -24,9 +24,9 @@ MemoryQuality memory_quality(const Environment& env, int train, int repetitions,
             const int i = order[static_cast<std::size_t>(k)];
             const auto& c = env.candidates()[static_cast<std::size_t>(i)];
             const auto t = env.run(i, rng);
-            if (t.outcome == model::Outcome::ok && t.peak_bytes > 0)
+            if (t.outcome == model::ObservationKind::ok && t.peak_bytes > 0)
                 points.push_back({c.features, c.prior_peak_bytes, false, t.peak_bytes});
-            else if (t.outcome == model::Outcome::oom)
+            else if (t.outcome == model::ObservationKind::oom)
                 points.push_back({c.features, c.prior_peak_bytes, true, limit});
         }
         model::CensoredMemoryModel m;
@@ -35,12 +35,12 @@ MemoryQuality memory_quality(const Environment& env, int train, int repetitions,
             const int i = order[k];
             const auto& c = env.candidates()[static_cast<std::size_t>(i)];
             const auto t = env.run(i, rng);
-            if (t.outcome != model::Outcome::ok && t.outcome != model::Outcome::oom) continue;
+            if (t.outcome != model::ObservationKind::ok && t.outcome != model::ObservationKind::oom) continue;
             const double p = m.probability_over(c.features, c.prior_peak_bytes, limit);
-            const double y = t.outcome == model::Outcome::oom ? 1.0 : 0.0;
+            const double y = t.outcome == model::ObservationKind::oom ? 1.0 : 0.0;
             brier += (p - y) * (p - y);
             ++runs;
-            if (t.outcome == model::Outcome::ok && t.peak_bytes > 0) {
+            if (t.outcome == model::ObservationKind::ok && t.peak_bytes > 0) {
                 const auto pred = m.predict(c.features, c.prior_peak_bytes);
                 const double z = (std::log(t.peak_bytes) - pred.mean_log) / pred.sd_log;
                 covered += std::abs(z) <= z90;

@@ -320,7 +320,7 @@ TrialObservation TrainingSimulator::run(int i, std::mt19937_64& rng) const {
     std::normal_distribution<double> z(0.0, 1.0);
     double nominal = step_time_[i];
     if (!fits(i)) {
-        t.outcome = Outcome::oom;
+        t.outcome = ObservationKind::oom;
         // Killed after start-up and part of the run (near-limit reclaim can make it slow before the kill).
         t.cost_s = spec_.startup_s + (0.1 + 0.5 * u(rng)) * spec_.trial_steps * nominal;
         return t;
@@ -328,7 +328,7 @@ TrialObservation TrainingSimulator::run(int i, std::mt19937_64& rng) const {
     double sd = 0.012 + 0.02 * comm_[i];
     double noisy = nominal * std::exp(sd * z(rng));
     if (u(rng) < 0.03) noisy *= 1.05 + 0.2 * u(rng); // straggler node
-    t.outcome = Outcome::ok;
+    t.outcome = ObservationKind::ok;
     t.step_time_s = noisy;
     t.peak_bytes = peak_[i] * (1.0 + 0.003 * z(rng));
     t.cost_s = spec_.startup_s + spec_.trial_steps * noisy;

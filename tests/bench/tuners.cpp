@@ -140,8 +140,8 @@ std::vector<int> GreedyTuner::ask() {
 }
 
 void GreedyTuner::tell(const model::TrialObservation& t) {
-    seen_[t.candidate] =
-        t.outcome == model::Outcome::ok ? std::log(t.step_time_s) : std::numeric_limits<double>::infinity();
+    seen_[t.candidate] = t.outcome == model::ObservationKind::ok ? std::log(t.step_time_s)
+                                                                 : std::numeric_limits<double>::infinity();
 }
 
 TpeTuner::TpeTuner(const Environment& env, PipeChild& adapter, std::uint64_t seed, std::string sampler, int q)
@@ -195,9 +195,9 @@ void TpeTuner::tell(const model::TrialObservation& t) {
     if (pending_.empty()) throw Error("a result told for no pending trial", "TpeTuner::tell");
     json msg = {{"cmd", "tell"}, {"number", pending_.front()}};
     pending_.erase(pending_.begin());
-    if (t.outcome == model::Outcome::ok)
+    if (t.outcome == model::ObservationKind::ok)
         msg["state"] = "complete", msg["value"] = std::log(t.step_time_s);
-    else if (t.outcome == model::Outcome::oom)
+    else if (t.outcome == model::ObservationKind::oom)
         msg["state"] = "infeasible";
     else
         msg["state"] = "fail";
@@ -225,15 +225,17 @@ RunResult run(const Environment& env, Tuner& tuner, const RunLimits& limits, std
             if (n <= limits.budget) {
                 r.trials = n;
                 r.cost_s = cost;
-                if (t.outcome == model::Outcome::oom) ++r.ooms;
-                if (t.outcome == model::Outcome::timeout) ++r.timeouts;
-                if (t.outcome == model::Outcome::infeasible || t.outcome == model::Outcome::failed)
+                if (t.outcome == model::ObservationKind::oom) ++r.ooms;
+                if (t.outcome == model::ObservationKind::timeout) ++r.timeouts;
+                if (t.outcome == model::ObservationKind::infeasible ||
+                    t.outcome == model::ObservationKind::failed)
                     ++r.crashes;
-                if (t.outcome != model::Outcome::ok) r.wasted_s += t.cost_s;
+                if (t.outcome != model::ObservationKind::ok) r.wasted_s += t.cost_s;
             }
-            if (t.outcome == model::Outcome::ok) best = std::min(best, env.true_step_time(i));
+            if (t.outcome == model::ObservationKind::ok) best = std::min(best, env.true_step_time(i));
             if (n == limits.fixed_budget) r.best_at_fixed = best;
-            if (r.to_5pct == 0 && t.outcome == model::Outcome::ok && env.true_step_time(i) <= threshold)
+            if (r.to_5pct == 0 && t.outcome == model::ObservationKind::ok &&
+                env.true_step_time(i) <= threshold)
                 r.to_5pct = n, r.cost_to_5pct_s = cost;
         }
     }

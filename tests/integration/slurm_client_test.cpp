@@ -41,7 +41,7 @@ TEST_CASE("a 4-task job array spreads over nodes and every task is seen complete
     std::set<std::string> nodes;
     std::set<int> tasks;
     for (const auto& r : rs) {
-        CHECK_MESSAGE(classify(r) == Outcome::Completed, r.job_id << " " << r.raw_state);
+        CHECK_MESSAGE(classify(r) == JobEnd::Completed, r.job_id << " " << r.raw_state);
         CHECK(r.array_job_id == id);
         tasks.insert(r.array_task_id.value_or(-1));
         nodes.insert(r.node_list);
@@ -63,7 +63,7 @@ TEST_CASE("a job that allocates beyond its --mem is classified out of memory") {
     auto id = slurm.submit(q);
     auto rs = slurm.wait(id, std::chrono::seconds(120));
     REQUIRE(rs.size() == 1);
-    CHECK_MESSAGE(classify(rs[0]) == Outcome::OutOfMemory,
+    CHECK_MESSAGE(classify(rs[0]) == JobEnd::OutOfMemory,
                   rs[0].raw_state << " exit " << rs[0].exit_code << ":" << rs[0].exit_signal);
 }
 
@@ -77,7 +77,7 @@ TEST_CASE("a job that exits non-zero is failed with its exit code") {
     q.output = (dir / "fail.out").string();
     auto rs = slurm.wait(slurm.submit(q), std::chrono::seconds(60));
     REQUIRE(rs.size() == 1);
-    CHECK(classify(rs[0]) == Outcome::Failed);
+    CHECK(classify(rs[0]) == JobEnd::Failed);
     CHECK(rs[0].exit_code == 7);
 }
 
@@ -93,7 +93,7 @@ TEST_CASE("a cancelled job is classified cancelled") {
     slurm.cancel(id);
     auto rs = slurm.wait(id, std::chrono::seconds(60));
     REQUIRE(rs.size() == 1);
-    CHECK(classify(rs[0]) == Outcome::Cancelled);
+    CHECK(classify(rs[0]) == JobEnd::Cancelled);
 }
 
 TEST_CASE("a job past its time limit is classified timeout") {
@@ -108,7 +108,7 @@ TEST_CASE("a job past its time limit is classified timeout") {
     auto id = slurm.submit(q);
     auto rs = slurm.wait(id, std::chrono::seconds(240));
     REQUIRE(rs.size() == 1);
-    CHECK(classify(rs[0]) == Outcome::Timeout);
+    CHECK(classify(rs[0]) == JobEnd::Timeout);
 }
 
 TEST_CASE("sbatch refusing a job is an error carrying Slurm's reason") {

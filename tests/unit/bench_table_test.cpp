@@ -46,11 +46,11 @@ TEST_CASE("a table without a memory estimate gets half the limit everywhere, and
     bool timeout = false, crash = false;
     for (int i = 0; i < 50; ++i) {
         const auto t = env.run(1, rng);
-        if (t.outcome == model::Outcome::timeout) {
+        if (t.outcome == model::ObservationKind::timeout) {
             timeout = true;
             CHECK(t.step_time_censored);
         }
-        if (t.outcome == model::Outcome::infeasible) crash = true; // the job's own failure
+        if (t.outcome == model::ObservationKind::infeasible) crash = true; // the job's own failure
     }
     CHECK(timeout);
     CHECK(crash);

@@ -67,13 +67,13 @@ struct Space {
 TrialObservation ok(int c, double step, double peak = 0) {
     TrialObservation t;
     t.candidate = c;
-    t.outcome = Outcome::ok;
+    t.outcome = ObservationKind::ok;
     t.step_time_s = step;
     t.peak_bytes = peak;
     return t;
 }
 
-TrialObservation failed(int c, Outcome o) {
+TrialObservation failed(int c, ObservationKind o) {
     TrialObservation t;
     t.candidate = c;
     t.outcome = o;
@@ -87,7 +87,7 @@ TEST_CASE(
     "not a declared memory saver nor a smaller micro-batch") {
     Space sp;
     const std::vector<TrialObservation> trials = {ok(sp.at("16", "1", "openblas"), 1.0, 4e8),
-                                                  failed(sp.at("64", "1", "openblas"), Outcome::oom)};
+                                                  failed(sp.at("64", "1", "openblas"), ObservationKind::oom)};
     const auto e = failure_edges(sp.cands, trials, sp.settings());
     CHECK(e.oom[sp.at("64", "2", "openblas")] > 0.9);
     CHECK(e.oom[sp.at("64", "4", "reference", true)] > 0.9);
@@ -114,7 +114,7 @@ TEST_CASE("a change measured to save memory, or contradicted by a trial that fit
     // The unknown patch measured 30% lower at the same declared knobs: it saves memory.
     std::vector<TrialObservation> trials = {ok(sp.at("16", "1", "openblas"), 1.0, 4e8),
                                             ok(sp.at("16", "1", "openblas", true), 0.9, 2.8e8),
-                                            failed(sp.at("64", "1", "openblas"), Outcome::oom)};
+                                            failed(sp.at("64", "1", "openblas"), ObservationKind::oom)};
     auto e = failure_edges(sp.cands, trials, sp.settings());
     CHECK(e.oom[sp.at("64", "1", "openblas", true)] == 0);
     CHECK(e.oom[sp.at("64", "2", "openblas")] > 0.9);
@@ -129,7 +129,7 @@ TEST_CASE("a change measured to save memory, or contradicted by a trial that fit
     // threads: 4 OOMed where 1 and 2 fitted, so it drives memory: threads 1 at micro-batch 64 is not reached.
     Space sq;
     trials = {ok(sq.at("64", "1", "openblas", false, true), 1.0),
-              failed(sq.at("64", "4", "openblas", false, true), Outcome::oom)};
+              failed(sq.at("64", "4", "openblas", false, true), ObservationKind::oom)};
     e = failure_edges(sq.cands, trials, sq.settings());
     CHECK(e.oom[sq.at("64", "2", "openblas", false, true)] == 0);
     CHECK(e.oom[sq.at("64", "4", "reference", false, true)] > 0.9);
@@ -140,7 +140,7 @@ TEST_CASE(
     Space sp;
     std::vector<TrialObservation> trials = {ok(sp.at("16", "1", "openblas"), 1.0),
                                             ok(sp.at("16", "2", "openblas"), 0.7),
-                                            failed(sp.at("16", "1", "reference"), Outcome::timeout)};
+                                            failed(sp.at("16", "1", "reference"), ObservationKind::timeout)};
     auto e = failure_edges(sp.cands, trials, sp.settings());
     CHECK(e.timeout[sp.at("32", "2", "reference", true)] > 0.9);
     CHECK(e.timeout[sp.at("8", "1", "reference")] > 0.9);
@@ -149,14 +149,15 @@ TEST_CASE(
     REQUIRE(e.notes.size() == 1);
     CHECK(e.notes[0].find("blas=reference") != std::string::npos);
     // Two values no finished trial had (threads=4 and the reference BLAS): only both together are bounded.
-    trials = {ok(sp.at("16", "1", "openblas"), 1.0), failed(sp.at("16", "4", "reference"), Outcome::timeout)};
+    trials = {ok(sp.at("16", "1", "openblas"), 1.0),
+              failed(sp.at("16", "4", "reference"), ObservationKind::timeout)};
     e = failure_edges(sp.cands, trials, sp.settings());
     CHECK(e.timeout[sp.at("32", "4", "reference")] > 0.9);
     CHECK(e.timeout[sp.at("16", "1", "reference")] == 0);
     CHECK(e.timeout[sp.at("16", "4", "openblas")] == 0);
     // A timeout whose every value finished elsewhere bounds only itself.
     trials = {ok(sp.at("16", "1", "reference"), 1.0), ok(sp.at("32", "2", "openblas"), 1.0),
-              failed(sp.at("32", "1", "reference"), Outcome::timeout)};
+              failed(sp.at("32", "1", "reference"), ObservationKind::timeout)};
     trials.back().step_time_s = 2.0, trials.back().step_time_censored = true;
     e = failure_edges(sp.cands, trials, sp.settings());
     CHECK(std::count_if(e.timeout.begin(), e.timeout.end(), [](double p) { return p > 0; }) == 0);
@@ -174,9 +175,9 @@ TEST_CASE("with no gain left under the failure cap the proposer re-measures what
                                  (mb == std::string("32") ? 0.9 : 1.0) * ((p & 2) ? 0.95 : 1.0);
                 trials.push_back(ok(sp.at(mb, th, "openblas", p & 1, p & 2), t, 4e8));
             }
-    trials.push_back(failed(sp.at("64", "1", "openblas"), Outcome::oom));
-    trials.push_back(failed(sp.at("64", "1", "openblas", false, true), Outcome::oom));
-    trials.push_back(failed(sp.at("16", "1", "reference"), Outcome::timeout));
+    trials.push_back(failed(sp.at("64", "1", "openblas"), ObservationKind::oom));
+    trials.push_back(failed(sp.at("64", "1", "openblas", false, true), ObservationKind::oom));
+    trials.push_back(failed(sp.at("16", "1", "reference"), ObservationKind::timeout));
     ProposerSettings s;
     s.memory_limit_bytes = 8e8;
     s.noise_variance = 4e-4;
@@ -198,7 +199,7 @@ TEST_CASE("with no gain left under the failure cap the proposer re-measures what
     CHECK(p.stop_reason().empty());
     // Measured twice, all of them: nothing is left, and the reason says so.
     for (const auto& t : std::vector<TrialObservation>(trials))
-        if (t.outcome == Outcome::ok) trials.push_back(t);
+        if (t.outcome == ObservationKind::ok) trials.push_back(t);
     batch = p.propose(sp.cands, trials, 4, s);
     CHECK(batch.empty());
     CHECK(p.stop_reason().find("no candidate measured once") != std::string::npos);
@@ -215,7 +216,8 @@ TEST_CASE("the prior-free nanoGPT sequence: at most one failure per edge in a 20
         const auto r = bench::run(env, tuner, {20, 20, 20}, seed);
         std::string trace;
         for (const auto& t : r.history)
-            trace += env.candidates()[t.candidate].id + (t.outcome == Outcome::ok ? "" : " (failed)") + "\n";
+            trace += env.candidates()[t.candidate].id +
+                     (t.outcome == ObservationKind::ok ? "" : " (failed)") + "\n";
         CAPTURE(trace);
         CHECK(r.trials <= 20);  // the search may stop early, having nothing left worth a trial
         CHECK(r.ooms <= 1);     // the micro-batch 64 edge

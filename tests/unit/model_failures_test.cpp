@@ -88,17 +88,17 @@ struct Job {
         TrialObservation t;
         t.candidate = i;
         if (crashes(i)) {
-            t.outcome = Outcome::infeasible;
+            t.outcome = ObservationKind::infeasible;
             return t;
         }
         const double step = time(i);
         if (s.trial_overhead_s + s.trial_steps * step > s.time_limit_s) {
-            t.outcome = Outcome::timeout;
+            t.outcome = ObservationKind::timeout;
             t.step_time_s = (s.time_limit_s - s.trial_overhead_s) / s.trial_steps;
             t.step_time_censored = true;
             return t;
         }
-        t.outcome = Outcome::ok;
+        t.outcome = ObservationKind::ok;
         t.step_time_s = step;
         return t;
     }
@@ -217,7 +217,7 @@ TEST_CASE("timeouts are right-censored step times: the imputed value lies above 
                   job.index("4", "openblas", "1", "1", false), job.index("1", "mkl", "1", "1", false),
                   job.index("1", "reference", "1", "1", false), job.index("2", "reference", "1", "1", false)})
         trials.push_back(job.run(i, s));
-    REQUIRE(trials[4].outcome == Outcome::timeout);
+    REQUIRE(trials[4].outcome == ObservationKind::timeout);
     const auto points = runtime_points(job.cands, trials);
     CHECK(points.distinct_measured == 4);
     CHECK(std::count(points.censored.begin(), points.censored.end(), true) == 2);
@@ -265,12 +265,12 @@ TEST_CASE("every measured step time teaches the runtime model, and a failure tha
     std::vector<TrialObservation> t(6);
     for (int i = 0; i < 6; ++i)
         t[i].candidate = i;
-    t[0] = {0, Outcome::ok, 1.0};
-    t[1] = {1, Outcome::stopped, 2.0};
-    t[2] = {2, Outcome::infeasible, 1.5};          // a loss violation's timed steps
-    t[3] = {3, Outcome::infeasible, 0};            // a crash before any step
-    t[4] = {4, Outcome::timeout, 3.0, 0, 0, true}; // censored
-    t[5] = {5, Outcome::failed, 0};
+    t[0] = {0, ObservationKind::ok, 1.0};
+    t[1] = {1, ObservationKind::stopped, 2.0};
+    t[2] = {2, ObservationKind::infeasible, 1.5};          // a loss violation's timed steps
+    t[3] = {3, ObservationKind::infeasible, 0};            // a crash before any step
+    t[4] = {4, ObservationKind::timeout, 3.0, 0, 0, true}; // censored
+    t[5] = {5, ObservationKind::failed, 0};
     const auto p = runtime_points(job.cands, t);
     CHECK(p.y.size() == 4);
     CHECK(p.distinct_measured == 3);
@@ -282,7 +282,7 @@ TEST_CASE("every measured step time teaches the runtime model, and a failure tha
     o.outcome = trial::Outcome::Timeout;
     o.step_time_s = 2.0;
     auto m = search::to_model_observation(o, 3.0);
-    CHECK(m.outcome == Outcome::timeout);
+    CHECK(m.outcome == ObservationKind::timeout);
     CHECK(m.step_time_s == 3.0);
     CHECK(m.step_time_censored);
     o.step_time_s = 4.0; // its first steps were slower than the bound: a measurement
@@ -292,17 +292,17 @@ TEST_CASE("every measured step time teaches the runtime model, and a failure tha
     o.outcome = trial::Outcome::ContractViolation;
     o.violation = trial::Violation::LossInvariant;
     m = search::to_model_observation(o, 3.0);
-    CHECK(m.outcome == Outcome::infeasible);
+    CHECK(m.outcome == ObservationKind::infeasible);
     CHECK(m.step_time_s == 4.0);
     o.violation = trial::Violation::Timing; // its step times are not the candidate's
     CHECK(search::to_model_observation(o, 3.0).step_time_s == 0);
     o.infrastructure = true; // the baseline failed in the same batch
-    CHECK(search::to_model_observation(o, 3.0).outcome == Outcome::failed);
+    CHECK(search::to_model_observation(o, 3.0).outcome == ObservationKind::failed);
     o = {};
     o.outcome = trial::Outcome::StoppedSlow;
     o.step_time_s = 2.5;
     m = search::to_model_observation(o, 3.0);
-    CHECK(m.outcome == Outcome::stopped);
+    CHECK(m.outcome == ObservationKind::stopped);
     CHECK(m.step_time_s == 2.5);
 }
 
@@ -332,7 +332,7 @@ TEST_CASE("a search over a job with a slow library and a crashing pair stops pro
             noted = noted || n.find("feasibility model") != std::string::npos;
         for (const auto& p : batch) {
             auto t = job.run(p.candidate, s);
-            if (t.outcome != Outcome::ok) ++failures;
+            if (t.outcome != ObservationKind::ok) ++failures;
             if (job.value(p.candidate, "blas") == "reference") ++reference;
             if (job.value(p.candidate, "ranks") == "2" &&
                 job.configs[p.candidate].patches.count("unused_params"))
@@ -349,7 +349,7 @@ TEST_CASE("a search over a job with a slow library and a crashing pair stops pro
     // The 1.7x of threads=2 alone was found (it is in the initial design).
     bool found = false;
     for (const auto& t : trials)
-        found = found || (t.outcome == Outcome::ok && job.value(t.candidate, "threads") == "2");
+        found = found || (t.outcome == ObservationKind::ok && job.value(t.candidate, "threads") == "2");
     CHECK(found);
 }
 

@@ -98,7 +98,7 @@ TEST_CASE("P(OOM) is calibrated on held-out simulator points") {
     for (int k = 0; k < 80; ++k) {
         auto t = sim.run(order[k], rng);
         int i = order[k];
-        if (t.outcome == Outcome::ok)
+        if (t.outcome == ObservationKind::ok)
             pts.push_back({c[i].features, c[i].prior_peak_bytes, false, t.peak_bytes});
         else
             pts.push_back({c[i].features, c[i].prior_peak_bytes, true, sim.spec().memory_limit_bytes});

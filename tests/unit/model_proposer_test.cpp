@@ -59,7 +59,7 @@ struct World {
         TrialObservation t;
         t.candidate = i;
         if (peak[i] > limit) {
-            t.outcome = Outcome::oom;
+            t.outcome = ObservationKind::oom;
             t.cost_s = 100;
             return t;
         }
@@ -102,7 +102,7 @@ TEST_CASE("proposals never repeat an OOM, never need more memory than an OOM, an
             const bool again = p.reason.rfind("re-measure", 0) == 0; // a candidate measured once, again
             for (const auto& t : trials) {
                 CHECK((again || t.candidate != p.candidate));
-                if (t.outcome == Outcome::oom)
+                if (t.outcome == ObservationKind::oom)
                     CHECK_MESSAGE(!needs_at_least(w.cands[p.candidate], w.cands[t.candidate]),
                                   w.cands[p.candidate].id << " needs at least the memory of OOMed "
                                                           << w.cands[t.candidate].id);
@@ -124,7 +124,7 @@ TEST_CASE("proposals never repeat an OOM, never need more memory than an OOM, an
         }
         for (const auto& p : batch) {
             trials.push_back(w.run(p.candidate, rng));
-            ooms += trials.back().outcome == Outcome::oom;
+            ooms += trials.back().outcome == ObservationKind::oom;
         }
     }
     CHECK(pairings >= 1);
@@ -133,7 +133,7 @@ TEST_CASE("proposals never repeat an OOM, never need more memory than an OOM, an
     for (size_t i = 0; i < w.cands.size(); ++i)
         if (w.peak[i] <= w.limit) best = std::min(best, w.time[i]);
     for (const auto& t : trials)
-        if (t.outcome == Outcome::ok) found = std::min(found, w.time[t.candidate]);
+        if (t.outcome == ObservationKind::ok) found = std::min(found, w.time[t.candidate]);
     CHECK(found <= 1.05 * best);
     CHECK(ooms <= 8);
 }
@@ -170,7 +170,7 @@ TEST_CASE("memory_dominated excludes what needs at least the memory of an OOM, a
     REQUIRE(oom >= 0);
     TrialObservation t;
     t.candidate = oom;
-    t.outcome = Outcome::oom;
+    t.outcome = ObservationKind::oom;
     auto excluded = memory_dominated(w.cands, {t});
     for (size_t i = 0; i < w.cands.size(); ++i) {
         const auto& c = w.configs[i];
@@ -217,10 +217,10 @@ TEST_CASE("proposal step 2: the memory model learns measured peaks and OOMs cens
           "from a failure or a trial without a peak") {
     World w;
     std::vector<TrialObservation> trials(4);
-    trials[0] = {0, Outcome::ok, 1.0, 5e9, 60};
-    trials[1] = {1, Outcome::ok, 1.0, 0, 60}; // no peak measured
-    trials[2] = {2, Outcome::oom, 0, 0, 30};
-    trials[3] = {3, Outcome::failed, 0, 0, 10};
+    trials[0] = {0, ObservationKind::ok, 1.0, 5e9, 60};
+    trials[1] = {1, ObservationKind::ok, 1.0, 0, 60}; // no peak measured
+    trials[2] = {2, ObservationKind::oom, 0, 0, 30};
+    trials[3] = {3, ObservationKind::failed, 0, 0, 10};
     const auto points = memory_points(w.cands, trials, w.limit);
     REQUIRE(points.size() == 2);
     CHECK_FALSE(points[0].censored);
@@ -248,7 +248,7 @@ TEST_CASE("proposal step 4: the space-filling design fills the batch with distin
           "safe, away from what was tried") {
     World w;
     std::mt19937_64 rng(5);
-    const std::vector<TrialObservation> trials = {{0, Outcome::ok, 1.0, 5e9, 60}};
+    const std::vector<TrialObservation> trials = {{0, ObservationKind::ok, 1.0, 5e9, 60}};
     BatchDraft batch(excluded_candidates(w.cands, trials));
     // Candidates with an even index "fit"; the others look certain to OOM.
     add_space_filling(

@@ -56,13 +56,13 @@ TEST_CASE("the job completion file names array tasks by array job and index, and
         const auto& r = find(rs, "1_" + std::to_string(t));
         CHECK(r.array_job_id == "1");
         CHECK(r.state == JobState::Completed);
-        CHECK(classify(r) == Outcome::Completed);
+        CHECK(classify(r) == JobEnd::Completed);
     }
-    CHECK(classify(find(rs, "2")) == Outcome::OutOfMemory);
+    CHECK(classify(find(rs, "2")) == JobEnd::OutOfMemory);
     CHECK(find(rs, "2").exit_signal == 125);
-    CHECK(classify(find(rs, "3")) == Outcome::Timeout);
+    CHECK(classify(find(rs, "3")) == JobEnd::Timeout);
     const auto& failed = find(rs, "4");
-    CHECK(classify(failed) == Outcome::Failed);
+    CHECK(classify(failed) == JobEnd::Failed);
     CHECK(failed.exit_code == 3);
     CHECK(find(rs, "1_2").elapsed_s == doctest::Approx(2.0));
 }
@@ -93,8 +93,8 @@ TEST_CASE("job names with spaces do not break key=value records") {
 
 TEST_CASE("sacct -P records give state, exit code and elapsed time") {
     auto rs = parse_sacct(fixture("sacct-c.txt"));
-    CHECK(classify(find(rs, "2")) == Outcome::OutOfMemory);
-    CHECK(classify(find(rs, "3")) == Outcome::Timeout);
+    CHECK(classify(find(rs, "2")) == JobEnd::OutOfMemory);
+    CHECK(classify(find(rs, "3")) == JobEnd::Timeout);
     CHECK(find(rs, "4").exit_code == 3);
 }
 
@@ -143,14 +143,14 @@ TEST_CASE("classification: Slurm's state first, then the OOM exit signature") {
     r.state = JobState::Failed;
     r.exit_code = 0;
     r.exit_signal = 125;
-    CHECK(classify(r) == Outcome::OutOfMemory);
+    CHECK(classify(r) == JobEnd::OutOfMemory);
     r.exit_signal = 9;
-    CHECK(classify(r) == Outcome::Failed);
+    CHECK(classify(r) == JobEnd::Failed);
     r.state = JobState::NodeFail;
-    CHECK(classify(r) == Outcome::NodeFailure);
+    CHECK(classify(r) == JobEnd::NodeFailure);
     r.state = JobState::Completed;
     r.exit_code = 2;
-    CHECK(classify(r) == Outcome::Failed);
+    CHECK(classify(r) == JobEnd::Failed);
 }
 
 // Captured from the local cluster (tests/fixtures/slurm/oom-*-2node*): minigpt dense-2node with micro-batch
@@ -164,8 +164,8 @@ TEST_CASE("a multi-node OOM ends the job FAILED, the completion record and the o
     REQUIRE(sc.size() == 1);
     CHECK(sc[0].state == JobState::Failed);
     CHECK(sc[0].exit_code == 1);
-    CHECK_FALSE(sc[0].step_oom_killed);        // scontrol has no step detail
-    CHECK(classify(sc[0]) == Outcome::Failed); // the output tells it apart (trial_outcome_test)
+    CHECK_FALSE(sc[0].step_oom_killed);       // scontrol has no step detail
+    CHECK(classify(sc[0]) == JobEnd::Failed); // the output tells it apart (trial_outcome_test)
 
     // mpirun: it kills srun when the rank dies, before slurmstepd reports the oom-kill; the output has only
     // mpirun's "exited on signal 9" (the oom-kill line went to the slurmd log only). The job completion
@@ -176,14 +176,14 @@ TEST_CASE("a multi-node OOM ends the job FAILED, the completion record and the o
     REQUIRE(sm.size() == 1);
     CHECK(sm[0].state == JobState::Failed);
     CHECK(sm[0].exit_code == 137);
-    CHECK(classify(sm[0]) == Outcome::Failed); // nothing tells: accounting or jobcomp must
+    CHECK(classify(sm[0]) == JobEnd::Failed); // nothing tells: accounting or jobcomp must
 
     auto jc = parse_jobcomp(fixture("oom-2node-jobcomp.txt"));
     REQUIRE(jc.size() == 2);
     for (const auto& r : jc) {
         CHECK(r.state == JobState::Failed);
         CHECK(r.step_oom_killed);
-        CHECK(classify(r) == Outcome::OutOfMemory);
+        CHECK(classify(r) == JobEnd::OutOfMemory);
     }
     CHECK(find(jc, "700012").exit_code == 137);
 
@@ -194,7 +194,7 @@ TEST_CASE("a multi-node OOM ends the job FAILED, the completion record and the o
                     "41.0|41.0|OUT_OF_MEMORY|0:125|n[2-3]|48|590M|2026-12-02T13:25:50|2026-12-02T13:26:38\n");
     REQUIRE(sa.size() == 1);
     CHECK(sa[0].step_oom_killed);
-    CHECK(classify(sa[0]) == Outcome::OutOfMemory);
+    CHECK(classify(sa[0]) == JobEnd::OutOfMemory);
 }
 
 // Slurm writes job names unescaped into the completion file; any user's job shares it with ours.
@@ -347,7 +347,7 @@ TEST_CASE(
     CHECK(r.start_time == "2026-12-06T07:15:02");
     CHECK(r.end_time == "2026-12-06T07:15:10");
     CHECK(r.elapsed_s == doctest::Approx(8));
-    CHECK(classify(r) == Outcome::Failed);
+    CHECK(classify(r) == JobEnd::Failed);
 }
 
 TEST_CASE(
@@ -381,7 +381,7 @@ TEST_CASE("squeue's JSON gives the renamed job's real state, node, exit and time
     CHECK(f.node_list == "n1");
     CHECK(f.elapsed_s == doctest::Approx(8));
     // The same capture's other jobs: a cgroup OOM kill (wait status 253: signal 125) and a plain exit.
-    CHECK(classify(find(finished, "3600004")) == Outcome::OutOfMemory);
+    CHECK(classify(find(finished, "3600004")) == JobEnd::OutOfMemory);
     CHECK(find(finished, "3600003").exit_code == 3);
     CHECK(stats.skipped == 0);
     // squeue's text format names no free-text field: the renamed task reads as it is.
@@ -437,7 +437,7 @@ TEST_CASE("Slurm 24.11's sbatch, squeue text, scontrol and sacct -c outputs pars
     // sacct -c (the completion file through sacct; it still does not know the array fields).
     const auto sa = parse_sacct(fixture("24.11/sacct-c.txt"), &stats);
     REQUIRE(sa.size() == 4);
-    CHECK(classify(find(sa, "1000015")) == Outcome::OutOfMemory);
+    CHECK(classify(find(sa, "1000015")) == JobEnd::OutOfMemory);
     CHECK(find(sa, "1000016").exit_code == 3);
     CHECK(stats.skipped == 0);
 }
@@ -462,15 +462,15 @@ TEST_CASE("Slurm 24.11's completion file gives each array task, the OOM and the 
     for (int t = 0; t < 4; ++t)
         CHECK(find(rs, "1000011_" + std::to_string(t)).state == JobState::Completed);
     CHECK(find(rs, "1000011_3").array_job_id == "1000011");
-    CHECK(classify(find(rs, "1000015")) == Outcome::OutOfMemory); // the batch step over --mem
+    CHECK(classify(find(rs, "1000015")) == JobEnd::OutOfMemory); // the batch step over --mem
     const auto& failed = find(rs, "1000016");
-    CHECK(classify(failed) == Outcome::Failed);
+    CHECK(classify(failed) == JobEnd::Failed);
     CHECK(failed.exit_code == 3);
     // srun's rank OOM-killed: the job FAILED 1:0, DerivedExitCode 0:125.
     const auto& step = find(rs, "1000017");
     CHECK(step.state == JobState::Failed);
     CHECK(step.step_oom_killed);
-    CHECK(classify(step) == Outcome::OutOfMemory);
+    CHECK(classify(step) == JobEnd::OutOfMemory);
 }
 
 TEST_CASE(
@@ -493,14 +493,14 @@ TEST_CASE(
     // squeue --states=all: every job slurmctld still knows.
     const auto done = parse_squeue_json(fixture("24.11/squeue-finished.json"), &stats);
     CHECK(done.size() == 18);
-    CHECK(classify(find(done, "1000015")) == Outcome::OutOfMemory);
+    CHECK(classify(find(done, "1000015")) == JobEnd::OutOfMemory);
     CHECK(find(done, "1000015").exit_signal == 125);
     CHECK(find(done, "1000016").exit_code == 3);
-    CHECK(classify(find(done, "1000016")) == Outcome::Failed);
+    CHECK(classify(find(done, "1000016")) == JobEnd::Failed);
     CHECK(find(done, "1000017").step_oom_killed); // derived_exit_code's signal 125
-    CHECK(classify(find(done, "1000017")) == Outcome::OutOfMemory);
-    CHECK(classify(find(done, "1000009")) == Outcome::Timeout);
-    CHECK(classify(find(done, "1000008")) == Outcome::Cancelled);
+    CHECK(classify(find(done, "1000017")) == JobEnd::OutOfMemory);
+    CHECK(classify(find(done, "1000009")) == JobEnd::Timeout);
+    CHECK(classify(find(done, "1000008")) == JobEnd::Cancelled);
     const auto& task = find(done, "1000011_3");
     CHECK(task.state == JobState::Completed);
     CHECK(task.elapsed_s == doctest::Approx(4));

@@ -107,3 +107,16 @@ TEST_CASE("memory roles come from the knob's name and domain") {
           space::recompute_strength(space::Value(std::string("full"))));
     CHECK(space::recompute_strength(space::Value(false)) < space::recompute_strength(space::Value(true)));
 }
+
+TEST_CASE("every knob kind has one name in the table, printed and parsed back to the same kind") {
+    using space::KnobKind;
+    std::set<std::string> names;
+    for (const auto k : {KnobKind::Integer, KnobKind::Pow2, KnobKind::Choice, KnobKind::Bool}) {
+        const std::string name = space::to_string(k);
+        CHECK(name != "?");
+        CHECK(space::knob_kind_names.parse(name) == k);
+        names.insert(name);
+    }
+    CHECK(names == std::set<std::string>{"integer", "pow2", "choice", "bool"});
+    CHECK(!space::knob_kind_names.parse("float"));
+}
