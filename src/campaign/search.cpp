@@ -243,7 +243,7 @@ TrialCostModel Campaign::trial_cost_model() {
     // verification will look like) shared among their trials, less the steps. The median over batches, so
     // one batch that waited out an orchestrator outage does not dominate.
     std::vector<double> overheads;
-    for (const auto& b : store_->batches("finished")) {
+    for (const auto& b : store_->batches(store::BatchState::Finished)) {
         if (b.kind == store::BatchKind::Search || b.kind == store::BatchKind::Submitted || b.submitted <= 0 ||
             b.finished <= b.submitted)
             continue;
@@ -263,7 +263,7 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     // proposal and the builds count), else its waves of trials at the baseline's pace.
     std::vector<double> periods;
     double previous_end = 0;
-    std::vector<store::BatchRow> done = store_->batches("finished");
+    std::vector<store::BatchRow> done = store_->batches(store::BatchState::Finished);
     std::sort(done.begin(), done.end(), [](auto& a, auto& b) { return a.finished < b.finished; });
     for (const auto& b : done) {
         if (b.kind == store::BatchKind::Search && previous_end > 0)

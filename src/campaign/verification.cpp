@@ -23,6 +23,7 @@ namespace infrarsi::campaign {
 using nlohmann::json;
 using store::TrialKind;
 using store::TrialRow;
+using store::VerificationState;
 
 void Campaign::verify(const RunOptions& o) {
     resume_open_batches(o);
@@ -32,7 +33,9 @@ void Campaign::verify(const RunOptions& o) {
     const auto baseline_key = contract_.space.baseline().key();
     // Sequences left mid-way (a restart): on with them first, block by block.
     for (const auto& x : store_->verifications())
-        if ((x.state == "running" || x.state == "recheck") && !run_sequence(x.id, o)) return;
+        if ((x.state == VerificationState::Running || x.state == VerificationState::Recheck) &&
+            !run_sequence(x.id, o))
+            return;
     // The best distinct candidates that were faster than the baseline in the search, like against like, as
     // the search's plan counts them (baseline_ratio: against the control beside it in its batch, else the
     // doctor's baseline); ranked by that ratio, so that a batch run under load does not lose to one run on a
@@ -60,7 +63,7 @@ void Campaign::verify(const RunOptions& o) {
     // A candidate the wall-time budget leaves no room for: recorded as skipped, with why.
     auto skip_for_budget = [&](store::VerificationRow& v, const space::Candidate& cand,
                                const std::string& why, double left, double trial_s) {
-        v.state = "skipped";
+        v.state = VerificationState::Skipped;
         v.detail.reasons = {why};
         v.detail.wall_left_s = left;
         v.detail.trial_s = trial_s;
@@ -78,7 +81,7 @@ void Campaign::verify(const RunOptions& o) {
         store::VerificationRow v;
         v.candidate_key = t.candidate_key;
         v.candidate = t.candidate;
-        v.state = "running";
+        v.state = VerificationState::Running;
         v.detail.search_trial = t.id;
         if (!cand.patches.empty()) {
             auto eq = equivalence_record(cand);
@@ -104,7 +107,7 @@ void Campaign::verify(const RunOptions& o) {
             v.detail.equivalence = *eq;
             if ((*eq)["state"] != "passed") {
                 const bool failed = (*eq)["state"] == "failed";
-                v.state = "done";
+                v.state = VerificationState::Done;
                 v.detail.not_equivalent = failed;
                 v.detail.reasons = {fmt::format(
                     "patch set {} {} the equivalence check apart from knobs: {}",
@@ -149,7 +152,7 @@ void Campaign::verify(const RunOptions& o) {
     // A first stage that promoted goes on in a fresh allocation before it is final (also after a restart
     // between the two).
     for (const auto& x : store_->verifications())
-        if (x.state == "recheck" && !run_sequence(x.id, o)) return;
+        if (x.state == VerificationState::Recheck && !run_sequence(x.id, o)) return;
     // Which change of each promoted bundle carries its gain (ablation.cpp).
     ablate(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
@@ -169,8 +172,9 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
         std::optional<store::VerificationRow> v;
         for (const auto& x : store_->verifications())
             if (x.id == vid) v = x;
-        if (!v || (v->state != "running" && v->state != "recheck")) return true;
-        const bool recheck = v->state == "recheck";
+        if (!v || (v->state != VerificationState::Running && v->state != VerificationState::Recheck))
+            return true;
+        const bool recheck = v->state == VerificationState::Recheck;
         const store::Recheck none;
         const auto& rc = v->detail.recheck ? *v->detail.recheck : none;
         const store::VerificationStage& stage =
@@ -186,7 +190,7 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
         else if (!recheck && v->batch_id > 0)
             last = v->batch_id;
         if (last && stage.next.value_or("") != "more") {
-            if (store_->batch(*last).state != "finished") {
+            if (store_->batch(*last).state != store::BatchState::Finished) {
                 submit_batch(*last, o);
                 await_batch(*last, o);
                 continue;
@@ -219,7 +223,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
             const double left = budget - budget_use().wall_s;
             if (affordable_pairs(m, left, pairs) < pairs) {
                 // Not final without its re-check: not promoted, and said why.
-                v.state = "done";
+                v.state = VerificationState::Done;
                 v.promoted = false;
                 v.detail.reproduced = false;
                 v.detail.recheck = store::Recheck{};
@@ -346,7 +350,7 @@ void Campaign::finish_verification(std::int64_t vid) {
     store::VerificationRow v;
     for (const auto& x : store_->verifications())
         if (x.id == vid) v = x;
-    const bool recheck = v.state == "recheck";
+    const bool recheck = v.state == VerificationState::Recheck;
     if (recheck && !v.detail.recheck) return; // its batch was planned, not yet recorded here
     // The first stage's blocks (one batch each; a campaign of an older orchestrator: its one batch), and the
     // re-check's.
@@ -566,7 +570,7 @@ void Campaign::finish_verification(std::int64_t vid) {
         v.detail.reasons = fin.reasons;
         v.detail.evidence = fin.evidence;
         v.detail.first.next = verify::to_string(next);
-        v.state = "done";
+        v.state = VerificationState::Done;
         v.promoted = fin.promoted;
         // A promotion's speed-up is the sequence's over all its pairs (the first stage's alone is the one
         // that crossed first: biased upwards by the stopping).
@@ -594,7 +598,9 @@ void Campaign::finish_verification(std::int64_t vid) {
     v.detail.first.next = verify::to_string(next);
     record_mfu(d.speedup);
     // A first stage that promotes is not final: it waits for its re-check (verify()).
-    v.state = next == verify::Next::Recheck ? "recheck" : next == verify::Next::More ? "running" : "done";
+    v.state = next == verify::Next::Recheck ? VerificationState::Recheck
+              : next == verify::Next::More  ? VerificationState::Running
+                                            : VerificationState::Done;
     v.promoted = false;
     v.speedup = d.speedup;
     v.lo = d.lo;

@@ -266,7 +266,7 @@ json status(campaign::Campaign& c) {
         const auto& b = batches.back();
         j["batch"] = {{"id", b.id},
                       {"kind", store::to_string(b.kind)},
-                      {"state", b.state},
+                      {"state", store::to_string(b.state)},
                       {"trials", s.trials_of_batch(b.id).size()}};
     }
     // What is left, in wall time: during the search, the search trials left at the pace so far (wall time
@@ -606,7 +606,7 @@ json build(campaign::Campaign& c) {
                 cnd.push_back(t); // not a spot check's run without the patches
         json entry = {{"id", v.id},
                       {"candidate", cand.describe()},
-                      {"state", v.state},
+                      {"state", store::to_string(v.state)},
                       {"promoted", v.promoted},
                       {"speedup", opt(v.speedup)},
                       {"speedup_ci", v.lo ? json::array({*v.lo, *v.hi}) : json()},

@@ -47,7 +47,7 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
     store::CampaignStore s(tmp.path());
     CHECK(s.meta("name") == "toy");
     auto b = s.batch(batch);
-    CHECK(b.state == "submitted");
+    CHECK(b.state == store::BatchState::Submitted);
     CHECK(b.job_id == "42");
     auto trials = s.trials_of_batch(batch);
     REQUIRE(trials.size() == 3);
@@ -80,7 +80,7 @@ TEST_CASE("a batch of several arrays: each array's job id is recorded with its t
                 {.seq = 1, .first_index = 1, .tasks = 2, .options = {"--cpus-per-task=2"}, .job_id = {}});
     s.set_array_submitted(batch, 0, "50");
     // A crash here: the batch is still planned, the first array and its trial recorded, the second not.
-    CHECK(s.batch(batch).state == "planned");
+    CHECK(s.batch(batch).state == store::BatchState::Planned);
     auto trials = s.trials_of_batch(batch);
     CHECK(trials[0].state == store::TrialState::Submitted);
     CHECK(trials[0].job_id == "50_0");
