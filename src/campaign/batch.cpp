@@ -549,7 +549,6 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     std::map<int, slurm::JobRecord> by_index;
     for (const auto& r : records)
         if (auto i = task_index(r)) by_index[*i] = r;
-    json requeue = json::parse(store_->meta("requeue").value_or("[]"));
     const bool submitted = b.kind == store::BatchKind::Submitted;
     const auto proof =
         submitted ? ManifestProof{} : manifest_proof(b, store_->meta(manifest_digest_key(batch_id)));
@@ -611,15 +610,14 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         if (trial::says_nothing(r.outcome)) {
             t.counted = false;
             if (t.kind == TrialKind::Search)
-                requeue.push_back({{"candidate", t.candidate},
-                                   {"reason", "re-queued after " + store::outcome_name(t) + ": " + t.reason},
-                                   {"attempt", t.attempt + 1}});
+                store_->requeue({.candidate = t.candidate,
+                                 .reason = "re-queued after " + store::outcome_name(t) + ": " + t.reason,
+                                 .attempt = t.attempt + 1});
         }
         store_->update_trial(t);
         store_->log(fmt::format("trial {} ({}) {}: {}", t.id, store::to_string(t.kind),
                                 store::outcome_name(t), t.detail));
     }
-    store_->set_meta("requeue", requeue.dump());
     store_->set_batch_finished(batch_id);
     tx.commit();
     if (const auto& finish = batch_stage(b.kind).finish) finish(batch_id);

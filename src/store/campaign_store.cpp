@@ -96,6 +96,24 @@ CREATE TABLE agent_calls (
   tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0, model TEXT NOT NULL DEFAULT '',
   detail TEXT NOT NULL DEFAULT '{}');
 )sql",
+    // 6: state out of the meta blackboard (issue 30, item 3): the campaign's stage is the one row of
+    // campaign_stage (store/campaign_state.hpp; it was meta 'stage'), and the re-queue is a queue table (it
+    // was meta 'requeue', a JSON array of {candidate, reason, attempt}, kept in its order). A re-queue that
+    // is not JSON stops the migration (SQLite's "malformed JSON"): reading it failed the same way before.
+    R"sql(
+CREATE TABLE campaign_stage (
+  id INTEGER PRIMARY KEY CHECK (id = 1), stage TEXT NOT NULL, changed REAL NOT NULL DEFAULT 0);
+INSERT INTO campaign_stage (id, stage)
+  VALUES (1, COALESCE((SELECT value FROM meta WHERE key = 'stage'), 'initialized'));
+DELETE FROM meta WHERE key = 'stage';
+CREATE TABLE requeue (
+  id INTEGER PRIMARY KEY, candidate TEXT NOT NULL, reason TEXT NOT NULL, attempt INTEGER NOT NULL);
+INSERT INTO requeue (candidate, reason, attempt)
+  SELECT json_extract(e.value, '$.candidate'), json_extract(e.value, '$.reason'),
+         json_extract(e.value, '$.attempt')
+  FROM meta m, json_each(m.value) e WHERE m.key = 'requeue' ORDER BY e.key;
+DELETE FROM meta WHERE key = 'requeue';
+)sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 static_assert(migration_count == CampaignStore::schema_version);
@@ -185,14 +203,40 @@ void CampaignStore::set_meta(const std::string& key, const std::string& value) {
 }
 
 Stage CampaignStore::stage() {
-    return parse_stage(meta("stage").value_or("initialized"), db_.path());
+    Statement s(db_, "SELECT stage FROM campaign_stage WHERE id = 1");
+    return parse_stage(s.step() ? s.text(0) : to_string(Stage::Initialized), db_.path());
 }
 
 bool CampaignStore::advance_stage(Stage s) {
     const auto next = advance(stage(), s);
     if (!next) return false;
-    set_meta("stage", to_string(*next));
+    Statement(db_, "INSERT INTO campaign_stage(id, stage, changed) VALUES (1, ?1, ?2) "
+                   "ON CONFLICT(id) DO UPDATE SET stage = ?1, changed = ?2")
+        .bind(1, to_string(*next))
+        .bind(2, now_seconds())
+        .run();
     return true;
+}
+
+void CampaignStore::requeue(const RequeueEntry& e) {
+    Statement(db_, "INSERT INTO requeue(candidate, reason, attempt) VALUES (?1, ?2, ?3)")
+        .bind(1, e.candidate.dump())
+        .bind(2, e.reason)
+        .bind(3, e.attempt)
+        .run();
+}
+
+std::vector<RequeueEntry> CampaignStore::requeued() {
+    std::vector<RequeueEntry> out;
+    Statement s(db_, "SELECT id, candidate, reason, attempt FROM requeue ORDER BY id");
+    while (s.step())
+        out.push_back(
+            {s.integer(0), nlohmann::json::parse(s.text(1)), s.text(2), static_cast<int>(s.integer(3))});
+    return out;
+}
+
+void CampaignStore::dequeue(std::int64_t requeue_id) {
+    Statement(db_, "DELETE FROM requeue WHERE id = ?1").bind(1, requeue_id).run();
 }
 
 std::optional<std::string> CampaignStore::meta(const std::string& key) {

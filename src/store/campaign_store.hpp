@@ -181,13 +181,24 @@ struct VerificationRow {
     VerificationDetail detail;
 };
 
+// A search candidate to run again: its trial said nothing of it (a node failure, a cancellation), so it is
+// not counted and goes back to the front of the search. The queue is first in, first out.
+struct RequeueEntry {
+    std::int64_t id = 0;      // its place in the queue
+    nlohmann::json candidate; // space::Candidate::to_json()
+    std::string reason;       // the proposer's reason, with why it runs again
+    int attempt = 0;          // the trial's attempt + 1
+};
+
 class CampaignStore {
   public:
-    static constexpr int schema_version = 5;
+    static constexpr int schema_version = 6;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
 
+    // The blackboard of settings and facts about the campaign (its id, contract, scheduler, ...). The stage
+    // and the re-queue are not kept here: they have typed tables (schema 6).
     void set_meta(const std::string& key, const std::string& value);
     std::optional<std::string> meta(const std::string& key);
 
@@ -214,6 +225,10 @@ class CampaignStore {
     void set_batch_finished(std::int64_t id);
     std::vector<BatchRow> batches(std::optional<BatchState> state = std::nullopt); // in id order
     BatchRow batch(std::int64_t id);
+
+    void requeue(const RequeueEntry& e);   // appends; its id is given by the store
+    std::vector<RequeueEntry> requeued();  // in queue order
+    void dequeue(std::int64_t requeue_id); // taken into a batch, or dropped
 
     std::int64_t add_trial(const TrialRow& t);
     void update_trial(const TrialRow& t);                   // every mutable field, by id
