@@ -346,169 +346,136 @@ void Campaign::register_verification_stage() {
     };
 }
 
-void Campaign::finish_verification(std::int64_t vid) {
-    store::VerificationRow v;
-    for (const auto& x : store_->verifications())
-        if (x.id == vid) v = x;
-    const bool recheck = v.state == VerificationState::Recheck;
-    if (recheck && !v.detail.recheck) return; // its batch was planned, not yet recorded here
-    // The first stage's blocks (one batch each; a campaign of an older orchestrator: its one batch), and the
-    // re-check's.
-    std::set<std::int64_t> first_batches(v.detail.first.blocks.begin(), v.detail.first.blocks.end());
-    if (first_batches.empty()) first_batches.insert(v.batch_id);
-    const auto all_trials = store_->trials({.verification_id = vid});
-    const auto& inv = contract_.invariants;
-    auto arm = [&](const TrialRow& t, bool first) {
-        verify::Arm x;
-        // A broken loss invariant is verification's to judge (it reports it as such), so such a run is kept.
-        x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
-        x.step_s = t.step_time_s.value_or(0);
-        if (t.measurements.losses) x.losses = *t.measurements.losses;
-        for (const double s : t.measurements.steady_samples)
-            if (!std::isnan(s)) x.step_samples.push_back(s);
-        x.eval_loss = t.measurements.eval_loss;
-        x.peak_memory_bytes = t.peak_memory_bytes;
-        if (static_cast<int>(x.losses.size()) < inv.steps) x.ok = false;
-        x.node = t.node;
-        x.first = first;
-        return x;
-    };
-    // One stage's pairs, from its batches' trials in the order they were planned (two a pair, each pair's in
-    // the order it ran), numbered from 1 within the stage as its plan numbers them.
-    struct StagePairs {
-        std::vector<std::pair<verify::Arm, verify::Arm>> ab;
-        std::vector<TrialRow> candidate_runs; // each pair's candidate run, by pair
-        std::optional<TrialRow> twin;         // the spot check's run
-        std::vector<store::MeasuredPair> pairs;
-    };
-    auto stage_pairs = [&](const std::set<std::int64_t>& batches,
-                           const std::vector<store::PlannedPair>& plan) {
-        StagePairs sp;
-        std::vector<TrialRow> trials;
-        for (const auto& t : all_trials)
-            if (batches.count(t.batch_id)) trials.push_back(t);
-        std::sort(trials.begin(), trials.end(),
-                  [](const TrialRow& x, const TrialRow& y) { return x.id < y.id; });
-        // The spot check's runs (the knobs without the patches; where those knobs had to move, the patch set
-        // there too) are not pairs.
-        std::erase_if(trials, [&](const TrialRow& t) {
-            if (t.kind == TrialKind::EquivalenceCandidate) return true;
-            if (t.kind != TrialKind::EquivalenceBaseline) return false;
-            sp.twin = t;
-            return true;
-        });
-        for (std::size_t i = 0; i + 1 < trials.size(); i += 2) {
-            const auto& t1 = trials[i];
-            const auto& t2 = trials[i + 1];
-            const bool ab_order = t1.kind == TrialKind::VerifyBaseline;
-            const TrialRow& ta = ab_order ? t1 : t2;
-            const TrialRow& tb = ab_order ? t2 : t1;
-            sp.candidate_runs.push_back(tb);
-            sp.ab.emplace_back(arm(ta, ab_order), arm(tb, !ab_order));
-            const bool seeded = i / 2 < plan.size() && plan[i / 2].seed;
-            sp.ab.back().first.at_reference_seed = sp.ab.back().second.at_reference_seed = !seeded;
-            const auto& [xa, xb] = sp.ab.back();
-            store::MeasuredPair p;
-            p.pair = static_cast<int>(i / 2 + 1);
-            p.order = ab_order ? "AB" : "BA";
-            p.baseline_trial = ta.id;
-            p.candidate_trial = tb.id;
-            p.baseline_step_s = xa.step_s;
-            p.candidate_step_s = xb.step_s;
-            p.baseline_node = ta.node;
-            p.candidate_node = tb.node;
-            p.same_node = !ta.node.empty() && ta.node == tb.node;
-            if (xa.ok && xb.ok && xa.step_s > 0 && xb.step_s > 0)
-                p.log_ratio =
-                    verify::robust_pair_log_ratio(xa.step_samples, xa.step_s, xb.step_samples, xb.step_s);
-            if (i / 2 < plan.size()) {
-                p.nodes = plan[i / 2].nodes;
-                p.block = plan[i / 2].block;
-                p.seed = plan[i / 2].seed;
-            }
-            sp.pairs.push_back(std::move(p));
-        }
-        return sp;
-    };
-    const auto first_stage = stage_pairs(first_batches, v.detail.first.plan);
-    StagePairs fresh;
-    if (recheck) {
-        const auto& r = *v.detail.recheck;
-        std::set<std::int64_t> batches(r.blocks.begin(), r.blocks.end());
-        if (batches.empty()) batches.insert(r.batch.value());
-        fresh = stage_pairs(batches, r.plan);
+namespace {
+// One run of a pair as verify::decide reads it.
+verify::Arm arm_of(const TrialRow& t, bool first, int steps) {
+    verify::Arm x;
+    // A broken loss invariant is verification's to judge (it reports it as such), so such a run is kept.
+    x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
+    x.step_s = t.step_time_s.value_or(0);
+    if (t.measurements.losses) x.losses = *t.measurements.losses;
+    for (const double s : t.measurements.steady_samples)
+        if (!std::isnan(s)) x.step_samples.push_back(s);
+    x.eval_loss = t.measurements.eval_loss;
+    x.peak_memory_bytes = t.peak_memory_bytes;
+    if (static_cast<int>(x.losses.size()) < steps) x.ok = false;
+    x.node = t.node;
+    x.first = first;
+    return x;
+}
+
+// One stage's pairs, from its batches' trials in the order they were planned (two a pair, each pair's in
+// the order it ran), numbered from 1 within the stage as its plan numbers them.
+struct StagePairs {
+    std::vector<std::pair<verify::Arm, verify::Arm>> ab;
+    std::vector<TrialRow> candidate_runs; // each pair's candidate run, by pair
+    std::optional<TrialRow> twin;         // the spot check's run
+    std::vector<store::MeasuredPair> pairs;
+};
+
+store::MeasuredPair measured_pair(std::size_t index, const TrialRow& ta, const TrialRow& tb, bool ab_order,
+                                  const verify::Arm& xa, const verify::Arm& xb,
+                                  const std::vector<store::PlannedPair>& plan) {
+    store::MeasuredPair p;
+    p.pair = static_cast<int>(index + 1);
+    p.order = ab_order ? "AB" : "BA";
+    p.baseline_trial = ta.id;
+    p.candidate_trial = tb.id;
+    p.baseline_step_s = xa.step_s;
+    p.candidate_step_s = xb.step_s;
+    p.baseline_node = ta.node;
+    p.candidate_node = tb.node;
+    p.same_node = !ta.node.empty() && ta.node == tb.node;
+    if (xa.ok && xb.ok && xa.step_s > 0 && xb.step_s > 0)
+        p.log_ratio = verify::robust_pair_log_ratio(xa.step_samples, xa.step_s, xb.step_samples, xb.step_s);
+    if (index < plan.size()) {
+        p.nodes = plan[index].nodes;
+        p.block = plan[index].block;
+        p.seed = plan[index].seed;
     }
-    const auto& judged = recheck ? fresh : first_stage;
-    const auto& candidate_runs = judged.candidate_runs;
-    const auto& twin = judged.twin;
-    const auto& pairs = judged.pairs;
-    // The sequence's look: over every pair so far (the re-check continues the first stage's sequence).
-    auto ab = first_stage.ab;
-    ab.insert(ab.end(), fresh.ab.begin(), fresh.ab.end());
-    auto cand = space::Candidate::from_json(v.candidate);
-    bool math_changing = false;
-    for (const auto& id : cand.patches)
-        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
-    verify::NoisePrior noise;
-    verify::EvalReference eval;
-    if (auto b = store_->baseline()) {
-        noise = verify::doctor_prior(*b);
-        eval = verify::eval_reference(b->eval_losses);
+    return p;
+}
+
+StagePairs stage_pairs(const std::vector<TrialRow>& all_trials, const std::set<std::int64_t>& batches,
+                       const std::vector<store::PlannedPair>& plan, int steps) {
+    StagePairs sp;
+    std::vector<TrialRow> trials;
+    for (const auto& t : all_trials)
+        if (batches.count(t.batch_id)) trials.push_back(t);
+    std::sort(trials.begin(), trials.end(), [](const TrialRow& x, const TrialRow& y) { return x.id < y.id; });
+    // The spot check's runs (the knobs without the patches; where those knobs had to move, the patch set
+    // there too) are not pairs.
+    std::erase_if(trials, [&](const TrialRow& t) {
+        if (t.kind == TrialKind::EquivalenceCandidate) return true;
+        if (t.kind != TrialKind::EquivalenceBaseline) return false;
+        sp.twin = t;
+        return true;
+    });
+    for (std::size_t i = 0; i + 1 < trials.size(); i += 2) {
+        const auto& t1 = trials[i];
+        const auto& t2 = trials[i + 1];
+        const bool ab_order = t1.kind == TrialKind::VerifyBaseline;
+        const TrialRow& ta = ab_order ? t1 : t2;
+        const TrialRow& tb = ab_order ? t2 : t1;
+        sp.candidate_runs.push_back(tb);
+        sp.ab.emplace_back(arm_of(ta, ab_order, steps), arm_of(tb, !ab_order, steps));
+        const bool seeded = i / 2 < plan.size() && plan[i / 2].seed;
+        sp.ab.back().first.at_reference_seed = sp.ab.back().second.at_reference_seed = !seeded;
+        const auto& [xa, xb] = sp.ab.back();
+        sp.pairs.push_back(measured_pair(i / 2, ta, tb, ab_order, xa, xb, plan));
     }
-    const auto seq = verify::design(contract_);
-    const int so_far = static_cast<int>(ab.size());
-    auto d = verify::decide(ab, reference_losses(), contract_, seq.rule(so_far), math_changing, noise, eval);
-    // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
-    // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
-    store::VerificationStage& stage =
-        recheck ? static_cast<store::VerificationStage&>(*v.detail.recheck) : v.detail.first;
-    if (stage.spot_check) {
-        // Its runs are in the stage's first block.
-        const std::int64_t spot_batch = !stage.blocks.empty() ? stage.blocks[0]
-                                        : recheck             ? v.detail.recheck->batch.value()
-                                                              : v.batch_id;
-        judge_spot_check(*stage.spot_check, spot_batch, cand, twin, candidate_runs, d, v);
-    }
-    // A spot check that failed or did not complete is not changed by more pairs.
-    if (stage.spot_check && stage.spot_check->value("state", "") != "passed") d.settled = true;
-    auto look = [&](const verify::Decision& x, verify::Next next) {
+    return sp;
+}
+
+// MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the baseline's at
+// this verification's baseline step time (geometric mean of its complete runs), the candidate's at that step
+// time over the speed-up. Nothing where the baseline does not say.
+std::optional<store::MfuRecord> mfu_record(const std::optional<store::Baseline>& b,
+                                           const std::vector<std::pair<verify::Arm, verify::Arm>>& ab,
+                                           double speedup) {
+    if (!b || !b->peak_flops || !b->model_flops_per_step || speedup <= 0) return std::nullopt;
+    double logs = 0;
+    int n = 0;
+    for (const auto& [x, y] : ab)
+        if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
+    if (n == 0) return std::nullopt;
+    const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops, b->peak_flops_source,
+                                       std::exp(logs / n), speedup);
+    store::MfuRecord r;
+    r.peak_flops = m.peak_flops;
+    r.peak_flops_source = m.peak_source;
+    r.peak_flops_by_job = b->peak_flops_by_job;
+    r.model_flops_per_step = m.model_flops_per_step;
+    r.baseline_step_s = m.baseline_step_s;
+    r.candidate_step_s = m.candidate_step_s;
+    if (m.baseline_known()) r.baseline = m.baseline;
+    if (m.candidate_known()) r.candidate = m.candidate;
+    if (!m.unknown.empty()) r.unknown = m.unknown;
+    return r;
+}
+
+// What a look over every pair so far found, and where the verification goes next: the state of the one
+// verification being judged, the looks so far and what the judge needs to say why.
+struct Judgement {
+    store::VerificationRow& v;
+    const space::Candidate& cand;
+    verify::Decision d;                                  // over every pair so far
+    std::vector<std::pair<verify::Arm, verify::Arm>> ab; // every pair so far
+    verify::Design seq;
+    int so_far = 0;
+    bool room = true; // for another block in the wall-time budget
+    bool recheck = false;
+    std::optional<store::Baseline> baseline;
+
+    void look(const verify::Decision& x, verify::Next next) {
         v.detail.sequence.push_back({recheck ? "recheck" : "first", static_cast<int>(ab.size()), x.pairs,
                                      x.set_aside, x.speedup, x.lo, x.hi, verify::to_string(next)});
-    };
-    // MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the
-    // baseline's at this verification's baseline step time (geometric mean of its complete runs), the
-    // candidate's at that step time over the speed-up.
-    auto record_mfu = [&](double speedup) {
-        if (const auto b = store_->baseline(); b && b->peak_flops && b->model_flops_per_step && speedup > 0) {
-            double logs = 0;
-            int n = 0;
-            for (const auto& [x, y] : ab)
-                if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
-            if (n > 0) {
-                const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops,
-                                                   b->peak_flops_source, std::exp(logs / n), speedup);
-                store::MfuRecord r;
-                r.peak_flops = m.peak_flops;
-                r.peak_flops_source = m.peak_source;
-                r.peak_flops_by_job = b->peak_flops_by_job;
-                r.model_flops_per_step = m.model_flops_per_step;
-                r.baseline_step_s = m.baseline_step_s;
-                r.candidate_step_s = m.candidate_step_s;
-                if (m.baseline_known()) r.baseline = m.baseline;
-                if (m.candidate_known()) r.candidate = m.candidate;
-                if (!m.unknown.empty()) r.unknown = m.unknown;
-                v.detail.mfu = r;
-            }
-        }
-    };
-    // Room in the wall-time budget for another block.
-    bool room = true;
-    if (const double budget = contract_.budget.wall_time_s; budget > 0) {
-        const auto m = trial_cost_model();
-        room = affordable_pairs(m, budget - budget_use().wall_s, verify::Design::kBlock) >=
-               verify::Design::kBlock;
     }
-    auto undecided = [&](verify::Decision& x, verify::Next next, int cap) {
+    void record_mfu(double speedup) {
+        if (auto r = mfu_record(baseline, ab, speedup)) v.detail.mfu = *r;
+    }
+    // Says why a sequence stopped undecided, or that it stopped a clear loser.
+    void undecided(verify::Decision& x, verify::Next next, int cap) const {
         if (next == verify::Next::Stop && !x.settled && !x.futile && !x.promoted)
             x.reasons.push_back(
                 room ? fmt::format("undecided after {} A/B pairs, the most the sequence takes there "
@@ -523,80 +490,87 @@ void Campaign::finish_verification(std::int64_t vid) {
                 fmt::format("a clear loser: the upper bound {:.3f}x (one-sided, error {:.2g}) is "
                             "under 1 + min_speedup = {:.3f}; no more pairs",
                             x.upper, seq.rule(so_far).futility_alpha, 1 + seq.min_speedup));
-    };
-    if (recheck) {
-        // The re-check's look, over every pair; the fresh allocation's own pairs must show a speed-up too.
-        const auto own = verify::decide(fresh.ab, reference_losses(), contract_, seq.rule(so_far),
-                                        math_changing, noise, eval);
-        const auto next = verify::after_recheck(seq, d, own.speedup, so_far, room);
-        auto all = d;
-        if (next != verify::Next::Promoted) {
-            all.promoted = false;
-            if (all.reasons.empty() && d.promoted)
-                all.reasons.push_back(fmt::format(
-                    "the fresh allocation's own pairs measured {:.3f}x: no speed-up", own.speedup));
-        }
-        undecided(all, next, seq.max_pairs);
-        look(all, next);
-        auto& rc = *v.detail.recheck;
-        rc.pairs = pairs;
-        rc.speedup = own.speedup;
-        rc.ci = std::pair{own.lo, own.hi};
-        rc.next = verify::to_string(next);
-        if (next == verify::Next::More) {
-            // On in the fresh allocation: another block.
-            store::Transaction tx(store_->db());
-            store_->update_verification(v);
-            store_->log(
-                fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs, {:.3f}x in the fresh allocation: "
-                            "undecided, another block there",
-                            cand.describe(), d.speedup, d.lo, d.hi, so_far, own.speedup));
-            tx.commit();
-            return;
-        }
-        // The final decision: the first stage's, kept only when the re-check's look promotes too.
-        verify::Decision first;
-        first.promoted = true;
-        first.speedup = v.speedup.value_or(0);
-        first.lo = v.lo.value_or(0);
-        first.hi = v.hi.value_or(0);
-        first.evidence = v.detail.evidence;
-        const auto fin = verify::reproduce(first, all);
-        rc.all_pairs = store::Recheck::AllPairs{d.speedup, d.lo, d.hi, d.pairs};
-        rc.reasons = all.reasons;
-        rc.evidence = all.evidence;
-        rc.nodes = own.nodes;
-        v.detail.reproduced = all.promoted;
-        v.detail.reasons = fin.reasons;
-        v.detail.evidence = fin.evidence;
-        v.detail.first.next = verify::to_string(next);
-        v.state = VerificationState::Done;
-        v.promoted = fin.promoted;
-        // A promotion's speed-up is the sequence's over all its pairs (the first stage's alone is the one
-        // that crossed first: biased upwards by the stopping).
-        if (fin.promoted) {
-            v.speedup = d.speedup;
-            v.lo = d.lo;
-            v.hi = d.hi;
-            record_mfu(d.speedup);
-        }
-        store::Transaction tx(store_->db());
-        store_->update_verification(v);
-        if (fin.promoted) store_->add_promotion(v.id, v.candidate_key, v.speedup.value_or(0));
-        store_->log(fin.promoted ? fmt::format("promoted {}: {:.3f}x, lower bound {:.3f} over {} pairs, "
-                                               "reproduced in a fresh allocation ({:.3f}x)",
-                                               cand.describe(), d.speedup, d.lo, d.pairs, own.speedup)
-                                 : fmt::format("not promoted {}: {}", cand.describe(),
-                                               fin.reasons.empty() ? "" : fin.reasons[0]));
+    }
+};
+
+// The re-check's look, over every pair; the fresh allocation's own pairs (`own`) must show a speed-up too.
+void finish_recheck(store::CampaignStore& st, Judgement& j, const verify::Decision& own,
+                    const std::vector<store::MeasuredPair>& pairs) {
+    auto& v = j.v;
+    const auto& d = j.d;
+    const auto next = verify::after_recheck(j.seq, d, own.speedup, j.so_far, j.room);
+    auto all = d;
+    if (next != verify::Next::Promoted) {
+        all.promoted = false;
+        if (all.reasons.empty() && d.promoted)
+            all.reasons.push_back(
+                fmt::format("the fresh allocation's own pairs measured {:.3f}x: no speed-up", own.speedup));
+    }
+    j.undecided(all, next, j.seq.max_pairs);
+    j.look(all, next);
+    auto& rc = *v.detail.recheck;
+    rc.pairs = pairs;
+    rc.speedup = own.speedup;
+    rc.ci = std::pair{own.lo, own.hi};
+    rc.next = verify::to_string(next);
+    if (next == verify::Next::More) {
+        // On in the fresh allocation: another block.
+        store::Transaction tx(st.db());
+        st.update_verification(v);
+        st.log(fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs, {:.3f}x in the fresh allocation: "
+                           "undecided, another block there",
+                           j.cand.describe(), d.speedup, d.lo, d.hi, j.so_far, own.speedup));
         tx.commit();
         return;
     }
-    // The first stage's look: another block, the re-check, or stop.
-    const auto next = verify::after_look(seq, d, so_far, room);
-    undecided(d, next, seq.first_stage_pairs());
-    look(d, next);
+    // The final decision: the first stage's, kept only when the re-check's look promotes too.
+    verify::Decision first;
+    first.promoted = true;
+    first.speedup = v.speedup.value_or(0);
+    first.lo = v.lo.value_or(0);
+    first.hi = v.hi.value_or(0);
+    first.evidence = v.detail.evidence;
+    const auto fin = verify::reproduce(first, all);
+    rc.all_pairs = store::Recheck::AllPairs{d.speedup, d.lo, d.hi, d.pairs};
+    rc.reasons = all.reasons;
+    rc.evidence = all.evidence;
+    rc.nodes = own.nodes;
+    v.detail.reproduced = all.promoted;
+    v.detail.reasons = fin.reasons;
+    v.detail.evidence = fin.evidence;
     v.detail.first.next = verify::to_string(next);
-    record_mfu(d.speedup);
+    v.state = VerificationState::Done;
+    v.promoted = fin.promoted;
+    // A promotion's speed-up is the sequence's over all its pairs (the first stage's alone is the one that
+    // crossed first: biased upwards by the stopping).
+    if (fin.promoted) {
+        v.speedup = d.speedup;
+        v.lo = d.lo;
+        v.hi = d.hi;
+        j.record_mfu(d.speedup);
+    }
+    store::Transaction tx(st.db());
+    st.update_verification(v);
+    if (fin.promoted) st.add_promotion(v.id, v.candidate_key, v.speedup.value_or(0));
+    st.log(fin.promoted
+               ? fmt::format("promoted {}: {:.3f}x, lower bound {:.3f} over {} pairs, reproduced in a "
+                             "fresh allocation ({:.3f}x)",
+                             j.cand.describe(), d.speedup, d.lo, d.pairs, own.speedup)
+               : fmt::format("not promoted {}: {}", j.cand.describe(),
+                             fin.reasons.empty() ? "" : fin.reasons[0]));
+    tx.commit();
+}
+
+// The first stage's look: another block, the re-check, or stop.
+void finish_first_stage(store::CampaignStore& st, Judgement& j, const std::vector<store::MeasuredPair>& pairs,
+                        double mde) {
+    auto& v = j.v;
+    auto& d = j.d;
+    const auto next = verify::after_look(j.seq, d, j.so_far, j.room);
+    j.undecided(d, next, j.seq.first_stage_pairs());
+    j.look(d, next);
+    v.detail.first.next = verify::to_string(next);
+    j.record_mfu(d.speedup);
     // A first stage that promotes is not final: it waits for its re-check (verify()).
     v.state = next == verify::Next::Recheck ? VerificationState::Recheck
               : next == verify::Next::More  ? VerificationState::Running
@@ -610,19 +584,88 @@ void Campaign::finish_verification(std::int64_t vid) {
     v.detail.reasons = d.reasons;
     v.detail.evidence = d.evidence;
     v.detail.order_effect = d.order_effect;
-    v.detail.mde = mde();
-    store::Transaction tx(store_->db());
-    store_->update_verification(v);
-    store_->log(
-        next == verify::Next::Recheck
-            ? fmt::format("{}: {:.3f}x, lower bound {:.3f} over {} pairs; re-checking in a fresh "
-                          "allocation",
-                          cand.describe(), d.speedup, d.lo, so_far)
-        : next == verify::Next::More
-            ? fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs: undecided, another block",
-                          cand.describe(), d.speedup, d.lo, d.hi, so_far)
-            : fmt::format("not promoted {}: {}", cand.describe(), d.reasons.empty() ? "" : d.reasons[0]));
+    v.detail.mde = mde;
+    const auto& cand = j.cand;
+    store::Transaction tx(st.db());
+    st.update_verification(v);
+    st.log(next == verify::Next::Recheck
+               ? fmt::format("{}: {:.3f}x, lower bound {:.3f} over {} pairs; re-checking in a fresh "
+                             "allocation",
+                             cand.describe(), d.speedup, d.lo, j.so_far)
+           : next == verify::Next::More
+               ? fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs: undecided, another block",
+                             cand.describe(), d.speedup, d.lo, d.hi, j.so_far)
+               : fmt::format("not promoted {}: {}", cand.describe(), d.reasons.empty() ? "" : d.reasons[0]));
     tx.commit();
+}
+} // namespace
+
+void Campaign::finish_verification(std::int64_t vid) {
+    store::VerificationRow v;
+    for (const auto& x : store_->verifications())
+        if (x.id == vid) v = x;
+    const bool recheck = v.state == VerificationState::Recheck;
+    if (recheck && !v.detail.recheck) return; // its batch was planned, not yet recorded here
+    // The first stage's blocks (one batch each; a campaign of an older orchestrator: its one batch), and the
+    // re-check's.
+    std::set<std::int64_t> first_batches(v.detail.first.blocks.begin(), v.detail.first.blocks.end());
+    if (first_batches.empty()) first_batches.insert(v.batch_id);
+    const auto all_trials = store_->trials({.verification_id = vid});
+    const int steps = contract_.invariants.steps;
+    const auto first_stage = stage_pairs(all_trials, first_batches, v.detail.first.plan, steps);
+    StagePairs fresh;
+    if (recheck) {
+        const auto& r = *v.detail.recheck;
+        std::set<std::int64_t> batches(r.blocks.begin(), r.blocks.end());
+        if (batches.empty()) batches.insert(r.batch.value());
+        fresh = stage_pairs(all_trials, batches, r.plan, steps);
+    }
+    const auto& judged = recheck ? fresh : first_stage;
+    // The sequence's look: over every pair so far (the re-check continues the first stage's sequence).
+    auto ab = first_stage.ab;
+    ab.insert(ab.end(), fresh.ab.begin(), fresh.ab.end());
+    const auto cand = space::Candidate::from_json(v.candidate);
+    bool math_changing = false;
+    for (const auto& id : cand.patches)
+        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
+    const auto baseline = store_->baseline();
+    verify::NoisePrior noise;
+    verify::EvalReference eval;
+    if (baseline) {
+        noise = verify::doctor_prior(*baseline);
+        eval = verify::eval_reference(baseline->eval_losses);
+    }
+    const auto seq = verify::design(contract_);
+    const int so_far = static_cast<int>(ab.size());
+    auto d = verify::decide(ab, reference_losses(), contract_, seq.rule(so_far), math_changing, noise, eval);
+    // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
+    // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
+    store::VerificationStage& stage =
+        recheck ? static_cast<store::VerificationStage&>(*v.detail.recheck) : v.detail.first;
+    if (stage.spot_check) {
+        // Its runs are in the stage's first block.
+        const std::int64_t spot_batch = !stage.blocks.empty() ? stage.blocks[0]
+                                        : recheck             ? v.detail.recheck->batch.value()
+                                                              : v.batch_id;
+        judge_spot_check(*stage.spot_check, spot_batch, cand, judged.twin, judged.candidate_runs, d, v);
+    }
+    // A spot check that failed or did not complete is not changed by more pairs.
+    if (stage.spot_check && stage.spot_check->value("state", "") != "passed") d.settled = true;
+    // Room in the wall-time budget for another block.
+    bool room = true;
+    if (const double budget = contract_.budget.wall_time_s; budget > 0) {
+        const auto m = trial_cost_model();
+        room = affordable_pairs(m, budget - budget_use().wall_s, verify::Design::kBlock) >=
+               verify::Design::kBlock;
+    }
+    Judgement j{v, cand, std::move(d), std::move(ab), seq, so_far, room, recheck, baseline};
+    if (recheck)
+        finish_recheck(*store_, j,
+                       verify::decide(fresh.ab, reference_losses(), contract_, seq.rule(so_far),
+                                      math_changing, noise, eval),
+                       judged.pairs);
+    else
+        finish_first_stage(*store_, j, judged.pairs, mde());
 }
 
 } // namespace infrarsi::campaign
