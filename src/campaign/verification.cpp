@@ -25,23 +25,15 @@ using store::TrialKind;
 using store::TrialRow;
 using store::VerificationState;
 
-void Campaign::verify(const RunOptions& o) {
-    resume_open_batches(o);
-    if (store_->stage() >= store::Stage::Done || stopping(o)) return;
-    const auto baseline = store_->baseline();
-    const double base = baseline ? baseline->median_step_s : 0.0;
-    const auto baseline_key = contract_.space.baseline().key();
-    // Sequences left mid-way (a restart): on with them first, block by block.
-    for (const auto& x : store_->verifications())
-        if ((x.state == VerificationState::Running || x.state == VerificationState::Recheck) &&
-            !run_sequence(x.id, o))
-            return;
-    // The best distinct candidates that were faster than the baseline in the search, like against like, as
-    // the search's plan counts them (baseline_ratio: against the control beside it in its batch, else the
-    // doctor's baseline); ranked by that ratio, so that a batch run under load does not lose to one run on a
-    // quiet host by its raw step times.
+namespace {
+// The search's distinct candidates faster than the baseline, like against like, as the search's plan counts
+// them (baseline_ratio: against the control beside it in its batch, else the doctor's baseline); each by its
+// best trial, ranked by that ratio, so that a batch run under load does not lose to one run on a quiet host
+// by its raw step times.
+std::vector<TrialRow> ranked_by_ratio(const std::vector<TrialRow>& ok_search_trials,
+                                      const std::string& baseline_key, double base) {
     std::map<std::string, std::pair<double, TrialRow>> best;
-    for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok})) {
+    for (const auto& t : ok_search_trials) {
         const auto r = baseline_ratio(t, base);
         if (t.candidate_key == baseline_key || !r || *r >= 1) continue;
         auto it = best.find(t.candidate_key);
@@ -54,6 +46,44 @@ void Campaign::verify(const RunOptions& o) {
     std::vector<TrialRow> ranked;
     for (auto& [r, t] : by_ratio)
         ranked.push_back(std::move(t));
+    return ranked;
+}
+
+// Why the wall-time budget has no room for a patch set's equivalence check and its first A/B pairs; nothing
+// where it has.
+std::optional<std::string> no_room_for_equivalence(const TrialCostModel& m, double budget, double left,
+                                                   int verify_pairs) {
+    if (affordable_pairs(m, left, verify_pairs + 1) >= std::min(3, verify_pairs + 1)) return std::nullopt;
+    return fmt::format("not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and its patch "
+                       "set's equivalence check and 2 A/B pairs need ~{:.0f} s (~{:.1f} s a trial)",
+                       budget, std::max(0.0, left), 6 * m.trial_s(), m.trial_s());
+}
+
+// Why the wall-time budget has no room for one block of A/B pairs; nothing where it has.
+std::optional<std::string> no_room_for_block(const TrialCostModel& m, double budget, double left) {
+    if (affordable_pairs(m, left, verify::Design::kBlock) >= verify::Design::kBlock) return std::nullopt;
+    return fmt::format(
+        "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and a block of {} A/B "
+        "pairs needs ~{:.0f} s (~{:.1f} s a trial)",
+        budget, std::max(0.0, left), verify::Design::kBlock,
+        verification_wall_s(m, 1, verify::Design::kBlock), m.trial_s());
+}
+} // namespace
+
+void Campaign::verify(const RunOptions& o) {
+    resume_open_batches(o);
+    if (store_->stage() >= store::Stage::Done || stopping(o)) return;
+    const auto baseline = store_->baseline();
+    const double base = baseline ? baseline->median_step_s : 0.0;
+    const auto baseline_key = contract_.space.baseline().key();
+    // Sequences left mid-way (a restart): on with them first, block by block.
+    for (const auto& x : store_->verifications())
+        if ((x.state == VerificationState::Running || x.state == VerificationState::Recheck) &&
+            !run_sequence(x.id, o))
+            return;
+    // The distinct candidates faster than the baseline in the search, best first.
+    const auto ranked = ranked_by_ratio(
+        store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}), baseline_key, base);
     // The best verify_top candidates, not counting those whose patch set failed its equivalence check
     // (equivalence.cpp): a cheat that is fastest does not take a real change's place.
     std::map<std::string, bool> done; // candidate key -> rejected as not equivalent
@@ -90,13 +120,8 @@ void Campaign::verify(const RunOptions& o) {
                 if (const double budget = contract_.budget.wall_time_s; budget > 0) {
                     const auto m = trial_cost_model();
                     const double left = budget - budget_use().wall_s;
-                    if (affordable_pairs(m, left, contract_.repeats.verify + 1) <
-                        std::min(3, contract_.repeats.verify + 1)) {
-                        const auto why = fmt::format(
-                            "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and its patch "
-                            "set's equivalence check and 2 A/B pairs need ~{:.0f} s (~{:.1f} s a trial)",
-                            budget, std::max(0.0, left), 6 * m.trial_s(), m.trial_s());
-                        skip_for_budget(v, cand, why, left, m.trial_s());
+                    if (const auto why = no_room_for_equivalence(m, budget, left, contract_.repeats.verify)) {
+                        skip_for_budget(v, cand, *why, left, m.trial_s());
                         --slots;
                         continue;
                     }
@@ -127,13 +152,8 @@ void Campaign::verify(const RunOptions& o) {
         if (const double budget = contract_.budget.wall_time_s; budget > 0) {
             const auto m = trial_cost_model();
             const double left = budget - budget_use().wall_s;
-            if (affordable_pairs(m, left, verify::Design::kBlock) < verify::Design::kBlock) {
-                const auto why = fmt::format(
-                    "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and a block of {} A/B "
-                    "pairs needs ~{:.0f} s (~{:.1f} s a trial)",
-                    budget, std::max(0.0, left), verify::Design::kBlock,
-                    verification_wall_s(m, 1, verify::Design::kBlock), m.trial_s());
-                skip_for_budget(v, cand, why, left, m.trial_s());
+            if (const auto why = no_room_for_block(m, budget, left)) {
+                skip_for_budget(v, cand, *why, left, m.trial_s());
                 continue;
             }
         }
