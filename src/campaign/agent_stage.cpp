@@ -98,7 +98,7 @@ bool Campaign::agent_due(bool space_exhausted) {
     // when the space is exhausted, unless the last call was that one.
     const auto seen = calls.back().detail.value("search_batches", -1);
     int finished = 0;
-    for (const auto& b : store_->batches("finished"))
+    for (const auto& b : store_->batches(store::BatchState::Finished))
         if (b.kind == store::BatchKind::Search) ++finished;
     if (space_exhausted) return finished > seen || calls.back().trigger != "space_exhausted";
     return finished > seen;
@@ -345,7 +345,7 @@ int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
     if (!agent_due(trigger == "space_exhausted")) return 0;
     const auto& a = contract_.agent;
     int finished_batches = 0;
-    for (const auto& b : store_->batches("finished"))
+    for (const auto& b : store_->batches(store::BatchState::Finished))
         if (b.kind == store::BatchKind::Search) ++finished_batches;
     store::AgentCallRow row;
     row.started = store::now_seconds();

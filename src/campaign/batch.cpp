@@ -292,7 +292,7 @@ void Campaign::mark_started(const std::string& scheduler_name) {
 
 void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
-    if (b.state != "planned") return;
+    if (b.state != store::BatchState::Planned) return;
     if (b.kind ==
         store::BatchKind::Submitted) { // the user's job, submitted already: only its id was not recorded yet
         store_->set_array_submitted(batch_id, 0, store_->meta("tune_job_id").value_or(""));
@@ -389,7 +389,7 @@ std::vector<std::string> Campaign::array_placement(std::int64_t batch_id, int se
 
 void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
-    if (b.state != "submitted") return;
+    if (b.state != store::BatchState::Submitted) return;
     // The arrays in order: the local backend runs a job's tasks only while it is waited on, so this also
     // keeps its arrays one after another.
     std::vector<slurm::JobRecord> all;
@@ -477,7 +477,7 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
 
 void Campaign::resume_open_batches(const RunOptions& o) {
     for (const auto& b : store_->batches()) {
-        if (b.state == "finished") continue;
+        if (b.state == store::BatchState::Finished) continue;
         // A batch planned by an older orchestrator: its trials will read the manifest with this reader.
         try {
             if (!b.manifest.empty() && trial::upgrade_manifest(b.manifest))
@@ -485,7 +485,7 @@ void Campaign::resume_open_batches(const RunOptions& o) {
         } catch (const Error& e) {
             say(o, fmt::format("batch {}: {}", b.id, e.what()));
         }
-        if (b.state == "submitted" && b.kind != store::BatchKind::Submitted) {
+        if (b.state == store::BatchState::Submitted && b.kind != store::BatchKind::Submitted) {
             // Released already, unless the process died right after recording the ids. A job Slurm has
             // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
             for (const auto& a : store_->arrays(b.id)) {
@@ -549,7 +549,6 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
     std::map<int, slurm::JobRecord> by_index;
     for (const auto& r : records)
         if (auto i = task_index(r)) by_index[*i] = r;
-    json requeue = json::parse(store_->meta("requeue").value_or("[]"));
     const bool submitted = b.kind == store::BatchKind::Submitted;
     const auto proof =
         submitted ? ManifestProof{} : manifest_proof(b, store_->meta(manifest_digest_key(batch_id)));
@@ -611,15 +610,14 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         if (trial::says_nothing(r.outcome)) {
             t.counted = false;
             if (t.kind == TrialKind::Search)
-                requeue.push_back({{"candidate", t.candidate},
-                                   {"reason", "re-queued after " + store::outcome_name(t) + ": " + t.reason},
-                                   {"attempt", t.attempt + 1}});
+                store_->requeue({.candidate = t.candidate,
+                                 .reason = "re-queued after " + store::outcome_name(t) + ": " + t.reason,
+                                 .attempt = t.attempt + 1});
         }
         store_->update_trial(t);
         store_->log(fmt::format("trial {} ({}) {}: {}", t.id, store::to_string(t.kind),
                                 store::outcome_name(t), t.detail));
     }
-    store_->set_meta("requeue", requeue.dump());
     store_->set_batch_finished(batch_id);
     tx.commit();
     if (const auto& finish = batch_stage(b.kind).finish) finish(batch_id);

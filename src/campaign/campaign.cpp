@@ -197,7 +197,7 @@ void Campaign::check_scheduler_change(const std::string& to) {
     const auto kept = store_->meta("scheduler");
     if (!kept || *kept == to) return;
     for (const auto& b : store_->batches())
-        if (b.state == "submitted")
+        if (b.state == store::BatchState::Submitted)
             throw Error(fmt::format("batch {} is running on {}, job {}", b.id, *kept, b.job_id),
                         "--scheduler " + to, "--scheduler " + *kept + " until it has finished");
 }
@@ -258,7 +258,7 @@ void Campaign::request_cancel(const std::string& why) {
 }
 
 void Campaign::cancel_running(const RunOptions& o) {
-    const auto running = store_->batches("submitted");
+    const auto running = store_->batches(store::BatchState::Submitted);
     if (running.empty()) return;
     auto& sched = scheduler(o);
     for (const auto& b : running) {

@@ -243,7 +243,7 @@ TrialCostModel Campaign::trial_cost_model() {
     // verification will look like) shared among their trials, less the steps. The median over batches, so
     // one batch that waited out an orchestrator outage does not dominate.
     std::vector<double> overheads;
-    for (const auto& b : store_->batches("finished")) {
+    for (const auto& b : store_->batches(store::BatchState::Finished)) {
         if (b.kind == store::BatchKind::Search || b.kind == store::BatchKind::Submitted || b.submitted <= 0 ||
             b.finished <= b.submitted)
             continue;
@@ -263,7 +263,7 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     // proposal and the builds count), else its waves of trials at the baseline's pace.
     std::vector<double> periods;
     double previous_end = 0;
-    std::vector<store::BatchRow> done = store_->batches("finished");
+    std::vector<store::BatchRow> done = store_->batches(store::BatchState::Finished);
     std::sort(done.begin(), done.end(), [](auto& a, auto& b) { return a.finished < b.finished; });
     for (const auto& b : done) {
         if (b.kind == store::BatchKind::Search && previous_end > 0)
@@ -351,18 +351,18 @@ void Campaign::search(const RunOptions& o) {
                 return std::includes(c.patches.begin(), c.patches.end(), set.begin(), set.end());
             });
         };
-        json requeue = json::parse(store_->meta("requeue").value_or("[]"));
-        while (!requeue.empty() && static_cast<int>(tasks.size()) < q) {
-            if (excluded_set(space::Candidate::from_json(requeue[0]["candidate"]))) {
-                requeue.erase(requeue.begin());
-                continue;
-            }
+        // The re-queue first, in its order; what it gives (or drops, excluded now) leaves it once planned.
+        std::vector<std::int64_t> dequeued;
+        for (const auto& e : store_->requeued()) {
+            if (static_cast<int>(tasks.size()) >= q) break;
+            dequeued.push_back(e.id);
+            auto cand = space::Candidate::from_json(e.candidate);
+            if (excluded_set(cand)) continue;
             Task t;
-            t.candidate = space::Candidate::from_json(requeue[0]["candidate"]);
-            t.reason = requeue[0]["reason"].get<std::string>();
-            t.attempt = requeue[0]["attempt"].get<int>();
+            t.candidate = std::move(cand);
+            t.reason = e.reason;
+            t.attempt = e.attempt;
             tasks.push_back(t);
-            requeue.erase(requeue.begin());
         }
         // Seeds from the experience bank go first, each once, with the bank's reason in the audit.
         json seeds = json::parse(store_->meta("bank_seeds").value_or("[]"));
@@ -449,7 +449,8 @@ void Campaign::search(const RunOptions& o) {
                                      {},
                                      {}});
         auto id = plan_batch(store::BatchKind::Search, tasks);
-        store_->set_meta("requeue", requeue.dump());
+        for (const auto e : dequeued)
+            store_->dequeue(e);
         say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used)", id,
                            tasks.size() - 1, use.trials, contract_.budget.trials));
         submit_batch(id, o);

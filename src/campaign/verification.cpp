@@ -23,22 +23,17 @@ namespace infrarsi::campaign {
 using nlohmann::json;
 using store::TrialKind;
 using store::TrialRow;
+using store::VerificationState;
 
-void Campaign::verify(const RunOptions& o) {
-    resume_open_batches(o);
-    if (store_->stage() >= store::Stage::Done || stopping(o)) return;
-    const auto baseline = store_->baseline();
-    const double base = baseline ? baseline->median_step_s : 0.0;
-    const auto baseline_key = contract_.space.baseline().key();
-    // Sequences left mid-way (a restart): on with them first, block by block.
-    for (const auto& x : store_->verifications())
-        if ((x.state == "running" || x.state == "recheck") && !run_sequence(x.id, o)) return;
-    // The best distinct candidates that were faster than the baseline in the search, like against like, as
-    // the search's plan counts them (baseline_ratio: against the control beside it in its batch, else the
-    // doctor's baseline); ranked by that ratio, so that a batch run under load does not lose to one run on a
-    // quiet host by its raw step times.
+namespace {
+// The search's distinct candidates faster than the baseline, like against like, as the search's plan counts
+// them (baseline_ratio: against the control beside it in its batch, else the doctor's baseline); each by its
+// best trial, ranked by that ratio, so that a batch run under load does not lose to one run on a quiet host
+// by its raw step times.
+std::vector<TrialRow> ranked_by_ratio(const std::vector<TrialRow>& ok_search_trials,
+                                      const std::string& baseline_key, double base) {
     std::map<std::string, std::pair<double, TrialRow>> best;
-    for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok})) {
+    for (const auto& t : ok_search_trials) {
         const auto r = baseline_ratio(t, base);
         if (t.candidate_key == baseline_key || !r || *r >= 1) continue;
         auto it = best.find(t.candidate_key);
@@ -51,6 +46,44 @@ void Campaign::verify(const RunOptions& o) {
     std::vector<TrialRow> ranked;
     for (auto& [r, t] : by_ratio)
         ranked.push_back(std::move(t));
+    return ranked;
+}
+
+// Why the wall-time budget has no room for a patch set's equivalence check and its first A/B pairs; nothing
+// where it has.
+std::optional<std::string> no_room_for_equivalence(const TrialCostModel& m, double budget, double left,
+                                                   int verify_pairs) {
+    if (affordable_pairs(m, left, verify_pairs + 1) >= std::min(3, verify_pairs + 1)) return std::nullopt;
+    return fmt::format("not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and its patch "
+                       "set's equivalence check and 2 A/B pairs need ~{:.0f} s (~{:.1f} s a trial)",
+                       budget, std::max(0.0, left), 6 * m.trial_s(), m.trial_s());
+}
+
+// Why the wall-time budget has no room for one block of A/B pairs; nothing where it has.
+std::optional<std::string> no_room_for_block(const TrialCostModel& m, double budget, double left) {
+    if (affordable_pairs(m, left, verify::Design::kBlock) >= verify::Design::kBlock) return std::nullopt;
+    return fmt::format(
+        "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and a block of {} A/B "
+        "pairs needs ~{:.0f} s (~{:.1f} s a trial)",
+        budget, std::max(0.0, left), verify::Design::kBlock,
+        verification_wall_s(m, 1, verify::Design::kBlock), m.trial_s());
+}
+} // namespace
+
+void Campaign::verify(const RunOptions& o) {
+    resume_open_batches(o);
+    if (store_->stage() >= store::Stage::Done || stopping(o)) return;
+    const auto baseline = store_->baseline();
+    const double base = baseline ? baseline->median_step_s : 0.0;
+    const auto baseline_key = contract_.space.baseline().key();
+    // Sequences left mid-way (a restart): on with them first, block by block.
+    for (const auto& x : store_->verifications())
+        if ((x.state == VerificationState::Running || x.state == VerificationState::Recheck) &&
+            !run_sequence(x.id, o))
+            return;
+    // The distinct candidates faster than the baseline in the search, best first.
+    const auto ranked = ranked_by_ratio(
+        store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}), baseline_key, base);
     // The best verify_top candidates, not counting those whose patch set failed its equivalence check
     // (equivalence.cpp): a cheat that is fastest does not take a real change's place.
     std::map<std::string, bool> done; // candidate key -> rejected as not equivalent
@@ -60,7 +93,7 @@ void Campaign::verify(const RunOptions& o) {
     // A candidate the wall-time budget leaves no room for: recorded as skipped, with why.
     auto skip_for_budget = [&](store::VerificationRow& v, const space::Candidate& cand,
                                const std::string& why, double left, double trial_s) {
-        v.state = "skipped";
+        v.state = VerificationState::Skipped;
         v.detail.reasons = {why};
         v.detail.wall_left_s = left;
         v.detail.trial_s = trial_s;
@@ -78,7 +111,7 @@ void Campaign::verify(const RunOptions& o) {
         store::VerificationRow v;
         v.candidate_key = t.candidate_key;
         v.candidate = t.candidate;
-        v.state = "running";
+        v.state = VerificationState::Running;
         v.detail.search_trial = t.id;
         if (!cand.patches.empty()) {
             auto eq = equivalence_record(cand);
@@ -87,13 +120,8 @@ void Campaign::verify(const RunOptions& o) {
                 if (const double budget = contract_.budget.wall_time_s; budget > 0) {
                     const auto m = trial_cost_model();
                     const double left = budget - budget_use().wall_s;
-                    if (affordable_pairs(m, left, contract_.repeats.verify + 1) <
-                        std::min(3, contract_.repeats.verify + 1)) {
-                        const auto why = fmt::format(
-                            "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and its patch "
-                            "set's equivalence check and 2 A/B pairs need ~{:.0f} s (~{:.1f} s a trial)",
-                            budget, std::max(0.0, left), 6 * m.trial_s(), m.trial_s());
-                        skip_for_budget(v, cand, why, left, m.trial_s());
+                    if (const auto why = no_room_for_equivalence(m, budget, left, contract_.repeats.verify)) {
+                        skip_for_budget(v, cand, *why, left, m.trial_s());
                         --slots;
                         continue;
                     }
@@ -104,7 +132,7 @@ void Campaign::verify(const RunOptions& o) {
             v.detail.equivalence = *eq;
             if ((*eq)["state"] != "passed") {
                 const bool failed = (*eq)["state"] == "failed";
-                v.state = "done";
+                v.state = VerificationState::Done;
                 v.detail.not_equivalent = failed;
                 v.detail.reasons = {fmt::format(
                     "patch set {} {} the equivalence check apart from knobs: {}",
@@ -124,13 +152,8 @@ void Campaign::verify(const RunOptions& o) {
         if (const double budget = contract_.budget.wall_time_s; budget > 0) {
             const auto m = trial_cost_model();
             const double left = budget - budget_use().wall_s;
-            if (affordable_pairs(m, left, verify::Design::kBlock) < verify::Design::kBlock) {
-                const auto why = fmt::format(
-                    "not verified: the wall-time budget ({:.0f} s) has {:.0f} s left, and a block of {} A/B "
-                    "pairs needs ~{:.0f} s (~{:.1f} s a trial)",
-                    budget, std::max(0.0, left), verify::Design::kBlock,
-                    verification_wall_s(m, 1, verify::Design::kBlock), m.trial_s());
-                skip_for_budget(v, cand, why, left, m.trial_s());
+            if (const auto why = no_room_for_block(m, budget, left)) {
+                skip_for_budget(v, cand, *why, left, m.trial_s());
                 continue;
             }
         }
@@ -149,7 +172,7 @@ void Campaign::verify(const RunOptions& o) {
     // A first stage that promoted goes on in a fresh allocation before it is final (also after a restart
     // between the two).
     for (const auto& x : store_->verifications())
-        if (x.state == "recheck" && !run_sequence(x.id, o)) return;
+        if (x.state == VerificationState::Recheck && !run_sequence(x.id, o)) return;
     // Which change of each promoted bundle carries its gain (ablation.cpp).
     ablate(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
@@ -169,8 +192,9 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
         std::optional<store::VerificationRow> v;
         for (const auto& x : store_->verifications())
             if (x.id == vid) v = x;
-        if (!v || (v->state != "running" && v->state != "recheck")) return true;
-        const bool recheck = v->state == "recheck";
+        if (!v || (v->state != VerificationState::Running && v->state != VerificationState::Recheck))
+            return true;
+        const bool recheck = v->state == VerificationState::Recheck;
         const store::Recheck none;
         const auto& rc = v->detail.recheck ? *v->detail.recheck : none;
         const store::VerificationStage& stage =
@@ -186,7 +210,7 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
         else if (!recheck && v->batch_id > 0)
             last = v->batch_id;
         if (last && stage.next.value_or("") != "more") {
-            if (store_->batch(*last).state != "finished") {
+            if (store_->batch(*last).state != store::BatchState::Finished) {
                 submit_batch(*last, o);
                 await_batch(*last, o);
                 continue;
@@ -219,7 +243,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
             const double left = budget - budget_use().wall_s;
             if (affordable_pairs(m, left, pairs) < pairs) {
                 // Not final without its re-check: not promoted, and said why.
-                v.state = "done";
+                v.state = VerificationState::Done;
                 v.promoted = false;
                 v.detail.reproduced = false;
                 v.detail.recheck = store::Recheck{};
@@ -342,169 +366,136 @@ void Campaign::register_verification_stage() {
     };
 }
 
-void Campaign::finish_verification(std::int64_t vid) {
-    store::VerificationRow v;
-    for (const auto& x : store_->verifications())
-        if (x.id == vid) v = x;
-    const bool recheck = v.state == "recheck";
-    if (recheck && !v.detail.recheck) return; // its batch was planned, not yet recorded here
-    // The first stage's blocks (one batch each; a campaign of an older orchestrator: its one batch), and the
-    // re-check's.
-    std::set<std::int64_t> first_batches(v.detail.first.blocks.begin(), v.detail.first.blocks.end());
-    if (first_batches.empty()) first_batches.insert(v.batch_id);
-    const auto all_trials = store_->trials({.verification_id = vid});
-    const auto& inv = contract_.invariants;
-    auto arm = [&](const TrialRow& t, bool first) {
-        verify::Arm x;
-        // A broken loss invariant is verification's to judge (it reports it as such), so such a run is kept.
-        x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
-        x.step_s = t.step_time_s.value_or(0);
-        if (t.measurements.losses) x.losses = *t.measurements.losses;
-        for (const double s : t.measurements.steady_samples)
-            if (!std::isnan(s)) x.step_samples.push_back(s);
-        x.eval_loss = t.measurements.eval_loss;
-        x.peak_memory_bytes = t.peak_memory_bytes;
-        if (static_cast<int>(x.losses.size()) < inv.steps) x.ok = false;
-        x.node = t.node;
-        x.first = first;
-        return x;
-    };
-    // One stage's pairs, from its batches' trials in the order they were planned (two a pair, each pair's in
-    // the order it ran), numbered from 1 within the stage as its plan numbers them.
-    struct StagePairs {
-        std::vector<std::pair<verify::Arm, verify::Arm>> ab;
-        std::vector<TrialRow> candidate_runs; // each pair's candidate run, by pair
-        std::optional<TrialRow> twin;         // the spot check's run
-        std::vector<store::MeasuredPair> pairs;
-    };
-    auto stage_pairs = [&](const std::set<std::int64_t>& batches,
-                           const std::vector<store::PlannedPair>& plan) {
-        StagePairs sp;
-        std::vector<TrialRow> trials;
-        for (const auto& t : all_trials)
-            if (batches.count(t.batch_id)) trials.push_back(t);
-        std::sort(trials.begin(), trials.end(),
-                  [](const TrialRow& x, const TrialRow& y) { return x.id < y.id; });
-        // The spot check's runs (the knobs without the patches; where those knobs had to move, the patch set
-        // there too) are not pairs.
-        std::erase_if(trials, [&](const TrialRow& t) {
-            if (t.kind == TrialKind::EquivalenceCandidate) return true;
-            if (t.kind != TrialKind::EquivalenceBaseline) return false;
-            sp.twin = t;
-            return true;
-        });
-        for (std::size_t i = 0; i + 1 < trials.size(); i += 2) {
-            const auto& t1 = trials[i];
-            const auto& t2 = trials[i + 1];
-            const bool ab_order = t1.kind == TrialKind::VerifyBaseline;
-            const TrialRow& ta = ab_order ? t1 : t2;
-            const TrialRow& tb = ab_order ? t2 : t1;
-            sp.candidate_runs.push_back(tb);
-            sp.ab.emplace_back(arm(ta, ab_order), arm(tb, !ab_order));
-            const bool seeded = i / 2 < plan.size() && plan[i / 2].seed;
-            sp.ab.back().first.at_reference_seed = sp.ab.back().second.at_reference_seed = !seeded;
-            const auto& [xa, xb] = sp.ab.back();
-            store::MeasuredPair p;
-            p.pair = static_cast<int>(i / 2 + 1);
-            p.order = ab_order ? "AB" : "BA";
-            p.baseline_trial = ta.id;
-            p.candidate_trial = tb.id;
-            p.baseline_step_s = xa.step_s;
-            p.candidate_step_s = xb.step_s;
-            p.baseline_node = ta.node;
-            p.candidate_node = tb.node;
-            p.same_node = !ta.node.empty() && ta.node == tb.node;
-            if (xa.ok && xb.ok && xa.step_s > 0 && xb.step_s > 0)
-                p.log_ratio =
-                    verify::robust_pair_log_ratio(xa.step_samples, xa.step_s, xb.step_samples, xb.step_s);
-            if (i / 2 < plan.size()) {
-                p.nodes = plan[i / 2].nodes;
-                p.block = plan[i / 2].block;
-                p.seed = plan[i / 2].seed;
-            }
-            sp.pairs.push_back(std::move(p));
-        }
-        return sp;
-    };
-    const auto first_stage = stage_pairs(first_batches, v.detail.first.plan);
-    StagePairs fresh;
-    if (recheck) {
-        const auto& r = *v.detail.recheck;
-        std::set<std::int64_t> batches(r.blocks.begin(), r.blocks.end());
-        if (batches.empty()) batches.insert(r.batch.value());
-        fresh = stage_pairs(batches, r.plan);
+namespace {
+// One run of a pair as verify::decide reads it.
+verify::Arm arm_of(const TrialRow& t, bool first, int steps) {
+    verify::Arm x;
+    // A broken loss invariant is verification's to judge (it reports it as such), so such a run is kept.
+    x.ok = t.outcome == trial::Outcome::Ok || t.violation == trial::Violation::LossInvariant;
+    x.step_s = t.step_time_s.value_or(0);
+    if (t.measurements.losses) x.losses = *t.measurements.losses;
+    for (const double s : t.measurements.steady_samples)
+        if (!std::isnan(s)) x.step_samples.push_back(s);
+    x.eval_loss = t.measurements.eval_loss;
+    x.peak_memory_bytes = t.peak_memory_bytes;
+    if (static_cast<int>(x.losses.size()) < steps) x.ok = false;
+    x.node = t.node;
+    x.first = first;
+    return x;
+}
+
+// One stage's pairs, from its batches' trials in the order they were planned (two a pair, each pair's in
+// the order it ran), numbered from 1 within the stage as its plan numbers them.
+struct StagePairs {
+    std::vector<std::pair<verify::Arm, verify::Arm>> ab;
+    std::vector<TrialRow> candidate_runs; // each pair's candidate run, by pair
+    std::optional<TrialRow> twin;         // the spot check's run
+    std::vector<store::MeasuredPair> pairs;
+};
+
+store::MeasuredPair measured_pair(std::size_t index, const TrialRow& ta, const TrialRow& tb, bool ab_order,
+                                  const verify::Arm& xa, const verify::Arm& xb,
+                                  const std::vector<store::PlannedPair>& plan) {
+    store::MeasuredPair p;
+    p.pair = static_cast<int>(index + 1);
+    p.order = ab_order ? "AB" : "BA";
+    p.baseline_trial = ta.id;
+    p.candidate_trial = tb.id;
+    p.baseline_step_s = xa.step_s;
+    p.candidate_step_s = xb.step_s;
+    p.baseline_node = ta.node;
+    p.candidate_node = tb.node;
+    p.same_node = !ta.node.empty() && ta.node == tb.node;
+    if (xa.ok && xb.ok && xa.step_s > 0 && xb.step_s > 0)
+        p.log_ratio = verify::robust_pair_log_ratio(xa.step_samples, xa.step_s, xb.step_samples, xb.step_s);
+    if (index < plan.size()) {
+        p.nodes = plan[index].nodes;
+        p.block = plan[index].block;
+        p.seed = plan[index].seed;
     }
-    const auto& judged = recheck ? fresh : first_stage;
-    const auto& candidate_runs = judged.candidate_runs;
-    const auto& twin = judged.twin;
-    const auto& pairs = judged.pairs;
-    // The sequence's look: over every pair so far (the re-check continues the first stage's sequence).
-    auto ab = first_stage.ab;
-    ab.insert(ab.end(), fresh.ab.begin(), fresh.ab.end());
-    auto cand = space::Candidate::from_json(v.candidate);
-    bool math_changing = false;
-    for (const auto& id : cand.patches)
-        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
-    verify::NoisePrior noise;
-    verify::EvalReference eval;
-    if (auto b = store_->baseline()) {
-        noise = verify::doctor_prior(*b);
-        eval = verify::eval_reference(b->eval_losses);
+    return p;
+}
+
+StagePairs stage_pairs(const std::vector<TrialRow>& all_trials, const std::set<std::int64_t>& batches,
+                       const std::vector<store::PlannedPair>& plan, int steps) {
+    StagePairs sp;
+    std::vector<TrialRow> trials;
+    for (const auto& t : all_trials)
+        if (batches.count(t.batch_id)) trials.push_back(t);
+    std::sort(trials.begin(), trials.end(), [](const TrialRow& x, const TrialRow& y) { return x.id < y.id; });
+    // The spot check's runs (the knobs without the patches; where those knobs had to move, the patch set
+    // there too) are not pairs.
+    std::erase_if(trials, [&](const TrialRow& t) {
+        if (t.kind == TrialKind::EquivalenceCandidate) return true;
+        if (t.kind != TrialKind::EquivalenceBaseline) return false;
+        sp.twin = t;
+        return true;
+    });
+    for (std::size_t i = 0; i + 1 < trials.size(); i += 2) {
+        const auto& t1 = trials[i];
+        const auto& t2 = trials[i + 1];
+        const bool ab_order = t1.kind == TrialKind::VerifyBaseline;
+        const TrialRow& ta = ab_order ? t1 : t2;
+        const TrialRow& tb = ab_order ? t2 : t1;
+        sp.candidate_runs.push_back(tb);
+        sp.ab.emplace_back(arm_of(ta, ab_order, steps), arm_of(tb, !ab_order, steps));
+        const bool seeded = i / 2 < plan.size() && plan[i / 2].seed;
+        sp.ab.back().first.at_reference_seed = sp.ab.back().second.at_reference_seed = !seeded;
+        const auto& [xa, xb] = sp.ab.back();
+        sp.pairs.push_back(measured_pair(i / 2, ta, tb, ab_order, xa, xb, plan));
     }
-    const auto seq = verify::design(contract_);
-    const int so_far = static_cast<int>(ab.size());
-    auto d = verify::decide(ab, reference_losses(), contract_, seq.rule(so_far), math_changing, noise, eval);
-    // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
-    // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
-    store::VerificationStage& stage =
-        recheck ? static_cast<store::VerificationStage&>(*v.detail.recheck) : v.detail.first;
-    if (stage.spot_check) {
-        // Its runs are in the stage's first block.
-        const std::int64_t spot_batch = !stage.blocks.empty() ? stage.blocks[0]
-                                        : recheck             ? v.detail.recheck->batch.value()
-                                                              : v.batch_id;
-        judge_spot_check(*stage.spot_check, spot_batch, cand, twin, candidate_runs, d, v);
-    }
-    // A spot check that failed or did not complete is not changed by more pairs.
-    if (stage.spot_check && stage.spot_check->value("state", "") != "passed") d.settled = true;
-    auto look = [&](const verify::Decision& x, verify::Next next) {
+    return sp;
+}
+
+// MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the baseline's at
+// this verification's baseline step time (geometric mean of its complete runs), the candidate's at that step
+// time over the speed-up. Nothing where the baseline does not say.
+std::optional<store::MfuRecord> mfu_record(const std::optional<store::Baseline>& b,
+                                           const std::vector<std::pair<verify::Arm, verify::Arm>>& ab,
+                                           double speedup) {
+    if (!b || !b->peak_flops || !b->model_flops_per_step || speedup <= 0) return std::nullopt;
+    double logs = 0;
+    int n = 0;
+    for (const auto& [x, y] : ab)
+        if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
+    if (n == 0) return std::nullopt;
+    const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops, b->peak_flops_source,
+                                       std::exp(logs / n), speedup);
+    store::MfuRecord r;
+    r.peak_flops = m.peak_flops;
+    r.peak_flops_source = m.peak_source;
+    r.peak_flops_by_job = b->peak_flops_by_job;
+    r.model_flops_per_step = m.model_flops_per_step;
+    r.baseline_step_s = m.baseline_step_s;
+    r.candidate_step_s = m.candidate_step_s;
+    if (m.baseline_known()) r.baseline = m.baseline;
+    if (m.candidate_known()) r.candidate = m.candidate;
+    if (!m.unknown.empty()) r.unknown = m.unknown;
+    return r;
+}
+
+// What a look over every pair so far found, and where the verification goes next: the state of the one
+// verification being judged, the looks so far and what the judge needs to say why.
+struct Judgement {
+    store::VerificationRow& v;
+    const space::Candidate& cand;
+    verify::Decision d;                                  // over every pair so far
+    std::vector<std::pair<verify::Arm, verify::Arm>> ab; // every pair so far
+    verify::Design seq;
+    int so_far = 0;
+    bool room = true; // for another block in the wall-time budget
+    bool recheck = false;
+    std::optional<store::Baseline> baseline;
+
+    void look(const verify::Decision& x, verify::Next next) {
         v.detail.sequence.push_back({recheck ? "recheck" : "first", static_cast<int>(ab.size()), x.pairs,
                                      x.set_aside, x.speedup, x.lo, x.hi, verify::to_string(next)});
-    };
-    // MFU with one denominator (the doctor's or the contract's) and the baseline's model FLOPs: the
-    // baseline's at this verification's baseline step time (geometric mean of its complete runs), the
-    // candidate's at that step time over the speed-up.
-    auto record_mfu = [&](double speedup) {
-        if (const auto b = store_->baseline(); b && b->peak_flops && b->model_flops_per_step && speedup > 0) {
-            double logs = 0;
-            int n = 0;
-            for (const auto& [x, y] : ab)
-                if (x.ok && x.step_s > 0) logs += std::log(x.step_s), ++n;
-            if (n > 0) {
-                const auto m = verify::compare_mfu(*b->model_flops_per_step, *b->peak_flops,
-                                                   b->peak_flops_source, std::exp(logs / n), speedup);
-                store::MfuRecord r;
-                r.peak_flops = m.peak_flops;
-                r.peak_flops_source = m.peak_source;
-                r.peak_flops_by_job = b->peak_flops_by_job;
-                r.model_flops_per_step = m.model_flops_per_step;
-                r.baseline_step_s = m.baseline_step_s;
-                r.candidate_step_s = m.candidate_step_s;
-                if (m.baseline_known()) r.baseline = m.baseline;
-                if (m.candidate_known()) r.candidate = m.candidate;
-                if (!m.unknown.empty()) r.unknown = m.unknown;
-                v.detail.mfu = r;
-            }
-        }
-    };
-    // Room in the wall-time budget for another block.
-    bool room = true;
-    if (const double budget = contract_.budget.wall_time_s; budget > 0) {
-        const auto m = trial_cost_model();
-        room = affordable_pairs(m, budget - budget_use().wall_s, verify::Design::kBlock) >=
-               verify::Design::kBlock;
     }
-    auto undecided = [&](verify::Decision& x, verify::Next next, int cap) {
+    void record_mfu(double speedup) {
+        if (auto r = mfu_record(baseline, ab, speedup)) v.detail.mfu = *r;
+    }
+    // Says why a sequence stopped undecided, or that it stopped a clear loser.
+    void undecided(verify::Decision& x, verify::Next next, int cap) const {
         if (next == verify::Next::Stop && !x.settled && !x.futile && !x.promoted)
             x.reasons.push_back(
                 room ? fmt::format("undecided after {} A/B pairs, the most the sequence takes there "
@@ -519,82 +510,91 @@ void Campaign::finish_verification(std::int64_t vid) {
                 fmt::format("a clear loser: the upper bound {:.3f}x (one-sided, error {:.2g}) is "
                             "under 1 + min_speedup = {:.3f}; no more pairs",
                             x.upper, seq.rule(so_far).futility_alpha, 1 + seq.min_speedup));
-    };
-    if (recheck) {
-        // The re-check's look, over every pair; the fresh allocation's own pairs must show a speed-up too.
-        const auto own = verify::decide(fresh.ab, reference_losses(), contract_, seq.rule(so_far),
-                                        math_changing, noise, eval);
-        const auto next = verify::after_recheck(seq, d, own.speedup, so_far, room);
-        auto all = d;
-        if (next != verify::Next::Promoted) {
-            all.promoted = false;
-            if (all.reasons.empty() && d.promoted)
-                all.reasons.push_back(fmt::format(
-                    "the fresh allocation's own pairs measured {:.3f}x: no speed-up", own.speedup));
-        }
-        undecided(all, next, seq.max_pairs);
-        look(all, next);
-        auto& rc = *v.detail.recheck;
-        rc.pairs = pairs;
-        rc.speedup = own.speedup;
-        rc.ci = std::pair{own.lo, own.hi};
-        rc.next = verify::to_string(next);
-        if (next == verify::Next::More) {
-            // On in the fresh allocation: another block.
-            store::Transaction tx(store_->db());
-            store_->update_verification(v);
-            store_->log(
-                fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs, {:.3f}x in the fresh allocation: "
-                            "undecided, another block there",
-                            cand.describe(), d.speedup, d.lo, d.hi, so_far, own.speedup));
-            tx.commit();
-            return;
-        }
-        // The final decision: the first stage's, kept only when the re-check's look promotes too.
-        verify::Decision first;
-        first.promoted = true;
-        first.speedup = v.speedup.value_or(0);
-        first.lo = v.lo.value_or(0);
-        first.hi = v.hi.value_or(0);
-        first.evidence = v.detail.evidence;
-        const auto fin = verify::reproduce(first, all);
-        rc.all_pairs = store::Recheck::AllPairs{d.speedup, d.lo, d.hi, d.pairs};
-        rc.reasons = all.reasons;
-        rc.evidence = all.evidence;
-        rc.nodes = own.nodes;
-        v.detail.reproduced = all.promoted;
-        v.detail.reasons = fin.reasons;
-        v.detail.evidence = fin.evidence;
-        v.detail.first.next = verify::to_string(next);
-        v.state = "done";
-        v.promoted = fin.promoted;
-        // A promotion's speed-up is the sequence's over all its pairs (the first stage's alone is the one
-        // that crossed first: biased upwards by the stopping).
-        if (fin.promoted) {
-            v.speedup = d.speedup;
-            v.lo = d.lo;
-            v.hi = d.hi;
-            record_mfu(d.speedup);
-        }
-        store::Transaction tx(store_->db());
-        store_->update_verification(v);
-        if (fin.promoted) store_->add_promotion(v.id, v.candidate_key, v.speedup.value_or(0));
-        store_->log(fin.promoted ? fmt::format("promoted {}: {:.3f}x, lower bound {:.3f} over {} pairs, "
-                                               "reproduced in a fresh allocation ({:.3f}x)",
-                                               cand.describe(), d.speedup, d.lo, d.pairs, own.speedup)
-                                 : fmt::format("not promoted {}: {}", cand.describe(),
-                                               fin.reasons.empty() ? "" : fin.reasons[0]));
+    }
+};
+
+// The re-check's look, over every pair; the fresh allocation's own pairs (`own`) must show a speed-up too.
+void finish_recheck(store::CampaignStore& st, Judgement& j, const verify::Decision& own,
+                    const std::vector<store::MeasuredPair>& pairs) {
+    auto& v = j.v;
+    const auto& d = j.d;
+    const auto next = verify::after_recheck(j.seq, d, own.speedup, j.so_far, j.room);
+    auto all = d;
+    if (next != verify::Next::Promoted) {
+        all.promoted = false;
+        if (all.reasons.empty() && d.promoted)
+            all.reasons.push_back(
+                fmt::format("the fresh allocation's own pairs measured {:.3f}x: no speed-up", own.speedup));
+    }
+    j.undecided(all, next, j.seq.max_pairs);
+    j.look(all, next);
+    auto& rc = *v.detail.recheck;
+    rc.pairs = pairs;
+    rc.speedup = own.speedup;
+    rc.ci = std::pair{own.lo, own.hi};
+    rc.next = verify::to_string(next);
+    if (next == verify::Next::More) {
+        // On in the fresh allocation: another block.
+        store::Transaction tx(st.db());
+        st.update_verification(v);
+        st.log(fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs, {:.3f}x in the fresh allocation: "
+                           "undecided, another block there",
+                           j.cand.describe(), d.speedup, d.lo, d.hi, j.so_far, own.speedup));
         tx.commit();
         return;
     }
-    // The first stage's look: another block, the re-check, or stop.
-    const auto next = verify::after_look(seq, d, so_far, room);
-    undecided(d, next, seq.first_stage_pairs());
-    look(d, next);
+    // The final decision: the first stage's, kept only when the re-check's look promotes too.
+    verify::Decision first;
+    first.promoted = true;
+    first.speedup = v.speedup.value_or(0);
+    first.lo = v.lo.value_or(0);
+    first.hi = v.hi.value_or(0);
+    first.evidence = v.detail.evidence;
+    const auto fin = verify::reproduce(first, all);
+    rc.all_pairs = store::Recheck::AllPairs{d.speedup, d.lo, d.hi, d.pairs};
+    rc.reasons = all.reasons;
+    rc.evidence = all.evidence;
+    rc.nodes = own.nodes;
+    v.detail.reproduced = all.promoted;
+    v.detail.reasons = fin.reasons;
+    v.detail.evidence = fin.evidence;
     v.detail.first.next = verify::to_string(next);
-    record_mfu(d.speedup);
+    v.state = VerificationState::Done;
+    v.promoted = fin.promoted;
+    // A promotion's speed-up is the sequence's over all its pairs (the first stage's alone is the one that
+    // crossed first: biased upwards by the stopping).
+    if (fin.promoted) {
+        v.speedup = d.speedup;
+        v.lo = d.lo;
+        v.hi = d.hi;
+        j.record_mfu(d.speedup);
+    }
+    store::Transaction tx(st.db());
+    st.update_verification(v);
+    if (fin.promoted) st.add_promotion(v.id, v.candidate_key, v.speedup.value_or(0));
+    st.log(fin.promoted
+               ? fmt::format("promoted {}: {:.3f}x, lower bound {:.3f} over {} pairs, reproduced in a "
+                             "fresh allocation ({:.3f}x)",
+                             j.cand.describe(), d.speedup, d.lo, d.pairs, own.speedup)
+               : fmt::format("not promoted {}: {}", j.cand.describe(),
+                             fin.reasons.empty() ? "" : fin.reasons[0]));
+    tx.commit();
+}
+
+// The first stage's look: another block, the re-check, or stop.
+void finish_first_stage(store::CampaignStore& st, Judgement& j, const std::vector<store::MeasuredPair>& pairs,
+                        double mde) {
+    auto& v = j.v;
+    auto& d = j.d;
+    const auto next = verify::after_look(j.seq, d, j.so_far, j.room);
+    j.undecided(d, next, j.seq.first_stage_pairs());
+    j.look(d, next);
+    v.detail.first.next = verify::to_string(next);
+    j.record_mfu(d.speedup);
     // A first stage that promotes is not final: it waits for its re-check (verify()).
-    v.state = next == verify::Next::Recheck ? "recheck" : next == verify::Next::More ? "running" : "done";
+    v.state = next == verify::Next::Recheck ? VerificationState::Recheck
+              : next == verify::Next::More  ? VerificationState::Running
+                                            : VerificationState::Done;
     v.promoted = false;
     v.speedup = d.speedup;
     v.lo = d.lo;
@@ -604,19 +604,88 @@ void Campaign::finish_verification(std::int64_t vid) {
     v.detail.reasons = d.reasons;
     v.detail.evidence = d.evidence;
     v.detail.order_effect = d.order_effect;
-    v.detail.mde = mde();
-    store::Transaction tx(store_->db());
-    store_->update_verification(v);
-    store_->log(
-        next == verify::Next::Recheck
-            ? fmt::format("{}: {:.3f}x, lower bound {:.3f} over {} pairs; re-checking in a fresh "
-                          "allocation",
-                          cand.describe(), d.speedup, d.lo, so_far)
-        : next == verify::Next::More
-            ? fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs: undecided, another block",
-                          cand.describe(), d.speedup, d.lo, d.hi, so_far)
-            : fmt::format("not promoted {}: {}", cand.describe(), d.reasons.empty() ? "" : d.reasons[0]));
+    v.detail.mde = mde;
+    const auto& cand = j.cand;
+    store::Transaction tx(st.db());
+    st.update_verification(v);
+    st.log(next == verify::Next::Recheck
+               ? fmt::format("{}: {:.3f}x, lower bound {:.3f} over {} pairs; re-checking in a fresh "
+                             "allocation",
+                             cand.describe(), d.speedup, d.lo, j.so_far)
+           : next == verify::Next::More
+               ? fmt::format("{}: {:.3f}x [{:.3f}, {:.3f}] over {} pairs: undecided, another block",
+                             cand.describe(), d.speedup, d.lo, d.hi, j.so_far)
+               : fmt::format("not promoted {}: {}", cand.describe(), d.reasons.empty() ? "" : d.reasons[0]));
     tx.commit();
+}
+} // namespace
+
+void Campaign::finish_verification(std::int64_t vid) {
+    store::VerificationRow v;
+    for (const auto& x : store_->verifications())
+        if (x.id == vid) v = x;
+    const bool recheck = v.state == VerificationState::Recheck;
+    if (recheck && !v.detail.recheck) return; // its batch was planned, not yet recorded here
+    // The first stage's blocks (one batch each; a campaign of an older orchestrator: its one batch), and the
+    // re-check's.
+    std::set<std::int64_t> first_batches(v.detail.first.blocks.begin(), v.detail.first.blocks.end());
+    if (first_batches.empty()) first_batches.insert(v.batch_id);
+    const auto all_trials = store_->trials({.verification_id = vid});
+    const int steps = contract_.invariants.steps;
+    const auto first_stage = stage_pairs(all_trials, first_batches, v.detail.first.plan, steps);
+    StagePairs fresh;
+    if (recheck) {
+        const auto& r = *v.detail.recheck;
+        std::set<std::int64_t> batches(r.blocks.begin(), r.blocks.end());
+        if (batches.empty()) batches.insert(r.batch.value());
+        fresh = stage_pairs(all_trials, batches, r.plan, steps);
+    }
+    const auto& judged = recheck ? fresh : first_stage;
+    // The sequence's look: over every pair so far (the re-check continues the first stage's sequence).
+    auto ab = first_stage.ab;
+    ab.insert(ab.end(), fresh.ab.begin(), fresh.ab.end());
+    const auto cand = space::Candidate::from_json(v.candidate);
+    bool math_changing = false;
+    for (const auto& id : cand.patches)
+        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
+    const auto baseline = store_->baseline();
+    verify::NoisePrior noise;
+    verify::EvalReference eval;
+    if (baseline) {
+        noise = verify::doctor_prior(*baseline);
+        eval = verify::eval_reference(baseline->eval_losses);
+    }
+    const auto seq = verify::design(contract_);
+    const int so_far = static_cast<int>(ab.size());
+    auto d = verify::decide(ab, reference_losses(), contract_, seq.rule(so_far), math_changing, noise, eval);
+    // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
+    // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
+    store::VerificationStage& stage =
+        recheck ? static_cast<store::VerificationStage&>(*v.detail.recheck) : v.detail.first;
+    if (stage.spot_check) {
+        // Its runs are in the stage's first block.
+        const std::int64_t spot_batch = !stage.blocks.empty() ? stage.blocks[0]
+                                        : recheck             ? v.detail.recheck->batch.value()
+                                                              : v.batch_id;
+        judge_spot_check(*stage.spot_check, spot_batch, cand, judged.twin, judged.candidate_runs, d, v);
+    }
+    // A spot check that failed or did not complete is not changed by more pairs.
+    if (stage.spot_check && stage.spot_check->value("state", "") != "passed") d.settled = true;
+    // Room in the wall-time budget for another block.
+    bool room = true;
+    if (const double budget = contract_.budget.wall_time_s; budget > 0) {
+        const auto m = trial_cost_model();
+        room = affordable_pairs(m, budget - budget_use().wall_s, verify::Design::kBlock) >=
+               verify::Design::kBlock;
+    }
+    Judgement j{v, cand, std::move(d), std::move(ab), seq, so_far, room, recheck, baseline};
+    if (recheck)
+        finish_recheck(*store_, j,
+                       verify::decide(fresh.ab, reference_losses(), contract_, seq.rule(so_far),
+                                      math_changing, noise, eval),
+                       judged.pairs);
+    else
+        finish_first_stage(*store_, j, judged.pairs, mde());
 }
 
 } // namespace infrarsi::campaign

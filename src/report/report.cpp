@@ -295,7 +295,7 @@ json status(campaign::Campaign& c) {
         const auto& b = batches.back();
         j["batch"] = {{"id", b.id},
                       {"kind", store::to_string(b.kind)},
-                      {"state", b.state},
+                      {"state", store::to_string(b.state)},
                       {"trials", s.trials_of_batch(b.id).size()}};
     }
     add_estimate_left(j, s.stage(), use, b);
@@ -594,7 +594,7 @@ json verification_json(const store::VerificationRow& v, const std::vector<store:
     auto cand = space::Candidate::from_json(v.candidate);
     json entry = {{"id", v.id},
                   {"candidate", cand.describe()},
-                  {"state", v.state},
+                  {"state", store::to_string(v.state)},
                   {"promoted", v.promoted},
                   {"speedup", opt(v.speedup)},
                   {"speedup_ci", v.lo ? json::array({*v.lo, *v.hi}) : json()},

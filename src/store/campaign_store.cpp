@@ -96,6 +96,24 @@ CREATE TABLE agent_calls (
   tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0, model TEXT NOT NULL DEFAULT '',
   detail TEXT NOT NULL DEFAULT '{}');
 )sql",
+    // 6: state out of the meta blackboard (issue 30, item 3): the campaign's stage is the one row of
+    // campaign_stage (store/campaign_state.hpp; it was meta 'stage'), and the re-queue is a queue table (it
+    // was meta 'requeue', a JSON array of {candidate, reason, attempt}, kept in its order). A re-queue that
+    // is not JSON stops the migration (SQLite's "malformed JSON"): reading it failed the same way before.
+    R"sql(
+CREATE TABLE campaign_stage (
+  id INTEGER PRIMARY KEY CHECK (id = 1), stage TEXT NOT NULL, changed REAL NOT NULL DEFAULT 0);
+INSERT INTO campaign_stage (id, stage)
+  VALUES (1, COALESCE((SELECT value FROM meta WHERE key = 'stage'), 'initialized'));
+DELETE FROM meta WHERE key = 'stage';
+CREATE TABLE requeue (
+  id INTEGER PRIMARY KEY, candidate TEXT NOT NULL, reason TEXT NOT NULL, attempt INTEGER NOT NULL);
+INSERT INTO requeue (candidate, reason, attempt)
+  SELECT json_extract(e.value, '$.candidate'), json_extract(e.value, '$.reason'),
+         json_extract(e.value, '$.attempt')
+  FROM meta m, json_each(m.value) e WHERE m.key = 'requeue' ORDER BY e.key;
+DELETE FROM meta WHERE key = 'requeue';
+)sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 static_assert(migration_count == CampaignStore::schema_version);
@@ -185,15 +203,40 @@ void CampaignStore::set_meta(const std::string& key, const std::string& value) {
 }
 
 Stage CampaignStore::stage() {
-    const auto name = meta("stage").value_or("initialized");
-    if (auto s = stage_names.parse(name)) return *s;
-    throw Error("unknown campaign stage '" + name + "'", db_.path(), stage_names.list());
+    Statement s(db_, "SELECT stage FROM campaign_stage WHERE id = 1");
+    return parse_stage(s.step() ? s.text(0) : to_string(Stage::Initialized), db_.path());
 }
 
 bool CampaignStore::advance_stage(Stage s) {
-    if (stage() >= s) return false;
-    set_meta("stage", to_string(s));
+    const auto next = advance(stage(), s);
+    if (!next) return false;
+    Statement(db_, "INSERT INTO campaign_stage(id, stage, changed) VALUES (1, ?1, ?2) "
+                   "ON CONFLICT(id) DO UPDATE SET stage = ?1, changed = ?2")
+        .bind(1, to_string(*next))
+        .bind(2, now_seconds())
+        .run();
     return true;
+}
+
+void CampaignStore::requeue(const RequeueEntry& e) {
+    Statement(db_, "INSERT INTO requeue(candidate, reason, attempt) VALUES (?1, ?2, ?3)")
+        .bind(1, e.candidate.dump())
+        .bind(2, e.reason)
+        .bind(3, e.attempt)
+        .run();
+}
+
+std::vector<RequeueEntry> CampaignStore::requeued() {
+    std::vector<RequeueEntry> out;
+    Statement s(db_, "SELECT id, candidate, reason, attempt FROM requeue ORDER BY id");
+    while (s.step())
+        out.push_back(
+            {s.integer(0), nlohmann::json::parse(s.text(1)), s.text(2), static_cast<int>(s.integer(3))});
+    return out;
+}
+
+void CampaignStore::dequeue(std::int64_t requeue_id) {
+    Statement(db_, "DELETE FROM requeue WHERE id = ?1").bind(1, requeue_id).run();
 }
 
 std::optional<std::string> CampaignStore::meta(const std::string& key) {
@@ -237,10 +280,11 @@ std::vector<PatchRow> CampaignStore::patches() {
 }
 
 std::int64_t CampaignStore::add_batch(BatchKind kind, const std::string& manifest) {
-    Statement(db_, "INSERT INTO batches(kind, state, manifest, created) VALUES (?1, 'planned', ?2, ?3)")
+    Statement(db_, "INSERT INTO batches(kind, state, manifest, created) VALUES (?1, ?4, ?2, ?3)")
         .bind(1, to_string(kind))
         .bind(2, manifest)
         .bind(3, now_seconds())
+        .bind(4, to_string(BatchState::Planned))
         .run();
     return db_.last_insert_rowid();
 }
@@ -294,13 +338,15 @@ void CampaignStore::set_array_submitted(std::int64_t batch_id, int seq, const st
 
 void CampaignStore::set_batch_submitted(std::int64_t id) {
     Transaction tx(db_);
+    const auto state = transition(id, batch(id).state, BatchState::Submitted);
     std::string ids;
     for (const auto& a : arrays(id))
         ids += (ids.empty() ? "" : ",") + a.job_id;
-    Statement(db_, "UPDATE batches SET state = 'submitted', job_id = ?2, submitted = ?3 WHERE id = ?1")
+    Statement(db_, "UPDATE batches SET state = ?4, job_id = ?2, submitted = ?3 WHERE id = ?1")
         .bind(1, id)
         .bind(2, ids)
         .bind(3, now_seconds())
+        .bind(4, to_string(state))
         .run();
     tx.commit();
 }
@@ -310,9 +356,13 @@ void CampaignStore::set_batch_manifest(std::int64_t id, const std::string& manif
 }
 
 void CampaignStore::set_batch_finished(std::int64_t id) {
-    Statement(db_, "UPDATE batches SET state = 'finished', finished = ?2 WHERE id = ?1")
+    // Often inside the caller's transaction (ingest): the update names the state it moves from instead.
+    const auto from = batch(id).state;
+    Statement(db_, "UPDATE batches SET state = ?3, finished = ?2 WHERE id = ?1 AND state = ?4")
         .bind(1, id)
         .bind(2, now_seconds())
+        .bind(3, to_string(transition(id, from, BatchState::Finished)))
+        .bind(4, to_string(from))
         .run();
 }
 
@@ -322,19 +372,25 @@ BatchKind parse_batch_kind(const std::string& s) {
     throw Error("unknown batch kind '" + s + "'", "campaign store", batch_kind_names.list());
 }
 
-BatchRow read_batch(const Statement& s) {
-    return {s.integer(0), parse_batch_kind(s.text(1)), s.text(2), s.text(3), s.text(4), s.real(5), s.real(6),
+BatchRow read_batch(const Statement& s, const std::string& where) {
+    return {s.integer(0),
+            parse_batch_kind(s.text(1)),
+            parse_batch_state(s.text(2), where),
+            s.text(3),
+            s.text(4),
+            s.real(5),
+            s.real(6),
             s.real(7)};
 }
 } // namespace
 
-std::vector<BatchRow> CampaignStore::batches(const std::string& state) {
+std::vector<BatchRow> CampaignStore::batches(std::optional<BatchState> state) {
     std::vector<BatchRow> out;
     Statement s(db_, "SELECT id, kind, state, job_id, manifest, created, submitted, finished FROM batches "
                      "WHERE ?1 = '' OR state = ?1 ORDER BY id");
-    s.bind(1, state);
+    s.bind(1, state ? to_string(*state) : std::string());
     while (s.step())
-        out.push_back(read_batch(s));
+        out.push_back(read_batch(s, db_.path()));
     return out;
 }
 
@@ -344,7 +400,7 @@ BatchRow CampaignStore::batch(std::int64_t id) {
         "SELECT id, kind, state, job_id, manifest, created, submitted, finished FROM batches WHERE id = ?1");
     s.bind(1, id);
     if (!s.step()) throw Error("no batch " + std::to_string(id), db_.path(), "an existing batch id");
-    return read_batch(s);
+    return read_batch(s, db_.path());
 }
 
 std::int64_t CampaignStore::add_trial(const TrialRow& t) {
@@ -454,24 +510,34 @@ std::int64_t CampaignStore::add_verification(const VerificationRow& v) {
         .bind(1, v.candidate_key)
         .bind(2, v.candidate.dump())
         .bind(3, v.batch_id)
-        .bind(4, v.state)
+        .bind(4, to_string(start(v.state)))
         .bind(5, to_json(v.detail).dump())
         .run();
     return db_.last_insert_rowid();
 }
 
 void CampaignStore::update_verification(const VerificationRow& v) {
+    // Often inside the caller's transaction (finish_verification): the update names the state it moves from.
+    const auto from = [&] {
+        Statement now(db_, "SELECT state FROM verifications WHERE id = ?1");
+        now.bind(1, v.id);
+        if (!now.step())
+            throw Error("no verification " + std::to_string(v.id), db_.path(), "an existing verification id");
+        return now.text(0);
+    }();
+    const auto state = transition(v.id, parse_verification_state(from, db_.path()), v.state);
     Statement(db_,
               "UPDATE verifications SET batch_id = ?2, state = ?3, promoted = ?4, speedup = ?5, lo = ?6, "
-              "hi = ?7, detail = ?8 WHERE id = ?1")
+              "hi = ?7, detail = ?8 WHERE id = ?1 AND state = ?9")
         .bind(1, v.id)
         .bind(2, v.batch_id)
-        .bind(3, v.state)
+        .bind(3, to_string(state))
         .bind(4, v.promoted ? 1 : 0)
         .bind(5, v.speedup)
         .bind(6, v.lo)
         .bind(7, v.hi)
         .bind(8, to_json(v.detail).dump())
+        .bind(9, from)
         .run();
 }
 
@@ -486,7 +552,7 @@ std::vector<VerificationRow> CampaignStore::verifications() {
         v.candidate_key = s.text(1);
         v.candidate = nlohmann::json::parse(s.text(2));
         v.batch_id = s.integer(3);
-        v.state = s.text(4);
+        v.state = parse_verification_state(s.text(4), db_.path());
         v.promoted = s.integer(5) != 0;
         v.speedup = s.opt_real(6);
         v.lo = s.opt_real(7);

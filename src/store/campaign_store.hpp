@@ -3,6 +3,7 @@
 // (trial jobs write result files that it ingests). Schema versioned with PRAGMA user_version and forward
 // migrations; a newer database than this build understands is refused.
 #include "store/baseline.hpp"
+#include "store/campaign_state.hpp"
 #include "store/sqlite.hpp"
 #include "store/verification_detail.hpp"
 #include "trial/outcome.hpp"
@@ -46,19 +47,6 @@ inline std::string to_string(TrialKind k) {
     return std::string(trial_kind_names.name(k));
 }
 TrialKind parse_trial_kind(const std::string& s); // throws an Error naming the kinds
-
-// Where a campaign is, in order; it only moves forward. initialized: locked, nothing run; doctor: measuring
-// the baseline; search: the baseline is stored, trials are proposed; verification: the search is over, A/B
-// pairs run; done: verification is over (or skipped), the report is final.
-enum class Stage { Initialized, Doctor, Search, Verification, Done };
-inline constexpr util::EnumNames<Stage, 5> stage_names{{{{Stage::Initialized, "initialized"},
-                                                         {Stage::Doctor, "doctor"},
-                                                         {Stage::Search, "search"},
-                                                         {Stage::Verification, "verification"},
-                                                         {Stage::Done, "done"}}}};
-inline std::string to_string(Stage s) {
-    return std::string(stage_names.name(s));
-}
 
 // planned: in the DB, not yet in Slurm; submitted: job id known; finished: outcome recorded.
 enum class TrialState { Planned, Submitted, Finished };
@@ -118,7 +106,7 @@ inline std::string to_string(BatchKind k) {
 struct BatchRow {
     std::int64_t id = 0;
     BatchKind kind = BatchKind::Search;
-    std::string state;    // planned, submitted, finished
+    BatchState state = BatchState::Planned; // changed by set_batch_submitted / set_batch_finished only
     std::string job_id;   // once submitted: its arrays' job ids, comma-separated (for people; see arrays())
     std::string manifest; // path
     double created = 0, submitted = 0, finished = 0;
@@ -187,24 +175,36 @@ struct VerificationRow {
     std::string candidate_key;
     nlohmann::json candidate;
     std::int64_t batch_id = 0;
-    std::string state; // running, done
+    VerificationState state = VerificationState::Running; // a change is checked on update_verification
     bool promoted = false;
     std::optional<double> speedup, lo, hi;
     VerificationDetail detail;
 };
 
+// A search candidate to run again: its trial said nothing of it (a node failure, a cancellation), so it is
+// not counted and goes back to the front of the search. The queue is first in, first out.
+struct RequeueEntry {
+    std::int64_t id = 0;      // its place in the queue
+    nlohmann::json candidate; // space::Candidate::to_json()
+    std::string reason;       // the proposer's reason, with why it runs again
+    int attempt = 0;          // the trial's attempt + 1
+};
+
 class CampaignStore {
   public:
-    static constexpr int schema_version = 5;
+    static constexpr int schema_version = 6;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
 
+    // The blackboard of settings and facts about the campaign (its id, contract, scheduler, ...). The stage
+    // and the re-queue are not kept here: they have typed tables (schema 6).
     void set_meta(const std::string& key, const std::string& value);
     std::optional<std::string> meta(const std::string& key);
 
     Stage stage();
-    // Moves the campaign to `s` if it is behind it; never back. Returns whether it moved.
+    // Moves the campaign to `s` if it is behind it; never back (campaign_state.hpp). Returns whether it
+    // moved.
     bool advance_stage(Stage s);
 
     void add_lock(const Lock& l);
@@ -218,12 +218,17 @@ class CampaignStore {
     std::vector<ArrayRow> arrays(std::int64_t batch_id); // in seq order
     // The array's job id, and its trials': submitted, job id JOB_INDEX.
     void set_array_submitted(std::int64_t batch_id, int seq, const std::string& job_id);
-    // Once every array of the batch has its job id.
+    // Once every array of the batch has its job id. A batch's state changes only here and in
+    // set_batch_finished, each a transition of campaign_state.hpp; an illegal one throws.
     void set_batch_submitted(std::int64_t id);
     void set_batch_manifest(std::int64_t id, const std::string& manifest);
     void set_batch_finished(std::int64_t id);
-    std::vector<BatchRow> batches(const std::string& state = "");
+    std::vector<BatchRow> batches(std::optional<BatchState> state = std::nullopt); // in id order
     BatchRow batch(std::int64_t id);
+
+    void requeue(const RequeueEntry& e);   // appends; its id is given by the store
+    std::vector<RequeueEntry> requeued();  // in queue order
+    void dequeue(std::int64_t requeue_id); // taken into a batch, or dropped
 
     std::int64_t add_trial(const TrialRow& t);
     void update_trial(const TrialRow& t);                   // every mutable field, by id
@@ -234,6 +239,7 @@ class CampaignStore {
     std::optional<Baseline> baseline();   // the latest, once the doctor has finished
 
     std::int64_t add_verification(const VerificationRow& v);
+    // Every mutable field, by id; its state through campaign_state.hpp's transition (an illegal one throws).
     void update_verification(const VerificationRow& v);
     std::vector<VerificationRow> verifications();
 

@@ -94,7 +94,7 @@ TEST_CASE("a cancelled campaign: the process driving it stops, cancels its runni
     CHECK(c.cancelled() == std::optional<std::string>("by the test"));
     CHECK_FALSE(c.finished());
     for (const auto& b : c.store().batches())
-        CHECK(b.state == "finished");
+        CHECK(b.state == store::BatchState::Finished);
     int cancelled = 0;
     for (const auto& t : c.store().trials()) {
         CHECK(t.state == store::TrialState::Finished);

@@ -114,9 +114,10 @@ TEST_CASE("an unexpected exception in one campaign marks it failed while the dae
     campaign::Campaign::init(contract, d.path / "root" / "bad");
     campaign::Campaign::init(contract, d.path / "root" / "good");
     {
-        // Internal state that is not JSON: reading it throws nlohmann's parse_error, not an infrarsi::Error.
+        // Internal state that is not JSON (a re-queued candidate): reading it throws nlohmann's parse_error,
+        // not an infrarsi::Error.
         campaign::Campaign bad(d.path / "root" / "bad");
-        bad.store().set_meta("requeue", "{not json");
+        bad.store().db().exec("INSERT INTO requeue(candidate, reason, attempt) VALUES ('{not json', 'r', 1)");
     }
     std::atomic<bool> stop{false};
     CHECK(campaign::run_daemon(once_under(d.path / "root"), stop) == 1);

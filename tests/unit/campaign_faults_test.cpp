@@ -206,7 +206,7 @@ TEST_CASE("the wall-time budget ends the search between batches and skips a veri
     CHECK(logged(c, "search ends: wall-time budget used"));
     // A candidate faster than the baseline (the fast patch halves the step) has no time left to verify.
     for (const auto& v : c.store().verifications()) {
-        CHECK(v.state == "skipped");
+        CHECK(v.state == store::VerificationState::Skipped);
         CHECK_FALSE(v.promoted);
         CHECK(logged(c, "skipped: not verified: the wall-time budget (600 s) has 0 s left"));
     }
@@ -220,7 +220,7 @@ TEST_CASE("verification promotes a real speed-up") {
     CHECK(c.finished());
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
-    CHECK(v[0].state == "done");
+    CHECK(v[0].state == store::VerificationState::Done);
     CHECK(v[0].candidate.dump().find("fast") != std::string::npos);
     CHECK(v[0].promoted);
     REQUIRE(v[0].speedup);
@@ -237,7 +237,7 @@ TEST_CASE("verification rejects a candidate that was fast only once in the searc
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
     CHECK(v[0].candidate.dump().find("lucky") != std::string::npos);
-    CHECK(v[0].state == "done");
+    CHECK(v[0].state == store::VerificationState::Done);
     CHECK_FALSE(v[0].promoted);
     REQUIRE(v[0].speedup);
     CHECK(*v[0].speedup < 1.05);
@@ -255,7 +255,7 @@ TEST_CASE("verification never promotes a candidate that breaks the loss invarian
     const auto v = c.store().verifications();
     REQUIRE(v.size() == 1);
     CHECK(v[0].candidate.dump().find("lossy") != std::string::npos);
-    CHECK(v[0].state == "done");
+    CHECK(v[0].state == store::VerificationState::Done);
     CHECK_FALSE(v[0].promoted);
     // Its second run (the equivalence check of its patch set, at the baseline's knobs and a fresh seed)
     // breaks the loss: rejected there, before any A/B pair (campaign_equivalence_test.cpp has the rest).
@@ -335,7 +335,7 @@ TEST_CASE("a campaign killed (SIGKILL) at any step of a search batch's life resu
         }
         std::set<std::string> jobs;
         for (const auto& b : c.store().batches()) {
-            CHECK(b.state == "finished");
+            CHECK(b.state == store::BatchState::Finished);
             CHECK(jobs.insert(b.job_id).second); // no batch submitted twice under one id, none shared
         }
         // Every trial ran once; only the one that was running when the orchestrator died ran again.

@@ -120,7 +120,7 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, a block
     const auto vs = c.store().verifications();
     REQUIRE(vs.size() == 1);
     const auto& v = vs[0];
-    CHECK(v.state == "done");
+    CHECK(v.state == store::VerificationState::Done);
     CHECK(v.promoted);
     CHECK(c.store().promotions().size() == 1);
     // The first stage: one block of 2 pairs (a 2x gain crosses at its first look), both on n1 (node-blocked:
@@ -216,7 +216,7 @@ TEST_CASE("a promotion whose re-check does not hold (its pairs' runs on two node
     const auto vs = c.store().verifications();
     REQUIRE(vs.size() == 1);
     const auto& v = vs[0];
-    CHECK(v.state == "done");
+    CHECK(v.state == store::VerificationState::Done);
     CHECK_FALSE(v.promoted);
     CHECK_FALSE(v.detail.reproduced.value());
     CHECK(c.store().promotions().empty());
@@ -235,7 +235,7 @@ TEST_CASE("a candidate with no gain stops after its first block: two pairs, not 
     const auto vs = c.store().verifications();
     REQUIRE(vs.size() == 1);
     const auto& v = vs[0];
-    CHECK(v.state == "done");
+    CHECK(v.state == store::VerificationState::Done);
     CHECK_FALSE(v.promoted);
     CHECK(v.detail.pairs.size() == 2);
     REQUIRE(v.detail.sequence.size() == 1);
@@ -267,7 +267,7 @@ TEST_CASE("a campaign stopped mid-sequence resumes it: the first stage's block i
         CHECK_FALSE(c.finished());
         const auto vs = c.store().verifications();
         REQUIRE(vs.size() == 1);
-        CHECK(vs[0].state == "recheck");
+        CHECK(vs[0].state == store::VerificationState::Recheck);
         CHECK_FALSE(vs[0].detail.recheck);
         CHECK(vs[0].detail.first.blocks.size() == 1);
     }

@@ -98,7 +98,7 @@ inline std::filesystem::path fixture_campaign(const TempDir& d) {
     v.candidate = best.to_json();
     v.candidate_key = best.key();
     v.batch_id = vbatch;
-    v.state = "running";
+    v.state = store::VerificationState::Running;
     v.id = s.add_verification(v);
     nlohmann::json pairs = nlohmann::json::array();
     const double pb[] = {0.101, 0.099, 0.102}, pc[] = {0.071, 0.070, 0.072};
@@ -114,7 +114,7 @@ inline std::filesystem::path fixture_campaign(const TempDir& d) {
                          {"candidate_step_s", pc[i]}});
     }
     s.set_batch_finished(vbatch);
-    v.state = "done";
+    v.state = store::VerificationState::Done;
     v.promoted = true;
     v.speedup = 1.42;
     v.lo = 1.38;

@@ -47,7 +47,7 @@ TEST_CASE("a submitted batch keeps its job id and trials across reopening the st
     store::CampaignStore s(tmp.path());
     CHECK(s.meta("name") == "toy");
     auto b = s.batch(batch);
-    CHECK(b.state == "submitted");
+    CHECK(b.state == store::BatchState::Submitted);
     CHECK(b.job_id == "42");
     auto trials = s.trials_of_batch(batch);
     REQUIRE(trials.size() == 3);
@@ -80,7 +80,7 @@ TEST_CASE("a batch of several arrays: each array's job id is recorded with its t
                 {.seq = 1, .first_index = 1, .tasks = 2, .options = {"--cpus-per-task=2"}, .job_id = {}});
     s.set_array_submitted(batch, 0, "50");
     // A crash here: the batch is still planned, the first array and its trial recorded, the second not.
-    CHECK(s.batch(batch).state == "planned");
+    CHECK(s.batch(batch).state == store::BatchState::Planned);
     auto trials = s.trials_of_batch(batch);
     CHECK(trials[0].state == store::TrialState::Submitted);
     CHECK(trials[0].job_id == "50_0");
@@ -210,6 +210,79 @@ TEST_CASE("a version-2 campaign database gets its stage from the flags it kept, 
             CHECK(arrays[0].job_id == b.job_id);
             CHECK(arrays[0].options.empty());
         }
+    }
+}
+
+TEST_CASE(
+    "a version-5 campaign database keeps its stage, batches, verifications and re-queue in typed tables") {
+    // campaign-v5.sql: a toyload campaign main's build ran to its end (--scheduler local), the last release
+    // with the stage and the re-queue in the meta blackboard. The edit makes it a campaign mid-search, as a
+    // node failure leaves one: two search trials re-queued (as ingest wrote them), a batch still running, a
+    // verification waiting for its re-check. It must open and go on.
+    const std::string mid_search =
+        "UPDATE meta SET value = 'search' WHERE key = 'stage';"
+        "UPDATE meta SET value = "
+        "'[{\"attempt\":1,\"candidate\":{\"knobs\":{\"grad_accum\":8,\"micro_batch\":2,"
+        "\"recompute\":\"none\"},\"patches\":[]},\"reason\":\"re-queued after node_failure: initial design: "
+        "one knob away from the baseline\"},{\"attempt\":2,\"candidate\":{\"knobs\":{\"grad_accum\":16,"
+        "\"micro_batch\":1,\"recompute\":\"none\"},\"patches\":[\"fast_kernel\"]},\"reason\":\"re-queued "
+        "after "
+        "cancelled: re-queued after node_failure: initial design\"}]' WHERE key = 'requeue';"
+        "UPDATE batches SET state = 'submitted' WHERE id = 9;"
+        "UPDATE verifications SET state = 'recheck', promoted = 0 WHERE id = 1;";
+    for (const bool edited : {false, true}) {
+        CAPTURE(edited);
+        TempDb tmp;
+        load_fixture(tmp.path(), "campaign-v5.sql", edited ? mid_search : "");
+        store::CampaignStore s(tmp.path());
+        {
+            store::Statement v(s.db(), "PRAGMA user_version");
+            REQUIRE(v.step());
+            CHECK(v.integer(0) == store::CampaignStore::schema_version);
+        }
+        CHECK_FALSE(s.meta("stage")); // the blackboard keeps settings only
+        CHECK_FALSE(s.meta("requeue"));
+        CHECK(s.meta("id") == "61b8cdc0");
+        CHECK(s.meta("equivalence")); // not moved yet
+        CHECK(s.stage() == (edited ? store::Stage::Search : store::Stage::Done));
+        const auto batches = s.batches();
+        REQUIRE(batches.size() == 9);
+        CHECK(batches[0].kind == store::BatchKind::Doctor);
+        CHECK(batches[5].kind == store::BatchKind::Verify);
+        CHECK(batches[5].job_id == "6,7,8");
+        CHECK(s.batches(store::BatchState::Finished).size() == (edited ? 8 : 9));
+        CHECK(s.batch(9).state == (edited ? store::BatchState::Submitted : store::BatchState::Finished));
+        CHECK(s.trials().size() == 44);
+        const auto vs = s.verifications();
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].state == (edited ? store::VerificationState::Recheck : store::VerificationState::Done));
+        CHECK(vs[0].promoted == !edited);
+        CHECK(vs[0].candidate_key == "grad_accum=4;micro_batch=4;recompute=selective;|fast_kernel;");
+        CHECK(s.promotions().size() == 1);
+        const auto queue = s.requeued();
+        if (!edited) {
+            CHECK(queue.empty());
+            continue;
+        }
+        REQUIRE(queue.size() == 2);
+        CHECK(queue[0].candidate["knobs"]["micro_batch"] == 2);
+        CHECK(queue[0].reason.rfind("re-queued after node_failure: initial design", 0) == 0);
+        CHECK(queue[0].attempt == 1);
+        CHECK(queue[1].candidate["patches"] == nlohmann::json::array({"fast_kernel"}));
+        CHECK(queue[1].attempt == 2);
+        // ...and it goes on: the running batch finishes, the queue is taken in order, the stage moves on.
+        s.set_batch_finished(9);
+        CHECK(s.batch(9).state == store::BatchState::Finished);
+        s.dequeue(queue[0].id);
+        s.requeue({.candidate = queue[0].candidate, .reason = "again", .attempt = 2});
+        const auto after = s.requeued();
+        REQUIRE(after.size() == 2);
+        CHECK(after[0].id == queue[1].id);
+        CHECK(after[1].reason == "again");
+        CHECK(s.advance_stage(store::Stage::Verification));
+        store::CampaignStore again(tmp.path()); // no migration twice
+        CHECK(again.stage() == store::Stage::Verification);
+        CHECK(again.requeued().size() == 2);
     }
 }
 
@@ -392,7 +465,7 @@ TEST_CASE("the stage only moves forward, and an unknown one is refused by name")
     CHECK_FALSE(s.advance_stage(store::Stage::Doctor));
     CHECK(s.stage() == store::Stage::Search);
     CHECK_FALSE(s.advance_stage(store::Stage::Search));
-    s.set_meta("stage", "finishing");
+    s.db().exec("UPDATE campaign_stage SET stage = 'finishing'");
     CHECK_THROWS_WITH_AS(s.stage(), doctest::Contains("initialized, doctor, search, verification, done"),
                          Error);
 }
