@@ -109,11 +109,145 @@ trial::KnobDeclarations manifest_knobs(const space::Space& space,
     return knobs;
 }
 
+namespace {
+
+// A batch's array jobs: the runnable tasks in array order, each one's array index (-1: not runnable), the
+// arrays, and the placement of those that have one (array seq -> ArrayJob::placement).
+struct ArrayPlan {
+    std::vector<std::size_t> order;
+    std::vector<int> index_of;
+    std::vector<store::ArrayRow> arrays;
+    json placement = json::object();
+};
+
+// Trials whose sbatch-option knobs differ cannot share an array job; the arrays of a batch run one after
+// another. A concurrent (search) batch is grouped by option set, one array per set, the control's set first
+// (the control first in it: it starts with the first candidates); doctor and verification batches keep
+// their order, so an array there is a run of consecutive tasks with the same options and placement group (a
+// verification's pair: its own arrays, so it can be placed on its node).
+ArrayPlan plan_arrays(const std::vector<Campaign::Task>& tasks, const std::vector<char>& runnable,
+                      const std::vector<std::vector<std::string>>& options, bool concurrent,
+                      const std::vector<Campaign::TaskPlacement>& placed) {
+    const auto place = [&](std::size_t i) { return placed.empty() ? Campaign::TaskPlacement{} : placed[i]; };
+    ArrayPlan plan;
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+        if (runnable[i]) plan.order.push_back(i);
+    if (concurrent) {
+        std::vector<std::string> first;
+        for (std::size_t i = 0; i < tasks.size(); ++i)
+            if (tasks[i].kind == TrialKind::SearchControl) first = options[i];
+        std::stable_sort(plan.order.begin(), plan.order.end(), [&](std::size_t a, std::size_t b) {
+            return std::pair(options[a] != first, options[a]) < std::pair(options[b] != first, options[b]);
+        });
+    }
+    plan.index_of.assign(tasks.size(), -1);
+    for (std::size_t k = 0; k < plan.order.size(); ++k) {
+        const std::size_t i = plan.order[k];
+        plan.index_of[i] = static_cast<int>(k);
+        const bool new_pair = k > 0 && (place(i).group != place(plan.order[k - 1]).group ||
+                                        place(i).args != place(plan.order[k - 1]).args);
+        if (plan.arrays.empty() || plan.arrays.back().options != options[i] || new_pair) {
+            plan.arrays.push_back({.seq = static_cast<int>(plan.arrays.size()),
+                                   .first_index = static_cast<int>(k),
+                                   .tasks = 0,
+                                   .options = options[i],
+                                   .job_id = {}});
+            if (!place(i).args.empty())
+                plan.placement[std::to_string(plan.arrays.back().seq)] = place(i).args;
+        }
+        ++plan.arrays.back().tasks;
+    }
+    return plan;
+}
+
+// A trial whose sandbox did not become ready, finished as it is recorded: a build failure, or a contract
+// violation (a patch out of its scope or touching a protected file).
+void finish_unbuilt(TrialRow& row, const patch::Sandbox& box) {
+    row.state = TrialState::Finished;
+    if (box.state == patch::Sandbox::State::BuildFailure) {
+        row.outcome = trial::Outcome::BuildFailure;
+    } else {
+        row.outcome = trial::Outcome::ContractViolation;
+        row.violation = box.state == patch::Sandbox::State::OutOfScope ? trial::Violation::OutOfScope
+                                                                       : trial::Violation::ProtectedChanged;
+    }
+    row.detail = box.detail;
+    row.result_path = box.log.string();
+}
+
+// What the wrapper runs for one task: the candidate's environment and arguments (space::render) with the
+// contract's fixed settings (steps, seed, binary; NCCL's transports for the doctor), and the command: the
+// contract's, or its script, from the sandbox's copy when it lies in the workload tree (patches may touch
+// it).
+trial::ManifestTask manifest_task(const contract::Contract& contract, const Campaign::Task& t,
+                                  const patch::Sandbox& box, const space::Rendering& job) {
+    const std::map<std::string, std::string> vars{{"source", box.source.string()},
+                                                  {"build", box.build.string()},
+                                                  {"contract_dir", contract.dir.string()}};
+    const auto& inv = contract.invariants;
+    trial::ManifestTask task;
+    task.env = job.environment;
+    if (t.kind == TrialKind::Doctor && contract::uses_nccl(contract)) task.env["NCCL_DEBUG"] = "INFO";
+    if (!inv.steps_env.empty()) task.env[inv.steps_env] = std::to_string(inv.steps);
+    const long long seed = t.seed.value_or(inv.seed);
+    if (!inv.seed_env.empty()) task.env[inv.seed_env] = std::to_string(seed);
+    if (!contract.workload.binary_env.empty())
+        task.env[contract.workload.binary_env] = contract::substitute({contract.workload.binary}, vars)[0];
+    if (!contract.workload.command.empty()) {
+        task.command = contract::substitute(contract.workload.command, vars);
+    } else {
+        fs::path script = contract.workload.sbatch_script;
+        auto rel = fs::relative(script, contract.workload.source);
+        if (!rel.empty() && rel.native().rfind("..", 0) != 0) script = box.source / rel;
+        task.command = {"bash", script.string()};
+    }
+    for (auto& a : contract::substitute(contract.workload.args, vars))
+        task.command.push_back(std::move(a));
+    task.args = job.arguments;
+    if (!inv.seed_arg.empty())
+        task.args.push_back(contract::substitute({inv.seed_arg}, {{"", std::to_string(seed)}})[0]);
+    task.sbatch_options = job.sbatch_options;
+    return task;
+}
+
+// A task's trial as the batch records it, before it has an array index.
+TrialRow planned_row(std::int64_t batch_id, const Campaign::Task& t, const patch::Sandbox& box) {
+    TrialRow row;
+    row.batch_id = batch_id;
+    row.kind = t.kind;
+    row.candidate = t.candidate.to_json();
+    row.candidate_key = t.candidate.key();
+    row.sandbox = box.hash;
+    row.reason = t.reason;
+    row.attempt = t.attempt;
+    row.verification_id = t.verification_id;
+    return row;
+}
+
+// The batch's plan recorded: its arrays and their placement, and its manifest written (its tasks in array
+// order, the knobs it may set) with its digest. The manifest lies in the campaign directory, where a trial
+// could rewrite it: ingest compares the settings each trial saw with this content only. A batch with nothing
+// runnable is finished at once.
+void record_plan(store::CampaignStore& store, const space::Space& space, std::int64_t batch_id,
+                 const ArrayPlan& plan, trial::Manifest& manifest, const fs::path& mpath) {
+    std::sort(manifest.tasks.begin(), manifest.tasks.end(),
+              [](const trial::ManifestTask& a, const trial::ManifestTask& b) { return a.index < b.index; });
+    for (const auto& a : plan.arrays)
+        store.add_array(batch_id, a);
+    if (!plan.placement.empty()) store.set_meta(fmt::format("placement.{}", batch_id), plan.placement.dump());
+    manifest.knobs = manifest_knobs(space, manifest.tasks);
+    trial::write_manifest(mpath, manifest);
+    store.set_batch_manifest(batch_id, mpath.string());
+    store.set_meta(manifest_digest_key(batch_id), sha256_file_hex(mpath));
+    if (plan.order.empty()) store.set_batch_finished(batch_id);
+}
+
+} // namespace
+
 std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>& tasks,
                                   const std::vector<TaskPlacement>& placed) {
     if (!placed.empty() && placed.size() != tasks.size())
         throw Error("plan_batch: a placement per task or none", "", "one per task");
-    const auto place = [&](std::size_t i) { return placed.empty() ? TaskPlacement{} : placed[i]; };
     auto cache = sandbox_cache();
     estimate_sandboxes_.clear(); // patch sets built now have their own estimate
     std::vector<patch::Sandbox> boxes;
@@ -121,49 +255,17 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
         contract_.space.check(t.candidate);
         boxes.push_back(cache.materialize(patch_set(t.candidate)));
     }
-
-    // Array indices: the runnable tasks in array order. Trials whose sbatch-option knobs differ cannot share
-    // an array job; the arrays of a batch run one after another. A search batch is grouped by option set (one
-    // array per set); doctor and verification batches keep their order, so an array there is a run of
-    // consecutive tasks with the same options and placement group (a verification's pair: its own arrays).
     // Each task's candidate as its job gets it (space::render): the environment, arguments, sbatch options.
-    std::vector<std::size_t> order;
     std::vector<space::Rendering> job(tasks.size());
     std::vector<std::vector<std::string>> options(tasks.size());
+    std::vector<char> runnable(tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         job[i] = space::render(contract_.space, tasks[i].candidate, contract_.workload.env);
         options[i] = job[i].sbatch_options;
-        if (boxes[i].state == patch::Sandbox::State::Ready) order.push_back(i);
+        runnable[i] = boxes[i].state == patch::Sandbox::State::Ready;
     }
     const auto& stage = batch_stage(kind);
-    if (stage.concurrent) {
-        // The control's option set first (the control first in it): it starts with the first candidates.
-        std::vector<std::string> first;
-        for (std::size_t i = 0; i < tasks.size(); ++i)
-            if (tasks[i].kind == TrialKind::SearchControl) first = options[i];
-        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-            return std::pair(options[a] != first, options[a]) < std::pair(options[b] != first, options[b]);
-        });
-    }
-    std::vector<int> index_of(tasks.size(), -1);
-    std::vector<store::ArrayRow> arrays;
-    json placement = json::object(); // array seq -> ArrayJob::placement, for arrays that have one
-    for (std::size_t k = 0; k < order.size(); ++k) {
-        const std::size_t i = order[k];
-        index_of[i] = static_cast<int>(k);
-        // A verification pair is its own array(s), so it can be placed on its node.
-        const bool new_pair = k > 0 && (place(i).group != place(order[k - 1]).group ||
-                                        place(i).args != place(order[k - 1]).args);
-        if (arrays.empty() || arrays.back().options != options[i] || new_pair) {
-            arrays.push_back({.seq = static_cast<int>(arrays.size()),
-                              .first_index = static_cast<int>(k),
-                              .tasks = 0,
-                              .options = options[i],
-                              .job_id = {}});
-            if (!place(i).args.empty()) placement[std::to_string(arrays.back().seq)] = place(i).args;
-        }
-        ++arrays.back().tasks;
-    }
+    const auto plan = plan_arrays(tasks, runnable, options, stage.concurrent, placed);
 
     // A search trial whose first timed steps are slower than the incumbent by more than max(MDE, 10%) cannot
     // be promoted: the wrapper stops it there (trial::Outcome::StoppedSlow) rather than run its other steps.
@@ -172,8 +274,8 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
     fs::path control_log; // the batch's control's, which its search trials are compared with as they run
     for (std::size_t i = 0; i < tasks.size(); ++i)
-        if (tasks[i].kind == TrialKind::SearchControl && boxes[i].state == patch::Sandbox::State::Ready)
-            control_log = bdir / std::to_string(index_of[i]) / "log.txt";
+        if (tasks[i].kind == TrialKind::SearchControl && runnable[i])
+            control_log = bdir / std::to_string(plan.index_of[i]) / "log.txt";
     const auto slow_stop = stage.slow_stop ? stage.slow_stop(control_log) : std::nullopt;
     // A candidate measured before runs again to be measured again (the search's re-measure of a promising
     // one): it is not stopped early, least of all against its own earlier ratio slowed by the MDE.
@@ -190,34 +292,15 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
     int failed_index = 0;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const auto& t = tasks[i];
-        const auto& box = boxes[i];
-        TrialRow row;
-        row.batch_id = batch_id;
-        row.kind = t.kind;
-        row.candidate = t.candidate.to_json();
-        row.candidate_key = t.candidate.key();
-        row.sandbox = box.hash;
-        row.reason = t.reason;
-        row.attempt = t.attempt;
-        row.verification_id = t.verification_id;
-        if (box.state != patch::Sandbox::State::Ready) {
+        TrialRow row = planned_row(batch_id, t, boxes[i]);
+        if (!runnable[i]) {
             row.array_index = --failed_index;
             row.id = store_->add_trial(row);
-            row.state = TrialState::Finished;
-            if (box.state == patch::Sandbox::State::BuildFailure) {
-                row.outcome = trial::Outcome::BuildFailure;
-            } else {
-                row.outcome = trial::Outcome::ContractViolation;
-                row.violation = box.state == patch::Sandbox::State::OutOfScope
-                                    ? trial::Violation::OutOfScope
-                                    : trial::Violation::ProtectedChanged;
-            }
-            row.detail = box.detail;
-            row.result_path = box.log.string();
+            finish_unbuilt(row, boxes[i]);
             store_->update_trial(row);
             continue;
         }
-        row.array_index = index_of[i];
+        row.array_index = plan.index_of[i];
         const fs::path tdir = bdir / std::to_string(row.array_index);
         // Made now, not by the task's wrapper: a search trial that starts before its batch's control opens
         // the control's directory at its start (trial::execute), and would else fall back to the absolute
@@ -225,62 +308,19 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
         fs::create_directories(tdir);
         row.result_path = (tdir / "result.json").string();
         row.id = store_->add_trial(row);
-        std::map<std::string, std::string> vars{{"source", box.source.string()},
-                                                {"build", box.build.string()},
-                                                {"contract_dir", contract_.dir.string()}};
-        trial::ManifestTask task;
-        task.env = job[i].environment;
-        // The doctor reads the baseline's NCCL transports from its output (nccl_check.cpp).
-        if (t.kind == TrialKind::Doctor && contract::uses_nccl(contract_)) task.env["NCCL_DEBUG"] = "INFO";
-        if (!contract_.invariants.steps_env.empty())
-            task.env[contract_.invariants.steps_env] = std::to_string(contract_.invariants.steps);
-        const long long seed = t.seed.value_or(contract_.invariants.seed);
-        if (!contract_.invariants.seed_env.empty())
-            task.env[contract_.invariants.seed_env] = std::to_string(seed);
-        if (!contract_.workload.binary_env.empty())
-            task.env[contract_.workload.binary_env] =
-                contract::substitute({contract_.workload.binary}, vars)[0];
-        if (!contract_.workload.command.empty()) {
-            task.command = contract::substitute(contract_.workload.command, vars);
-        } else {
-            // A script inside the workload tree runs from the sandbox copy (patches may touch it).
-            fs::path script = contract_.workload.sbatch_script;
-            auto rel = fs::relative(script, contract_.workload.source);
-            if (!rel.empty() && rel.native().rfind("..", 0) != 0) script = box.source / rel;
-            task.command = {"bash", script.string()};
-        }
-        for (auto& a : contract::substitute(contract_.workload.args, vars))
-            task.command.push_back(std::move(a));
-        task.args = job[i].arguments;
-        if (!contract_.invariants.seed_arg.empty())
-            task.args.push_back(
-                contract::substitute({contract_.invariants.seed_arg}, {{"", std::to_string(seed)}})[0]);
-        task.sbatch_options = options[i];
+        auto task = manifest_task(contract_, t, boxes[i], job[i]);
         if (t.kind == TrialKind::Search && !measured.count(row.candidate_key)) task.stop_slow = slow_stop;
         task.index = static_cast<std::uint32_t>(row.array_index);
         task.trial_id = std::to_string(row.id);
         task.kind = store::to_string(t.kind);
         task.candidate = row.candidate;
-        task.build = box.build.string();
+        task.build = boxes[i].build.string();
         task.workdir = tdir.string();
         task.result = row.result_path;
         task.log = (tdir / "log.txt").string();
         manifest.tasks.push_back(std::move(task));
-        fs::create_directories(tdir);
     }
-    std::sort(manifest.tasks.begin(), manifest.tasks.end(),
-              [](const trial::ManifestTask& a, const trial::ManifestTask& b) { return a.index < b.index; });
-    for (const auto& a : arrays)
-        store_->add_array(batch_id, a);
-    if (!placement.empty()) store_->set_meta(fmt::format("placement.{}", batch_id), placement.dump());
-    manifest.knobs = manifest_knobs(contract_.space, manifest.tasks);
-    const fs::path mpath = bdir / "manifest.json";
-    trial::write_manifest(mpath, manifest);
-    store_->set_batch_manifest(batch_id, mpath.string());
-    // The manifest lies in the campaign directory, where a trial could rewrite it: ingest compares the
-    // settings each trial saw with this content only.
-    store_->set_meta(manifest_digest_key(batch_id), sha256_file_hex(mpath));
-    if (order.empty()) store_->set_batch_finished(batch_id);
+    record_plan(*store_, contract_.space, batch_id, plan, manifest, bdir / "manifest.json");
     tx.commit();
     return batch_id;
 }

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -30,6 +31,166 @@ namespace {
 
 json opt(const std::optional<double>& v) {
     return v ? json(*v) : json();
+}
+
+} // namespace
+
+namespace {
+
+// What the doctor's runs measured, run by run: the complete ones' samples (a run is complete when it ran
+// every step with a step time and losses), every run's record, and why the others are not.
+struct DoctorSamples {
+    std::vector<double> medians, within, colds, tps, mfus, peaks, model_flops, peak_flops;
+    std::vector<std::vector<double>> losses;
+    std::vector<double> eval_losses;
+    std::vector<double> startups; // elapsed (evidence) - reported step times, per run
+    std::set<std::string> startup_sources;
+    std::vector<double> paces; // step times claimed over the time seen between step lines, per run
+    std::map<std::string, std::vector<double>> phases;
+    json runs = json::array();
+    std::string failures;
+};
+
+// `submitted(t)`: the run is the job the user submitted, whose timing, noise and memory count but whose
+// losses, startup and pace are its own (its seed and steps), not the campaign's.
+DoctorSamples doctor_samples(const std::vector<store::TrialRow>& trials, const contract::Invariants& inv,
+                             const std::function<bool(const store::TrialRow&)>& submitted) {
+    DoctorSamples d;
+    for (const auto& t : trials) {
+        d.runs.push_back({{"trial", t.id},
+                          {"node", t.node},
+                          {"outcome", store::outcome_name(t)},
+                          {"step_s", opt(t.step_time_s)},
+                          {"cold_step_s", opt(t.cold_step_s)},
+                          {"detail", t.detail}});
+        bool complete = (t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::ContractViolation) &&
+                        t.step_time_s && t.measurements.losses &&
+                        static_cast<int>(t.measurements.losses->size()) >= inv.steps;
+        if (!complete) {
+            d.failures += fmt::format("{}trial {}: {} {}", d.failures.empty() ? "" : "; ", t.id,
+                                      store::outcome_name(t), t.detail);
+            continue;
+        }
+        d.medians.push_back(*t.step_time_s);
+        // Robust: one slow step (an evaluation, a checkpoint) must not make every candidate undetectable.
+        d.within.push_back(measure::robust_cv(t.measurements.steady_samples));
+        d.colds.push_back(t.cold_step_s.value_or(0));
+        if (t.tokens_per_s) d.tps.push_back(*t.tokens_per_s);
+        if (t.mfu) d.mfus.push_back(*t.mfu);
+        if (t.measurements.model_flops) d.model_flops.push_back(*t.measurements.model_flops);
+        if (t.measurements.peak_flops) d.peak_flops.push_back(*t.measurements.peak_flops);
+        if (t.peak_memory_bytes) d.peaks.push_back(*t.peak_memory_bytes);
+        // The reference losses come from the runs the campaign started, with the contract's seed and steps.
+        if (!submitted(t)) {
+            // The startup the timing check allows later trials (trial/proof.hpp): only runs through the trial
+            // wrapper, as every later trial is run.
+            const auto& m = t.measurements;
+            if (m.evidence && m.evidence->elapsed_s && m.reported_step_s) {
+                d.startups.push_back(*m.evidence->elapsed_s - *m.reported_step_s);
+                d.startup_sources.insert(m.evidence->source);
+            }
+            if (m.step_pace) d.paces.push_back(*m.step_pace);
+            d.losses.push_back(*m.losses);
+            if (m.eval_loss) d.eval_losses.push_back(*m.eval_loss);
+        }
+        for (const auto& [k, v] : t.measurements.phases)
+            d.phases[k].push_back(v);
+    }
+    return d;
+}
+
+// loss_mode final_eval: the baseline's final evaluation losses, which calibrate the tolerance, logged; and a
+// warning where runs at different seeds printed the same loss.
+void log_final_eval(store::CampaignStore& store, const contract::Invariants& inv,
+                    const std::vector<double>& eval_losses, std::size_t completed, const fs::path& dir) {
+    if (eval_losses.size() < 2)
+        throw Error(
+            fmt::format("loss_mode final_eval needs the final evaluation loss of at least 2 baseline "
+                        "runs, and {} of {} printed one",
+                        eval_losses.size(), completed),
+            dir.string(),
+            "a job that evaluates at its end, in the [metrics] format (docs/contract.md, loss modes)");
+    const auto ref = verify::eval_reference(eval_losses);
+    store.log(fmt::format("doctor: final evaluation loss {:.6g} +- {:.3g} (sd over {} seeds); tolerance "
+                          "{:.3g}",
+                          ref.mean, ref.sd, ref.runs, verify::eval_tolerance(ref, inv)));
+    // Runs at different seeds that agree to the last printed digit: the seed most likely never reached
+    // the job (unmodified nanoGPT hard-codes torch.manual_seed(1337) and has no seed setting), and the
+    // tolerance is the contract's floor, not a measured spread. Say so where the user reads it.
+    if (ref.runs >= 2 && ref.sd == 0.0)
+        store.log(fmt::format(
+            "doctor: warning: the {} baseline runs at seeds {}..{} printed the same final evaluation "
+            "loss "
+            "{:.6g}: does the job read {}? The loss tolerance is the floor loss_tolerance x |mean| = "
+            "{:.3g}, not calibrated from a spread",
+            ref.runs, inv.seed, inv.seed + ref.runs - 1, ref.mean,
+            inv.seed_env.empty() ? inv.seed_arg : "$" + inv.seed_env, verify::eval_tolerance(ref, inv)));
+}
+
+// The startup the timing check allows later trials, and the step pace they are held to (trial/proof.hpp),
+// from the baseline's runs through the trial wrapper; each logged.
+void record_startup_and_pace(store::CampaignStore& store, const DoctorSamples& d) {
+    if (auto startup = trial::measure_startup(d.startups)) {
+        // Runs with one kind of evidence; mixed: no startup applies to every trial, the check is off.
+        startup->source = d.startup_sources.size() == 1 ? *d.startup_sources.begin() : "mixed";
+        store.set_meta("startup", trial::to_json(*startup).dump());
+        store.log(
+            startup->wall_clock
+                ? fmt::format("doctor: startup {:.3f} s (spread {:.3f} s over {} runs): the elapsed time "
+                              "the evidence saw, less the step times the job reported",
+                              startup->median_s, startup->spread_s, startup->runs)
+                : fmt::format("doctor: the baseline's step times add up to {:.3f} s more than the "
+                              "elapsed time the evidence saw: they are not wall-clock time, and the "
+                              "timing check is off for this campaign",
+                              -startup->median_s));
+    }
+    // The pace later trials are held to (trial/proof.hpp, check_pace): the median of the baseline's runs.
+    if (!d.paces.empty()) {
+        const double pace = measure::median(d.paces);
+        store.set_meta("step_pace", json({{"median", pace}, {"runs", d.paces.size()}}).dump());
+        store.log(
+            pace <= trial::kWallClockPaceCeiling
+                ? fmt::format(
+                      "doctor: step pace {:.3f} (step times claimed over the time seen between step "
+                      "lines, median of {} runs): a trial outside {:.3f}-{:.3f} is a timing violation",
+                      pace, d.paces.size(), trial::kPaceFloor * pace, trial::kPaceCeiling * pace)
+                : fmt::format("doctor: step pace {:.3f}: the step times claim more than passed between step "
+                              "lines (not wall-clock time): a trial at or below {:.3f} is a timing violation",
+                              pace, trial::kWallClockPaceCeiling));
+    }
+}
+
+// The baseline's MFU denominator (the contract's peak, else the node's calibration, else the peak the job's
+// own MFU figure implies) and its MFU; unknown, and said so, when that peak is below what the baseline
+// achieved. `calibration` is asked only where the contract declares no peak.
+void set_mfu_denominator(store::Baseline& d, store::CampaignStore& store, double contract_peak,
+                         const std::function<std::optional<verify::PeakFlops>()>& calibration,
+                         const std::vector<double>& reported_peaks) {
+    std::optional<verify::PeakFlops> reported;
+    if (!reported_peaks.empty())
+        reported = verify::PeakFlops{
+            measure::median(reported_peaks),
+            fmt::format("the peak the job's own MFU figure implies (median of the doctor's {} baseline "
+                        "runs; the job's assumption, not a measurement of this hardware; no calibration "
+                        "record of the node)",
+                        reported_peaks.size()),
+            true};
+    // No achieved figure here: a peak below what the baseline achieved is wrong (a probe on busy cores),
+    // and the MFU is then unknown, not achieved / achieved = 1.
+    const double achieved = d.median_step_s > 0 ? *d.model_flops_per_step / d.median_step_s : 0.0;
+    const auto peak = verify::mfu_denominator(contract_peak, contract_peak > 0 ? std::nullopt : calibration(),
+                                              reported, 0.0);
+    if (peak.flops > 0 && achieved > peak.flops) {
+        store.log(fmt::format("doctor: MFU unknown: the peak {:.4g} FLOP/s ({}) is below the {:.4g} "
+                              "FLOP/s the baseline achieved",
+                              peak.flops, peak.source, achieved));
+    } else if (peak.flops > 0) {
+        d.peak_flops = peak.flops;
+        d.peak_flops_source = peak.source;
+        d.peak_flops_by_job = peak.by_job;
+        d.mfu = measure::mfu(*d.model_flops_per_step, d.median_step_s, *d.peak_flops);
+        store.log(fmt::format("doctor: MFU denominator {:.4g} FLOP/s: {}", peak.flops, peak.source));
+    }
 }
 
 } // namespace
@@ -165,169 +326,48 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
         return remeasure ? t.batch_id != *remeasure
                          : store_->batch(t.batch_id).kind == store::BatchKind::DoctorRemeasure;
     });
-    std::vector<double> medians, within, colds, tps, mfus, peaks, model_flops, peak_flops;
-    std::vector<std::vector<double>> losses;
-    std::vector<double> eval_losses;
-    std::vector<double> startups; // elapsed (evidence) - reported step times, per run
-    std::set<std::string> startup_sources;
-    std::vector<double> paces; // step times claimed over the time seen between step lines, per run
-    std::map<std::string, std::vector<double>> phases;
-    json runs = json::array();
-    std::string failures;
     const auto& inv = contract_.invariants;
-    for (const auto& t : trials) {
-        runs.push_back({{"trial", t.id},
-                        {"node", t.node},
-                        {"outcome", store::outcome_name(t)},
-                        {"step_s", opt(t.step_time_s)},
-                        {"cold_step_s", opt(t.cold_step_s)},
-                        {"detail", t.detail}});
-        bool complete = (t.outcome == trial::Outcome::Ok || t.outcome == trial::Outcome::ContractViolation) &&
-                        t.step_time_s && t.measurements.losses &&
-                        static_cast<int>(t.measurements.losses->size()) >= inv.steps;
-        if (!complete) {
-            failures += fmt::format("{}trial {}: {} {}", failures.empty() ? "" : "; ", t.id,
-                                    store::outcome_name(t), t.detail);
-            continue;
-        }
-        medians.push_back(*t.step_time_s);
-        // Robust: one slow step (an evaluation, a checkpoint) must not make every candidate undetectable.
-        within.push_back(measure::robust_cv(t.measurements.steady_samples));
-        colds.push_back(t.cold_step_s.value_or(0));
-        if (t.tokens_per_s) tps.push_back(*t.tokens_per_s);
-        if (t.mfu) mfus.push_back(*t.mfu);
-        if (t.measurements.model_flops) model_flops.push_back(*t.measurements.model_flops);
-        if (t.measurements.peak_flops) peak_flops.push_back(*t.measurements.peak_flops);
-        if (t.peak_memory_bytes) peaks.push_back(*t.peak_memory_bytes);
-        // The reference losses come from the runs the campaign started, with the contract's seed and steps;
-        // the job the user submitted ran with its own (its timing, noise and memory count).
-        if (store_->batch(t.batch_id).kind != store::BatchKind::Submitted) {
-            // The startup the timing check allows later trials (trial/proof.hpp): only runs through the trial
-            // wrapper, as every later trial is run.
-            const auto& m = t.measurements;
-            if (m.evidence && m.evidence->elapsed_s && m.reported_step_s) {
-                startups.push_back(*m.evidence->elapsed_s - *m.reported_step_s);
-                startup_sources.insert(m.evidence->source);
-            }
-            if (m.step_pace) paces.push_back(*m.step_pace);
-            losses.push_back(*m.losses);
-            if (m.eval_loss) eval_losses.push_back(*m.eval_loss);
-        }
-        for (const auto& [k, v] : t.measurements.phases)
-            phases[k].push_back(v);
-    }
-    if (medians.size() < 2)
-        throw Error(fmt::format("the baseline completed only {} of {} doctor runs: {}", medians.size(),
-                                trials.size(), failures),
+    const auto s = doctor_samples(trials, inv, [&](const store::TrialRow& t) {
+        return store_->batch(t.batch_id).kind == store::BatchKind::Submitted;
+    });
+    if (s.medians.size() < 2)
+        throw Error(fmt::format("the baseline completed only {} of {} doctor runs: {}", s.medians.size(),
+                                trials.size(), s.failures),
                     dir_.string(), "a baseline that runs (check the contract's resources and command)");
     if (contract::uses_nccl(contract_)) check_nccl_transport(trials);
     find_slow_nodes(trials);
-    auto noise = measure::calibrate(medians, within, contract_.repeats.verify);
+    auto noise = measure::calibrate(s.medians, s.within, contract_.repeats.verify);
     store::Baseline d;
     d.repeats = static_cast<int>(trials.size());
-    d.completed = static_cast<int>(medians.size());
-    d.runs = runs;
+    d.completed = static_cast<int>(s.medians.size());
+    d.runs = s.runs;
     d.median_step_s = noise.median_step_s;
-    d.cold_step_s = measure::median(colds);
+    d.cold_step_s = measure::median(s.colds);
     d.cold_overhead = noise.median_step_s > 0 ? d.cold_step_s / noise.median_step_s : 0;
     d.cv_between = noise.cv_between;
     d.cv_within = noise.cv_within;
     d.minimum_detectable_effect = noise.minimum_detectable_effect;
     d.comparison_repeats = noise.comparison_repeats;
-    for (const auto& [k, v] : phases)
+    for (const auto& [k, v] : s.phases)
         d.phases[k] = measure::median(v);
-    d.tokens_per_s = measure::median(tps);
-    d.reference_losses = verify::reference_losses(losses);
-    d.eval_losses = eval_losses;
-    if (inv.loss_mode == contract::LossMode::FinalEval) {
-        if (eval_losses.size() < 2)
-            throw Error(
-                fmt::format("loss_mode final_eval needs the final evaluation loss of at least 2 baseline "
-                            "runs, and {} of {} printed one",
-                            eval_losses.size(), medians.size()),
-                dir_.string(),
-                "a job that evaluates at its end, in the [metrics] format (docs/contract.md, loss modes)");
-        const auto ref = verify::eval_reference(eval_losses);
-        store_->log(
-            fmt::format("doctor: final evaluation loss {:.6g} +- {:.3g} (sd over {} seeds); tolerance "
-                        "{:.3g}",
-                        ref.mean, ref.sd, ref.runs, verify::eval_tolerance(ref, inv)));
-        // Runs at different seeds that agree to the last printed digit: the seed most likely never reached
-        // the job (unmodified nanoGPT hard-codes torch.manual_seed(1337) and has no seed setting), and the
-        // tolerance is the contract's floor, not a measured spread. Say so where the user reads it.
-        if (ref.runs >= 2 && ref.sd == 0.0)
-            store_->log(fmt::format(
-                "doctor: warning: the {} baseline runs at seeds {}..{} printed the same final evaluation "
-                "loss "
-                "{:.6g}: does the job read {}? The loss tolerance is the floor loss_tolerance x |mean| = "
-                "{:.3g}, not calibrated from a spread",
-                ref.runs, inv.seed, inv.seed + ref.runs - 1, ref.mean,
-                inv.seed_env.empty() ? inv.seed_arg : "$" + inv.seed_env, verify::eval_tolerance(ref, inv)));
-    }
-    if (!mfus.empty()) d.mfu = measure::median(mfus);
+    d.tokens_per_s = measure::median(s.tps);
+    d.reference_losses = verify::reference_losses(s.losses);
+    d.eval_losses = s.eval_losses;
+    if (inv.loss_mode == contract::LossMode::FinalEval)
+        log_final_eval(*store_, inv, s.eval_losses, s.medians.size(), dir_);
+    if (!s.mfus.empty()) d.mfu = measure::median(s.mfus);
     // MFU's one denominator: declared in the contract, else measured once, here, by the baseline's runs.
-    if (!model_flops.empty()) d.model_flops_per_step = measure::median(model_flops);
-    if (d.model_flops_per_step) {
-        std::optional<verify::PeakFlops> reported;
-        if (!peak_flops.empty())
-            reported = verify::PeakFlops{
-                measure::median(peak_flops),
-                fmt::format("the peak the job's own MFU figure implies (median of the doctor's {} baseline "
-                            "runs; the job's assumption, not a measurement of this hardware; no calibration "
-                            "record of the node)",
-                            peak_flops.size()),
-                true};
-        // No achieved figure here: a peak below what the baseline achieved is wrong (a probe on busy cores),
-        // and the MFU is then unknown, not achieved / achieved = 1.
-        const double achieved = noise.median_step_s > 0 ? *d.model_flops_per_step / noise.median_step_s : 0.0;
-        const auto peak = verify::mfu_denominator(
-            contract_.resources.peak_flops,
-            contract_.resources.peak_flops > 0 ? std::nullopt : calibration_peak(trials), reported, 0.0);
-        if (peak.flops > 0 && achieved > peak.flops) {
-            store_->log(fmt::format("doctor: MFU unknown: the peak {:.4g} FLOP/s ({}) is below the {:.4g} "
-                                    "FLOP/s the baseline achieved",
-                                    peak.flops, peak.source, achieved));
-        } else if (peak.flops > 0) {
-            d.peak_flops = peak.flops;
-            d.peak_flops_source = peak.source;
-            d.peak_flops_by_job = peak.by_job;
-            d.mfu = measure::mfu(*d.model_flops_per_step, noise.median_step_s, *d.peak_flops);
-            store_->log(fmt::format("doctor: MFU denominator {:.4g} FLOP/s: {}", peak.flops, peak.source));
-        }
-    }
-    if (!peaks.empty()) d.peak_memory_bytes = *std::max_element(peaks.begin(), peaks.end());
+    if (!s.model_flops.empty()) d.model_flops_per_step = measure::median(s.model_flops);
+    if (d.model_flops_per_step)
+        set_mfu_denominator(
+            d, *store_, contract_.resources.peak_flops, [&] { return calibration_peak(trials); },
+            s.peak_flops);
+    if (!s.peaks.empty()) d.peak_memory_bytes = *std::max_element(s.peaks.begin(), s.peaks.end());
     store_->put_baseline(d);
-    if (auto startup = trial::measure_startup(startups)) {
-        // Runs with one kind of evidence; mixed: no startup applies to every trial, the check is off.
-        startup->source = startup_sources.size() == 1 ? *startup_sources.begin() : "mixed";
-        store_->set_meta("startup", trial::to_json(*startup).dump());
-        store_->log(
-            startup->wall_clock
-                ? fmt::format("doctor: startup {:.3f} s (spread {:.3f} s over {} runs): the elapsed time "
-                              "the evidence saw, less the step times the job reported",
-                              startup->median_s, startup->spread_s, startup->runs)
-                : fmt::format("doctor: the baseline's step times add up to {:.3f} s more than the "
-                              "elapsed time the evidence saw: they are not wall-clock time, and the "
-                              "timing check is off for this campaign",
-                              -startup->median_s));
-    }
-    // The pace later trials are held to (trial/proof.hpp, check_pace): the median of the baseline's runs.
-    if (!paces.empty()) {
-        const double pace = measure::median(paces);
-        store_->set_meta("step_pace", json({{"median", pace}, {"runs", paces.size()}}).dump());
-        store_->log(
-            pace <= trial::kWallClockPaceCeiling
-                ? fmt::format(
-                      "doctor: step pace {:.3f} (step times claimed over the time seen between step "
-                      "lines, median of {} runs): a trial outside {:.3f}-{:.3f} is a timing violation",
-                      pace, paces.size(), trial::kPaceFloor * pace, trial::kPaceCeiling * pace)
-                : fmt::format("doctor: step pace {:.3f}: the step times claim more than passed between step "
-                              "lines (not wall-clock time): a trial at or below {:.3f} is a timing violation",
-                              pace, trial::kWallClockPaceCeiling));
-    }
+    record_startup_and_pace(*store_, s);
     store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
                             "minimum detectable effect {:.2f}%",
-                            noise.median_step_s, measure::median(colds), 100 * noise.cv_between,
+                            noise.median_step_s, measure::median(s.colds), 100 * noise.cv_between,
                             100 * noise.minimum_detectable_effect));
     if (const auto warning = noise_warning(); !warning.empty()) store_->log("doctor: " + warning);
 }
