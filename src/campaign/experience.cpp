@@ -53,123 +53,120 @@ bank::HardwareKey campaign_hardware(const CampaignView& c, const std::string& sp
     return key;
 }
 
-std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
-    std::vector<bank::Finding> out;
-    auto& st = *c.store;
-    const std::string workload = c.contract->name;
-    const std::string campaign = c.id;
-    const double limit = memory_limit(c);
-    auto finding = [&](const std::string& kind, bool verified, nlohmann::json content,
-                       std::vector<std::int64_t> trials) {
-        bank::Finding f;
-        f.kind = kind;
-        f.workload = workload;
-        f.verified = verified;
-        f.content = std::move(content);
-        f.campaign = campaign;
-        f.trials = std::move(trials);
-        return f;
-    };
+namespace {
 
-    std::set<std::int64_t> promoted;
-    for (const auto& [vid, key] : st.promotions())
-        promoted.insert(vid);
-    for (const auto& v : st.verifications()) {
-        if (!v.promoted || !promoted.count(v.id)) continue;
-        std::vector<std::int64_t> support;
-        double peak = 0;
-        for (const auto& t : st.trials()) {
-            if (t.verification_id != v.id) continue;
-            support.push_back(t.id);
-            // The change's own memory: its candidate runs (not the baseline's, nor a spot check's run without
-            // its patches).
-            if (t.kind == store::TrialKind::VerifyCandidate)
-                peak = std::max(peak, t.peak_memory_bytes.value_or(0));
-        }
-        auto cand = space::Candidate::from_json(v.candidate);
-        nlohmann::json content = {
-            {"candidate", v.candidate}, {"knobs", v.candidate.value("knobs", nlohmann::json::object())},
-            {"patches", cand.patches},  {"speedup", v.speedup.value_or(0)},
-            {"lo", v.lo.value_or(0)},   {"hi", v.hi.value_or(0)}};
-        // Capacity as a rule relative to memory: the verified peak over the limit it ran under, that limit,
-        // and how far the contract's estimate was from the measured peak (where there is an estimate).
-        if (peak > 0 && limit > 0) {
-            content["memory_ratio"] = peak / limit;
-            content["limit_bytes"] = limit;
-            if (auto est = estimate(c, cand); est && *est > 0) content["estimate_factor"] = peak / *est;
-        }
-        // A limit per GPU ([resources] gpu_mem): capacity settings carry to other GPUs by it.
-        if (const auto gpu = c.contract->resources.gpu_mem_bytes; gpu > 0)
-            content["gpu_limit_bytes"] = static_cast<double>(gpu);
-        out.push_back(finding("knob_setting", true, content, support));
-        // Each change's own effect (ablation.cpp): the bundle's speed-up only for a bundle of one change; a
-        // change of a larger bundle gets what its ablation measured, or no speed-up (unverified) when that
-        // was not measured. Never the bundle's speed-up credited to every part of it.
-        std::map<std::string, store::AblationComponent> measured; // "knob:NAME" / "patch:ID" -> component
-        for (const auto& comp :
-             v.detail.ablation ? v.detail.ablation->components : std::vector<store::AblationComponent>{}) {
-            measured[comp.change.kind + ":" + comp.change.name] = comp;
-            // Knobs a constraint ties together were removed together: each gets the group's effect, and says
-            // so.
-            for (const auto& name : comp.change.names.value_or(std::vector<std::string>{})) {
-                auto shared = comp;
-                if (shared.state == "measured")
-                    shared.measured_by =
-                        "ablation, together with the knobs a constraint ties it to: " + comp.change.name;
-                measured["knob:" + name] = shared;
-            }
-        }
-        auto number = [](const std::optional<double>& x) {
-            return x ? nlohmann::json(*x) : nlohmann::json();
-        };
-        auto own_effect = [&](const std::string& key, nlohmann::json effect, const std::string& kind) {
-            std::vector<std::int64_t> trials = support;
-            const auto it = measured.find(key);
-            const bool ok = it != measured.end() && it->second.state == "measured";
-            if (ok) {
-                const auto& comp = it->second;
-                effect["speedup"] = number(comp.effect);
-                effect["lo"] = number(comp.lo);
-                effect["hi"] = number(comp.hi);
-                effect["measured_by"] =
-                    comp.measured_by ? nlohmann::json(*comp.measured_by) : nlohmann::json();
-                for (const auto& pr : comp.pairs.value_or(std::vector<store::AblationPair>{})) {
-                    trials.push_back(pr.bundle_trial);
-                    trials.push_back(pr.without_trial);
-                }
-            } else {
-                effect["measured_by"] = "not measured: part of a bundle whose ablation did not measure it";
-            }
-            effect["bundle_speedup"] = v.speedup.value_or(0);
-            if (content.contains("memory_ratio")) effect["memory_ratio"] = content["memory_ratio"];
-            out.push_back(finding(kind, ok, effect, trials));
-        };
-        const auto base = c.contract->space.baseline();
-        for (const auto& [name, value] : cand.knobs) {
-            const auto b = base.knobs.find(name);
-            if (b == base.knobs.end() || b->second == value) continue;
-            own_effect("knob:" + name,
-                       {{"knob", name},
-                        {"value", space::env_value(value)},
-                        {"baseline", space::env_value(b->second)}},
-                       "knob_effect");
-        }
-        for (const auto& p : cand.patches) {
-            std::vector<std::string> others;
-            for (const auto& q : cand.patches)
-                if (q != p) others.push_back(q);
-            own_effect("patch:" + p, {{"patch", p}, {"composes_with", others}}, "patch_effect");
+bank::Finding make_finding(const CampaignView& c, const std::string& kind, bool verified,
+                           nlohmann::json content, std::vector<std::int64_t> trials) {
+    bank::Finding f;
+    f.kind = kind;
+    f.workload = c.contract->name;
+    f.verified = verified;
+    f.content = std::move(content);
+    f.campaign = c.id;
+    f.trials = std::move(trials);
+    return f;
+}
+
+// Each change's own effect as its ablation measured it (ablation.cpp), by "knob:NAME" / "patch:ID". Knobs a
+// constraint ties together were removed together: each gets the group's effect, and says so.
+std::map<std::string, store::AblationComponent> ablated_effects(const store::VerificationRow& v) {
+    std::map<std::string, store::AblationComponent> measured;
+    if (!v.detail.ablation) return measured;
+    for (const auto& comp : v.detail.ablation->components) {
+        measured[comp.change.kind + ":" + comp.change.name] = comp;
+        for (const auto& name : comp.change.names.value_or(std::vector<std::string>{})) {
+            auto shared = comp;
+            if (shared.state == "measured")
+                shared.measured_by =
+                    "ablation, together with the knobs a constraint ties it to: " + comp.change.name;
+            measured["knob:" + name] = shared;
         }
     }
+    return measured;
+}
 
-    // Memory: how far the analytic estimate is from measured peaks, and where the limit was hit.
+// A promoted verification's findings: its setting (with its memory as a ratio of the limit it ran under),
+// and each change's own effect: the bundle's speed-up only for a bundle of one change; a change of a larger
+// bundle gets what its ablation measured, or no speed-up (unverified) when that was not measured. Never the
+// bundle's speed-up credited to every part of it.
+void add_promoted_findings(std::vector<bank::Finding>& out, const CampaignView& c,
+                           const store::VerificationRow& v, double limit) {
+    auto& st = *c.store;
+    std::vector<std::int64_t> support;
+    double peak = 0;
+    for (const auto& t : st.trials()) {
+        if (t.verification_id != v.id) continue;
+        support.push_back(t.id);
+        // The change's own memory: its candidate runs (not the baseline's, nor a spot check's run without its
+        // patches).
+        if (t.kind == store::TrialKind::VerifyCandidate)
+            peak = std::max(peak, t.peak_memory_bytes.value_or(0));
+    }
+    auto cand = space::Candidate::from_json(v.candidate);
+    nlohmann::json content = {
+        {"candidate", v.candidate}, {"knobs", v.candidate.value("knobs", nlohmann::json::object())},
+        {"patches", cand.patches},  {"speedup", v.speedup.value_or(0)},
+        {"lo", v.lo.value_or(0)},   {"hi", v.hi.value_or(0)}};
+    // Capacity as a rule relative to memory: the verified peak over the limit it ran under, that limit, and
+    // how far the contract's estimate was from the measured peak (where there is an estimate).
+    if (peak > 0 && limit > 0) {
+        content["memory_ratio"] = peak / limit;
+        content["limit_bytes"] = limit;
+        if (auto est = estimate(c, cand); est && *est > 0) content["estimate_factor"] = peak / *est;
+    }
+    // A limit per GPU ([resources] gpu_mem): capacity settings carry to other GPUs by it.
+    if (const auto gpu = c.contract->resources.gpu_mem_bytes; gpu > 0)
+        content["gpu_limit_bytes"] = static_cast<double>(gpu);
+    out.push_back(make_finding(c, "knob_setting", true, content, support));
+    const auto measured = ablated_effects(v);
+    auto number = [](const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); };
+    auto own_effect = [&](const std::string& key, nlohmann::json effect, const std::string& kind) {
+        std::vector<std::int64_t> trials = support;
+        const auto it = measured.find(key);
+        const bool ok = it != measured.end() && it->second.state == "measured";
+        if (ok) {
+            const auto& comp = it->second;
+            effect["speedup"] = number(comp.effect);
+            effect["lo"] = number(comp.lo);
+            effect["hi"] = number(comp.hi);
+            effect["measured_by"] = comp.measured_by ? nlohmann::json(*comp.measured_by) : nlohmann::json();
+            for (const auto& pr : comp.pairs.value_or(std::vector<store::AblationPair>{})) {
+                trials.push_back(pr.bundle_trial);
+                trials.push_back(pr.without_trial);
+            }
+        } else {
+            effect["measured_by"] = "not measured: part of a bundle whose ablation did not measure it";
+        }
+        effect["bundle_speedup"] = v.speedup.value_or(0);
+        if (content.contains("memory_ratio")) effect["memory_ratio"] = content["memory_ratio"];
+        out.push_back(make_finding(c, kind, ok, effect, trials));
+    };
+    const auto base = c.contract->space.baseline();
+    for (const auto& [name, value] : cand.knobs) {
+        const auto b = base.knobs.find(name);
+        if (b == base.knobs.end() || b->second == value) continue;
+        own_effect(
+            "knob:" + name,
+            {{"knob", name}, {"value", space::env_value(value)}, {"baseline", space::env_value(b->second)}},
+            "knob_effect");
+    }
+    for (const auto& p : cand.patches) {
+        std::vector<std::string> others;
+        for (const auto& q : cand.patches)
+            if (q != p) others.push_back(q);
+        own_effect("patch:" + p, {{"patch", p}, {"composes_with", others}}, "patch_effect");
+    }
+}
+
+// Memory: where the limit was hit, and how far the analytic estimate is from measured peaks.
+void add_memory_findings(std::vector<bank::Finding>& out, const CampaignView& c, double limit) {
     std::vector<double> ratios;
     std::vector<std::int64_t> ratio_trials;
-    for (const auto& t : st.trials({.state = store::TrialState::Finished})) {
+    for (const auto& t : c.store->trials({.state = store::TrialState::Finished})) {
         auto cand = space::Candidate::from_json(t.candidate);
         if (t.outcome == trial::Outcome::OutOfMemory) {
-            out.push_back(finding("oom_threshold", false,
-                                  {{"candidate", t.candidate}, {"limit_bytes", limit}}, {t.id}));
+            out.push_back(make_finding(c, "oom_threshold", false,
+                                       {{"candidate", t.candidate}, {"limit_bytes", limit}}, {t.id}));
             continue;
         }
         if (t.outcome != trial::Outcome::Ok || !t.peak_memory_bytes) continue;
@@ -179,31 +176,46 @@ std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
         }
     }
     if (!ratios.empty())
-        out.push_back(finding("memory_correction", ratios.size() >= 3,
-                              {{"factor", measure::median(ratios)}, {"trials", ratios.size()}},
-                              ratio_trials));
+        out.push_back(make_finding(c, "memory_correction", ratios.size() >= 3,
+                                   {{"factor", measure::median(ratios)}, {"trials", ratios.size()}},
+                                   ratio_trials));
+}
 
+// The agent's calibration: its claims against what trials measured, for its next campaign on hardware like
+// this one (keyed by the agent's name, not the workload: how far an agent's claims are off).
+std::optional<bank::Finding> agent_calibration_finding(const CampaignView& c) {
+    if (c.agent_speed_pairs.empty() && c.agent_memory_pairs.empty()) return std::nullopt;
+    auto pairs = [](const std::vector<model::ClaimPair>& v) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const auto& p : v)
+            a.push_back({{"claimed", p.claimed}, {"measured", p.measured}});
+        return a;
+    };
+    auto f = make_finding(c, "agent_calibration", true,
+                          {{"agent", c.contract->agent.name},
+                           {"speedup", pairs(c.agent_speed_pairs)},
+                           {"memory", pairs(c.agent_memory_pairs)}},
+                          {});
+    f.workload = agent_bank_workload(c.contract->agent.name);
+    return f;
+}
+
+} // namespace
+
+std::vector<bank::Finding> campaign_findings(const CampaignView& c) {
+    std::vector<bank::Finding> out;
+    auto& st = *c.store;
+    const double limit = memory_limit(c);
+    std::set<std::int64_t> promoted;
+    for (const auto& [vid, key] : st.promotions())
+        promoted.insert(vid);
+    for (const auto& v : st.verifications())
+        if (v.promoted && promoted.count(v.id)) add_promoted_findings(out, c, v, limit);
+    add_memory_findings(out, c, limit);
     if (auto d = st.baseline())
-        out.push_back(
-            finding("noise", true, {{"cv", d->cv_between}, {"mde", d->minimum_detectable_effect}}, {}));
-
-    // The agent's calibration: its claims against what trials measured, for its next campaign on hardware
-    // like this one (keyed by the agent's name, not the workload: how far an agent's claims are off).
-    if (!c.agent_speed_pairs.empty() || !c.agent_memory_pairs.empty()) {
-        auto pairs = [](const std::vector<model::ClaimPair>& v) {
-            nlohmann::json a = nlohmann::json::array();
-            for (const auto& p : v)
-                a.push_back({{"claimed", p.claimed}, {"measured", p.measured}});
-            return a;
-        };
-        auto f = finding("agent_calibration", true,
-                         {{"agent", c.contract->agent.name},
-                          {"speedup", pairs(c.agent_speed_pairs)},
-                          {"memory", pairs(c.agent_memory_pairs)}},
-                         {});
-        f.workload = agent_bank_workload(c.contract->agent.name);
-        out.push_back(std::move(f));
-    }
+        out.push_back(make_finding(c, "noise", true,
+                                   {{"cv", d->cv_between}, {"mde", d->minimum_detectable_effect}}, {}));
+    if (auto f = agent_calibration_finding(c)) out.push_back(std::move(*f));
     return out;
 }
 
@@ -253,6 +265,90 @@ BankIngest ingest_into_bank(bank::ExperienceBank& bank, const CampaignView& c, c
     return r;
 }
 
+namespace {
+
+// A verified setting carried to this campaign's memory: by the capacity rule per GPU where either side has a
+// limit per GPU and there is no estimate; else, with an estimate, to the largest neighbour that keeps the
+// verified peak-to-limit ratio; else with the memory limit. Nullopt when it cannot be carried (its settings
+// may not fit). `adapted`: what was changed, for the seed's reason; `rule`: the provenance's capacity rule.
+struct Carried {
+    space::Candidate candidate;
+    std::string adapted;
+    nlohmann::json rule;
+};
+std::optional<Carried> carry_to_memory(const CampaignView& c, const bank::HardwareKey& hardware,
+                                       const bank::Prior& prior, const space::Candidate& cand, double limit) {
+    const auto& f = prior.finding;
+    const auto& space = c.contract->space;
+    Carried out{cand, {}, {}};
+    // A limit per GPU on either side: the capacity rule scales by the memory of one GPU, the limit the
+    // contract gives or else the GPU memory of the hardware key; without both sides known, the finding
+    // cannot be carried (its settings may not fit).
+    const double gpu_here = static_cast<double>(c.contract->resources.gpu_mem_bytes);
+    const double gpu_there = f.content.value("gpu_limit_bytes", 0.0);
+    const bool per_gpu = (gpu_here > 0 || gpu_there > 0) && !estimate(c, cand);
+    if (per_gpu) {
+        const double here = gpu_here > 0 ? gpu_here : hardware.accelerator_memory_bytes;
+        const double there = gpu_there > 0 ? gpu_there : prior.hardware.accelerator_memory_bytes;
+        if (!(here > 0 && there > 0)) return std::nullopt;
+        if (std::abs(here / there - 1) > 0.01) {
+            auto scaled = space::scale_capacity(space, cand, here / there);
+            if (!scaled) return std::nullopt;
+            out.adapted = fmt::format("; capacity rule: {:.0f} MiB per GPU here vs {:.0f} MiB where verified "
+                                      "(x{:.2f}): {}",
+                                      here / 1048576, there / 1048576, here / there,
+                                      scaled->change.empty() ? "no setting changes" : scaled->change);
+            out.rule = {{"rule", "gpu_memory_scale"},
+                        {"from", cand.to_json()},
+                        {"scale", here / there},
+                        {"change", scaled->change}};
+            out.candidate = scaled->candidate;
+        }
+    } else if (f.content.contains("memory_ratio") && limit > 0) {
+        const double ratio = std::max(f.content["memory_ratio"].get<double>(), 0.5);
+        const double factor = f.content.value("estimate_factor", 1.0);
+        if (estimate(c, cand)) {
+            // With an estimate: keep the verified peak-to-limit ratio on this campaign's limit.
+            auto fits = [&](const space::Candidate& x) {
+                auto est = estimate(c, x);
+                return !est || *est * factor <= ratio * limit * 1.05;
+            };
+            if (!fits(cand)) {
+                std::optional<space::Candidate> best;
+                double best_est = 0;
+                for (const auto& n : space.neighbours(cand)) {
+                    auto est = estimate(c, n);
+                    if (!est || !fits(n) || n.patches != cand.patches) continue;
+                    if (!best || *est > best_est) best = n, best_est = *est; // the largest that fits
+                }
+                if (!best) return std::nullopt;
+                out.adapted = fmt::format("; adapted to this limit ({} -> {}) to keep peak/limit <= {:.2f}",
+                                          cand.describe(), best->describe(), ratio);
+                out.rule = {{"rule", "memory_estimate"}, {"from", cand.to_json()}, {"ratio", ratio}};
+                out.candidate = *best;
+            }
+        } else if (const double there = f.content.value("limit_bytes", 0.0);
+                   there > 0 && std::abs(limit / there - 1) > 0.01) {
+            // Without one: capacity settings scale with the memory limit.
+            auto scaled = space::scale_capacity(space, cand, limit / there);
+            if (!scaled) return std::nullopt;
+            out.adapted =
+                fmt::format("; capacity rule: memory limit {:.0f} MiB here vs {:.0f} MiB where verified "
+                            "(x{:.2f}): {}",
+                            limit / 1048576, there / 1048576, limit / there,
+                            scaled->change.empty() ? "no setting changes" : scaled->change);
+            out.rule = {{"rule", "memory_limit_scale"},
+                        {"from", cand.to_json()},
+                        {"scale", limit / there},
+                        {"change", scaled->change}};
+            out.candidate = scaled->candidate;
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, const CampaignView& c,
                                   const bank::HardwareKey& hardware, int max_seeds) {
     std::vector<Seed> seeds;
@@ -272,71 +368,10 @@ std::vector<Seed> seeds_from_bank(bank::ExperienceBank& bank, const CampaignView
             continue; // the space changed since: the finding does not apply
         }
         if (!space.feasible(cand)) continue;
-        std::string adapted;
-        nlohmann::json rule;
-        // A limit per GPU on either side: the capacity rule scales by the memory of one GPU, the limit the
-        // contract gives or else the GPU memory of the hardware key; without both sides known, the finding
-        // cannot be carried (its settings may not fit).
-        const double gpu_here = static_cast<double>(c.contract->resources.gpu_mem_bytes);
-        const double gpu_there = f.content.value("gpu_limit_bytes", 0.0);
-        const bool per_gpu = (gpu_here > 0 || gpu_there > 0) && !estimate(c, cand);
-        if (per_gpu) {
-            const double here = gpu_here > 0 ? gpu_here : hardware.accelerator_memory_bytes;
-            const double there = gpu_there > 0 ? gpu_there : prior.hardware.accelerator_memory_bytes;
-            if (!(here > 0 && there > 0)) continue;
-            if (std::abs(here / there - 1) > 0.01) {
-                auto scaled = space::scale_capacity(space, cand, here / there);
-                if (!scaled) continue;
-                adapted = fmt::format("; capacity rule: {:.0f} MiB per GPU here vs {:.0f} MiB where verified "
-                                      "(x{:.2f}): {}",
-                                      here / 1048576, there / 1048576, here / there,
-                                      scaled->change.empty() ? "no setting changes" : scaled->change);
-                rule = {{"rule", "gpu_memory_scale"},
-                        {"from", cand.to_json()},
-                        {"scale", here / there},
-                        {"change", scaled->change}};
-                cand = scaled->candidate;
-            }
-        } else if (f.content.contains("memory_ratio") && limit > 0) {
-            const double ratio = std::max(f.content["memory_ratio"].get<double>(), 0.5);
-            const double factor = f.content.value("estimate_factor", 1.0);
-            if (estimate(c, cand)) {
-                // With an estimate: keep the verified peak-to-limit ratio on this campaign's limit.
-                auto fits = [&](const space::Candidate& x) {
-                    auto est = estimate(c, x);
-                    return !est || *est * factor <= ratio * limit * 1.05;
-                };
-                if (!fits(cand)) {
-                    std::optional<space::Candidate> best;
-                    double best_est = 0;
-                    for (const auto& n : space.neighbours(cand)) {
-                        auto est = estimate(c, n);
-                        if (!est || !fits(n) || n.patches != cand.patches) continue;
-                        if (!best || *est > best_est) best = n, best_est = *est; // the largest that fits
-                    }
-                    if (!best) continue;
-                    adapted = fmt::format("; adapted to this limit ({} -> {}) to keep peak/limit <= {:.2f}",
-                                          cand.describe(), best->describe(), ratio);
-                    rule = {{"rule", "memory_estimate"}, {"from", cand.to_json()}, {"ratio", ratio}};
-                    cand = *best;
-                }
-            } else if (const double there = f.content.value("limit_bytes", 0.0);
-                       there > 0 && std::abs(limit / there - 1) > 0.01) {
-                // Without one: capacity settings scale with the memory limit.
-                auto scaled = space::scale_capacity(space, cand, limit / there);
-                if (!scaled) continue;
-                adapted =
-                    fmt::format("; capacity rule: memory limit {:.0f} MiB here vs {:.0f} MiB where verified "
-                                "(x{:.2f}): {}",
-                                limit / 1048576, there / 1048576, limit / there,
-                                scaled->change.empty() ? "no setting changes" : scaled->change);
-                rule = {{"rule", "memory_limit_scale"},
-                        {"from", cand.to_json()},
-                        {"scale", limit / there},
-                        {"change", scaled->change}};
-                cand = scaled->candidate;
-            }
-        }
+        const auto carried = carry_to_memory(c, hardware, prior, cand, limit);
+        if (!carried) continue;
+        const auto& [carried_cand, adapted, rule] = *carried;
+        cand = carried_cand;
         if (!taken.insert(cand.key()).second) continue;
         Seed s;
         s.candidate = cand;
