@@ -311,6 +311,104 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
     return p;
 }
 
+namespace {
+
+std::string wall_time_end(double budget, double used, const SearchWallPlan& plan, double trial_s) {
+    return fmt::format(
+        "search ends: wall-time budget {:.0f} s: {:.0f} s used; the next batch (~{:.0f} s) and "
+        "the verification reserve (~{:.0f} s: {} candidates x {} A/B pairs x 2 trials, the "
+        "re-check's included, and {} equivalence checks x 2 trials, trials of ~{:.1f} s) would "
+        "pass it",
+        budget, used, plan.next_batch_s, plan.verify_reserve_s, plan.verify_candidates, plan.pairs,
+        plan.equivalence_checks, trial_s);
+}
+
+// What the contract says a proposal is held to: the smallest gain worth a trial (the rule's min_speedup), the
+// memory limit the models weigh OOMs against, the time limit and the steps of a trial.
+void set_contract_limits(search::ProposalContext& ctx, const contract::Contract& c) {
+    ctx.min_gain = c.verify.min_speedup;
+    ctx.memory_limit_bytes = static_cast<double>(contract::modeled_memory_limit_bytes(c.resources));
+    ctx.time_limit_s = static_cast<double>(c.resources.time_limit_s);
+    ctx.trial_steps = c.invariants.steps;
+}
+
+// A search batch's control: the baseline beside its candidates.
+Campaign::Task control_task(const space::Space& space) {
+    Campaign::Task t;
+    t.candidate = space.baseline();
+    t.kind = TrialKind::SearchControl;
+    t.reason = "the batch's control: the baseline beside its candidates";
+    return t;
+}
+
+bool contains_excluded(const space::Candidate& c, const std::vector<std::vector<std::string>>& excluded) {
+    return std::any_of(excluded.begin(), excluded.end(), [&](const std::vector<std::string>& set) {
+        return std::includes(c.patches.begin(), c.patches.end(), set.begin(), set.end());
+    });
+}
+
+// A batch's first tasks, up to q: the re-queue, in its order (`dequeued`: the entries it gives, or drops as
+// excluded now, which leave it once the batch is planned); then the experience bank's seeds, each once, with
+// the bank's reason in the audit.
+std::vector<Campaign::Task> first_tasks(store::CampaignStore& store, int q,
+                                        const std::vector<std::vector<std::string>>& excluded,
+                                        const json& seeds, std::vector<std::int64_t>& dequeued) {
+    std::vector<Campaign::Task> tasks;
+    for (const auto& e : store.requeued()) {
+        if (static_cast<int>(tasks.size()) >= q) break;
+        dequeued.push_back(e.id);
+        auto cand = space::Candidate::from_json(e.candidate);
+        if (contains_excluded(cand, excluded)) continue;
+        Campaign::Task t;
+        t.candidate = std::move(cand);
+        t.reason = e.reason;
+        t.attempt = e.attempt;
+        tasks.push_back(t);
+    }
+    std::set<std::string> tried;
+    for (const auto& t : store.trials())
+        tried.insert(t.candidate_key);
+    for (const auto& sd : seeds) {
+        auto cand = space::Candidate::from_json(sd["candidate"]);
+        if (static_cast<int>(tasks.size()) >= q || tried.count(cand.key()) ||
+            contains_excluded(cand, excluded))
+            continue;
+        tasks.push_back({cand, TrialKind::Search, sd["reason"].get<std::string>(), 0, {}, {}});
+        tried.insert(cand.key());
+    }
+    return tasks;
+}
+
+// What the proposer learns from: the search's and the doctor's finished, counted trials. In a batch in which
+// the baseline itself crashed or broke the contract, the failures say more about the infrastructure than
+// about the candidates: marked so, and the feasibility model does not learn them.
+std::vector<search::Observation> search_history(store::CampaignStore& store, const space::Space& space) {
+    const auto finished = store.trials(
+        {.kinds = {TrialKind::Search, TrialKind::Doctor}, .state = TrialState::Finished, .counted = true});
+    const auto base_key = space.baseline().key();
+    auto own_failure = [](const store::TrialRow& t) {
+        return t.outcome == trial::Outcome::Crash || t.outcome == trial::Outcome::ContractViolation;
+    };
+    std::set<std::int64_t> baseline_failed;
+    for (const auto& t : finished)
+        if (t.candidate_key == base_key && own_failure(t)) baseline_failed.insert(t.batch_id);
+    std::vector<search::Observation> history;
+    for (const auto& t : finished) {
+        search::Observation ob;
+        ob.candidate = space::Candidate::from_json(t.candidate);
+        ob.outcome = *t.outcome;
+        ob.step_time_s = t.step_time_s;
+        ob.peak_memory_bytes = t.peak_memory_bytes;
+        ob.cost_node_s = t.cost_node_s;
+        ob.violation = t.violation;
+        ob.infrastructure = own_failure(t) && baseline_failed.count(t.batch_id) > 0;
+        history.push_back(std::move(ob));
+    }
+    return history;
+}
+
+} // namespace
+
 void Campaign::search(const RunOptions& o) {
     resume_open_batches(o);
     auto proposer = search::make_proposer(o.proposer);
@@ -327,14 +425,7 @@ void Campaign::search(const RunOptions& o) {
         if (const double budget = contract_.budget.wall_time_s; budget > 0 && o.verify && baseline) {
             const auto plan = search_wall_plan(q);
             if (!plan.fits(use.wall_s, budget)) {
-                const auto m = trial_cost_model();
-                say(o, fmt::format(
-                           "search ends: wall-time budget {:.0f} s: {:.0f} s used; the next batch (~{:.0f} "
-                           "s) and the verification reserve (~{:.0f} s: {} candidates x {} A/B pairs x 2 "
-                           "trials, the re-check's included, and {} equivalence checks x 2 trials, trials "
-                           "of ~{:.1f} s) would pass it",
-                           budget, use.wall_s, plan.next_batch_s, plan.verify_reserve_s,
-                           plan.verify_candidates, plan.pairs, plan.equivalence_checks, m.trial_s()));
+                say(o, wall_time_end(budget, use.wall_s, plan, trial_cost_model().trial_s()));
                 return;
             }
         }
@@ -343,39 +434,11 @@ void Campaign::search(const RunOptions& o) {
             consult_agent(o, store_->agent_calls().empty() ? "after_doctor" : "after_batch");
             if (stopping(o)) return;
         }
-        std::vector<Task> tasks;
         // Patch sets that failed their equivalence check: no candidate that contains one runs again.
         const auto excluded = not_equivalent_patch_sets();
-        auto excluded_set = [&](const space::Candidate& c) {
-            return std::any_of(excluded.begin(), excluded.end(), [&](const std::vector<std::string>& set) {
-                return std::includes(c.patches.begin(), c.patches.end(), set.begin(), set.end());
-            });
-        };
-        // The re-queue first, in its order; what it gives (or drops, excluded now) leaves it once planned.
         std::vector<std::int64_t> dequeued;
-        for (const auto& e : store_->requeued()) {
-            if (static_cast<int>(tasks.size()) >= q) break;
-            dequeued.push_back(e.id);
-            auto cand = space::Candidate::from_json(e.candidate);
-            if (excluded_set(cand)) continue;
-            Task t;
-            t.candidate = std::move(cand);
-            t.reason = e.reason;
-            t.attempt = e.attempt;
-            tasks.push_back(t);
-        }
-        // Seeds from the experience bank go first, each once, with the bank's reason in the audit.
-        json seeds = json::parse(store_->meta("bank_seeds").value_or("[]"));
-        std::set<std::string> tried;
-        for (const auto& t : store_->trials())
-            tried.insert(t.candidate_key);
-        for (const auto& sd : seeds) {
-            auto cand = space::Candidate::from_json(sd["candidate"]);
-            if (static_cast<int>(tasks.size()) >= q || tried.count(cand.key()) || excluded_set(cand))
-                continue;
-            tasks.push_back({cand, TrialKind::Search, sd["reason"].get<std::string>(), 0, {}, {}});
-            tried.insert(cand.key());
-        }
+        const json seeds = json::parse(store_->meta("bank_seeds").value_or("[]"));
+        std::vector<Task> tasks = first_tasks(*store_, q, excluded, seeds, dequeued);
         search::ProposalContext ctx;
         ctx.space = &contract_.space;
         for (const auto& sd : seeds)
@@ -383,42 +446,13 @@ void Campaign::search(const RunOptions& o) {
         for (const auto& p : catalog_)
             ctx.patches.push_back({p.id, p.tags});
         fill_agent_priors(ctx);
-        const auto finished = store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
-                                              .state = TrialState::Finished,
-                                              .counted = true});
-        // A batch in which the baseline itself crashed or broke the contract: its failures say more about the
-        // infrastructure than about the candidates, and the feasibility model does not learn them.
-        const auto base_key = contract_.space.baseline().key();
-        auto own_failure = [](const store::TrialRow& t) {
-            return t.outcome == trial::Outcome::Crash || t.outcome == trial::Outcome::ContractViolation;
-        };
-        std::set<std::int64_t> baseline_failed;
-        for (const auto& t : finished)
-            if (t.candidate_key == base_key && own_failure(t)) baseline_failed.insert(t.batch_id);
-        for (const auto& t : finished) {
-            search::Observation ob;
-            ob.candidate = space::Candidate::from_json(t.candidate);
-            ob.outcome = *t.outcome;
-            ob.step_time_s = t.step_time_s;
-            ob.peak_memory_bytes = t.peak_memory_bytes;
-            ob.cost_node_s = t.cost_node_s;
-            ob.violation = t.violation;
-            ob.infrastructure = own_failure(t) && baseline_failed.count(t.batch_id) > 0;
-            ctx.history.push_back(std::move(ob));
-        }
+        ctx.history = search_history(*store_, contract_.space);
         for (const auto& t : tasks)
             ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
         if (baseline) ctx.baseline_step_s = baseline->median_step_s;
         ctx.noise_floor = mde();
-        ctx.min_gain = contract_.verify.min_speedup;
-        ctx.memory_limit_bytes =
-            static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
-        {
-            const auto cost = trial_cost_model();
-            ctx.time_limit_s = static_cast<double>(contract_.resources.time_limit_s);
-            ctx.trial_steps = contract_.invariants.steps;
-            ctx.trial_overhead_s = cost.overhead_s;
-        }
+        set_contract_limits(ctx, contract_);
+        ctx.trial_overhead_s = trial_cost_model().overhead_s;
         ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
         ctx.excluded_patch_sets = excluded;
         ctx.q = q - static_cast<int>(tasks.size());
@@ -442,12 +476,7 @@ void Campaign::search(const RunOptions& o) {
         }
         // The batch's control first: the baseline under the same conditions as its candidates (the same
         // concurrency, nodes spread the same way), which their comparisons and early stops are made with.
-        tasks.insert(tasks.begin(), {contract_.space.baseline(),
-                                     TrialKind::SearchControl,
-                                     "the batch's control: the baseline beside its candidates",
-                                     0,
-                                     {},
-                                     {}});
+        tasks.insert(tasks.begin(), control_task(contract_.space));
         auto id = plan_batch(store::BatchKind::Search, tasks);
         for (const auto e : dequeued)
             store_->dequeue(e);
