@@ -40,6 +40,18 @@ std::vector<double> curve() {
     return l;
 }
 
+// One complete run on n1 at `step_s`, its losses the reference curve.
+verify::Arm one_node_arm(double step_s, bool first) {
+    verify::Arm a;
+    a.ok = true;
+    a.step_s = step_s;
+    a.losses = curve();
+    a.peak_memory_bytes = 1e8;
+    a.node = "n1";
+    a.first = first;
+    return a;
+}
+
 // One run: `steps` per-step times around exp(level), 3% step noise; `stall`: one step 10x as long.
 verify::Arm run(double level, const std::string& node, bool first, std::mt19937_64& rng, bool stall = false) {
     verify::Arm a;
@@ -255,16 +267,7 @@ TEST_CASE("a doctor whose runs split 3 and 2 between two modes gives its gap to 
     CHECK(prior.cv_core < prior.cv_robust / 1.5);
     CHECK(6 * std::sqrt(2.0) * std::max(prior.cv_core, prior.cv_within) < prior.mode_gap);
     const auto c = sim_contract();
-    auto arm = [&](double step_s, bool first) {
-        verify::Arm a;
-        a.ok = true;
-        a.step_s = step_s;
-        a.losses = curve();
-        a.peak_memory_bytes = 1e8;
-        a.node = "n1";
-        a.first = first;
-        return a;
-    };
+    auto arm = [](double step_s, bool first) { return one_node_arm(step_s, first); };
     const std::vector<std::pair<verify::Arm, verify::Arm>> pairs = {{arm(1.0, true), arm(0.91, false)},
                                                                     {arm(1.0, false), arm(0.91, true)}};
     const auto d = verify::decide(pairs, curve(), c, verify::Design{}.rule(2), false, prior);
@@ -282,16 +285,7 @@ TEST_CASE("a doctor's split that its own runs cannot tell from chance is used wh
     REQUIRE(prior.mode_gap > 0);
     REQUIRE(6 * std::sqrt(2.0) * std::max(prior.cv_core, prior.cv_within) > prior.mode_gap);
     const auto c = sim_contract();
-    auto arm = [&](double step_s, bool first) {
-        verify::Arm a;
-        a.ok = true;
-        a.step_s = step_s;
-        a.losses = curve();
-        a.peak_memory_bytes = 1e8;
-        a.node = "n1";
-        a.first = first;
-        return a;
-    };
+    auto arm = [](double step_s, bool first) { return one_node_arm(step_s, first); };
     auto doctor_modes_used = [&](const std::vector<double>& d) {
         std::vector<std::pair<verify::Arm, verify::Arm>> pairs;
         for (std::size_t i = 0; i < d.size(); ++i)
