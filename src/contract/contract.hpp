@@ -100,7 +100,7 @@ struct Repeats {
 struct VerifySettings {
     double min_speedup = 0.03; // the smallest gain worth applying: the lower bound must exceed 1 + this
     double alpha = 0.01;       // one-sided error over the whole campaign (every candidate, every look)
-    int max_pairs = 16;        // A/B pairs a candidate's sequence may take, the re-check's block included
+    int max_pairs = 24;        // A/B pairs a candidate's sequence may take, the re-check's block included
 };
 
 // [memory.transformer]: a memory prior from the model's dimensions, for a job with no estimate command

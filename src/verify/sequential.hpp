@@ -33,7 +33,7 @@ struct Design {
     double min_speedup = 0.03;
     double alpha = 0.01;                // the campaign's, one-sided, over every candidate and look
     int candidates = 2;                 // verify_top
-    int max_pairs = 16;                 // the re-check's block included
+    int max_pairs = 24;                 // the re-check's block included
     int looks() const;                  // max_pairs / kBlock, at least 2
     int first_stage_pairs() const;      // max_pairs less the re-check's block
     double look_alpha(int pairs) const; // the error of the look over `pairs` pairs

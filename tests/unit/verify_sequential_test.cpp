@@ -156,8 +156,9 @@ TEST_CASE("the rule's error rates: 2000 A/A verifications promote at most 1.5%, 
     // alpha / 2 = 0.5% per candidate where the doctor measured the verification's noise; here the
     // verification's runs are 1.5x noisier than the doctor's (a prior that is too small at the first looks):
     // measured 13/1000 with this seed when pairs were spread one a node, 16/1000 node-blocked (the same
-    // rate: bench_verify --effect 1.03, 4 seeds x 2000, 1.53% spread and 1.54% node-blocked).
-    CHECK(at_threshold <= 20);
+    // rate: bench_verify --effect 1.03, 4 seeds x 2000, 1.53% spread and 1.54% node-blocked); 20/1000 at
+    // 24 pairs at most instead of 16 (bench_verify --effect 1.03, 4 seeds x 2000: 2.0% against 1.8%).
+    CHECK(at_threshold <= 25);
     int power = 0, power25 = 0, pairs25 = 0;
     for (int i = 0; i < 500; ++i)
         power += verification(1.10, s, rng).first;
@@ -177,7 +178,7 @@ TEST_CASE("the rule's error rates: 2000 A/A verifications promote at most 1.5%, 
 }
 
 TEST_CASE("a bimodal host (each run 1/0.74 as slow with chance 0.3): 1000 A/A verifications promote at "
-          "most 1%, a true 1.10x is promoted at least 65% of the time (7% when a pair's modes were not told "
+          "most 1%, a true 1.10x is promoted at least 80% of the time (7% when a pair's modes were not told "
           "apart)") {
     const verify::Design s;
     std::mt19937_64 rng(20261207);
@@ -186,12 +187,13 @@ TEST_CASE("a bimodal host (each run 1/0.74 as slow with chance 0.3): 1000 A/A ve
         false_promotions += verification(1.0, s, rng, 0.3).first;
     for (int i = 0; i < 500; ++i)
         power += verification(1.10, s, rng, 0.3).first;
-    // Measured with this seed: 7/1000 and 354/500 (331/500 before a doctor's split was confirmed by the
+    // Measured with this seed: 8/1000 and 451/500 at 24 pairs at most (7/1000 and 354/500 at 16; 331/500
+    // at 16 before a doctor's split was confirmed by the
     // pairs' own gap and the futility bound took the plain mean's too; 225/500 when the gap's error was
     // charged as 3 standard errors on every pair brought back); docs/orchestrator.md has bench-verify's
     // figures over seeds and says where the rest goes.
     CHECK(false_promotions <= 10);
-    CHECK(power >= 325);
+    CHECK(power >= 400);
     MESSAGE("bimodal: A/A false promotions ", false_promotions, "/1000; power 1.10x ", power, "/500");
 }
 
@@ -474,7 +476,7 @@ TEST_CASE("[verify]: min_speedup, alpha and max_pairs, with defaults, validated"
     auto c = contract::load_text(base, file);
     CHECK(c.verify.min_speedup == 0.03);
     CHECK(c.verify.alpha == 0.01);
-    CHECK(c.verify.max_pairs == 16);
+    CHECK(c.verify.max_pairs == 24);
     c = contract::load_text(base + "[verify]\nmin_speedup = 0.05\nalpha = 0.02\nmax_pairs = 20\n", file);
     CHECK(c.verify.min_speedup == 0.05);
     CHECK(c.verify.alpha == 0.02);
