@@ -40,10 +40,6 @@ std::optional<int> task_index(const slurm::JobRecord& r) {
     return std::nullopt;
 }
 
-std::string manifest_digest_key(std::int64_t batch_id) {
-    return fmt::format("manifest_sha256.{}", batch_id);
-}
-
 // The batch step's own output (Slurm's -o file, %A_%a: JOB_INDEX); none for the user's own job.
 fs::path slurm_output(const store::BatchRow& b, const store::TrialRow& t) {
     if (b.manifest.empty()) return {};
@@ -234,11 +230,10 @@ void record_plan(store::CampaignStore& store, const space::Space& space, std::in
               [](const trial::ManifestTask& a, const trial::ManifestTask& b) { return a.index < b.index; });
     for (const auto& a : plan.arrays)
         store.add_array(batch_id, a);
-    if (!plan.placement.empty()) store.set_meta(fmt::format("placement.{}", batch_id), plan.placement.dump());
+    if (!plan.placement.empty()) store.set_batch_placement(batch_id, plan.placement.dump());
     manifest.knobs = manifest_knobs(space, manifest.tasks);
     trial::write_manifest(mpath, manifest);
-    store.set_batch_manifest(batch_id, mpath.string());
-    store.set_meta(manifest_digest_key(batch_id), sha256_file_hex(mpath));
+    store.set_batch_manifest(batch_id, mpath.string(), sha256_file_hex(mpath));
     if (plan.order.empty()) store.set_batch_finished(batch_id);
 }
 
@@ -326,7 +321,7 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
 }
 
 void Campaign::mark_started(const std::string& scheduler_name) {
-    if (!store_->meta("started")) store_->set_meta("started", fmt::format("{:.3f}", store::now_seconds()));
+    store_->mark_started(store::now_seconds());
     if (!scheduler_name.empty() && !store_->meta("scheduler")) store_->set_meta("scheduler", scheduler_name);
 }
 
@@ -422,7 +417,8 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
 }
 
 std::vector<std::string> Campaign::array_placement(std::int64_t batch_id, int seq) {
-    const auto j = json::parse(store_->meta(fmt::format("placement.{}", batch_id)).value_or("{}"));
+    const auto b = store_->batch(batch_id);
+    const auto j = json::parse(b.placement.empty() ? "{}" : b.placement);
     const auto it = j.find(std::to_string(seq));
     return it == j.end() ? std::vector<std::string>{} : it->get<std::vector<std::string>>();
 }
@@ -591,7 +587,9 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         if (auto i = task_index(r)) by_index[*i] = r;
     const bool submitted = b.kind == store::BatchKind::Submitted;
     const auto proof =
-        submitted ? ManifestProof{} : manifest_proof(b, store_->meta(manifest_digest_key(batch_id)));
+        submitted
+            ? ManifestProof{}
+            : manifest_proof(b, b.manifest_sha256.empty() ? std::nullopt : std::optional(b.manifest_sha256));
     // The doctor's startup and step pace, which later trials' step times are checked against.
     const auto startup = trial::startup_from_json(json::parse(store_->meta("startup").value_or("null")));
     const auto baseline_pace = median_pace(store_->meta("step_pace"));

@@ -216,10 +216,8 @@ Campaign::BudgetUse Campaign::budget_use() {
     }
     // From the first batch submitted to the end of the campaign (or now): a run that never reached a
     // scheduler costs no wall time, and a finished campaign's figure stops growing.
-    if (auto s = store_->meta("started")) {
-        const auto ended = store_->meta("ended");
-        u.wall_s = (ended ? std::stod(*ended) : store::now_seconds()) - std::stod(*s);
-    }
+    if (const auto run = store_->campaign_run(); run.started)
+        u.wall_s = run.ended.value_or(store::now_seconds()) - *run.started;
     const auto& b = contract_.budget;
     if (u.trials >= b.trials)
         u.exhausted = fmt::format("trial budget ({} trials)", b.trials);
@@ -246,14 +244,12 @@ bool Campaign::stopping(const RunOptions& o) {
 }
 
 std::optional<std::string> Campaign::cancelled() {
-    auto c = store_->meta("cancelled");
-    if (!c || c->empty()) return std::nullopt;
-    return c;
+    return store_->campaign_run().cancelled;
 }
 
 void Campaign::request_cancel(const std::string& why) {
     if (cancelled()) return;
-    store_->set_meta("cancelled", why);
+    store_->set_cancelled(why);
     store_->log("campaign cancelled: " + why);
 }
 

@@ -217,9 +217,7 @@ NoiseCheck check_noise(const store::Baseline& d, double min_speedup) {
 }
 
 std::optional<std::string> Campaign::paused() {
-    auto p = store_->meta("paused");
-    if (!p || p->empty()) return std::nullopt;
-    return p;
+    return store_->campaign_run().paused;
 }
 
 std::string Campaign::noise_warning() {
@@ -453,21 +451,21 @@ void Campaign::check_doctor_noise(const RunOptions& o) {
         }
     }
     if (o.accept_noise) {
-        if (paused() || !store_->meta("noise_accepted")) {
-            store_->set_meta("noise_accepted", verdict.why);
-            store_->set_meta("paused", "");
+        if (paused() || !store_->campaign_run().noise_accepted) {
+            store_->set_noise_accepted(verdict.why);
+            store_->set_paused(std::nullopt);
             say(o, "doctor: the noise is accepted (--accept-noise): " + verdict.why + "; the search goes on");
         }
         return;
     }
-    if (store_->meta("noise_accepted")) return; // accepted by an earlier run
+    if (store_->campaign_run().noise_accepted) return; // accepted by an earlier run
     const std::string why = fmt::format(
         "{} (re-measured one job at a time, it stayed). The search would spend its budget on "
         "candidates it could not promote. A quieter machine (no other jobs on its nodes), more steps per "
         "trial, or steps that leave out evaluations and checkpoints lower it; `infrarsi run --accept-noise` "
         "goes on anyway",
         verdict.why);
-    store_->set_meta("paused", why);
+    store_->set_paused(why);
     say(o, "campaign paused: " + why);
 }
 

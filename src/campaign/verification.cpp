@@ -178,7 +178,7 @@ void Campaign::verify(const RunOptions& o) {
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
     if (!stopping(o)) {
         store_->advance_stage(store::Stage::Done);
-        if (!store_->meta("ended")) store_->set_meta("ended", fmt::format("{:.3f}", store::now_seconds()));
+        store_->mark_ended(store::now_seconds());
         // With the stage, not after it: `infrarsi verify` ends here, and a stop that comes now would leave a
         // finished campaign, which nothing drives again, without its findings in the bank.
         record_in_bank(o);

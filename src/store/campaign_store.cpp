@@ -5,6 +5,7 @@
 #include "util/error.hpp"
 
 #include <chrono>
+#include <fmt/format.h>
 
 namespace infrarsi::store {
 
@@ -113,6 +114,28 @@ INSERT INTO requeue (candidate, reason, attempt)
          json_extract(e.value, '$.attempt')
   FROM meta m, json_each(m.value) e WHERE m.key = 'requeue' ORDER BY e.key;
 DELETE FROM meta WHERE key = 'requeue';
+)sql",
+    // 7: the rest of the campaign's state out of the meta blackboard (issue 30, item 3): when the run started
+    // and ended, why it is paused or cancelled and why its noise was accepted are the one row of campaign_run
+    // (a pause cleared was meta 'paused' = '', now NULL); a batch's placement and its manifest's digest are
+    // columns of its row (they were meta 'placement.ID' and 'manifest_sha256.ID').
+    R"sql(
+CREATE TABLE campaign_run (
+  id INTEGER PRIMARY KEY CHECK (id = 1), started REAL, ended REAL, paused TEXT, cancelled TEXT,
+  noise_accepted TEXT);
+INSERT INTO campaign_run (id, started, ended, paused, cancelled, noise_accepted) VALUES (1,
+  (SELECT CAST(value AS REAL) FROM meta WHERE key = 'started'),
+  (SELECT CAST(value AS REAL) FROM meta WHERE key = 'ended'),
+  (SELECT NULLIF(value, '') FROM meta WHERE key = 'paused'),
+  (SELECT NULLIF(value, '') FROM meta WHERE key = 'cancelled'),
+  (SELECT value FROM meta WHERE key = 'noise_accepted'));
+DELETE FROM meta WHERE key IN ('started', 'ended', 'paused', 'cancelled', 'noise_accepted');
+ALTER TABLE batches ADD COLUMN placement TEXT NOT NULL DEFAULT '';
+ALTER TABLE batches ADD COLUMN manifest_sha256 TEXT NOT NULL DEFAULT '';
+UPDATE batches SET
+  placement = COALESCE((SELECT value FROM meta WHERE key = 'placement.' || batches.id), ''),
+  manifest_sha256 = COALESCE((SELECT value FROM meta WHERE key = 'manifest_sha256.' || batches.id), '');
+DELETE FROM meta WHERE key LIKE 'placement.%' OR key LIKE 'manifest_sha256.%';
 )sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
@@ -351,8 +374,52 @@ void CampaignStore::set_batch_submitted(std::int64_t id) {
     tx.commit();
 }
 
-void CampaignStore::set_batch_manifest(std::int64_t id, const std::string& manifest) {
-    Statement(db_, "UPDATE batches SET manifest = ?2 WHERE id = ?1").bind(1, id).bind(2, manifest).run();
+void CampaignStore::set_batch_manifest(std::int64_t id, const std::string& manifest,
+                                       const std::string& sha256) {
+    Statement(db_, "UPDATE batches SET manifest = ?2, manifest_sha256 = ?3 WHERE id = ?1")
+        .bind(1, id)
+        .bind(2, manifest)
+        .bind(3, sha256)
+        .run();
+}
+
+void CampaignStore::set_batch_placement(std::int64_t id, const std::string& placement) {
+    Statement(db_, "UPDATE batches SET placement = ?2 WHERE id = ?1").bind(1, id).bind(2, placement).run();
+}
+
+CampaignRun CampaignStore::campaign_run() {
+    Statement s(db_,
+                "SELECT started, ended, paused, cancelled, noise_accepted FROM campaign_run WHERE id = 1");
+    if (!s.step()) return {};
+    return {s.opt_real(0), s.opt_real(1), s.opt_text(2), s.opt_text(3), s.opt_text(4)};
+}
+
+namespace {
+// One column of the run's row (made by migration 7, for a new campaign too). `set`: the assignment, with ?1
+// the value.
+template <class T> void update_run(Database& db, const std::string& set, const T& value) {
+    Statement(db, "UPDATE campaign_run SET " + set + " WHERE id = 1").bind(1, value).run();
+}
+} // namespace
+
+void CampaignStore::mark_started(double t) {
+    update_run(db_, "started = COALESCE(started, ?1)", t);
+}
+
+void CampaignStore::mark_ended(double t) {
+    update_run(db_, "ended = COALESCE(ended, ?1)", t);
+}
+
+void CampaignStore::set_paused(const std::optional<std::string>& why) {
+    update_run(db_, "paused = ?1", why);
+}
+
+void CampaignStore::set_cancelled(const std::string& why) {
+    update_run(db_, "cancelled = COALESCE(cancelled, ?1)", why);
+}
+
+void CampaignStore::set_noise_accepted(const std::string& why) {
+    update_run(db_, "noise_accepted = ?1", why);
 }
 
 void CampaignStore::set_batch_finished(std::int64_t id) {
@@ -372,6 +439,9 @@ BatchKind parse_batch_kind(const std::string& s) {
     throw Error("unknown batch kind '" + s + "'", "campaign store", batch_kind_names.list());
 }
 
+const char* batch_columns = "id, kind, state, job_id, manifest, created, submitted, finished, placement, "
+                            "manifest_sha256";
+
 BatchRow read_batch(const Statement& s, const std::string& where) {
     return {s.integer(0),
             parse_batch_kind(s.text(1)),
@@ -380,14 +450,16 @@ BatchRow read_batch(const Statement& s, const std::string& where) {
             s.text(4),
             s.real(5),
             s.real(6),
-            s.real(7)};
+            s.real(7),
+            s.text(8),
+            s.text(9)};
 }
 } // namespace
 
 std::vector<BatchRow> CampaignStore::batches(std::optional<BatchState> state) {
     std::vector<BatchRow> out;
-    Statement s(db_, "SELECT id, kind, state, job_id, manifest, created, submitted, finished FROM batches "
-                     "WHERE ?1 = '' OR state = ?1 ORDER BY id");
+    Statement s(db_,
+                fmt::format("SELECT {} FROM batches WHERE ?1 = '' OR state = ?1 ORDER BY id", batch_columns));
     s.bind(1, state ? to_string(*state) : std::string());
     while (s.step())
         out.push_back(read_batch(s, db_.path()));
@@ -395,9 +467,7 @@ std::vector<BatchRow> CampaignStore::batches(std::optional<BatchState> state) {
 }
 
 BatchRow CampaignStore::batch(std::int64_t id) {
-    Statement s(
-        db_,
-        "SELECT id, kind, state, job_id, manifest, created, submitted, finished FROM batches WHERE id = ?1");
+    Statement s(db_, fmt::format("SELECT {} FROM batches WHERE id = ?1", batch_columns));
     s.bind(1, id);
     if (!s.step()) throw Error("no batch " + std::to_string(id), db_.path(), "an existing batch id");
     return read_batch(s, db_.path());

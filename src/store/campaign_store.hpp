@@ -110,6 +110,15 @@ struct BatchRow {
     std::string job_id;   // once submitted: its arrays' job ids, comma-separated (for people; see arrays())
     std::string manifest; // path
     double created = 0, submitted = 0, finished = 0;
+    std::string placement;       // JSON {"SEQ": [node, ...]}: the nodes each array was placed on; empty: none
+    std::string manifest_sha256; // the manifest's digest when the orchestrator wrote it; empty: none recorded
+};
+
+// The campaign's run (one row, schema 7): when it started (its first batch submitted) and ended, why it is
+// paused (the doctor's noise) or cancelled, and why its noise was accepted (`run --accept-noise`).
+struct CampaignRun {
+    std::optional<double> started, ended; // store::now_seconds()
+    std::optional<std::string> paused, cancelled, noise_accepted;
 };
 
 // One array job of a batch: the trials with array indices first_index .. first_index + tasks - 1, which share
@@ -192,15 +201,22 @@ struct RequeueEntry {
 
 class CampaignStore {
   public:
-    static constexpr int schema_version = 6;
+    static constexpr int schema_version = 7;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
 
-    // The blackboard of settings and facts about the campaign (its id, contract, scheduler, ...). The stage
-    // and the re-queue are not kept here: they have typed tables (schema 6).
+    // The blackboard of settings and facts about the campaign (its id, contract, scheduler, ...). The stage,
+    // the re-queue (schema 6) and the run's state (schema 7) are not kept here: they have typed tables.
     void set_meta(const std::string& key, const std::string& value);
     std::optional<std::string> meta(const std::string& key);
+
+    CampaignRun campaign_run();
+    void mark_started(double t);                            // the first time only
+    void mark_ended(double t);                              // the first time only
+    void set_paused(const std::optional<std::string>& why); // nullopt: no longer paused
+    void set_cancelled(const std::string& why);             // the first reason stays
+    void set_noise_accepted(const std::string& why);
 
     Stage stage();
     // Moves the campaign to `s` if it is behind it; never back (campaign_state.hpp). Returns whether it
@@ -221,7 +237,8 @@ class CampaignStore {
     // Once every array of the batch has its job id. A batch's state changes only here and in
     // set_batch_finished, each a transition of campaign_state.hpp; an illegal one throws.
     void set_batch_submitted(std::int64_t id);
-    void set_batch_manifest(std::int64_t id, const std::string& manifest);
+    void set_batch_manifest(std::int64_t id, const std::string& manifest, const std::string& sha256 = "");
+    void set_batch_placement(std::int64_t id, const std::string& placement);
     void set_batch_finished(std::int64_t id);
     std::vector<BatchRow> batches(std::optional<BatchState> state = std::nullopt); // in id order
     BatchRow batch(std::int64_t id);

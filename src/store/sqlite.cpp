@@ -150,6 +150,9 @@ std::optional<double> Statement::opt_real(int c) const {
 std::optional<std::int64_t> Statement::opt_integer(int c) const {
     return is_null(c) ? std::nullopt : std::optional<std::int64_t>(integer(c));
 }
+std::optional<std::string> Statement::opt_text(int c) const {
+    return is_null(c) ? std::nullopt : std::optional<std::string>(text(c));
+}
 
 Transaction::Transaction(Database& db) : db_(db) {
     db_.exec("BEGIN IMMEDIATE");

@@ -46,6 +46,7 @@ class Statement {
     std::string text(int col) const;
     std::optional<double> opt_real(int col) const;
     std::optional<std::int64_t> opt_integer(int col) const;
+    std::optional<std::string> opt_text(int col) const;
 
   private:
     Database& db_;

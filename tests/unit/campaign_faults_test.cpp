@@ -194,8 +194,7 @@ TEST_CASE("the wall-time budget ends the search between batches and skips a veri
     c.use_scheduler(std::make_unique<Faulty>(
         dir, [&](Step step, int n, const std::string&, std::vector<slurm::JobRecord>* records) {
             if (step != Step::Waited || n != 2 || moved || !all_finished(*records)) return;
-            const double started = std::stod(*c.store().meta("started"));
-            c.store().set_meta("started", fmt::format("{:.3f}", started - 600));
+            store::Statement(c.store().db(), "UPDATE campaign_run SET started = started - 600").run();
             moved = true;
         }));
     c.run(test::local_run_options());

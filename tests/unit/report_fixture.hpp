@@ -23,7 +23,7 @@ inline std::filesystem::path fixture_campaign(const TempDir& d) {
     campaign::Campaign::init(d.path / "toyload.contract.toml", dir);
     campaign::Campaign c(dir);
     auto& s = c.store();
-    s.set_meta("started", std::to_string(store::now_seconds() - 300)); // five minutes ago
+    s.mark_started(store::now_seconds() - 300); // five minutes ago
     constexpr double MiB = 1 << 20;
 
     auto trial = [&](std::int64_t batch, TrialKind kind, const space::Candidate& cand, Outcome o,

@@ -80,7 +80,7 @@ fs::path stopped_campaign(const test::TempDir& d) {
     campaign::Campaign c(dir);
     auto& s = c.store();
     const double t0 = store::now_seconds() - 300;
-    s.set_meta("started", std::to_string(t0));
+    s.mark_started(t0);
     s.advance_stage(store::Stage::Doctor);
     const auto doctor = s.add_batch(store::BatchKind::Doctor, "batches/1/manifest.json");
     for (int i = 0; i < 3; ++i)

@@ -214,7 +214,8 @@ TEST_CASE("a version-2 campaign database gets its stage from the flags it kept, 
 }
 
 TEST_CASE(
-    "a version-5 campaign database keeps its stage, batches, verifications and re-queue in typed tables") {
+    "a version-5 campaign database keeps its stage, batches, verifications, re-queue and run's state in "
+    "typed tables") {
     // campaign-v5.sql: a toyload campaign main's build ran to its end (--scheduler local), the last release
     // with the stage and the re-queue in the meta blackboard. The edit makes it a campaign mid-search, as a
     // node failure leaves one: two search trials re-queued (as ingest wrote them), a batch still running, a
@@ -229,7 +230,10 @@ TEST_CASE(
         "after "
         "cancelled: re-queued after node_failure: initial design\"}]' WHERE key = 'requeue';"
         "UPDATE batches SET state = 'submitted' WHERE id = 9;"
-        "UPDATE verifications SET state = 'recheck', promoted = 0 WHERE id = 1;";
+        "UPDATE verifications SET state = 'recheck', promoted = 0 WHERE id = 1;"
+        "DELETE FROM meta WHERE key = 'ended';"
+        "INSERT INTO meta VALUES ('paused', ''), ('noise_accepted', 'noise 40%'), "
+        "('placement.9', '{\"0\":[\"n1\",\"n2\"]}');";
     for (const bool edited : {false, true}) {
         CAPTURE(edited);
         TempDb tmp;
@@ -244,6 +248,18 @@ TEST_CASE(
         CHECK_FALSE(s.meta("requeue"));
         CHECK(s.meta("id") == "61b8cdc0");
         CHECK(s.meta("equivalence")); // not moved yet
+        for (const char* key :
+             {"started", "ended", "paused", "noise_accepted", "manifest_sha256.1", "placement.9"})
+            CHECK_FALSE(s.meta(key));
+        const auto run = s.campaign_run();
+        CHECK(run.started == doctest::Approx(1796643694.512));
+        CHECK(run.ended.has_value() == !edited);
+        CHECK_FALSE(run.paused); // a pause cleared ('') is none
+        CHECK_FALSE(run.cancelled);
+        CHECK(run.noise_accepted == (edited ? std::optional<std::string>("noise 40%") : std::nullopt));
+        CHECK(s.batch(1).manifest_sha256 ==
+              "712268b0f8d6605a26d067341150d1c3783bc7c5c16325694f95f76a308b3e26");
+        CHECK(s.batch(9).placement == (edited ? "{\"0\":[\"n1\",\"n2\"]}" : ""));
         CHECK(s.stage() == (edited ? store::Stage::Search : store::Stage::Done));
         const auto batches = s.batches();
         REQUIRE(batches.size() == 9);
@@ -280,6 +296,16 @@ TEST_CASE(
         CHECK(after[0].id == queue[1].id);
         CHECK(after[1].reason == "again");
         CHECK(s.advance_stage(store::Stage::Verification));
+        s.set_paused("too noisy");
+        CHECK(s.campaign_run().paused == "too noisy");
+        s.set_paused(std::nullopt);
+        CHECK_FALSE(s.campaign_run().paused);
+        s.mark_ended(2e9);
+        s.mark_ended(3e9); // the first end stays
+        s.set_cancelled("first");
+        s.set_cancelled("second");
+        CHECK(s.campaign_run().ended == doctest::Approx(2e9));
+        CHECK(s.campaign_run().cancelled == "first");
         store::CampaignStore again(tmp.path()); // no migration twice
         CHECK(again.stage() == store::Stage::Verification);
         CHECK(again.requeued().size() == 2);
