@@ -639,8 +639,8 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         // trials, not that the baseline breaks the contract. Not a baseline run then, and no failure.
         if (submitted && r.violation == trial::Violation::MissingSteps) {
             t.counted = false;
-            store_->set_meta("submitted_job", "not adopted after it ran: " + r.detail +
-                                                  " (it ran without the contract's [workload] args)");
+            store_->set_submitted_job("not adopted after it ran: " + r.detail +
+                                      " (it ran without the contract's [workload] args)");
         }
         // Read: what the job wrote beside its result and log (checkpoints) goes, or stays within the bound
         // of [workload] keep_job_files. Nothing reads the trial directory after this but its result and log.

@@ -30,9 +30,9 @@ constexpr std::size_t kMaxSubmittedOutput = 64u << 20;
 
 std::optional<std::int64_t> Campaign::adopt_submitted_job(const RunOptions& o) {
     const auto job = store_->meta("tune_job_id");
-    if (!job || store_->meta("submitted_job")) return std::nullopt; // not a tune campaign, or decided
+    if (!job || store_->campaign_run().submitted_job) return std::nullopt; // not a tune campaign, or decided
     auto not_adopted = [&](const std::string& why) -> std::optional<std::int64_t> {
-        store_->set_meta("submitted_job", "not adopted: " + why);
+        store_->set_submitted_job("not adopted: " + why);
         say(o, fmt::format("doctor: the submitted job {} is not a baseline run: {}", *job, why));
         return std::nullopt;
     };
@@ -59,8 +59,7 @@ std::optional<std::int64_t> Campaign::adopt_submitted_job(const RunOptions& o) {
     store::ArrayRow array;
     array.tasks = 1;
     store_->add_array(batch_id, array);
-    store_->set_meta("submitted_job", "adopted");
-    store_->set_meta("submitted_job_output", *output);
+    store_->set_submitted_job("adopted", *output);
     tx.commit();
     // In their own transactions; a crash before them leaves the batch planned, which submit_batch completes.
     store_->set_array_submitted(batch_id, 0, *job);
@@ -73,7 +72,7 @@ std::optional<std::int64_t> Campaign::adopt_submitted_job(const RunOptions& o) {
 void Campaign::take_submitted_output(const TrialRow& t, const slurm::JobRecord& rec) {
     const fs::path result = t.result_path, log = result.parent_path() / "log.txt";
     if (fs::exists(result)) return; // taken already (a restart between this and the ingest's commit)
-    const std::string output = store_->meta("submitted_job_output").value_or("");
+    const std::string output = store_->campaign_run().submitted_job_output.value_or("");
     std::string text;
     try {
         // The job's own file, read by its own user: the campaign runs as the user who submitted the job.

@@ -242,7 +242,7 @@ void add_tune(json& j, store::CampaignStore& s) {
                      {"script", s.meta("tune_script").value_or("")},
                      {"user", s.meta("tune_user").value_or("")},
                      // "adopted" (the doctor's first run), "not adopted: <why>", or empty before the doctor
-                     {"submitted_job", s.meta("submitted_job").value_or("")}};
+                     {"submitted_job", s.campaign_run().submitted_job.value_or("")}};
         if (auto r = s.meta("tune_request")) j["tune"]["request"] = json::parse(*r, nullptr, false);
     }
 }

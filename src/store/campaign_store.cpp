@@ -116,20 +116,25 @@ INSERT INTO requeue (candidate, reason, attempt)
 DELETE FROM meta WHERE key = 'requeue';
 )sql",
     // 7: the rest of the campaign's state out of the meta blackboard (issue 30, item 3): when the run started
-    // and ended, why it is paused or cancelled and why its noise was accepted are the one row of campaign_run
-    // (a pause cleared was meta 'paused' = '', now NULL); a batch's placement and its manifest's digest are
+    // and ended, why it is paused or cancelled, why its noise was accepted and what became of the job a user
+    // submitted with --infrarsi=tune (and where its output is) are the one row of campaign_run (a pause
+    // cleared was meta 'paused' = '', now NULL); a batch's placement and its manifest's digest are
     // columns of its row (they were meta 'placement.ID' and 'manifest_sha256.ID').
     R"sql(
 CREATE TABLE campaign_run (
   id INTEGER PRIMARY KEY CHECK (id = 1), started REAL, ended REAL, paused TEXT, cancelled TEXT,
-  noise_accepted TEXT);
-INSERT INTO campaign_run (id, started, ended, paused, cancelled, noise_accepted) VALUES (1,
+  noise_accepted TEXT, submitted_job TEXT, submitted_job_output TEXT);
+INSERT INTO campaign_run (id, started, ended, paused, cancelled, noise_accepted, submitted_job,
+                          submitted_job_output) VALUES (1,
   (SELECT CAST(value AS REAL) FROM meta WHERE key = 'started'),
   (SELECT CAST(value AS REAL) FROM meta WHERE key = 'ended'),
   (SELECT NULLIF(value, '') FROM meta WHERE key = 'paused'),
   (SELECT NULLIF(value, '') FROM meta WHERE key = 'cancelled'),
-  (SELECT value FROM meta WHERE key = 'noise_accepted'));
-DELETE FROM meta WHERE key IN ('started', 'ended', 'paused', 'cancelled', 'noise_accepted');
+  (SELECT value FROM meta WHERE key = 'noise_accepted'),
+  (SELECT value FROM meta WHERE key = 'submitted_job'),
+  (SELECT value FROM meta WHERE key = 'submitted_job_output'));
+DELETE FROM meta WHERE key IN ('started', 'ended', 'paused', 'cancelled', 'noise_accepted', 'submitted_job',
+                               'submitted_job_output');
 ALTER TABLE batches ADD COLUMN placement TEXT NOT NULL DEFAULT '';
 ALTER TABLE batches ADD COLUMN manifest_sha256 TEXT NOT NULL DEFAULT '';
 UPDATE batches SET
@@ -388,10 +393,11 @@ void CampaignStore::set_batch_placement(std::int64_t id, const std::string& plac
 }
 
 CampaignRun CampaignStore::campaign_run() {
-    Statement s(db_,
-                "SELECT started, ended, paused, cancelled, noise_accepted FROM campaign_run WHERE id = 1");
+    Statement s(db_, "SELECT started, ended, paused, cancelled, noise_accepted, submitted_job, "
+                     "submitted_job_output FROM campaign_run WHERE id = 1");
     if (!s.step()) return {};
-    return {s.opt_real(0), s.opt_real(1), s.opt_text(2), s.opt_text(3), s.opt_text(4)};
+    return {s.opt_real(0), s.opt_real(1), s.opt_text(2), s.opt_text(3),
+            s.opt_text(4), s.opt_text(5), s.opt_text(6)};
 }
 
 namespace {
@@ -420,6 +426,11 @@ void CampaignStore::set_cancelled(const std::string& why) {
 
 void CampaignStore::set_noise_accepted(const std::string& why) {
     update_run(db_, "noise_accepted = ?1", why);
+}
+
+void CampaignStore::set_submitted_job(const std::string& decision, const std::optional<std::string>& output) {
+    update_run(db_, "submitted_job = ?1", decision);
+    if (output) update_run(db_, "submitted_job_output = ?1", *output);
 }
 
 void CampaignStore::set_batch_finished(std::int64_t id) {

@@ -115,10 +115,13 @@ struct BatchRow {
 };
 
 // The campaign's run (one row, schema 7): when it started (its first batch submitted) and ended, why it is
-// paused (the doctor's noise) or cancelled, and why its noise was accepted (`run --accept-noise`).
+// paused (the doctor's noise) or cancelled, why its noise was accepted (`run --accept-noise`), and, in a
+// campaign started by `sbatch --infrarsi=tune`, what became of the user's job: "adopted" (the doctor's first
+// run; its output file), "not adopted: <why>" or "not adopted after it ran: <why>"; none before the doctor.
 struct CampaignRun {
     std::optional<double> started, ended; // store::now_seconds()
     std::optional<std::string> paused, cancelled, noise_accepted;
+    std::optional<std::string> submitted_job, submitted_job_output;
 };
 
 // One array job of a batch: the trials with array indices first_index .. first_index + tasks - 1, which share
@@ -217,6 +220,8 @@ class CampaignStore {
     void set_paused(const std::optional<std::string>& why); // nullopt: no longer paused
     void set_cancelled(const std::string& why);             // the first reason stays
     void set_noise_accepted(const std::string& why);
+    void set_submitted_job(const std::string& decision,
+                           const std::optional<std::string>& output = std::nullopt);
 
     Stage stage();
     // Moves the campaign to `s` if it is behind it; never back (campaign_state.hpp). Returns whether it

@@ -233,7 +233,8 @@ TEST_CASE(
         "UPDATE verifications SET state = 'recheck', promoted = 0 WHERE id = 1;"
         "DELETE FROM meta WHERE key = 'ended';"
         "INSERT INTO meta VALUES ('paused', ''), ('noise_accepted', 'noise 40%'), "
-        "('placement.9', '{\"0\":[\"n1\",\"n2\"]}');";
+        "('placement.9', '{\"0\":[\"n1\",\"n2\"]}'), ('submitted_job', 'adopted'), "
+        "('submitted_job_output', '/home/u/slurm-12.out');";
     for (const bool edited : {false, true}) {
         CAPTURE(edited);
         TempDb tmp;
@@ -257,6 +258,9 @@ TEST_CASE(
         CHECK_FALSE(run.paused); // a pause cleared ('') is none
         CHECK_FALSE(run.cancelled);
         CHECK(run.noise_accepted == (edited ? std::optional<std::string>("noise 40%") : std::nullopt));
+        CHECK(run.submitted_job == (edited ? std::optional<std::string>("adopted") : std::nullopt));
+        CHECK(run.submitted_job_output ==
+              (edited ? std::optional<std::string>("/home/u/slurm-12.out") : std::nullopt));
         CHECK(s.batch(1).manifest_sha256 ==
               "712268b0f8d6605a26d067341150d1c3783bc7c5c16325694f95f76a308b3e26");
         CHECK(s.batch(9).placement == (edited ? "{\"0\":[\"n1\",\"n2\"]}" : ""));
