@@ -50,6 +50,13 @@ json claim_json(const agent::Claim& c) {
     return {{"speedup", c.speedup}, {"memory_factor", c.memory_factor}, {"confidence", c.confidence}};
 }
 
+int finished_search_batches(store::CampaignStore& store) {
+    int finished = 0;
+    for (const auto& b : store.batches(store::BatchState::Finished))
+        if (b.kind == store::BatchKind::Search) ++finished;
+    return finished;
+}
+
 } // namespace
 
 fs::path Campaign::agent_patch_file(const std::string& id) const {
@@ -97,9 +104,7 @@ bool Campaign::agent_due(bool space_exhausted) {
     // Once after each search batch: the last call saw fewer finished batches than there are now. Once more
     // when the space is exhausted, unless the last call was that one.
     const auto seen = calls.back().detail.value("search_batches", -1);
-    int finished = 0;
-    for (const auto& b : store_->batches(store::BatchState::Finished))
-        if (b.kind == store::BatchKind::Search) ++finished;
+    const int finished = finished_search_batches(*store_);
     if (space_exhausted) return finished > seen || calls.back().trigger != "space_exhausted";
     return finished > seen;
 }
@@ -209,6 +214,112 @@ void Campaign::fill_agent_priors(search::ProposalContext& ctx) {
     }
 }
 
+namespace {
+
+// What the agent may change: the files, the knobs and their values, the constraints, from the baseline.
+json scope_json(const contract::Contract& c) {
+    json knobs = json::array();
+    for (const auto& k : c.space.knobs) {
+        json values = json::array();
+        for (const auto& v : k.domain())
+            values.push_back(space::to_json(v));
+        knobs.push_back({{"name", k.name}, {"values", values}});
+    }
+    json constraints = json::array();
+    for (const auto& x : c.space.constraints)
+        constraints.push_back(x.text);
+    return {{"editable", c.editable},
+            {"protected", c.protected_files},
+            {"knobs", knobs},
+            {"constraints", constraints},
+            {"baseline", c.space.baseline().to_json()}};
+}
+
+json baseline_json(const store::Baseline& b, double limit) {
+    json base = {{"step_time_s", b.median_step_s},
+                 {"cold_step_s", b.cold_step_s},
+                 {"noise_cv", b.cv_between},
+                 {"minimum_detectable_effect", b.minimum_detectable_effect},
+                 {"phases", b.phases},
+                 {"memory_limit_bytes", limit},
+                 {"tokens_per_s", b.tokens_per_s}};
+    if (b.peak_memory_bytes) base["peak_memory_bytes"] = *b.peak_memory_bytes;
+    if (b.mfu) base["mfu"] = *b.mfu;
+    return base;
+}
+
+// One finished trial as the agent reads it (`limit`: the memory limit an OOM's peak passed).
+json trial_json(const store::TrialRow& t, double limit) {
+    json j = {{"candidate", t.candidate}, {"outcome", store::outcome_name(t)}};
+    if (t.violation != trial::Violation::None)
+        j["violation"] = std::string(trial::violation_names.name(t.violation));
+    if (t.outcome == trial::Outcome::OutOfMemory) {
+        j["peak_memory_bytes_above"] = limit; // censored: the peak passed the limit
+    } else if (t.peak_memory_bytes) {
+        j["peak_memory_bytes"] = *t.peak_memory_bytes;
+    }
+    if (t.outcome == trial::Outcome::Timeout && t.step_time_s)
+        j["step_time_s_at_least"] = *t.step_time_s;
+    else if (t.step_time_s)
+        j["step_time_s"] = *t.step_time_s;
+    if (const auto r = control_ratio(t)) j["ratio_to_control"] = *r;
+    if (t.outcome == trial::Outcome::BuildFailure && !t.detail.empty())
+        j["build_error"] = agent::job_output(t.detail);
+    return j;
+}
+
+// The failed equivalence check of a patch set that contains patch `id`, or nullptr.
+const json* failed_check_of(const std::vector<json>& failed_checks, const std::string& id) {
+    const auto check = std::find_if(failed_checks.begin(), failed_checks.end(), [&](const json& r) {
+        const auto set = r["patches"].get<std::vector<std::string>>();
+        return std::find(set.begin(), set.end(), id) != set.end();
+    });
+    return check == failed_checks.end() ? nullptr : &*check;
+}
+
+// The check's own figures (step, both values, tolerance): written by equivalence.cpp, not the job.
+json equivalence_figures(const json& check) {
+    json why = json::object();
+    for (const char* k : {"reason", "step", "baseline", "candidate_value", "max_relative", "tolerance",
+                          "patches", "candidate"})
+        if (check.contains(k)) why[k] = check[k];
+    return why;
+}
+
+// An accepted patch's fate in `j`: the search trials that ran it (a build failure among them), and what
+// trials measured of it.
+void accepted_fate(json& j, const std::string& id, const std::vector<store::TrialRow>& search_trials,
+                   const std::optional<AgentPatchEffect>& effect) {
+    j["fate"] = "accepted";
+    int tried = 0;
+    for (const auto& t : search_trials) {
+        const auto c = space::Candidate::from_json(t.candidate);
+        if (std::find(c.patches.begin(), c.patches.end(), id) == c.patches.end()) continue;
+        ++tried;
+        if (t.outcome == trial::Outcome::BuildFailure) {
+            j["fate"] = "build_failure";
+            j["build_error"] = agent::job_output(t.detail);
+        }
+    }
+    j["trials"] = tried;
+    if (effect) {
+        j["fate"] = "measured";
+        j["measured"] = {{"speedup", effect->speedup}, {"pairs", effect->pairs}};
+        if (effect->memory_factor) j["measured"]["memory_factor"] = *effect->memory_factor;
+    }
+}
+
+json calibration_json(const AgentCalibration& cal) {
+    return {{"pairs", cal.speed.pairs},
+            {"speedup_error", cal.speed.error},
+            {"speedup_discount", cal.speed.discount},
+            {"memory_pairs", cal.memory.pairs},
+            {"memory_error", cal.memory.error},
+            {"memory_discount", cal.memory.discount}};
+}
+
+} // namespace
+
 json Campaign::agent_request(int call, const std::string& trigger, const fs::path& tree) {
     const auto& a = contract_.agent;
     json req;
@@ -219,58 +330,17 @@ json Campaign::agent_request(int call, const std::string& trigger, const fs::pat
     req["goal"] = a.goal;
     req["max_patches"] = a.max_patches_per_call;
     req["tree"] = tree.string();
-    json knobs = json::array();
-    for (const auto& k : contract_.space.knobs) {
-        json values = json::array();
-        for (const auto& v : k.domain())
-            values.push_back(space::to_json(v));
-        knobs.push_back({{"name", k.name}, {"values", values}});
-    }
-    json constraints = json::array();
-    for (const auto& c : contract_.space.constraints)
-        constraints.push_back(c.text);
-    req["scope"] = {{"editable", contract_.editable},
-                    {"protected", contract_.protected_files},
-                    {"knobs", knobs},
-                    {"constraints", constraints},
-                    {"baseline", contract_.space.baseline().to_json()}};
+    req["scope"] = scope_json(contract_);
     const double limit = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
-    if (const auto b = store_->baseline()) {
-        json base = {{"step_time_s", b->median_step_s},
-                     {"cold_step_s", b->cold_step_s},
-                     {"noise_cv", b->cv_between},
-                     {"minimum_detectable_effect", b->minimum_detectable_effect},
-                     {"phases", b->phases},
-                     {"memory_limit_bytes", limit},
-                     {"tokens_per_s", b->tokens_per_s}};
-        if (b->peak_memory_bytes) base["peak_memory_bytes"] = *b->peak_memory_bytes;
-        if (b->mfu) base["mfu"] = *b->mfu;
-        req["baseline"] = base;
-    }
+    if (const auto b = store_->baseline()) req["baseline"] = baseline_json(*b, limit);
     req["hardware"] = {{"nodes", contract_.resources.nodes},
                        {"ranks_per_node", contract_.resources.ntasks_per_node},
                        {"memory_limit_bytes", limit}};
     json trials = json::array();
     for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
                          .state = TrialState::Finished,
-                         .counted = true})) {
-        json j = {{"candidate", t.candidate}, {"outcome", store::outcome_name(t)}};
-        if (t.violation != trial::Violation::None)
-            j["violation"] = std::string(trial::violation_names.name(t.violation));
-        if (t.outcome == trial::Outcome::OutOfMemory) {
-            j["peak_memory_bytes_above"] = limit; // censored: the peak passed the limit
-        } else if (t.peak_memory_bytes) {
-            j["peak_memory_bytes"] = *t.peak_memory_bytes;
-        }
-        if (t.outcome == trial::Outcome::Timeout && t.step_time_s)
-            j["step_time_s_at_least"] = *t.step_time_s;
-        else if (t.step_time_s)
-            j["step_time_s"] = *t.step_time_s;
-        if (const auto r = control_ratio(t)) j["ratio_to_control"] = *r;
-        if (t.outcome == trial::Outcome::BuildFailure && !t.detail.empty())
-            j["build_error"] = agent::job_output(t.detail);
-        trials.push_back(std::move(j));
-    }
+                         .counted = true}))
+        trials.push_back(trial_json(t, limit));
     req["trials"] = trials;
     // Its earlier patches and what became of them.
     const auto failed_checks = failed_equivalence_checks();
@@ -284,69 +354,72 @@ json Campaign::agent_request(int call, const std::string& trigger, const fs::pat
         if (!p.accepted) {
             j["fate"] = "refused";
             j["reason"] = p.reason;
-        } else if (const auto check =
-                       std::find_if(failed_checks.begin(), failed_checks.end(),
-                                    [&](const json& r) {
-                                        const auto set = r["patches"].get<std::vector<std::string>>();
-                                        return std::find(set.begin(), set.end(), p.id) != set.end();
-                                    });
-                   check != failed_checks.end()) {
-            // The check's own figures (step, both values, tolerance): written by equivalence.cpp, not the
-            // job.
+        } else if (const json* check = failed_check_of(failed_checks, p.id)) {
             j["fate"] = "not_equivalent";
-            json why = json::object();
-            for (const char* k : {"reason", "step", "baseline", "candidate_value", "max_relative",
-                                  "tolerance", "patches", "candidate"})
-                if (check->contains(k)) why[k] = (*check)[k];
-            j["equivalence"] = why;
+            j["equivalence"] = equivalence_figures(*check);
         } else {
-            j["fate"] = "accepted";
-            int tried = 0, built = 0;
-            for (const auto& t :
-                 store_->trials({.kinds = {TrialKind::Search}, .state = TrialState::Finished})) {
-                const auto c = space::Candidate::from_json(t.candidate);
-                if (std::find(c.patches.begin(), c.patches.end(), p.id) == c.patches.end()) continue;
-                ++tried;
-                if (t.outcome == trial::Outcome::BuildFailure) {
-                    j["fate"] = "build_failure";
-                    j["build_error"] = agent::job_output(t.detail);
-                } else {
-                    ++built;
-                }
-            }
-            j["trials"] = tried;
-            if (const auto e = measured_patch_effect(p.id)) {
-                j["fate"] = "measured";
-                j["measured"] = {{"speedup", e->speedup}, {"pairs", e->pairs}};
-                if (e->memory_factor) j["measured"]["memory_factor"] = *e->memory_factor;
-            }
+            accepted_fate(j, p.id,
+                          store_->trials({.kinds = {TrialKind::Search}, .state = TrialState::Finished}),
+                          measured_patch_effect(p.id));
         }
         patches.push_back(std::move(j));
     }
     req["patches"] = patches;
-    const auto cal = agent_calibration();
-    req["calibration"] = {{"pairs", cal.speed.pairs},
-                          {"speedup_error", cal.speed.error},
-                          {"speedup_discount", cal.speed.discount},
-                          {"memory_pairs", cal.memory.pairs},
-                          {"memory_error", cal.memory.error},
-                          {"memory_discount", cal.memory.discount}};
+    req["calibration"] = calibration_json(agent_calibration());
     return req;
 }
 
-int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
-    // A call that was running when this process was killed: it ended with it.
-    for (auto c : store_->agent_calls())
+namespace {
+
+// A call that was running when this process was killed: it ended with it.
+void end_interrupted_calls(store::CampaignStore& store) {
+    for (auto c : store.agent_calls())
         if (c.outcome == "running") {
             c.outcome = "interrupted";
             c.reason = "the orchestrator stopped during the call";
-            store_->update_agent_call(c);
+            store.update_agent_call(c);
         }
+}
+
+// How the call went, whatever it answered.
+void record_call(store::AgentCallRow& row, const agent::CallResult& res) {
+    row.finished = store::now_seconds();
+    row.detail["seconds"] = res.seconds;
+    row.detail["isolated"] = res.isolated;
+    row.detail["isolation"] = res.isolation;
+    row.detail["leftovers"] = res.leftovers;
+    row.detail["stderr_tail"] = agent::job_output(res.err_tail, 4096);
+    row.outcome = std::string(agent::call_outcome_names.name(res.outcome));
+    row.reason = res.reason;
+}
+
+// What the answer said besides its patches: its usage, what was refused while reading it, its knob priors.
+void record_answer(store::AgentCallRow& row, const agent::Response& answer) {
+    row.tokens = answer.usage.tokens;
+    row.cost = answer.usage.cost;
+    row.model = answer.usage.model;
+    row.offered = static_cast<int>(answer.patches.size() + answer.refused.size());
+    json refused = json::array();
+    for (const auto& r : answer.refused)
+        refused.push_back({{"index", r.index}, {"name", r.name}, {"reason", r.reason}});
+    row.detail["refused_while_reading"] = refused;
+    row.detail["knob_priors"] = json::array();
+    for (const auto& k : answer.knob_priors)
+        row.detail["knob_priors"].push_back(
+            {{"knob", k.knob}, {"value", k.value}, {"claim", claim_json(k.claim)}});
+    json refused_priors = json::array();
+    for (const auto& r : answer.refused_priors)
+        refused_priors.push_back({{"index", r.index}, {"reason", r.reason}});
+    row.detail["refused_priors"] = refused_priors;
+}
+
+} // namespace
+
+int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
+    end_interrupted_calls(*store_);
     if (!agent_due(trigger == "space_exhausted")) return 0;
     const auto& a = contract_.agent;
-    int finished_batches = 0;
-    for (const auto& b : store_->batches(store::BatchState::Finished))
-        if (b.kind == store::BatchKind::Search) ++finished_batches;
+    const int finished_batches = finished_search_batches(*store_);
     store::AgentCallRow row;
     row.started = store::now_seconds();
     row.trigger = trigger;
@@ -374,14 +447,7 @@ int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
     say(o, fmt::format("agent {}: call {} of {} ({})", a.name, call, a.calls, trigger));
     const auto res = agent::call_agent(infrarsi_command(), spec);
 
-    row.finished = store::now_seconds();
-    row.detail["seconds"] = res.seconds;
-    row.detail["isolated"] = res.isolated;
-    row.detail["isolation"] = res.isolation;
-    row.detail["leftovers"] = res.leftovers;
-    row.detail["stderr_tail"] = agent::job_output(res.err_tail, 4096);
-    row.outcome = std::string(agent::call_outcome_names.name(res.outcome));
-    row.reason = res.reason;
+    record_call(row, res);
     if (res.outcome != agent::CallOutcome::ok) {
         store_->update_agent_call(row);
         say(o, fmt::format("agent {}: call {} failed ({}): {}; the campaign goes on without it", a.name, call,
@@ -400,22 +466,7 @@ int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
         say(o, fmt::format("agent {}: call {}: invalid answer: {}", a.name, call, e.what()));
         return 0;
     }
-    row.tokens = answer.usage.tokens;
-    row.cost = answer.usage.cost;
-    row.model = answer.usage.model;
-    row.offered = static_cast<int>(answer.patches.size() + answer.refused.size());
-    json refused = json::array();
-    for (const auto& r : answer.refused)
-        refused.push_back({{"index", r.index}, {"name", r.name}, {"reason", r.reason}});
-    row.detail["refused_while_reading"] = refused;
-    row.detail["knob_priors"] = json::array();
-    for (const auto& k : answer.knob_priors)
-        row.detail["knob_priors"].push_back(
-            {{"knob", k.knob}, {"value", k.value}, {"claim", claim_json(k.claim)}});
-    json refused_priors = json::array();
-    for (const auto& r : answer.refused_priors)
-        refused_priors.push_back({{"index", r.index}, {"reason", r.reason}});
-    row.detail["refused_priors"] = refused_priors;
+    record_answer(row, answer);
 
     for (std::size_t i = 0; i < answer.patches.size(); ++i) {
         const auto& ap = answer.patches[i];

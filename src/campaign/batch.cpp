@@ -325,6 +325,59 @@ void Campaign::mark_started(const std::string& scheduler_name) {
     if (!scheduler_name.empty() && !store_->meta("scheduler")) store_->set_meta("scheduler", scheduler_name);
 }
 
+namespace {
+
+// What the batch runner says, through Campaign::say.
+using Tell = std::function<void(const std::string&)>;
+
+// A scheduler that has run this campaign's batches (`ran_here`) and stops answering (slurmctld restarting) is
+// waited out, with a message now and then. One that never ran a batch of it is waited for first_answer_wait
+// at most: no Slurm here is an error said at once, with nothing charged to the budget, not a wait without
+// end. False when stopped while waiting.
+bool wait_for_answer(scheduler::Scheduler& sched, bool ran_here, const RunOptions& o, const Tell& tell,
+                     const std::function<bool()>& stopping) {
+    const auto give_up = std::chrono::steady_clock::now() + o.first_answer_wait;
+    for (int waited = 0;; ++waited) {
+        std::string why;
+        if (sched.reachable(&why)) return true;
+        if (!ran_here && std::chrono::steady_clock::now() >= give_up)
+            throw Error(fmt::format("{} does not answer ({}), and no batch of this campaign ran on it yet",
+                                    sched.name(), why),
+                        "infrarsi run --scheduler " + sched.name(),
+                        "a Slurm that answers `scontrol ping` on this host, or --scheduler local to run the "
+                        "trials here");
+        if (waited % 30 == 0) tell("waiting for " + sched.name() + " to answer: " + why);
+        if (stopping()) return false;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+}
+
+// The resources every array of a batch asks for: the contract's.
+void ask_for_resources(scheduler::ArrayJob& job, const contract::Resources& res) {
+    job.partition = res.partition;
+    job.nodes = res.nodes;
+    job.ntasks_per_node = res.ntasks_per_node;
+    job.cpus_per_task = res.cpus_per_task;
+    job.mem = res.mem;
+    job.mem_bytes = res.mem_bytes;
+    job.time_limit = res.time_limit;
+    job.time_limit_s = res.time_limit_s;
+    job.sbatch_args = res.sbatch_args;
+}
+
+// Releases a batch's arrays, each recorded; their ids (and options) for people.
+std::string release_arrays(scheduler::Scheduler& sched, const std::vector<store::ArrayRow>& arrays) {
+    std::string ids;
+    for (const auto& a : arrays) {
+        sched.release(a.job_id);
+        ids += (ids.empty() ? "" : ", ") + a.job_id +
+               (a.options.empty() ? "" : " (" + fmt::format("{}", fmt::join(a.options, " ")) + ")");
+    }
+    return ids;
+}
+
+} // namespace
+
 void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
     if (b.state != store::BatchState::Planned) return;
@@ -344,25 +397,10 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     }
     const std::string name = fmt::format("infrarsi-{}-b{}", store_->meta("id").value_or("x"), batch_id);
     auto& sched = scheduler(o);
-    // A scheduler that has run this campaign's batches and stops answering (slurmctld restarting) is waited
-    // out, with a message now and then. One that never ran a batch of it is waited for first_answer_wait at
-    // most: no Slurm here is an error said at once, with nothing charged to the budget, not a wait without
-    // end.
     const bool ran_here = store_->meta("scheduler") == sched.name();
-    const auto give_up = std::chrono::steady_clock::now() + o.first_answer_wait;
-    for (int waited = 0;; ++waited) {
-        std::string why;
-        if (sched.reachable(&why)) break;
-        if (!ran_here && std::chrono::steady_clock::now() >= give_up)
-            throw Error(fmt::format("{} does not answer ({}), and no batch of this campaign ran on it yet",
-                                    sched.name(), why),
-                        "infrarsi run --scheduler " + sched.name(),
-                        "a Slurm that answers `scontrol ping` on this host, or --scheduler local to run the "
-                        "trials here");
-        if (waited % 30 == 0) say(o, "waiting for " + sched.name() + " to answer: " + why);
-        if (stopping(o)) return;
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
+    if (!wait_for_answer(
+            sched, ran_here, o, [&](const std::string& m) { say(o, m); }, [&] { return stopping(o); }))
+        return;
     const auto& res = contract_.resources;
     const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
     // Each array is submitted held and its id stored before the next is submitted (a crash in between leaves
@@ -372,46 +410,32 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
     const auto avoid = nodes_to_avoid(sched); // the doctor's slow nodes, where enough others remain
     std::string previous;
     for (const auto& a : arrays) {
-        if (a.job_id.empty()) {
-            scheduler::ArrayJob job;
-            job.name = a.seq == 0 ? name : fmt::format("{}-a{}", name, a.seq);
-            job.script = trial_script();
-            job.first_index = a.first_index;
-            job.tasks = a.tasks;
-            job.after = previous;
-            job.max_concurrent = batch_stage(b.kind).concurrent ? res.max_concurrent : 1;
-            job.output = (bdir / "slurm-%A_%a.out").string();
-            job.workdir = bdir;
-            job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
-            // The bank this run uses (--bank may differ from the environment's): hidden from the trial's
-            // steps.
-            if (!o.bank.empty()) job.env["INFRARSI_BANK"] = fs::absolute(o.bank).string();
-            job.partition = res.partition;
-            job.nodes = res.nodes;
-            job.ntasks_per_node = res.ntasks_per_node;
-            job.cpus_per_task = res.cpus_per_task;
-            job.mem = res.mem;
-            job.mem_bytes = res.mem_bytes;
-            job.time_limit = res.time_limit;
-            job.time_limit_s = res.time_limit_s;
-            job.sbatch_args = res.sbatch_args;
-            job.options = a.options;
-            job.placement = scheduler::excluding(array_placement(batch_id, a.seq), avoid);
-            const std::string id = sched.submit_held(job);
-            store_->set_array_submitted(batch_id, a.seq, id); // recorded before it can run
-            mark_started(sched.name());
-            previous = id;
-        } else {
+        if (!a.job_id.empty()) {
             previous = a.job_id;
+            continue;
         }
+        scheduler::ArrayJob job;
+        job.name = a.seq == 0 ? name : fmt::format("{}-a{}", name, a.seq);
+        job.script = trial_script();
+        job.first_index = a.first_index;
+        job.tasks = a.tasks;
+        job.after = previous;
+        job.max_concurrent = batch_stage(b.kind).concurrent ? res.max_concurrent : 1;
+        job.output = (bdir / "slurm-%A_%a.out").string();
+        job.workdir = bdir;
+        job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
+        // The bank this run uses (--bank may differ from the environment's): hidden from the trial's steps.
+        if (!o.bank.empty()) job.env["INFRARSI_BANK"] = fs::absolute(o.bank).string();
+        ask_for_resources(job, res);
+        job.options = a.options;
+        job.placement = scheduler::excluding(array_placement(batch_id, a.seq), avoid);
+        const std::string id = sched.submit_held(job);
+        store_->set_array_submitted(batch_id, a.seq, id); // recorded before it can run
+        mark_started(sched.name());
+        previous = id;
     }
     store_->set_batch_submitted(batch_id);
-    std::string ids;
-    for (const auto& a : store_->arrays(batch_id)) {
-        sched.release(a.job_id);
-        ids += (ids.empty() ? "" : ", ") + a.job_id +
-               (a.options.empty() ? "" : " (" + fmt::format("{}", fmt::join(a.options, " ")) + ")");
-    }
+    const std::string ids = release_arrays(sched, store_->arrays(batch_id));
     say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id,
                        store::to_string(b.kind), runnable, sched.name(), arrays.size() > 1 ? "s" : "", ids));
 }
@@ -423,6 +447,81 @@ std::vector<std::string> Campaign::array_placement(std::int64_t batch_id, int se
     return it == j.end() ? std::vector<std::string>{} : it->get<std::vector<std::string>>();
 }
 
+namespace {
+
+// A task missing from the answer of a scheduler that answers, for longer than the grace, will never end: it
+// ends here, cancelled, and its candidate is re-queued (a search trial) like any cancelled one. A scheduler
+// that does not answer (slurmctld restarting) proves nothing. Returns the records of the tasks it ended now.
+std::vector<slurm::JobRecord> end_lost_tasks(scheduler::Scheduler& sched, scheduler::LostTasks& lost,
+                                             const std::vector<slurm::JobRecord>& records,
+                                             const std::string& job_id, std::chrono::seconds grace,
+                                             const Tell& tell) {
+    std::vector<slurm::JobRecord> ended;
+    if (!lost.any_missing(records)) return ended;
+    const bool answered = sched.reachable(nullptr);
+    for (const int index : lost.observe(records, answered, std::chrono::steady_clock::now())) {
+        slurm::JobRecord r;
+        r.job_id = fmt::format("{}_{}", job_id, index);
+        r.array_job_id = job_id;
+        r.array_task_id = index;
+        r.state = slurm::JobState::Cancelled;
+        r.raw_state = fmt::format("LOST (unknown to {} for {} s)", sched.name(), grace.count());
+        tell(fmt::format("job {}: {} no longer knows it (not queued, running or ended) after {} s; its trial "
+                         "ends lost and is re-queued",
+                         r.job_id, sched.name(), grace.count()));
+        try {
+            sched.cancel(r.job_id); // should it come back, it must not run as well
+        } catch (const Error&) {
+        }
+        ended.push_back(std::move(r));
+    }
+    return ended;
+}
+
+// Held by its user after submit_batch released it: slurmctld restarted from state saved before the release,
+// which it has forgotten. Released again, or it would wait forever.
+void release_held_again(scheduler::Scheduler& sched, const std::vector<slurm::JobRecord>& records,
+                        const std::string& job_id, const Tell& tell) {
+    if (std::none_of(records.begin(), records.end(), [](const slurm::JobRecord& r) {
+            return r.state == slurm::JobState::Pending && r.reason == "JobHeldUser";
+        }))
+        return;
+    tell(fmt::format("job {} is held again (a release {} forgot): releasing it", job_id, sched.name()));
+    try {
+        sched.release(job_id);
+    } catch (const Error& e) {
+        tell(e.what());
+    }
+}
+
+// A task Slurm requeued (a contract with --requeue) whose relaunch failed is held until someone releases it:
+// cancel it (once: `cancelled`), and the trial is re-queued (not counted) like any cancelled one.
+void cancel_requeue_held(scheduler::Scheduler& sched, const std::vector<slurm::JobRecord>& records,
+                         std::set<std::string>& cancelled, const Tell& tell) {
+    for (const auto& r : records) {
+        const bool requeue_held =
+            (r.state == slurm::JobState::Pending && r.reason.find("requeued held") != std::string::npos) ||
+            r.raw_state.rfind("REQUEUE_HOLD", 0) == 0;
+        if (!requeue_held || !cancelled.insert(r.job_id).second) continue;
+        tell(fmt::format("job {}: Slurm requeued it and holds it ({}); cancelling it, its trial is re-queued",
+                         r.job_id, r.reason));
+        try {
+            sched.cancel(r.job_id);
+        } catch (const Error& e) {
+            tell(e.what());
+        }
+    }
+}
+
+int finished_tasks(const std::vector<slurm::JobRecord>& records) {
+    int finished = 0;
+    for (const auto& r : records)
+        if (slurm::is_finished(r.state) && task_index(r)) ++finished;
+    return finished;
+}
+
+} // namespace
+
 void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     auto b = store_->batch(batch_id);
     if (b.state != store::BatchState::Submitted) return;
@@ -433,74 +532,22 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     auto& sched = b.kind == store::BatchKind::Submitted ? slurm_for_submitted_job() : scheduler(o);
     evidence_spool_ = plugin_spool(sched, o);
     evidence_scheduler_ = sched.name();
+    const Tell tell = [&](const std::string& m) { say(o, m); };
     for (const auto& a : store_->arrays(batch_id)) {
         scheduler::LostTasks lost(a.first_index, a.tasks, o.lost_grace);
         std::vector<slurm::JobRecord> lost_records; // tasks the scheduler forgot, ended here
         for (;;) {
             if (stopping(o)) return;
             auto records = sched.wait(a.job_id, std::chrono::seconds(5), o.poll);
-            // A task missing from the answer of a scheduler that answers, for longer than the grace, will
-            // never end: it ends here, cancelled, and its candidate is re-queued (a search trial) like any
-            // cancelled one. A scheduler that does not answer (slurmctld restarting) proves nothing.
-            if (lost.any_missing(records)) {
-                const bool answered = sched.reachable(nullptr);
-                for (const int index : lost.observe(records, answered, std::chrono::steady_clock::now())) {
-                    slurm::JobRecord r;
-                    r.job_id = fmt::format("{}_{}", a.job_id, index);
-                    r.array_job_id = a.job_id;
-                    r.array_task_id = index;
-                    r.state = slurm::JobState::Cancelled;
-                    r.raw_state =
-                        fmt::format("LOST (unknown to {} for {} s)", sched.name(), o.lost_grace.count());
-                    say(o, fmt::format(
-                               "job {}: {} no longer knows it (not queued, running or ended) after {} s; "
-                               "its trial ends lost and is re-queued",
-                               r.job_id, sched.name(), o.lost_grace.count()));
-                    try {
-                        sched.cancel(r.job_id); // should it come back, it must not run as well
-                    } catch (const Error&) {
-                    }
-                    lost_records.push_back(std::move(r));
-                }
-            }
-            // Held by its user after submit_batch released it: slurmctld restarted from state saved before
-            // the release, which it has forgotten. Released again, or it would wait forever.
-            if (std::any_of(records.begin(), records.end(), [](const slurm::JobRecord& r) {
-                    return r.state == slurm::JobState::Pending && r.reason == "JobHeldUser";
-                })) {
-                say(o, fmt::format("job {} is held again (a release {} forgot): releasing it", a.job_id,
-                                   sched.name()));
-                try {
-                    sched.release(a.job_id);
-                } catch (const Error& e) {
-                    say(o, e.what());
-                }
-            }
+            for (auto& r : end_lost_tasks(sched, lost, records, a.job_id, o.lost_grace, tell))
+                lost_records.push_back(std::move(r));
+            release_held_again(sched, records, a.job_id, tell);
             for (const auto& r : lost_records)
                 if (std::none_of(records.begin(), records.end(),
                                  [&](const slurm::JobRecord& x) { return task_index(x) == r.array_task_id; }))
                     records.push_back(r);
-            int finished = 0;
-            for (const auto& r : records) {
-                if (slurm::is_finished(r.state) && task_index(r)) ++finished;
-                // A task Slurm requeued (a contract with --requeue) whose relaunch failed is held until
-                // someone releases it: cancel it, and the trial is re-queued (not counted) like any
-                // cancelled one.
-                const bool requeue_held = (r.state == slurm::JobState::Pending &&
-                                           r.reason.find("requeued held") != std::string::npos) ||
-                                          r.raw_state.rfind("REQUEUE_HOLD", 0) == 0;
-                if (requeue_held && cancelled.insert(r.job_id).second) {
-                    say(o,
-                        fmt::format("job {}: Slurm requeued it and holds it ({}); cancelling it, its trial "
-                                    "is re-queued",
-                                    r.job_id, r.reason));
-                    try {
-                        sched.cancel(r.job_id);
-                    } catch (const Error& e) {
-                        say(o, e.what());
-                    }
-                }
-            }
+            const int finished = finished_tasks(records);
+            cancel_requeue_held(sched, records, cancelled, tell);
             if (finished >= a.tasks) {
                 all.insert(all.end(), records.begin(), records.end());
                 break;

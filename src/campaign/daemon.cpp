@@ -264,12 +264,82 @@ std::string root_campaign_problem(const fs::path& dir) {
     return {};
 }
 
+namespace {
+
+// The campaigns a daemon not run as root drives: those it was given, and each under its root.
+std::vector<fs::path> campaigns_to_drive(const DaemonOptions& o) {
+    std::vector<fs::path> dirs = o.campaigns;
+    if (!o.root.empty() && fs::is_directory(o.root))
+        for (const auto& e : fs::directory_iterator(o.root))
+            if (fs::exists(e.path() / "campaign.db")) dirs.push_back(e.path());
+    return dirs;
+}
+
+// Each campaign's lock, taken at first sight and held for the daemon's life: no `infrarsi run` drives one of
+// them beside us. False for one held by another process, skipped (and said once) until it is free.
+bool hold_lock(std::map<fs::path, CampaignLock>& locks, const fs::path& d, std::set<std::string>& said) {
+    if (locks.count(d)) return true;
+    std::string holder;
+    auto lock = CampaignLock::try_take(d, &holder);
+    if (!lock) {
+        if (said.insert("locked " + d.string()).second)
+            fmt::print(stderr, "infrarsid: campaign {} is in use by {}; skipped while it is\n", d.string(),
+                       holder);
+        return false;
+    }
+    locks.emplace(d, std::move(*lock));
+    return true;
+}
+
+// A finished campaign is left alone, also once the user has changed its tree or contract (applying its
+// result): only one that still runs must find its inputs as at init. A paused one (too noisy to promote a
+// real gain) waits for `infrarsi run --accept-noise` (or a daemon started with it). A cancelled one
+// (`infrarsi cancel`) is never driven again. True when left alone.
+bool left_alone(const fs::path& d, const RunOptions& ro, std::set<std::string>& said) {
+    Campaign ro_view(d, Campaign::Open::read_only);
+    if (!ro_view.finished() && !ro_view.cancelled() && !(ro_view.paused() && !ro.accept_noise)) return false;
+    // Its findings into this daemon's bank if they are in none yet, as `infrarsi run` on a finished campaign
+    // records them: a campaign is finished for good, so now or never.
+    if (ro_view.finished()) ro_view.record_in_bank(ro);
+    if (const auto why = ro_view.cancelled(); why && said.insert("cancelled " + d.string()).second)
+        fmt::print("infrarsid: campaign {} is cancelled: {}\n", d.string(), *why);
+    else if (const auto why = ro_view.paused(); why && said.insert("paused " + d.string()).second)
+        fmt::print("infrarsid: campaign {} is paused: {}\n", d.string(), *why);
+    return true;
+}
+
+// Drives one campaign in this process; true when it was opened (it ran, or stopped with an error). An error
+// stops that campaign only (into `failed`); the daemon keeps the others going.
+bool drive_campaign(const fs::path& d, const RunOptions& ro, std::map<fs::path, CampaignLock>& locks,
+                    std::set<std::string>& said, std::set<fs::path>& failed) {
+    bool opened = false;
+    try {
+        if (!hold_lock(locks, d, said) || left_alone(d, ro, said)) return false;
+        Campaign c(d);
+        opened = true;
+        fmt::print("infrarsid: running campaign {}\n", d.string());
+        std::fflush(stdout);
+        c.run(ro);
+        return true;
+    } catch (const Error& e) {
+        fmt::print(stderr, "infrarsid: campaign {} stopped with an error: {}\n", d.string(), e.what());
+    } catch (const std::exception& e) {
+        // A bug met by one campaign stops that campaign only; the daemon keeps the others going.
+        fmt::print(stderr, "infrarsid: campaign {} stopped with an internal error (please report it): {}\n",
+                   d.string(), e.what());
+    } catch (...) {
+        fmt::print(stderr, "infrarsid: campaign {} stopped with an unknown internal error\n", d.string());
+    }
+    failed.insert(d);
+    return opened;
+}
+
+} // namespace
+
 int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
     std::set<fs::path> failed;
     std::set<std::string> said;
-    // Each campaign's lock, taken at first sight and held for the daemon's life: no `infrarsi run` drives
-    // one of them beside us. One held by another process is skipped (and said once) until it is free.
-    std::map<std::filesystem::path, CampaignLock> locks;
+    std::map<fs::path, CampaignLock> locks; // held for the daemon's life (hold_lock)
     RunOptions ro = o.run;
     ro.stop = &stop;
     if (ro.bank.empty() && o.default_bank) ro.bank = bank::default_bank_path();
@@ -279,69 +349,11 @@ int run_daemon(const DaemonOptions& o, const std::atomic<bool>& stop) {
     if (as_root) workers = std::make_unique<UserWorkers>(stop);
     while (!stop) {
         if (o.take_requests && !o.run.spool.empty() && !o.root.empty()) take_tune_requests(o, said);
-        std::vector<fs::path> dirs;
-        if (as_root) {
-            dirs = sort_for_root(o, *workers, said);
-        } else {
-            dirs = o.campaigns;
-            if (!o.root.empty() && fs::is_directory(o.root))
-                for (const auto& e : fs::directory_iterator(o.root))
-                    if (fs::exists(e.path() / "campaign.db")) dirs.push_back(e.path());
-        }
+        const auto dirs = as_root ? sort_for_root(o, *workers, said) : campaigns_to_drive(o);
         std::size_t open = 0;
         for (const auto& d : dirs) {
             if (stop) break;
-            if (failed.count(d)) continue;
-            try {
-                if (!locks.count(d)) {
-                    std::string holder;
-                    auto lock = CampaignLock::try_take(d, &holder);
-                    if (!lock) {
-                        if (said.insert("locked " + d.string()).second)
-                            fmt::print(stderr,
-                                       "infrarsid: campaign {} is in use by {}; skipped while it is\n",
-                                       d.string(), holder);
-                        continue;
-                    }
-                    locks.emplace(d, std::move(*lock));
-                }
-                // A finished campaign is left alone, also once the user has changed its tree or contract
-                // (applying its result): only one that still runs must find its inputs as at init.
-                // A paused one (too noisy to promote a real gain) waits for `infrarsi run --accept-noise`
-                // (or a daemon started with it). A cancelled one (`infrarsi cancel`) is never driven again.
-                if (Campaign ro_view(d, Campaign::Open::read_only);
-                    ro_view.finished() || ro_view.cancelled() || (ro_view.paused() && !ro.accept_noise)) {
-                    // Its findings into this daemon's bank if they are in none yet, as `infrarsi run` on a
-                    // finished campaign records them: a campaign is finished for good, so now or never.
-                    if (ro_view.finished()) ro_view.record_in_bank(ro);
-                    if (const auto why = ro_view.cancelled();
-                        why && said.insert("cancelled " + d.string()).second)
-                        fmt::print("infrarsid: campaign {} is cancelled: {}\n", d.string(), *why);
-                    else if (const auto why = ro_view.paused();
-                             why && said.insert("paused " + d.string()).second)
-                        fmt::print("infrarsid: campaign {} is paused: {}\n", d.string(), *why);
-                    continue;
-                }
-                Campaign c(d);
-                ++open;
-                fmt::print("infrarsid: running campaign {}\n", d.string());
-                std::fflush(stdout);
-                c.run(ro);
-            } catch (const Error& e) {
-                fmt::print(stderr, "infrarsid: campaign {} stopped with an error: {}\n", d.string(),
-                           e.what());
-                failed.insert(d);
-            } catch (const std::exception& e) {
-                // A bug met by one campaign stops that campaign only; the daemon keeps the others going.
-                fmt::print(stderr,
-                           "infrarsid: campaign {} stopped with an internal error (please report it): {}\n",
-                           d.string(), e.what());
-                failed.insert(d);
-            } catch (...) {
-                fmt::print(stderr, "infrarsid: campaign {} stopped with an unknown internal error\n",
-                           d.string());
-                failed.insert(d);
-            }
+            if (!failed.count(d) && drive_campaign(d, ro, locks, said, failed)) ++open;
         }
         const std::size_t by_workers = workers && !stop ? workers->poll() : 0;
         open += by_workers;

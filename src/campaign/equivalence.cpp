@@ -255,34 +255,123 @@ std::optional<json> Campaign::equivalence_record(const space::Candidate& c) {
     return std::nullopt;
 }
 
+namespace {
+
+// Earlier runs of this check (candidate `key`) that ran out of memory: the knobs they ran at into `ran_out`;
+// returns the last of them, or nullptr.
+json* earlier_retries(json& records, const std::string& key, std::set<std::string>& ran_out) {
+    json* last_retry = nullptr;
+    for (auto& r : records)
+        if (r.value("candidate_key", "") == key && r.value("state", "") == "retry")
+            ran_out.insert(r.value("knobs_key", "")), last_retry = &r;
+    return last_retry;
+}
+
+// The seeds the campaign's checks have used.
+std::set<long long> used_seeds(const json& records) {
+    std::set<long long> used;
+    for (const auto& r : records)
+        if (r.contains("seed")) used.insert(r["seed"].get<long long>());
+    return used;
+}
+
+// The seed a check runs at, whether it is a fresh one, and what the record says of it.
+struct CheckSeed {
+    long long seed = 0;
+    bool fresh = false;
+    std::string note;
+};
+
+CheckSeed fresh_check_seed(long long seed, long long contract_seed) {
+    return {
+        seed, true,
+        fmt::format("seed {} chosen at random for this check (the contract's is {})", seed, contract_seed)};
+}
+
+// `unseeded`: why the job does not get the seed it is given.
+CheckSeed contract_check_seed(const std::string& unseeded, long long contract_seed) {
+    return {contract_seed, false,
+            fmt::format("could not choose a fresh seed: {}, so the check ran at one seed, {} (a patch that "
+                        "replays the losses of an earlier run could pass it)",
+                        unseeded, contract_seed)};
+}
+
+// The check's record as it starts: the candidate, the knobs it runs at (`knobs`; `moved` from the
+// candidate's, `moved_why`), the seed, the tolerance.
+json running_record(const space::Candidate& c, const space::Candidate& knobs, bool moved,
+                    const std::string& moved_why, int attempt, const CheckSeed& seed, double tolerance,
+                    bool math_changing) {
+    json r = {{"patches", c.patches},
+              {"candidate", c.describe()},
+              {"candidate_key", c.key()},
+              {"state", "running"},
+              {"attempt", attempt},
+              {"knobs", knobs.describe()},
+              {"knobs_key", knobs.key()},
+              {"knobs_candidate", knobs.to_json()},
+              {"knobs_moved", moved},
+              {"seed", seed.seed},
+              {"seed_fresh", seed.fresh},
+              {"seed_note", seed.note},
+              {"tolerance", tolerance},
+              {"tolerance_key", math_changing ? "loss_tolerance" : "equivalence_tolerance"},
+              {"math_changing", math_changing}};
+    if (moved) r["knobs_note"] = moved_why;
+    return r;
+}
+
+// The check's two runs at one seed. The patch set first: while it runs, no loss at this seed has been printed
+// anywhere.
+std::vector<Campaign::Task> check_tasks(const space::Candidate& patched, const space::Candidate& unpatched,
+                                        bool moved, long long seed) {
+    std::vector<Campaign::Task> tasks;
+    tasks.push_back({patched,
+                     TrialKind::EquivalenceCandidate,
+                     moved ? "equivalence check: the patch set at knobs that fit without it, fresh seed"
+                           : "equivalence check: the candidate, fresh seed",
+                     0,
+                     {},
+                     seed});
+    tasks.push_back({unpatched,
+                     TrialKind::EquivalenceBaseline,
+                     moved ? "equivalence check: the same knobs without the patches, same seed"
+                           : "equivalence check: the candidate's knobs without its patches, same seed",
+                     0,
+                     {},
+                     seed});
+    return tasks;
+}
+
+// The check's last record is batch `batch`'s, to be run again nearer the baseline's knobs.
+bool recorded_retry(const json& records, std::int64_t batch) {
+    return !records.empty() && records.back().value("batch_id", std::int64_t{-1}) == batch &&
+           records.back().value("state", "") == "retry";
+}
+
+} // namespace
+
 std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const RunOptions& o) {
     resume_open_batches(o);
     for (;;) {
         if (stopping(o)) return std::nullopt;
         if (auto r = equivalence_record(c); r && r->value("state", "") != "running") return r;
         json records = json::parse(store_->meta(kMeta).value_or("[]"));
-        // Earlier runs of this check that ran out of memory, and the knobs they ran at.
         std::set<std::string> ran_out;
-        json* last_retry = nullptr;
-        for (auto& r : records)
-            if (r.value("candidate_key", "") == c.key() && r.value("state", "") == "retry")
-                ran_out.insert(r.value("knobs_key", "")), last_retry = &r;
-        if (last_retry) {
-            // Another run of the check comes out of the wall-time budget like the first (verify()).
-            if (const double budget = contract_.budget.wall_time_s; budget > 0) {
-                const auto m = trial_cost_model();
-                const double left = budget - budget_use().wall_s;
-                if (affordable_pairs(m, left, contract_.repeats.verify + 1) <
-                    std::min(3, contract_.repeats.verify + 1)) {
-                    (*last_retry)["state"] = "incomplete";
-                    (*last_retry)["reason"] =
-                        (*last_retry)["reason"].get<std::string>() +
-                        fmt::format("; not run again nearer the baseline's knobs: the wall-time budget has "
-                                    "{:.0f} s left",
-                                    std::max(0.0, left));
-                    store_->set_meta(kMeta, records.dump());
-                    return *last_retry;
-                }
+        json* last_retry = earlier_retries(records, c.key(), ran_out);
+        // Another run of the check comes out of the wall-time budget like the first (verify()).
+        if (const double budget = contract_.budget.wall_time_s; last_retry && budget > 0) {
+            const auto m = trial_cost_model();
+            const double left = budget - budget_use().wall_s;
+            if (affordable_pairs(m, left, contract_.repeats.verify + 1) <
+                std::min(3, contract_.repeats.verify + 1)) {
+                (*last_retry)["state"] = "incomplete";
+                (*last_retry)["reason"] =
+                    (*last_retry)["reason"].get<std::string>() +
+                    fmt::format(
+                        "; not run again nearer the baseline's knobs: the wall-time budget has {:.0f} s left",
+                        std::max(0.0, left));
+                store_->set_meta(kMeta, records.dump());
+                return *last_retry;
             }
         }
         const auto& inv = contract_.invariants;
@@ -290,67 +379,23 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
         const double tolerance = equivalence_tolerance(c, &math_changing);
         // A fresh seed: random, and none the campaign has used (the contract's, the doctor's, earlier
         // checks').
-        std::set<long long> used;
-        for (const auto& r : records)
-            if (r.contains("seed")) used.insert(r["seed"].get<long long>());
+        const std::set<long long> used = used_seeds(records);
         const std::string unseeded = seeds_not_reaching_job();
-        const bool seedable = unseeded.empty();
-        long long seed = inv.seed;
-        std::string seed_note;
-        if (seedable) {
-            seed = fresh_seed(used);
-            seed_note =
-                fmt::format("seed {} chosen at random for this check (the contract's is {})", seed, inv.seed);
-        } else {
-            seed_note = fmt::format("could not choose a fresh seed: {}, so the check ran at one seed, {} (a "
-                                    "patch that replays the losses of an earlier run could pass it)",
-                                    unseeded, inv.seed);
-        }
+        const CheckSeed seed = unseeded.empty() ? fresh_check_seed(fresh_seed(used), inv.seed)
+                                                : contract_check_seed(unseeded, inv.seed);
         // At the candidate's own knobs, both runs, where they fit without the patches: the patch set cannot
         // tell this check from the A/B pairs by the knobs it runs at. Else nearer the baseline's.
         const auto site = equivalence_site(c, ran_out);
         space::Candidate patched = site.knobs;
         patched.patches = c.patches;
-        const space::Candidate& unpatched = site.knobs;
-        json r = {{"patches", c.patches},
-                  {"candidate", c.describe()},
-                  {"candidate_key", c.key()},
-                  {"state", "running"},
-                  {"attempt", static_cast<int>(ran_out.size()) + 1},
-                  {"knobs", site.knobs.describe()},
-                  {"knobs_key", site.knobs.key()},
-                  {"knobs_candidate", site.knobs.to_json()},
-                  {"knobs_moved", site.moved},
-                  {"seed", seed},
-                  {"seed_fresh", seedable},
-                  {"seed_note", seed_note},
-                  {"tolerance", tolerance},
-                  {"tolerance_key", math_changing ? "loss_tolerance" : "equivalence_tolerance"},
-                  {"math_changing", math_changing}};
-        if (site.moved) r["knobs_note"] = site.why;
-        // The patch set first: while it runs, no loss at this seed has been printed anywhere.
-        std::vector<Task> tasks;
-        tasks.push_back({patched,
-                         TrialKind::EquivalenceCandidate,
-                         site.moved
-                             ? "equivalence check: the patch set at knobs that fit without it, fresh seed"
-                             : "equivalence check: the candidate, fresh seed",
-                         0,
-                         {},
-                         seed});
-        tasks.push_back({unpatched,
-                         TrialKind::EquivalenceBaseline,
-                         site.moved
-                             ? "equivalence check: the same knobs without the patches, same seed"
-                             : "equivalence check: the candidate's knobs without its patches, same seed",
-                         0,
-                         {},
-                         seed});
+        json r = running_record(c, site.knobs, site.moved, site.why, static_cast<int>(ran_out.size()) + 1,
+                                seed, tolerance, math_changing);
         say(o, fmt::format("equivalence of patches {} apart from knobs: {} and the same knobs without the "
                            "patches, {}, tolerance {:.3g} relative per step{}",
-                           fmt::join(c.patches, "+"), patched.describe(), seed_note, tolerance,
+                           fmt::join(c.patches, "+"), patched.describe(), seed.note, tolerance,
                            site.moved ? "; " + site.why : std::string()));
-        const auto batch = plan_batch(store::BatchKind::Equivalence, tasks);
+        const auto batch = plan_batch(store::BatchKind::Equivalence,
+                                      check_tasks(patched, site.knobs, site.moved, seed.seed));
         r["batch_id"] = batch;
         records.push_back(r);
         store_->set_meta(kMeta, records.dump());
@@ -359,9 +404,7 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
         if (stopping(o)) return std::nullopt;
         // A run that ran out of memory: another attempt nearer the baseline's knobs (finish_equivalence).
         if (auto done = equivalence_record(c)) return done;
-        const json now = json::parse(store_->meta(kMeta).value_or("[]"));
-        if (now.empty() || now.back().value("batch_id", std::int64_t{-1}) != batch ||
-            now.back().value("state", "") != "retry")
+        if (!recorded_retry(json::parse(store_->meta(kMeta).value_or("[]")), batch))
             return std::nullopt; // not recorded: as if stopped
     }
 }

@@ -30,10 +30,10 @@ namespace {
 // them (baseline_ratio: against the control beside it in its batch, else the doctor's baseline); each by its
 // best trial, ranked by that ratio, so that a batch run under load does not lose to one run on a quiet host
 // by its raw step times.
-std::vector<TrialRow> ranked_by_ratio(const std::vector<TrialRow>& ok_search_trials,
-                                      const std::string& baseline_key, double base) {
+std::vector<TrialRow> ranked_by_ratio(store::CampaignStore& st, const std::string& baseline_key,
+                                      double base) {
     std::map<std::string, std::pair<double, TrialRow>> best;
-    for (const auto& t : ok_search_trials) {
+    for (const auto& t : st.trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok})) {
         const auto r = baseline_ratio(t, base);
         if (t.candidate_key == baseline_key || !r || *r >= 1) continue;
         auto it = best.find(t.candidate_key);
@@ -70,35 +70,107 @@ std::optional<std::string> no_room_for_block(const TrialCostModel& m, double bud
 }
 } // namespace
 
+namespace {
+
+// The candidates verified already, each with whether it was rejected as not equivalent.
+std::map<std::string, bool> verified_candidates(store::CampaignStore& st) {
+    std::map<std::string, bool> done;
+    for (const auto& v : st.verifications())
+        done[v.candidate_key] = v.detail.not_equivalent;
+    return done;
+}
+
+store::VerificationRow new_verification(const TrialRow& search_trial) {
+    store::VerificationRow v;
+    v.candidate_key = search_trial.candidate_key;
+    v.candidate = search_trial.candidate;
+    v.state = VerificationState::Running;
+    v.detail.search_trial = search_trial.id;
+    return v;
+}
+
+// A candidate the wall-time budget leaves no room for: recorded as skipped, with why; returns the line that
+// says so.
+std::string skip_for_budget(store::CampaignStore& st, store::VerificationRow& v, const space::Candidate& cand,
+                            const std::string& why, double left, double trial_s) {
+    v.state = VerificationState::Skipped;
+    v.detail.reasons = {why};
+    v.detail.wall_left_s = left;
+    v.detail.trial_s = trial_s;
+    v.id = st.add_verification(v);
+    return fmt::format("verification of {} skipped: {}", cand.describe(), why);
+}
+
+// A candidate whose patch set's equivalence check `eq` did not pass (failed, or did not complete): recorded
+// decided, not promoted; returns why.
+std::string record_not_passed(store::CampaignStore& st, store::VerificationRow& v,
+                              const space::Candidate& cand, const json& eq) {
+    const bool failed = eq["state"] == "failed";
+    v.state = VerificationState::Done;
+    v.detail.not_equivalent = failed;
+    v.detail.reasons = {
+        fmt::format("patch set {} {} the equivalence check apart from knobs: {}",
+                    fmt::format("{}", fmt::join(eq["patches"].get<std::vector<std::string>>(), "+")),
+                    failed ? "failed" : "did not complete", eq["reason"].get<std::string>())};
+    v.id = st.add_verification(v);
+    st.log(fmt::format("not promoted {}: {}", cand.describe(), v.detail.reasons[0]));
+    return v.detail.reasons[0];
+}
+
+// A verification that runs: its sequence's design, recorded.
+void start_verification(store::CampaignStore& st, store::VerificationRow& v, const verify::Design& seq) {
+    v.detail.max_pairs = seq.max_pairs;
+    v.detail.alpha = seq.alpha / seq.candidates;
+    v.detail.min_speedup = seq.min_speedup;
+    v.id = st.add_verification(v);
+}
+
+// The campaign's end: stage done, and when it ended.
+void mark_done(store::CampaignStore& st) {
+    st.advance_stage(store::Stage::Done);
+    st.mark_ended(store::now_seconds());
+}
+
+std::string verifying(const space::Candidate& cand, double search_step_s, double base,
+                      const verify::Design& seq) {
+    return fmt::format(
+        "verifying {} ({:.4f} s/step in search, baseline {:.4f}): blocks of {} A/B pairs (one in "
+        "each order, each pair on one node) until decided, at most {}; promoted when the "
+        "one-sided lower bound of the speed-up (error {:.2g} over all its looks) exceeds {:.3f} "
+        "twice, the second time in a fresh allocation",
+        cand.describe(), search_step_s, base, verify::Design::kBlock, seq.max_pairs,
+        seq.alpha / seq.candidates, 1 + seq.min_speedup);
+}
+
+} // namespace
+
 void Campaign::verify(const RunOptions& o) {
     resume_open_batches(o);
     if (store_->stage() >= store::Stage::Done || stopping(o)) return;
     const auto baseline = store_->baseline();
     const double base = baseline ? baseline->median_step_s : 0.0;
-    const auto baseline_key = contract_.space.baseline().key();
     // Sequences left mid-way (a restart): on with them first, block by block.
     for (const auto& x : store_->verifications())
         if ((x.state == VerificationState::Running || x.state == VerificationState::Recheck) &&
             !run_sequence(x.id, o))
             return;
     // The distinct candidates faster than the baseline in the search, best first.
-    const auto ranked = ranked_by_ratio(
-        store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}), baseline_key, base);
+    const auto ranked = ranked_by_ratio(*store_, contract_.space.baseline().key(), base);
     // The best verify_top candidates, not counting those whose patch set failed its equivalence check
     // (equivalence.cpp): a cheat that is fastest does not take a real change's place.
-    std::map<std::string, bool> done; // candidate key -> rejected as not equivalent
-    for (const auto& v : store_->verifications())
-        done[v.candidate_key] = v.detail.not_equivalent;
+    const auto done = verified_candidates(*store_); // candidate key -> rejected as not equivalent
     int slots = contract_.repeats.verify_top;
-    // A candidate the wall-time budget leaves no room for: recorded as skipped, with why.
-    auto skip_for_budget = [&](store::VerificationRow& v, const space::Candidate& cand,
-                               const std::string& why, double left, double trial_s) {
-        v.state = VerificationState::Skipped;
-        v.detail.reasons = {why};
-        v.detail.wall_left_s = left;
-        v.detail.trial_s = trial_s;
-        v.id = store_->add_verification(v);
-        say(o, fmt::format("verification of {} skipped: {}", cand.describe(), why));
+    // A candidate the wall-time budget leaves no room for (`no_room`: why, from the cost model, the budget
+    // and what is left of it): skipped, with why. True when skipped.
+    auto skipped_for_budget = [&](store::VerificationRow& v, const space::Candidate& cand,
+                                  const auto& no_room) {
+        const double budget = contract_.budget.wall_time_s;
+        if (budget <= 0) return false;
+        const auto m = trial_cost_model();
+        const double left = budget - budget_use().wall_s;
+        const std::optional<std::string> why = no_room(m, budget, left);
+        if (why) say(o, skip_for_budget(*store_, v, cand, *why, left, m.trial_s()));
+        return why.has_value();
     };
     for (const auto& t : ranked) {
         if (stopping(o)) return;
@@ -108,40 +180,24 @@ void Campaign::verify(const RunOptions& o) {
             continue;
         }
         auto cand = space::Candidate::from_json(t.candidate);
-        store::VerificationRow v;
-        v.candidate_key = t.candidate_key;
-        v.candidate = t.candidate;
-        v.state = VerificationState::Running;
-        v.detail.search_trial = t.id;
+        auto v = new_verification(t);
         if (!cand.patches.empty()) {
             auto eq = equivalence_record(cand);
             if (!eq || (*eq)["state"] == "running") {
                 // Its wall time (one run of the patch set, one of the baseline) comes out of the budget too.
-                if (const double budget = contract_.budget.wall_time_s; budget > 0) {
-                    const auto m = trial_cost_model();
-                    const double left = budget - budget_use().wall_s;
-                    if (const auto why = no_room_for_equivalence(m, budget, left, contract_.repeats.verify)) {
-                        skip_for_budget(v, cand, *why, left, m.trial_s());
-                        --slots;
-                        continue;
-                    }
+                if (skipped_for_budget(v, cand, [&](const TrialCostModel& m, double budget, double left) {
+                        return no_room_for_equivalence(m, budget, left, contract_.repeats.verify);
+                    })) {
+                    --slots;
+                    continue;
                 }
                 eq = run_equivalence(cand, o);
                 if (!eq) return; // stopped
             }
             v.detail.equivalence = *eq;
             if ((*eq)["state"] != "passed") {
-                const bool failed = (*eq)["state"] == "failed";
-                v.state = VerificationState::Done;
-                v.detail.not_equivalent = failed;
-                v.detail.reasons = {fmt::format(
-                    "patch set {} {} the equivalence check apart from knobs: {}",
-                    fmt::format("{}", fmt::join((*eq)["patches"].get<std::vector<std::string>>(), "+")),
-                    failed ? "failed" : "did not complete", (*eq)["reason"].get<std::string>())};
-                v.id = store_->add_verification(v);
-                store_->log(fmt::format("not promoted {}: {}", cand.describe(), v.detail.reasons[0]));
-                say(o, fmt::format("{}: {}", cand.describe(), v.detail.reasons[0]));
-                slots -= !failed;
+                say(o, fmt::format("{}: {}", cand.describe(), record_not_passed(*store_, v, cand, *eq)));
+                slots -= (*eq)["state"] != "failed";
                 continue;
             }
         }
@@ -149,24 +205,9 @@ void Campaign::verify(const RunOptions& o) {
         // The wall-time budget covers verification: one block (2 A/B pairs) at least, else skip the
         // candidate and say so.
         const auto seq = verify::design(contract_);
-        if (const double budget = contract_.budget.wall_time_s; budget > 0) {
-            const auto m = trial_cost_model();
-            const double left = budget - budget_use().wall_s;
-            if (const auto why = no_room_for_block(m, budget, left)) {
-                skip_for_budget(v, cand, *why, left, m.trial_s());
-                continue;
-            }
-        }
-        v.detail.max_pairs = seq.max_pairs;
-        v.detail.alpha = seq.alpha / seq.candidates;
-        v.detail.min_speedup = seq.min_speedup;
-        v.id = store_->add_verification(v);
-        say(o, fmt::format("verifying {} ({:.4f} s/step in search, baseline {:.4f}): blocks of {} A/B pairs "
-                           "(one in each order, each pair on one node) until decided, at most {}; promoted "
-                           "when the one-sided lower bound of the speed-up (error {:.2g} over all its looks) "
-                           "exceeds {:.3f} twice, the second time in a fresh allocation",
-                           cand.describe(), *t.step_time_s, base, verify::Design::kBlock, seq.max_pairs,
-                           seq.alpha / seq.candidates, 1 + seq.min_speedup));
+        if (skipped_for_budget(v, cand, no_room_for_block)) continue;
+        start_verification(*store_, v, seq);
+        say(o, verifying(cand, *t.step_time_s, base, seq));
         if (!run_sequence(v.id, o)) return;
     }
     // A first stage that promoted goes on in a fresh allocation before it is final (also after a restart
@@ -176,13 +217,11 @@ void Campaign::verify(const RunOptions& o) {
     // Which change of each promoted bundle carries its gain (ablation.cpp).
     ablate(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
-    if (!stopping(o)) {
-        store_->advance_stage(store::Stage::Done);
-        store_->mark_ended(store::now_seconds());
-        // With the stage, not after it: `infrarsi verify` ends here, and a stop that comes now would leave a
-        // finished campaign, which nothing drives again, without its findings in the bank.
-        record_in_bank(o);
-    }
+    if (stopping(o)) return;
+    mark_done(*store_);
+    // With the stage, not after it: `infrarsi verify` ends here, and a stop that comes now would leave a
+    // finished campaign, which nothing drives again, without its findings in the bank.
+    record_in_bank(o);
 }
 
 bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
@@ -234,27 +273,118 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
     }
 }
 
+namespace {
+
+// Not final without its re-check: not promoted, and said why (the wall-time budget has `left` seconds, a
+// block of `pairs` pairs needs more). Returns why.
+std::string skip_recheck(store::VerificationRow& v, double left, int pairs, double trial_s) {
+    v.state = VerificationState::Done;
+    v.promoted = false;
+    v.detail.reproduced = false;
+    v.detail.recheck = store::Recheck{};
+    v.detail.recheck->skipped = true;
+    v.detail.reasons.push_back(
+        fmt::format("not re-checked: the wall-time budget has {:.0f} s left, and a block "
+                    "of {} A/B pairs needs ~{:.0f} s",
+                    std::max(0.0, left), pairs, 2 * pairs * trial_s));
+    return v.detail.reasons.back();
+}
+
+// The re-check's nodes: those the first stage (`first`) did not use, where there are enough for a trial
+// (`needed`); else all of `nodes`.
+std::vector<std::string> recheck_nodes(const std::vector<store::PlannedPair>& first,
+                                       const std::vector<std::string>& nodes, int needed) {
+    std::set<std::string> used;
+    for (const auto& p : first)
+        for (const auto& n : p.nodes)
+            used.insert(n);
+    std::vector<std::string> fresh;
+    for (const auto& n : nodes)
+        if (!used.count(n)) fresh.push_back(n);
+    return static_cast<int>(fresh.size()) >= std::max(1, needed) ? fresh : nodes;
+}
+
+// The seeds the campaign's equivalence checks and A/B pairs have run at.
+std::set<long long> seeds_used(store::CampaignStore& st) {
+    std::set<long long> used;
+    for (const auto& r : json::parse(st.meta("equivalence").value_or("[]")))
+        if (r.contains("seed")) used.insert(r["seed"].get<long long>());
+    for (const auto& x : st.verifications())
+        for (const auto* stage : x.detail.stages())
+            for (const auto& p : stage->plan)
+                if (p.seed) used.insert(*p.seed);
+    return used;
+}
+
+// One block of a stage: its pairs' runs, where each runs, and the pairs as the stage's plan records them.
+struct Block {
+    std::vector<store::PlannedPair> plan;
+    std::vector<Campaign::Task> tasks;
+    std::vector<Campaign::TaskPlacement> where;
+    std::vector<std::vector<std::string>> pair_args; // each pair's placement
+};
+
+// The block's pairs of `cand` against `baseline`, after the stage's `before` pairs: pair i in `orders[i]`, on
+// `placed[i]` (none: anywhere), at the seed `draw_seed` gives it (none: the contract's).
+Block block_pairs(const space::Candidate& baseline, const space::Candidate& cand, std::int64_t vid,
+                  bool recheck, int before, int pairs, const std::vector<verify::PairOrder>& orders,
+                  const std::vector<std::vector<std::string>>& placed,
+                  const std::function<std::optional<long long>()>& draw_seed) {
+    Block k;
+    for (int i = 0; i < pairs; ++i) {
+        const auto order = orders[i];
+        std::vector<std::string> placement;
+        std::vector<std::string> on;
+        if (!placed.empty()) {
+            on = placed[i];
+            placement.push_back("--nodelist=" + fmt::format("{}", fmt::join(on, ",")));
+        }
+        const std::optional<long long> pair_seed = draw_seed();
+        Campaign::Task a{baseline, TrialKind::VerifyBaseline, "A: baseline", 0, vid, pair_seed};
+        Campaign::Task b{cand, TrialKind::VerifyCandidate, "B: candidate", 0, vid, pair_seed};
+        if (recheck) a.reason += " (re-check)", b.reason += " (re-check)";
+        if (order == verify::PairOrder::AB)
+            k.tasks.push_back(a), k.tasks.push_back(b);
+        else
+            k.tasks.push_back(b), k.tasks.push_back(a);
+        k.where.push_back({i, placement});
+        k.where.push_back({i, placement});
+        k.pair_args.push_back(placement);
+        k.plan.push_back({before + i + 1, verify::to_string(order), on, before / pairs + 1, pair_seed});
+    }
+    return k;
+}
+
+// The stage's record (the first stage's in the verification's detail, the re-check's in its "recheck"): the
+// block's batch, order seed and pairs appended, and its spot check (null: none).
+void record_block(store::VerificationRow& v, store::VerificationStage& stage, bool recheck,
+                  std::int64_t batch, std::uint64_t order_seed, const std::vector<store::PlannedPair>& plan,
+                  const json& spot) {
+    if (recheck)
+        v.detail.recheck->batch = batch;
+    else
+        v.batch_id = batch;
+    if (stage.plan.empty()) stage.order_seed = order_seed;
+    stage.order_seeds.push_back(order_seed);
+    stage.blocks.push_back(batch);
+    stage.plan.insert(stage.plan.end(), plan.begin(), plan.end());
+    stage.next = "running";
+    if (!spot.is_null()) stage.spot_check = spot;
+}
+
+} // namespace
+
 void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, const RunOptions& o) {
     auto cand = space::Candidate::from_json(v.candidate);
     const int pairs = verify::Design::kBlock;
-    if (recheck) {
-        if (const double budget = contract_.budget.wall_time_s; budget > 0) {
-            const auto m = trial_cost_model();
-            const double left = budget - budget_use().wall_s;
-            if (affordable_pairs(m, left, pairs) < pairs) {
-                // Not final without its re-check: not promoted, and said why.
-                v.state = VerificationState::Done;
-                v.promoted = false;
-                v.detail.reproduced = false;
-                v.detail.recheck = store::Recheck{};
-                v.detail.recheck->skipped = true;
-                v.detail.reasons.push_back(fmt::format("not re-checked: the wall-time budget has {:.0f} s "
-                                                       "left, and a block of {} A/B pairs needs ~{:.0f} s",
-                                                       std::max(0.0, left), pairs, 2 * pairs * m.trial_s()));
-                store_->update_verification(v);
-                say(o, fmt::format("{} not promoted: {}", cand.describe(), v.detail.reasons.back()));
-                return;
-            }
+    if (const double budget = contract_.budget.wall_time_s; recheck && budget > 0) {
+        const auto m = trial_cost_model();
+        const double left = budget - budget_use().wall_s;
+        if (affordable_pairs(m, left, pairs) < pairs) {
+            const auto why = skip_recheck(v, left, pairs, m.trial_s());
+            store_->update_verification(v);
+            say(o, fmt::format("{} not promoted: {}", cand.describe(), why));
+            return;
         }
     }
     // Where the pairs run: the nodes the partition has now but the doctor's slow ones, a block to a node;
@@ -268,16 +398,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     if (recheck && !v.detail.recheck) v.detail.recheck.emplace();
     store::VerificationStage& stage_record =
         recheck ? static_cast<store::VerificationStage&>(*v.detail.recheck) : v.detail.first;
-    if (recheck) {
-        std::set<std::string> used;
-        for (const auto& p : v.detail.first.plan)
-            for (const auto& n : p.nodes)
-                used.insert(n);
-        std::vector<std::string> fresh;
-        for (const auto& n : nodes)
-            if (!used.count(n)) fresh.push_back(n);
-        if (static_cast<int>(fresh.size()) >= std::max(1, contract_.resources.nodes)) nodes = fresh;
-    }
+    if (recheck) nodes = recheck_nodes(v.detail.first.plan, nodes, contract_.resources.nodes);
     // Node-blocked: the stage's block b on node b mod N, both its pairs there (verify::spread_pairs), so
     // each block continues round the nodes where the last stopped.
     const int before = static_cast<int>(stage_record.plan.size());
@@ -286,42 +407,16 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // The order of each pair: one AB and one BA a block, which first drawn from a seed drawn now and
     // recorded.
     const std::uint64_t seed = std::random_device{}();
-    const auto orders = verify::block_orders(seed);
     // Each pair at a seed of its own, drawn now, both its runs at it: no loss the candidate could have
     // memorized from an earlier run exists at it (the contract's seed only where the job cannot be seeded).
-    std::set<long long> used;
-    for (const auto& r : json::parse(store_->meta("equivalence").value_or("[]")))
-        if (r.contains("seed")) used.insert(r["seed"].get<long long>());
-    for (const auto& x : store_->verifications())
-        for (const auto* stage : x.detail.stages())
-            for (const auto& p : stage->plan)
-                if (p.seed) used.insert(*p.seed);
-    std::vector<store::PlannedPair> plan;
-    std::vector<Task> tasks;
-    std::vector<TaskPlacement> where;
-    std::vector<std::vector<std::string>> pair_args;
-    for (int i = 0; i < pairs; ++i) {
-        const auto order = orders[i];
-        std::vector<std::string> placement;
-        std::vector<std::string> on;
-        if (!placed.empty()) {
-            on = placed[i];
-            placement.push_back("--nodelist=" + fmt::format("{}", fmt::join(on, ",")));
-        }
-        std::optional<long long> pair_seed;
-        if (can_seed()) used.insert(*(pair_seed = fresh_seed(used)));
-        Task a{contract_.space.baseline(), TrialKind::VerifyBaseline, "A: baseline", 0, v.id, pair_seed};
-        Task b{cand, TrialKind::VerifyCandidate, "B: candidate", 0, v.id, pair_seed};
-        if (recheck) a.reason += " (re-check)", b.reason += " (re-check)";
-        if (order == verify::PairOrder::AB)
-            tasks.push_back(a), tasks.push_back(b);
-        else
-            tasks.push_back(b), tasks.push_back(a);
-        where.push_back({i, placement});
-        where.push_back({i, placement});
-        pair_args.push_back(placement);
-        plan.push_back({before + i + 1, verify::to_string(order), on, before / pairs + 1, pair_seed});
-    }
+    std::set<long long> used = seeds_used(*store_);
+    auto block = block_pairs(contract_.space.baseline(), cand, v.id, recheck, before, pairs,
+                             verify::block_orders(seed), placed, [&]() -> std::optional<long long> {
+                                 if (!can_seed()) return std::nullopt;
+                                 const long long s = fresh_seed(used);
+                                 used.insert(s);
+                                 return s;
+                             });
     // The spot check of a candidate with patches: one pair, drawn now at random, also runs the candidate's
     // knobs without its patches at that pair's seed, and the pair's candidate run must print the same losses
     // (finish_verification). The patch set cannot tell the run that is checked from the others: it is an A/B
@@ -330,20 +425,10 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // Where the knobs do not fit without the patches: at the equivalence check's knobs (equivalence.cpp).
     // (A stage's first block carries it: the first stage's and the re-check's.)
     json spot;
-    if (before == 0) spot = plan_spot_check(cand, v.id, plan, pair_args, tasks, where);
-    const auto batch = plan_batch(store::BatchKind::Verify, tasks, where);
-    // The stage's record (the first stage's in the verification's detail, the re-check's in its "recheck"):
-    // each block's batch, order seed and pairs appended.
-    if (recheck)
-        v.detail.recheck->batch = batch;
-    else
-        v.batch_id = batch;
-    if (before == 0) stage_record.order_seed = seed;
-    stage_record.order_seeds.push_back(seed);
-    stage_record.blocks.push_back(batch);
-    stage_record.plan.insert(stage_record.plan.end(), plan.begin(), plan.end());
-    stage_record.next = "running";
-    if (!spot.is_null()) stage_record.spot_check = spot;
+    if (before == 0)
+        spot = plan_spot_check(cand, v.id, block.plan, block.pair_args, block.tasks, block.where);
+    const auto batch = plan_batch(store::BatchKind::Verify, block.tasks, block.where);
+    record_block(v, stage_record, recheck, batch, seed, block.plan, spot);
     store_->update_verification(v);
     submit_batch(batch, o);
     await_batch(batch, o);
