@@ -179,13 +179,30 @@ model::TrialObservation to_model_observation(const Observation& o, double timeou
 std::vector<space::Candidate> baseline_neighbours(const space::Space& space) {
     // Grouped by the first knob a neighbour moves (or its patch), then interleaved: one move of each knob
     // and each patch before a second move of any, so that a first batch spans different knobs.
+    const auto base = space.baseline();
     std::vector<std::vector<space::Candidate>> groups;
     std::map<std::string, std::size_t> group_of;
-    for (auto& m : space.moves(space.baseline())) {
+    for (auto& m : space.moves(base)) {
         auto [it, fresh] = group_of.emplace(m.what, groups.size());
         if (fresh) groups.emplace_back();
         groups[it->second].push_back(std::move(m.to));
     }
+    // Within a group, the moves that keep the baseline's micro-batch first: two ranks at a fixed global
+    // batch halve the accumulation, as a person would, before they halve the micro-batch (which changes the
+    // kernels' shapes and the memory, and is a move of its own in the micro-batch's group). The first round
+    // takes each group's first move, so this is the one the opening batch measures.
+    auto micro_batch_moved = [&](const space::Candidate& c, const std::string& moved) {
+        int n = 0;
+        for (const auto& k : space.knobs)
+            if (k.name != moved && space::memory_role(k) == MemoryRole::MicroBatch && c.knobs.count(k.name) &&
+                base.knobs.count(k.name) && c.knobs.at(k.name) != base.knobs.at(k.name))
+                ++n;
+        return n;
+    };
+    for (const auto& [what, g] : group_of)
+        std::stable_sort(groups[g].begin(), groups[g].end(), [&](const auto& a, const auto& b) {
+            return micro_batch_moved(a, what) < micro_batch_moved(b, what);
+        });
     std::vector<space::Candidate> out;
     for (std::size_t round = 0, added = 1; added > 0; ++round) {
         added = 0;

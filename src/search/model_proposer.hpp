@@ -80,7 +80,7 @@ ClaimedChanges claimed_changes(const space::Space& space, const std::vector<Patc
 model::TrialObservation to_model_observation(const Observation& o, double timeout_bound_s);
 // The baseline's one-knob neighbours that are in the space and feasible (space::Space::neighbours: a knob
 // moved, with the compensating moves a constraint needs, or a patch toggled), one move of each knob and patch
-// before a second move of any.
+// before a second move of any; of a knob's moves, those that keep the baseline's micro-batch first.
 std::vector<space::Candidate> baseline_neighbours(const space::Space& space);
 
 } // namespace infrarsi::search

@@ -48,7 +48,7 @@ contract() { # NAME [sed expression]: writes $work/NAME.contract.toml
 # Runs campaign NAME until its first search batch holds, sets the node of a held trial DOWN and waits for
 # Slurm to end or requeue that task (sets job, index, raw); the campaign goes on in the background ($pid).
 fail_a_node_under_a_trial() {
-  local name=$1 db=$work/$1/campaign.db held st=""
+  local name=$1 db=$work/$1/campaign.db held kind st=""
   touch "$work/$name.hold"
   "$bin" init "$work/$name.contract.toml" --dir "$work/$name" >/dev/null
   log=$work/$name.log
@@ -61,9 +61,14 @@ fail_a_node_under_a_trial() {
     kill -0 "$pid" 2>/dev/null || fail "$name: infrarsi run ended before a search batch ran"
     job=$(sqlite3 "$db" "SELECT job_id FROM batches WHERE kind = 'search' AND state = 'submitted' ORDER BY id LIMIT 1" 2>/dev/null || true)
     [ -n "$job" ] || { echo "no search batch submitted yet"; return 1; }
-    held=$(find "$work/$name/batches" -mindepth 3 -maxdepth 3 -name held -printf '%h\n' -quit 2>/dev/null)
-    [ -n "$held" ] || { echo "search job $job: no trial holds yet"; return 1; }
-    index=$(basename "$held")
+    # A search trial's, not the batch's control's (the baseline beside them, which holds too): what the
+    # test checks is a search trial's record and re-queue.
+    index=""
+    for held in $(find "$work/$name/batches" -mindepth 3 -maxdepth 3 -name held -printf '%h\n' 2>/dev/null); do
+      kind=$(sqlite3 "$db" "SELECT kind FROM trials WHERE batch_id = $(basename "$(dirname "$held")") AND array_index = $(basename "$held")" 2>/dev/null || true)
+      if [ "$kind" = search ]; then index=$(basename "$held"); break; fi
+    done
+    [ -n "$index" ] || { echo "search job $job: no search trial holds yet"; return 1; }
     node=$(squeue -h -r -j "${job}_${index}" -t RUNNING -o '%N' 2>/dev/null || true)
     [ -n "$node" ] || { echo "trial ${job}_${index} holds, but squeue does not show it running"; return 1; }
   }

@@ -456,6 +456,13 @@ TEST_CASE("the baseline's neighbours under a fixed global batch and a core budge
             first.insert("micro_batch");
     }
     CHECK(first == std::multiset<std::string>{"micro_batch", "recompute", "ranks", "threads", "p1", "p2"});
+    // ...and the two ranks it takes first keep the baseline's micro-batch (the accumulation halved), as a
+    // person would; the micro-batch halved with them comes in the second round.
+    for (std::size_t i = 0; i < 6; ++i)
+        if (n[i].knobs.at("ranks") == space::Value(2LL)) {
+            CHECK(n[i].knobs.at("micro_batch") == space::Value(4LL));
+            CHECK(n[i].knobs.at("grad_accum") == space::Value(2LL));
+        }
 }
 
 TEST_CASE("the early stop: a search trial's first timed steps against the incumbent slowed by the MDE, 10% "
