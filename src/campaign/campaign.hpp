@@ -108,6 +108,16 @@ NoiseCheck check_noise(const store::Baseline& d, double min_speedup);
 // A search trial's step time over its batch's control's (Measurements::control), where both ran every step;
 // nullopt otherwise.
 std::optional<double> control_ratio(const store::TrialRow& t);
+// What each search batch's ratios are over, given the step times of the campaign's controls (one a batch):
+// the control's own, or, for a control further than `bound` (in log step time) from the median of them all
+// (three at least), that median: one run far from every other is a fluke of that run (a bimodal host's slow
+// run), not a slowdown of its batch. It errs against a batch that was slowed as a whole: a fluke never makes
+// a candidate look faster.
+struct ControlLevel {
+    double over = 0;
+    bool outlier = false;
+};
+std::vector<ControlLevel> control_levels(const std::vector<double>& control_step_s, double bound);
 // A search trial's step time over the baseline's, like against like: over its batch's control where it has
 // one, else over the doctor's median `baseline_step_s`; nullopt when neither can be formed. Under 1: faster.
 std::optional<double> baseline_ratio(const store::TrialRow& t, double baseline_step_s);
@@ -390,7 +400,9 @@ class Campaign {
     // slow_stop_rule for the next batch: relative to its control, whose log is `control_log` (empty: none,
     // the incumbent's absolute step time).
     std::optional<trial::ManifestTask::SlowStop> search_slow_stop(const fs::path& control_log);
-    // Each search trial's step time over its batch's control's, kept in its measurements (control_ratio).
+    // Each search trial's step time over its batch's control's (or the controls' median where that control
+    // was a fluke: control_levels), kept in its measurements (control_ratio); every batch's again, as the
+    // controls grow.
     void record_control_ratios(std::int64_t batch_id);
     // Empty, or a warning for people when the doctor's noise leaves only very large speed-ups promotable.
     std::string noise_warning();

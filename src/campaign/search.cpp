@@ -23,7 +23,14 @@ namespace infrarsi::campaign {
 
 using nlohmann::json;
 using store::TrialKind;
+using store::TrialRow;
 using store::TrialState;
+
+namespace {
+// A control further than this many of the doctor's run-to-run standard deviations (or the MDE, if larger)
+// from the campaign's other controls is a fluke of its run (record_control_ratios).
+constexpr double kControlOutlierSds = 4;
+} // namespace
 
 double TrialCostModel::steps_s() const {
     const int warm = std::clamp(warmup_steps, 0, std::max(steps, 0));
@@ -113,23 +120,59 @@ std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs
     return rule;
 }
 
+std::vector<ControlLevel> control_levels(const std::vector<double>& control_step_s, double bound) {
+    std::vector<ControlLevel> out;
+    const double level = control_step_s.size() >= 3 ? measure::median(control_step_s) : 0.0;
+    for (const double s : control_step_s) {
+        const bool outlier = level > 0 && s > 0 && std::abs(std::log(s / level)) > bound;
+        out.push_back({outlier ? level : s, outlier});
+    }
+    return out;
+}
+
 void Campaign::record_control_ratios(std::int64_t batch_id) {
     const auto trials = store_->trials_of_batch(batch_id);
-    std::optional<store::TrialRow> control;
-    for (const auto& t : trials)
-        if (t.kind == TrialKind::SearchControl) control = t;
-    if (!control) return;
-    if (control->outcome != trial::Outcome::Ok || !control->step_time_s || !(*control->step_time_s > 0)) {
+    const auto control = std::find_if(trials.begin(), trials.end(),
+                                      [](const TrialRow& t) { return t.kind == TrialKind::SearchControl; });
+    if (control != trials.end() &&
+        (control->outcome != trial::Outcome::Ok || !control->step_time_s || !(*control->step_time_s > 0)))
         store_->log(fmt::format("batch {}: its control (trial {}) ended {}: no ratios to it", batch_id,
                                 control->id, store::outcome_name(*control)));
-        return;
-    }
+    // Every batch's again: a control is judged against all the others, which grow with each batch. (The
+    // doctor's runs are no level here: they ran alone, the controls beside their batch.)
+    std::vector<TrialRow> controls;
+    std::vector<double> runs;
+    for (auto& c : store_->trials({.kinds = {TrialKind::SearchControl},
+                   .state = TrialState::Finished,
+                   .outcome = trial::Outcome::Ok}))
+        if (c.step_time_s && *c.step_time_s > 0)
+            runs.push_back(*c.step_time_s), controls.push_back(std::move(c));
+    const auto baseline = store_->baseline();
+    const double run_sd = baseline ? std::log1p(std::max(0.0, baseline->cv_between)) : 0.05;
+    const double bound = std::max(kControlOutlierSds * run_sd, std::log1p(mde()));
+    const auto levels = control_levels(runs, bound);
     store::Transaction tx(store_->db());
-    for (auto t : trials) {
-        if (t.kind != TrialKind::Search || !t.step_time_s || !(*t.step_time_s > 0)) continue;
-        t.measurements.control =
-            trial::ControlRatio{control->id, *control->step_time_s, *t.step_time_s / *control->step_time_s};
-        store_->update_trial(t);
+    for (std::size_t i = 0; i < controls.size(); ++i) {
+        const auto& c = controls[i];
+        const auto [over, outlier] = levels[i];
+        bool logged = false;
+        for (auto t : store_->trials_of_batch(c.batch_id)) {
+            if (t.kind != TrialKind::Search || !t.step_time_s || !(*t.step_time_s > 0)) continue;
+            const trial::ControlRatio r{c.id, over, *t.step_time_s / over,
+                                        outlier ? std::optional<double>(runs[i]) : std::nullopt};
+            const auto& was = t.measurements.control;
+            if (was && was->step_s == r.step_s && was->outlier_control_s == r.outlier_control_s) continue;
+            if (outlier && !logged && !(was && was->outlier_control_s))
+                store_->log(
+                    fmt::format("batch {}: its control (trial {}) ran at {:.4f} s/step, {:+.0f}% from "
+                                "the median of the campaign's {} controls ({:.4f}; more than {:.0f}% "
+                                "is a fluke of that run): the batch's ratios are over that median",
+                                c.batch_id, c.id, runs[i], 100 * (runs[i] / over - 1), runs.size(), over,
+                                100 * std::expm1(bound)));
+            logged = true;
+            t.measurements.control = r;
+            store_->update_trial(t);
+        }
     }
     tx.commit();
 }

@@ -55,9 +55,11 @@ json to_json(const trial::Measurements& m) {
         j["gpu_memory_source"] = trial::gpu_memory_source_names.name(*m.gpu_memory_source);
     if (m.log_signal) j["log_signal"] = trial::to_json(*m.log_signal);
     if (m.job_files_removed) j["job_files_removed"] = trial::to_json(*m.job_files_removed);
-    if (m.control)
+    if (m.control) {
         j["control"] = {
             {"trial", m.control->trial}, {"step_s", m.control->step_s}, {"ratio", m.control->ratio}};
+        if (m.control->outlier_control_s) j["control"]["outlier_control_s"] = *m.control->outlier_control_s;
+    }
     return j;
 }
 
@@ -115,7 +117,10 @@ trial::Measurements measurements_from_json(const json& j) {
         const auto& c = j["control"];
         if (c.value("ratio", json()).is_number())
             m.control = trial::ControlRatio{c.value("trial", std::int64_t{0}), c.value("step_s", 0.0),
-                                            c["ratio"].get<double>()};
+                                            c["ratio"].get<double>(),
+                                            c.value("outlier_control_s", json()).is_number()
+                                                ? std::optional<double>(c["outlier_control_s"].get<double>())
+                                                : std::nullopt};
     }
     return m;
 }

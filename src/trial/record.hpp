@@ -51,7 +51,12 @@ struct JobFilesRemoved {
 // this trial's step time over it.
 struct ControlRatio {
     std::int64_t trial = 0;
-    double step_s = 0, ratio = 0;
+    double step_s = 0,
+           ratio = 0; // step_s: what the ratio is over (the control's, or the level when an outlier)
+    // The control's own run was far from every other baseline run of the campaign (one slow run of a
+    // bimodal host, say): the ratio is over the baseline's level (the median of those runs) instead, and
+    // this is the control's own step time.
+    std::optional<double> outlier_control_s;
 };
 
 struct Measurements {

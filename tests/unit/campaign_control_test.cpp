@@ -11,9 +11,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 using namespace infrarsi;
@@ -245,4 +247,31 @@ TEST_CASE("check_noise: noisy above max(25%, min_speedup), and says the MDE and 
     CHECK_FALSE(campaign::check_noise(b, 0.40).noisy); // a contract that only wants gains above 40%
     b.minimum_detectable_effect = 0.10;
     CHECK_FALSE(campaign::check_noise(b, 0.03).noisy);
+}
+
+TEST_CASE(
+    "control_levels: a control far from the campaign's other controls is a fluke of its run, its batch's "
+    "ratios are over their median; a host slowed as a whole moves them all") {
+    const double bound = std::log1p(0.156); // the demo's MDE
+    // The demo (2026-12-07): the first batch's control ran at 1.272 s/step, the next three at 0.93; over it,
+    // the candidates of that batch looked 27% faster than they were and the slowest of them was verified.
+    auto l = campaign::control_levels({1.272, 0.938, 0.928, 0.929}, bound);
+    REQUIRE(l.size() == 4);
+    CHECK(l[0].outlier);
+    CHECK(l[0].over == doctest::Approx(0.9335));
+    for (std::size_t i = 1; i < 4; ++i) {
+        CHECK_FALSE(l[i].outlier);
+        CHECK(l[i].over == doctest::Approx(std::vector<double>{1.272, 0.938, 0.928, 0.929}[i]));
+    }
+    // Two controls say nothing of which is the fluke: each batch keeps its own.
+    l = campaign::control_levels({1.272, 0.938}, bound);
+    CHECK_FALSE(l[0].outlier);
+    CHECK_FALSE(l[1].outlier);
+    // Within the bound, every control is its batch's (like against like: a slower host moves them all).
+    l = campaign::control_levels({1.0, 1.1, 0.95, 1.12}, bound);
+    for (const auto& x : l)
+        CHECK_FALSE(x.outlier);
+    l = campaign::control_levels({2.0, 2.1, 2.05}, bound);
+    for (const auto& x : l)
+        CHECK_FALSE(x.outlier);
 }

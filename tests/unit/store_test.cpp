@@ -335,7 +335,7 @@ TEST_CASE("a trial's measurements an earlier build wrote read back typed, and a 
     t.measurements.eval_loss = 2.5;
     t.measurements.log_signal =
         trial::diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
-    t.measurements.control = trial::ControlRatio{7, 0.5, 0.8};
+    t.measurements.control = trial::ControlRatio{7, 0.5, 0.8, 0.75};
     s.update_trial(t);
     const auto back = s.trials({.candidate_key = t.candidate_key}).at(0).measurements;
     CHECK(store::to_json(back) == store::to_json(t.measurements));
@@ -343,6 +343,7 @@ TEST_CASE("a trial's measurements an earlier build wrote read back typed, and a 
     REQUIRE(back.log_signal);
     CHECK(back.log_signal->signal == trial::LogSignal::GpuOom);
     CHECK(back.control->ratio == doctest::Approx(0.8));
+    CHECK(back.control->outlier_control_s == 0.75);
     // A document of a later version than this build writes is not guessed at.
     CHECK_THROWS_AS(store::measurements_from_json({{"version", store::kMeasurementsVersion + 1}}), Error);
 }
