@@ -251,7 +251,7 @@ TEST_CASE("check_noise: noisy above max(25%, min_speedup), and says the MDE and 
 
 TEST_CASE(
     "control_levels: a control far from the campaign's other controls is a fluke of its run, its batch's "
-    "ratios are over their median; a host slowed as a whole moves them all") {
+    "ratios are over their median, and a host slowed as a whole moves them all") {
     const double bound = std::log1p(0.156); // the demo's MDE
     // The demo (2026-12-07): the first batch's control ran at 1.272 s/step, the next three at 0.93; over it,
     // the candidates of that batch looked 27% faster than they were and the slowest of them was verified.
