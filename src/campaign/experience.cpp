@@ -276,6 +276,22 @@ struct Carried {
     std::string adapted;
     nlohmann::json rule;
 };
+// The capacity rule: the candidate's capacity settings scaled by here / there (space::scale_capacity);
+// `here_text` says the memory compared ("40960 MiB per GPU", "memory limit 180 MiB"), `rule` is its name in
+// the provenance. False: they cannot be scaled.
+bool scale_capacity(Carried& out, const space::Space& space, const space::Candidate& cand, double here,
+                    double there, const std::string& here_text, const char* rule) {
+    auto scaled = space::scale_capacity(space, cand, here / there);
+    if (!scaled) return false;
+    out.adapted = fmt::format("; capacity rule: {} here vs {:.0f} MiB where verified (x{:.2f}): {}",
+                              here_text, there / 1048576, here / there,
+                              scaled->change.empty() ? "no setting changes" : scaled->change);
+    out.rule = {
+        {"rule", rule}, {"from", cand.to_json()}, {"scale", here / there}, {"change", scaled->change}};
+    out.candidate = scaled->candidate;
+    return true;
+}
+
 std::optional<Carried> carry_to_memory(const CampaignView& c, const bank::HardwareKey& hardware,
                                        const bank::Prior& prior, const space::Candidate& cand, double limit) {
     const auto& f = prior.finding;
@@ -291,19 +307,10 @@ std::optional<Carried> carry_to_memory(const CampaignView& c, const bank::Hardwa
         const double here = gpu_here > 0 ? gpu_here : hardware.accelerator_memory_bytes;
         const double there = gpu_there > 0 ? gpu_there : prior.hardware.accelerator_memory_bytes;
         if (!(here > 0 && there > 0)) return std::nullopt;
-        if (std::abs(here / there - 1) > 0.01) {
-            auto scaled = space::scale_capacity(space, cand, here / there);
-            if (!scaled) return std::nullopt;
-            out.adapted = fmt::format("; capacity rule: {:.0f} MiB per GPU here vs {:.0f} MiB where verified "
-                                      "(x{:.2f}): {}",
-                                      here / 1048576, there / 1048576, here / there,
-                                      scaled->change.empty() ? "no setting changes" : scaled->change);
-            out.rule = {{"rule", "gpu_memory_scale"},
-                        {"from", cand.to_json()},
-                        {"scale", here / there},
-                        {"change", scaled->change}};
-            out.candidate = scaled->candidate;
-        }
+        if (std::abs(here / there - 1) > 0.01 &&
+            !scale_capacity(out, space, cand, here, there, fmt::format("{:.0f} MiB per GPU", here / 1048576),
+                            "gpu_memory_scale"))
+            return std::nullopt;
     } else if (f.content.contains("memory_ratio") && limit > 0) {
         const double ratio = std::max(f.content["memory_ratio"].get<double>(), 0.5);
         const double factor = f.content.value("estimate_factor", 1.0);
@@ -330,18 +337,10 @@ std::optional<Carried> carry_to_memory(const CampaignView& c, const bank::Hardwa
         } else if (const double there = f.content.value("limit_bytes", 0.0);
                    there > 0 && std::abs(limit / there - 1) > 0.01) {
             // Without one: capacity settings scale with the memory limit.
-            auto scaled = space::scale_capacity(space, cand, limit / there);
-            if (!scaled) return std::nullopt;
-            out.adapted =
-                fmt::format("; capacity rule: memory limit {:.0f} MiB here vs {:.0f} MiB where verified "
-                            "(x{:.2f}): {}",
-                            limit / 1048576, there / 1048576, limit / there,
-                            scaled->change.empty() ? "no setting changes" : scaled->change);
-            out.rule = {{"rule", "memory_limit_scale"},
-                        {"from", cand.to_json()},
-                        {"scale", limit / there},
-                        {"change", scaled->change}};
-            out.candidate = scaled->candidate;
+            if (!scale_capacity(out, space, cand, limit, there,
+                                fmt::format("memory limit {:.0f} MiB", limit / 1048576),
+                                "memory_limit_scale"))
+                return std::nullopt;
         }
     }
     return out;

@@ -242,7 +242,7 @@ class CampaignStore {
     // Once every array of the batch has its job id. A batch's state changes only here and in
     // set_batch_finished, each a transition of campaign_state.hpp; an illegal one throws.
     void set_batch_submitted(std::int64_t id);
-    void set_batch_manifest(std::int64_t id, const std::string& manifest, const std::string& sha256 = "");
+    void set_batch_manifest(std::int64_t id, const std::string& manifest, const std::string& sha256);
     void set_batch_placement(std::int64_t id, const std::string& placement);
     void set_batch_finished(std::int64_t id);
     std::vector<BatchRow> batches(std::optional<BatchState> state = std::nullopt); // in id order
