@@ -191,10 +191,13 @@ void Campaign::fill_agent_priors(search::ProposalContext& ctx) {
     std::map<std::string, const store::PatchRow*> rows;
     const auto all = store_->patches();
     for (const auto& p : all)
-        if (from_agent(p) && p.accepted && p.info.contains("claim")) rows[p.id] = &p;
+        if (from_agent(p) && p.accepted) rows[p.id] = &p;
     for (auto& f : ctx.patches) {
         const auto it = rows.find(f.id);
         if (it == rows.end()) continue;
+        // An agent's patch claims through its claim, discounted by its calibration, never through its tags.
+        f.claim = std::nullopt;
+        if (!it->second->info.contains("claim")) continue;
         search::PatchClaim claim;
         set_prior(claim, it->second->info["claim"], cal);
         f.claim = claim;

@@ -487,7 +487,7 @@ void Campaign::search(const RunOptions& o) {
         for (const auto& sd : seeds)
             ctx.seeds.push_back(space::Candidate::from_json(sd["candidate"]));
         for (const auto& p : catalog_)
-            ctx.patches.push_back({p.id, p.tags});
+            ctx.patches.push_back({p.id, p.tags, search::tag_claim(p.tags)});
         fill_agent_priors(ctx);
         ctx.history = search_history(*store_, contract_.space);
         for (const auto& t : tasks)

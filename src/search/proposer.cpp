@@ -7,6 +7,15 @@
 
 namespace infrarsi::search {
 
+std::optional<PatchClaim> tag_claim(const std::vector<std::string>& tags) {
+    auto has = [&](const char* t) { return std::find(tags.begin(), tags.end(), t) != tags.end(); };
+    if (!has("speedup") || has("math_changing") || has("expected_build_failure")) return std::nullopt;
+    PatchClaim c;
+    c.speedup = kTagClaimedSpeedup;
+    c.confidence = 0;
+    return c;
+}
+
 BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches, const std::vector<Observation>& history,
                              const std::vector<std::vector<std::string>>& excluded) {
     for (auto set : excluded) {

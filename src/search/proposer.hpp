@@ -44,9 +44,17 @@ struct PatchClaim {
 struct PatchFacts {
     std::string id;
     std::vector<std::string> tags; // memory_saver, memory_hungry, math_changing, ...
-    std::optional<PatchClaim> claim =
-        std::nullopt; // the agent's, for a patch an agent wrote; none for a catalog's
+    // The agent's, for a patch an agent wrote; for a catalog's, what its tags claim (tag_claim).
+    std::optional<PatchClaim> claim = std::nullopt;
 };
+
+// What a catalog's tags claim of a patch: a person who tagged it `speedup` says it is faster, by how much
+// unsaid. A weak prior (kTagClaimedSpeedup at confidence 0: sd 0.5 on the log effect, next to nothing once
+// the patch has run), so that the search tries such a patch on its best knobs early rather than as one
+// unknown among many; none when the tags say it changes the math or is expected not to build (math_changing,
+// expected_build_failure), or claim no speed-up.
+inline constexpr double kTagClaimedSpeedup = 1.1;
+std::optional<PatchClaim> tag_claim(const std::vector<std::string>& tags);
 // A claim about a knob's value: its expected effect against the baseline's value.
 struct KnobPrior {
     std::string knob;

@@ -237,3 +237,69 @@ TEST_CASE("model proposer: an OOM at micro_batch=16 reaches the knobs it cannot 
         return n.find("timeout edge") != std::string::npos && n.find("blas=reference") != std::string::npos;
     }));
 }
+
+namespace {
+
+// The demo's contract (workloads/minigpt/presets/dense-1node.contract.toml) after its opening batch: the
+// baseline and its three first one-knob moves, two ranks the best (scripts/demo's measurements, s/step).
+search::ProposalContext demo_after_opening(const space::Space& s, bool tag_claims, std::uint64_t seed) {
+    search::ProposalContext ctx;
+    ctx.space = &s;
+    ctx.memory_limit_bytes = 1400.0 * (1 << 20);
+    ctx.noise_floor = 0.10;
+    ctx.seed = seed;
+    ctx.q = 3;
+    const std::vector<std::pair<std::string, std::vector<std::string>>> catalog = {
+        {"fused-attention", {"speedup", "memory_saver", "conflicts_with=window-attention"}},
+        {"window-attention", {"speedup", "memory_saver", "math_changing", "conflicts_with=fused-attention"}},
+        {"broken-simd-gelu", {"speedup", "expected_build_failure"}}};
+    for (const auto& [id, tags] : catalog)
+        ctx.patches.push_back({id, tags, tag_claims ? search::tag_claim(tags) : std::nullopt});
+    auto at = [&](long long mb, long long ga, long long ranks, long long threads, const char* rc) {
+        auto c = s.baseline();
+        c.knobs["micro_batch"] = mb;
+        c.knobs["grad_accum"] = ga;
+        c.knobs["ranks_per_node"] = ranks;
+        c.knobs["threads"] = threads;
+        c.knobs["recompute"] = std::string(rc);
+        return c;
+    };
+    for (double t : {1.087, 0.971, 1.021})
+        ctx.history.push_back({s.baseline(), trial::Outcome::Ok, t, 4e8, 12});
+    ctx.history.push_back({at(2, 8, 1, 2, "none"), trial::Outcome::Ok, 0.921, 3e8, 12});
+    ctx.history.push_back({at(4, 4, 1, 2, "selective"), trial::Outcome::Ok, 1.088, 3e8, 12});
+    ctx.history.push_back({at(4, 2, 2, 1, "none"), trial::Outcome::Ok, 0.852, 5e8, 12});
+    return ctx;
+}
+
+} // namespace
+
+TEST_CASE("model proposer: a catalog patch tagged speedup is tried on the best knobs right after the opening "
+          "batch (the demo)") {
+    auto c = contract::load(std::string(INFRARSI_FIXTURES) +
+                            "/../../workloads/minigpt/presets/dense-1node.contract.toml");
+    auto& s = c.space;
+    s.patches = {"fused-attention", "window-attention",
+                 "broken-simd-gelu"}; // the scope check accepts all three
+    CHECK(search::tag_claim({"speedup", "memory_saver"}));
+    CHECK_FALSE(search::tag_claim({"speedup", "math_changing"}));
+    CHECK_FALSE(search::tag_claim({"speedup", "expected_build_failure"}));
+    CHECK_FALSE(search::tag_claim({"memory_saver"}));
+    int with_claims = 0, without = 0;
+    const int seeds = 20;
+    for (std::uint64_t seed = 1; seed <= seeds; ++seed)
+        for (bool claims : {true, false}) {
+            auto ctx = demo_after_opening(s, claims, seed);
+            search::ModelProposer p;
+            bool tried = false;
+            for (const auto& a : p.propose(ctx)) {
+                const auto& k = a.candidate.knobs;
+                tried |= std::get<long long>(k.at("ranks_per_node")) == 2 &&
+                         a.candidate.patches == std::vector<std::string>{"fused-attention"};
+            }
+            (claims ? with_claims : without) += tried;
+        }
+    MESSAGE("two ranks with fused attention in the next batch: ", with_claims, "/", seeds,
+            " with the tags' claims, ", without, "/", seeds, " without");
+    CHECK(with_claims == seeds);
+}
