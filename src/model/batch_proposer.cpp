@@ -1,4 +1,5 @@
 #include "model/batch_proposer.hpp"
+#include "model/claim_prior.hpp"
 
 #include "util/error.hpp"
 
@@ -673,9 +674,13 @@ std::vector<Proposal> BatchProposer::propose(const std::vector<Candidate>& candi
         std::vector<int> design = s.initial_design;
         if (s.runtime_prior.size() > 0) {
             // Before the model is fitted a claim is all that is known of a change: the most claimed gain
-            // first (the claimed log effect, most negative first), the unclaimed in their order.
+            // first (the claimed log effect, most negative first), the unclaimed and the vaguely claimed
+            // (orders_initial_design) in their order.
+            Eigen::VectorXd ordering = s.runtime_prior.mean;
+            for (Eigen::Index j = 0; j < ordering.size(); ++j)
+                if (!orders_initial_design(s.runtime_prior.variance(j))) ordering(j) = 0;
             auto claimed = [&](int c) {
-                return c >= 0 && c < n ? candidates[c].prior_basis.dot(s.runtime_prior.mean) : 0.0;
+                return c >= 0 && c < n ? candidates[c].prior_basis.dot(ordering) : 0.0;
             };
             std::stable_sort(design.begin(), design.end(),
                              [&](int a, int b) { return claimed(a) < claimed(b); });

@@ -27,6 +27,10 @@ double claim_prior_sd(double confidence, double calibration_error) {
     return std::max(sd, std::sqrt(M_PI / 2) * error);
 }
 
+bool orders_initial_design(double prior_variance) {
+    return std::sqrt(std::max(0.0, prior_variance)) < kVagueClaimSd - 1e-9;
+}
+
 double claimed_log_step_effect(const EffectClaim& claim) {
     return -std::max(0.0, finite_or(claim.discount, 1.0)) * log_factor(claim.speedup);
 }

@@ -46,6 +46,12 @@ inline constexpr double kMaxClaimedFactor = 10.0;
 // error whose mean absolute value that is: an agent known to miss by 30% is not believed to 5%.
 double claim_prior_sd(double confidence, double calibration_error);
 
+// The sd of a claim at confidence 0 with no calibration (a catalog tag's, search::tag_claim): as vague as a
+// claim gets. Such a claim weighs in the runtime model, but does not reorder the initial design (the
+// baseline's one-knob moves, BatchProposer), whose order a claim sets only when it says something.
+inline constexpr double kVagueClaimSd = 0.5;
+bool orders_initial_design(double prior_variance);
+
 // The claim's log effect on step time (the basis coefficient's prior mean): -discount * log(speedup),
 // sanitized as above.
 double claimed_log_step_effect(const EffectClaim& claim);

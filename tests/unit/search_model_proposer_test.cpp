@@ -285,6 +285,19 @@ TEST_CASE("model proposer: a catalog patch tagged speedup is tried on the best k
     CHECK_FALSE(search::tag_claim({"speedup", "math_changing"}));
     CHECK_FALSE(search::tag_claim({"speedup", "expected_build_failure"}));
     CHECK_FALSE(search::tag_claim({"memory_saver"}));
+    // The tags' claims are vague (confidence 0): the opening batch is the baseline's one-knob moves in their
+    // order, as without them (two ranks among them).
+    std::vector<std::string> opening[2];
+    for (bool claims : {true, false}) {
+        auto ctx = demo_after_opening(s, claims, 1);
+        ctx.history.resize(3); // the doctor's runs of the baseline
+        search::ModelProposer p;
+        for (const auto& a : p.propose(ctx))
+            opening[claims].push_back(a.candidate.key());
+    }
+    CHECK(opening[0] == opening[1]);
+    CHECK(std::count(opening[1].begin(), opening[1].end(),
+                     "grad_accum=2;micro_batch=4;ranks_per_node=2;recompute=none;threads=1;|") == 1);
     int with_claims = 0, without = 0;
     const int seeds = 20;
     for (std::uint64_t seed = 1; seed <= seeds; ++seed)
