@@ -272,20 +272,24 @@ json trial_json(const store::TrialRow& t, double limit) {
 }
 
 // The failed equivalence check of a patch set that contains patch `id`, or nullptr.
-const json* failed_check_of(const std::vector<json>& failed_checks, const std::string& id) {
-    const auto check = std::find_if(failed_checks.begin(), failed_checks.end(), [&](const json& r) {
-        const auto set = r["patches"].get<std::vector<std::string>>();
-        return std::find(set.begin(), set.end(), id) != set.end();
-    });
+const store::EquivalenceCheck* failed_check_of(const std::vector<store::EquivalenceCheck>& failed_checks,
+                                               const std::string& id) {
+    const auto check =
+        std::find_if(failed_checks.begin(), failed_checks.end(), [&](const store::EquivalenceCheck& r) {
+            return std::find(r.patches.begin(), r.patches.end(), id) != r.patches.end();
+        });
     return check == failed_checks.end() ? nullptr : &*check;
 }
 
-// The check's own figures (step, both values, tolerance): written by equivalence.cpp, not the job.
-json equivalence_figures(const json& check) {
+// The check's own figures (why, the largest difference, tolerance): written by equivalence.cpp, not the job.
+json equivalence_figures(const store::EquivalenceCheck& check) {
     json why = json::object();
-    for (const char* k : {"reason", "step", "baseline", "candidate_value", "max_relative", "tolerance",
-                          "patches", "candidate"})
-        if (check.contains(k)) why[k] = check[k];
+    if (check.reason) why["reason"] = *check.reason;
+    if (check.max_relative)
+        why["max_relative"] = std::isfinite(*check.max_relative) ? json(*check.max_relative) : json("inf");
+    if (check.tolerance) why["tolerance"] = *check.tolerance;
+    why["patches"] = check.patches;
+    if (check.candidate) why["candidate"] = *check.candidate;
     return why;
 }
 
@@ -357,7 +361,7 @@ json Campaign::agent_request(int call, const std::string& trigger, const fs::pat
         if (!p.accepted) {
             j["fate"] = "refused";
             j["reason"] = p.reason;
-        } else if (const json* check = failed_check_of(failed_checks, p.id)) {
+        } else if (const auto* check = failed_check_of(failed_checks, p.id)) {
             j["fate"] = "not_equivalent";
             j["equivalence"] = equivalence_figures(*check);
         } else {

@@ -46,13 +46,6 @@ fs::path slurm_output(const store::BatchRow& b, const store::TrialRow& t) {
     return fs::path(b.manifest).parent_path() / fmt::format("slurm-{}.out", t.job_id);
 }
 
-// The doctor's median step pace (meta step_pace); none before the doctor has measured it.
-std::optional<double> median_pace(const std::optional<std::string>& meta) {
-    const json p = json::parse(meta.value_or("{}"), nullptr, false);
-    if (!p.is_object() || !p.value("median", json()).is_number()) return std::nullopt;
-    return p["median"].get<double>();
-}
-
 // The manifest entries a batch's trials were to run, as the orchestrator wrote them (its digest was stored
 // then): a manifest changed since, or unreadable, proves no trial's settings. A batch an older orchestrator
 // planned has no digest, and its wrapper recorded no settings: not checked.
@@ -639,7 +632,7 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             : manifest_proof(b, b.manifest_sha256.empty() ? std::nullopt : std::optional(b.manifest_sha256));
     // The doctor's startup and step pace, which later trials' step times are checked against.
     const auto startup = trial::startup_from_json(json::parse(store_->meta("startup").value_or("null")));
-    const auto baseline_pace = median_pace(store_->meta("step_pace"));
+    const auto baseline_pace = store_->campaign_run().step_pace; // none before the doctor measured it
     const auto loss_check = batch_loss_check(b.kind);
     store::Transaction tx(store_->db());
     for (auto t : store_->trials_of_batch(batch_id)) {

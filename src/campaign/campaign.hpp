@@ -309,8 +309,8 @@ class Campaign {
     // check (docs/orchestrator.md, "Equivalence"): a stored one, a failed one of a patch set it contains, or
     // nullopt when there is none yet; run_equivalence runs it (one batch: the patch set, then the baseline,
     // both at the baseline's knobs and one fresh seed) and returns its record (nullopt when stopped).
-    std::optional<nlohmann::json> equivalence_record(const space::Candidate& c);
-    std::optional<nlohmann::json> run_equivalence(const space::Candidate& c, const RunOptions& o);
+    std::optional<store::EquivalenceCheck> equivalence_record(const space::Candidate& c);
+    std::optional<store::EquivalenceCheck> run_equivalence(const space::Candidate& c, const RunOptions& o);
     void finish_equivalence(std::int64_t batch_id);
     // Where a patch set's equivalence is checked: the candidate's knobs without its patches where they fit in
     // memory, else the nearest setting toward the baseline's knobs that fits (known from a run of it, or the
@@ -343,7 +343,7 @@ class Campaign {
     // finished, changed in place) say they ran at one seed.
     void retract_seed_claims(store::VerificationRow* current);
     std::vector<std::vector<std::string>> not_equivalent_patch_sets(); // every failed check's patch set
-    std::vector<nlohmann::json> failed_equivalence_checks();           // the failed checks' records
+    std::vector<store::EquivalenceCheck> failed_equivalence_checks();  // the failed checks' records
 
     // The agent stage (agent_stage.cpp).
     struct AgentPatchIntake {

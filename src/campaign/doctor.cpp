@@ -147,7 +147,7 @@ void record_startup_and_pace(store::CampaignStore& store, const DoctorSamples& d
     // The pace later trials are held to (trial/proof.hpp, check_pace): the median of the baseline's runs.
     if (!d.paces.empty()) {
         const double pace = measure::median(d.paces);
-        store.set_meta("step_pace", json({{"median", pace}, {"runs", d.paces.size()}}).dump());
+        store.set_step_pace(pace, static_cast<int>(d.paces.size()));
         store.log(
             pace <= trial::kWallClockPaceCeiling
                 ? fmt::format(
@@ -252,14 +252,14 @@ std::vector<node::AllocationRecord> Campaign::allocation_records(const std::vect
 void Campaign::find_slow_nodes(const std::vector<store::TrialRow>& doctor_runs) {
     const auto slow = node::slow_gpu_nodes(allocation_records(doctor_runs));
     if (slow.empty()) return;
-    store_->set_meta("slow_nodes", json(slow).dump());
+    store_->set_slow_nodes(slow);
     store_->log(fmt::format("doctor: the GPUs of node(s) {} are more than {}x slower than the median node's "
                             "(the plugin's GEMM probe): trials are kept off them",
                             fmt::join(slow, ", "), node::kSlowFactor));
 }
 
 std::vector<std::string> Campaign::slow_nodes() {
-    return json::parse(store_->meta("slow_nodes").value_or("[]")).get<std::vector<std::string>>();
+    return store_->campaign_run().slow_nodes.value_or(std::vector<std::string>{});
 }
 
 std::vector<std::string> Campaign::nodes_to_avoid(scheduler::Scheduler& sched) {

@@ -12,7 +12,8 @@
 // A patch set that fails is a contract violation (Violation::NotEquivalent), never promoted, and never
 // proposed again, alone or inside a larger set. A patch tagged math_changing is compared at the contract's
 // loss_tolerance instead, flagged, and (verify::decide) never promoted.
-// The checks are kept in the store's meta "equivalence", a JSON array of records (docs/orchestrator.md).
+// The checks are kept in the store's equivalence_checks table, one row each (store/equivalence_check.hpp,
+// docs/orchestrator.md).
 #include "campaign/campaign.hpp"
 
 #include "model/censored_memory_model.hpp"
@@ -39,8 +40,6 @@ using nlohmann::json;
 using store::TrialKind;
 
 namespace {
-
-constexpr const char* kMeta = "equivalence";
 
 // The check's runs: at the candidate's knobs, then nearer the baseline's, then at the baseline's.
 constexpr int kMaxAttempts = 3;
@@ -223,35 +222,32 @@ long long Campaign::fresh_seed(const std::set<long long>& used) const {
     }
 }
 
-std::vector<json> Campaign::failed_equivalence_checks() {
-    std::vector<json> out;
-    for (const auto& r : json::parse(store_->meta(kMeta).value_or("[]")))
-        if (r.value("state", "") == "failed") out.push_back(r);
+std::vector<store::EquivalenceCheck> Campaign::failed_equivalence_checks() {
+    std::vector<store::EquivalenceCheck> out;
+    for (auto& r : store_->equivalence_checks())
+        if (r.state == "failed") out.push_back(std::move(r));
     return out;
 }
 
 std::vector<std::vector<std::string>> Campaign::not_equivalent_patch_sets() {
     std::vector<std::vector<std::string>> out;
     for (const auto& r : failed_equivalence_checks())
-        out.push_back(r["patches"].get<std::vector<std::string>>());
+        out.push_back(r.patches);
     return out;
 }
 
-std::optional<json> Campaign::equivalence_record(const space::Candidate& c) {
-    const json records = json::parse(store_->meta(kMeta).value_or("[]"));
+std::optional<store::EquivalenceCheck> Campaign::equivalence_record(const space::Candidate& c) {
+    const auto records = store_->equivalence_checks();
     // A failed set inside this one decides it: the smaller set changes the math whatever else is added.
     for (const auto& r : records)
-        if (r.value("state", "") == "failed" &&
-            contains_set(c.patches, r["patches"].get<std::vector<std::string>>()))
-            return r;
+        if (r.state == "failed" && contains_set(c.patches, r.patches)) return r;
     // Otherwise the check of this candidate, its knobs included (a record of an older orchestrator, at the
     // baseline's knobs, has no candidate key: it stands for its patch set). One whose run ran out of memory
     // is no verdict: the check goes on nearer the baseline's knobs (run_equivalence).
     const auto key = c.key();
     for (auto it = records.rbegin(); it != records.rend(); ++it)
-        if (it->contains("candidate_key") ? (*it)["candidate_key"] == key
-                                          : (*it)["patches"].get<std::vector<std::string>>() == c.patches)
-            return it->value("state", "") == "retry" ? std::nullopt : std::optional<json>(*it);
+        if (it->candidate_key ? *it->candidate_key == key : it->patches == c.patches)
+            return it->state == "retry" ? std::nullopt : std::optional<store::EquivalenceCheck>(*it);
     return std::nullopt;
 }
 
@@ -259,19 +255,20 @@ namespace {
 
 // Earlier runs of this check (candidate `key`) that ran out of memory: the knobs they ran at into `ran_out`;
 // returns the last of them, or nullptr.
-json* earlier_retries(json& records, const std::string& key, std::set<std::string>& ran_out) {
-    json* last_retry = nullptr;
+store::EquivalenceCheck* earlier_retries(std::vector<store::EquivalenceCheck>& records,
+                                         const std::string& key, std::set<std::string>& ran_out) {
+    store::EquivalenceCheck* last_retry = nullptr;
     for (auto& r : records)
-        if (r.value("candidate_key", "") == key && r.value("state", "") == "retry")
-            ran_out.insert(r.value("knobs_key", "")), last_retry = &r;
+        if (r.candidate_key.value_or("") == key && r.state == "retry")
+            ran_out.insert(r.knobs_key.value_or("")), last_retry = &r;
     return last_retry;
 }
 
 // The seeds the campaign's checks have used.
-std::set<long long> used_seeds(const json& records) {
+std::set<long long> used_seeds(const std::vector<store::EquivalenceCheck>& records) {
     std::set<long long> used;
     for (const auto& r : records)
-        if (r.contains("seed")) used.insert(r["seed"].get<long long>());
+        if (r.seed) used.insert(*r.seed);
     return used;
 }
 
@@ -298,25 +295,26 @@ CheckSeed contract_check_seed(const std::string& unseeded, long long contract_se
 
 // The check's record as it starts: the candidate, the knobs it runs at (`knobs`; `moved` from the
 // candidate's, `moved_why`), the seed, the tolerance.
-json running_record(const space::Candidate& c, const space::Candidate& knobs, bool moved,
-                    const std::string& moved_why, int attempt, const CheckSeed& seed, double tolerance,
-                    bool math_changing) {
-    json r = {{"patches", c.patches},
-              {"candidate", c.describe()},
-              {"candidate_key", c.key()},
-              {"state", "running"},
-              {"attempt", attempt},
-              {"knobs", knobs.describe()},
-              {"knobs_key", knobs.key()},
-              {"knobs_candidate", knobs.to_json()},
-              {"knobs_moved", moved},
-              {"seed", seed.seed},
-              {"seed_fresh", seed.fresh},
-              {"seed_note", seed.note},
-              {"tolerance", tolerance},
-              {"tolerance_key", math_changing ? "loss_tolerance" : "equivalence_tolerance"},
-              {"math_changing", math_changing}};
-    if (moved) r["knobs_note"] = moved_why;
+store::EquivalenceCheck running_record(const space::Candidate& c, const space::Candidate& knobs, bool moved,
+                                       const std::string& moved_why, int attempt, const CheckSeed& seed,
+                                       double tolerance, bool math_changing) {
+    store::EquivalenceCheck r;
+    r.patches = c.patches;
+    r.candidate = c.describe();
+    r.candidate_key = c.key();
+    r.state = "running";
+    r.attempt = attempt;
+    r.knobs = knobs.describe();
+    r.knobs_key = knobs.key();
+    r.knobs_candidate = knobs.to_json();
+    r.knobs_moved = moved;
+    r.seed = seed.seed;
+    r.seed_fresh = seed.fresh;
+    r.seed_note = seed.note;
+    r.tolerance = tolerance;
+    r.tolerance_key = math_changing ? "loss_tolerance" : "equivalence_tolerance";
+    r.math_changing = math_changing;
+    if (moved) r.knobs_note = moved_why;
     return r;
 }
 
@@ -343,34 +341,34 @@ std::vector<Campaign::Task> check_tasks(const space::Candidate& patched, const s
 }
 
 // The check's last record is batch `batch`'s, to be run again nearer the baseline's knobs.
-bool recorded_retry(const json& records, std::int64_t batch) {
-    return !records.empty() && records.back().value("batch_id", std::int64_t{-1}) == batch &&
-           records.back().value("state", "") == "retry";
+bool recorded_retry(const std::vector<store::EquivalenceCheck>& records, std::int64_t batch) {
+    return !records.empty() && records.back().batch_id == batch && records.back().state == "retry";
 }
 
 } // namespace
 
-std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const RunOptions& o) {
+std::optional<store::EquivalenceCheck> Campaign::run_equivalence(const space::Candidate& c,
+                                                                 const RunOptions& o) {
     resume_open_batches(o);
     for (;;) {
         if (stopping(o)) return std::nullopt;
-        if (auto r = equivalence_record(c); r && r->value("state", "") != "running") return r;
-        json records = json::parse(store_->meta(kMeta).value_or("[]"));
+        if (auto r = equivalence_record(c); r && r->state != "running") return r;
+        auto records = store_->equivalence_checks();
         std::set<std::string> ran_out;
-        json* last_retry = earlier_retries(records, c.key(), ran_out);
+        auto* last_retry = earlier_retries(records, c.key(), ran_out);
         // Another run of the check comes out of the wall-time budget like the first (verify()).
         if (const double budget = contract_.budget.wall_time_s; last_retry && budget > 0) {
             const auto m = trial_cost_model();
             const double left = budget - budget_use().wall_s;
             if (affordable_pairs(m, left, contract_.repeats.verify + 1) <
                 std::min(3, contract_.repeats.verify + 1)) {
-                (*last_retry)["state"] = "incomplete";
-                (*last_retry)["reason"] =
-                    (*last_retry)["reason"].get<std::string>() +
+                last_retry->state = "incomplete";
+                last_retry->reason =
+                    last_retry->reason.value_or("") +
                     fmt::format(
                         "; not run again nearer the baseline's knobs: the wall-time budget has {:.0f} s left",
                         std::max(0.0, left));
-                store_->set_meta(kMeta, records.dump());
+                store_->update_equivalence_check(*last_retry);
                 return *last_retry;
             }
         }
@@ -388,7 +386,7 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
         const auto site = equivalence_site(c, ran_out);
         space::Candidate patched = site.knobs;
         patched.patches = c.patches;
-        json r = running_record(c, site.knobs, site.moved, site.why, static_cast<int>(ran_out.size()) + 1,
+        auto r = running_record(c, site.knobs, site.moved, site.why, static_cast<int>(ran_out.size()) + 1,
                                 seed, tolerance, math_changing);
         say(o, fmt::format("equivalence of patches {} apart from knobs: {} and the same knobs without the "
                            "patches, {}, tolerance {:.3g} relative per step{}",
@@ -396,15 +394,14 @@ std::optional<json> Campaign::run_equivalence(const space::Candidate& c, const R
                            site.moved ? "; " + site.why : std::string()));
         const auto batch = plan_batch(store::BatchKind::Equivalence,
                                       check_tasks(patched, site.knobs, site.moved, seed.seed));
-        r["batch_id"] = batch;
-        records.push_back(r);
-        store_->set_meta(kMeta, records.dump());
+        r.batch_id = batch;
+        store_->add_equivalence_check(r);
         submit_batch(batch, o);
         await_batch(batch, o);
         if (stopping(o)) return std::nullopt;
         // A run that ran out of memory: another attempt nearer the baseline's knobs (finish_equivalence).
         if (auto done = equivalence_record(c)) return done;
-        if (!recorded_retry(json::parse(store_->meta(kMeta).value_or("[]")), batch))
+        if (!recorded_retry(store_->equivalence_checks(), batch))
             return std::nullopt; // not recorded: as if stopped
     }
 }
@@ -469,14 +466,12 @@ double Campaign::equivalence_tolerance(const space::Candidate& c, bool* math_cha
 }
 
 void Campaign::record_not_equivalent(const space::Candidate& c, const json& check) {
-    json records = json::parse(store_->meta(kMeta).value_or("[]"));
-    json r = check;
-    r["patches"] = c.patches;
-    r["candidate"] = c.describe();
-    r["candidate_key"] = c.key();
-    r["state"] = "failed";
-    records.push_back(r);
-    store_->set_meta(kMeta, records.dump());
+    auto r = store::equivalence_check_from_json(check);
+    r.patches = c.patches;
+    r.candidate = c.describe();
+    r.candidate_key = c.key();
+    r.state = "failed";
+    store_->add_equivalence_check(r);
 }
 
 // Its runs are at a fresh seed of their own, compared with each other (judge_equivalence).
@@ -488,44 +483,44 @@ void Campaign::register_equivalence_stage() {
 }
 
 void Campaign::finish_equivalence(std::int64_t batch_id) {
-    json records = json::parse(store_->meta(kMeta).value_or("[]"));
-    json* r = nullptr;
+    auto records = store_->equivalence_checks();
+    store::EquivalenceCheck* r = nullptr;
     for (auto& x : records)
-        if (x.value("batch_id", std::int64_t{-1}) == batch_id) r = &x;
+        if (x.batch_id == batch_id) r = &x;
     if (!r) return;
     std::optional<store::TrialRow> base, cand;
     for (const auto& t : store_->trials_of_batch(batch_id))
         (t.kind == TrialKind::EquivalenceBaseline ? base : cand) = t;
-    r->update(judge_equivalence(base, cand, (*r)["tolerance"].get<double>()));
+    store::update(*r, judge_equivalence(base, cand, r->tolerance.value()));
     // Out of memory is no verdict on the math: the check goes on nearer the baseline's knobs, which fit
     // (the doctor ran them), while attempts are left.
     const auto oom = [](const std::optional<store::TrialRow>& t) {
         return t && t->outcome == trial::Outcome::OutOfMemory;
     };
-    if ((*r)["state"] == "incomplete" && (oom(base) || oom(cand)) &&
-        r->value("knobs_key", contract_.space.baseline().key()) != contract_.space.baseline().key()) {
-        const bool left = r->value("attempt", 1) < kMaxAttempts;
-        (*r)["out_of_memory"] = true;
-        (*r)["reason"] = fmt::format("{} ran out of memory at {}: {}",
-                                     oom(base) ? "the run without the patches" : "the patch set's run",
-                                     r->value("knobs", std::string()),
-                                     left ? "the check runs again at knobs nearer the baseline's"
-                                          : fmt::format("no attempt left of {}", kMaxAttempts));
-        if (left) (*r)["state"] = "retry";
+    const auto baseline_key = contract_.space.baseline().key();
+    if (r->state == "incomplete" && (oom(base) || oom(cand)) &&
+        r->knobs_key.value_or(baseline_key) != baseline_key) {
+        const bool left = r->attempt.value_or(1) < kMaxAttempts;
+        r->out_of_memory = true;
+        r->reason = fmt::format("{} ran out of memory at {}: {}",
+                                oom(base) ? "the run without the patches" : "the patch set's run",
+                                r->knobs.value_or(""),
+                                left ? "the check runs again at knobs nearer the baseline's"
+                                     : fmt::format("no attempt left of {}", kMaxAttempts));
+        if (left) r->state = "retry";
     }
     store::Transaction tx(store_->db());
-    store_->set_meta(kMeta, records.dump());
-    const auto set = fmt::format("{}", fmt::join((*r)["patches"].get<std::vector<std::string>>(), "+"));
-    if ((*r)["state"] == "passed")
-        store_->log(
-            fmt::format("equivalence of {}: passed at seed {}{} (largest difference {:.3g} relative, "
-                        "tolerance {:.3g})",
-                        set, (*r)["seed"].get<long long>(),
-                        r->value("knobs_moved", false) ? " and " + (*r)["knobs"].get<std::string>() : "",
-                        (*r)["max_relative"].get<double>(), (*r)["tolerance"].get<double>()));
+    store_->update_equivalence_check(*r);
+    const auto set = fmt::format("{}", fmt::join(r->patches, "+"));
+    if (r->state == "passed")
+        store_->log(fmt::format("equivalence of {}: passed at seed {}{} (largest difference {:.3g} relative, "
+                                "tolerance {:.3g})",
+                                set, r->seed.value(),
+                                r->knobs_moved.value_or(false) ? " and " + r->knobs.value() : "",
+                                r->max_relative.value(), r->tolerance.value()));
     else
-        store_->log(fmt::format("equivalence of {}: {} at seed {}: {}", set, (*r)["state"].get<std::string>(),
-                                (*r)["seed"].get<long long>(), (*r)["reason"].get<std::string>()));
+        store_->log(fmt::format("equivalence of {}: {} at seed {}: {}", set, r->state, r->seed.value(),
+                                r->reason.value()));
     tx.commit();
     // Its runs may be what shows that the job ignores its seed: then no record keeps claiming a fresh one.
     retract_seed_claims(nullptr);
@@ -546,8 +541,8 @@ json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verifi
     // Where the equivalence check had to move (the candidate's knobs do not fit without its patches), the
     // spot check runs there too: the patch set and the same knobs without it, both at the pair's seed.
     const auto eq = equivalence_record(cand);
-    if (eq && eq->value("knobs_moved", false) && eq->contains("knobs_candidate")) {
-        const auto site = space::Candidate::from_json((*eq)["knobs_candidate"]);
+    if (eq && eq->knobs_moved.value_or(false) && eq->knobs_candidate) {
+        const auto site = space::Candidate::from_json(*eq->knobs_candidate);
         auto patched = site;
         patched.patches = cand.patches;
         tasks.push_back({patched, TrialKind::EquivalenceCandidate,
@@ -563,7 +558,7 @@ json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verifi
         where.push_back({pairs, pair_args[static_cast<std::size_t>(j)]});
         spot["knobs"] = site.describe();
         spot["knobs_moved"] = true;
-        spot["knobs_note"] = eq->value("knobs_note", std::string());
+        spot["knobs_note"] = eq->knobs_note.value_or("");
         return spot;
     }
     space::Candidate unpatched = cand;
@@ -691,11 +686,12 @@ void Campaign::retract_seed_claims(store::VerificationRow* current) {
         r["seed_note"] = note;
         return true;
     };
-    json records = json::parse(store_->meta(kMeta).value_or("[]"));
-    bool changed = false;
-    for (auto& r : records)
-        changed |= retract(r);
-    if (changed) store_->set_meta(kMeta, records.dump());
+    for (auto& r : store_->equivalence_checks())
+        if (r.seed_fresh.value_or(false)) {
+            r.seed_fresh = false;
+            r.seed_note = note;
+            store_->update_equivalence_check(r);
+        }
     auto fix = [&](store::VerificationRow& v) {
         bool c = false;
         if (v.detail.equivalence) c |= retract(*v.detail.equivalence);

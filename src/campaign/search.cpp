@@ -330,7 +330,7 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
             best = std::max(best, 1 / *r);
             const auto c = space::Candidate::from_json(t.candidate);
             if (const auto eq = c.patches.empty() ? std::nullopt : equivalence_record(c);
-                !c.patches.empty() && (!eq || (*eq)["state"] == "running"))
+                !c.patches.empty() && (!eq || eq->state == "running"))
                 unchecked.insert(t.candidate_key);
         }
     p.verify_candidates = std::min(contract_.repeats.verify_top, static_cast<int>(faster.size()) + q);

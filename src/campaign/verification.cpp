@@ -104,14 +104,13 @@ std::string skip_for_budget(store::CampaignStore& st, store::VerificationRow& v,
 // A candidate whose patch set's equivalence check `eq` did not pass (failed, or did not complete): recorded
 // decided, not promoted; returns why.
 std::string record_not_passed(store::CampaignStore& st, store::VerificationRow& v,
-                              const space::Candidate& cand, const json& eq) {
-    const bool failed = eq["state"] == "failed";
+                              const space::Candidate& cand, const store::EquivalenceCheck& eq) {
+    const bool failed = eq.state == "failed";
     v.state = VerificationState::Done;
     v.detail.not_equivalent = failed;
-    v.detail.reasons = {
-        fmt::format("patch set {} {} the equivalence check apart from knobs: {}",
-                    fmt::format("{}", fmt::join(eq["patches"].get<std::vector<std::string>>(), "+")),
-                    failed ? "failed" : "did not complete", eq["reason"].get<std::string>())};
+    v.detail.reasons = {fmt::format("patch set {} {} the equivalence check apart from knobs: {}",
+                                    fmt::format("{}", fmt::join(eq.patches, "+")),
+                                    failed ? "failed" : "did not complete", eq.reason.value_or(""))};
     v.id = st.add_verification(v);
     st.log(fmt::format("not promoted {}: {}", cand.describe(), v.detail.reasons[0]));
     return v.detail.reasons[0];
@@ -183,7 +182,7 @@ void Campaign::verify(const RunOptions& o) {
         auto v = new_verification(t);
         if (!cand.patches.empty()) {
             auto eq = equivalence_record(cand);
-            if (!eq || (*eq)["state"] == "running") {
+            if (!eq || eq->state == "running") {
                 // Its wall time (one run of the patch set, one of the baseline) comes out of the budget too.
                 if (skipped_for_budget(v, cand, [&](const TrialCostModel& m, double budget, double left) {
                         return no_room_for_equivalence(m, budget, left, contract_.repeats.verify);
@@ -194,10 +193,10 @@ void Campaign::verify(const RunOptions& o) {
                 eq = run_equivalence(cand, o);
                 if (!eq) return; // stopped
             }
-            v.detail.equivalence = *eq;
-            if ((*eq)["state"] != "passed") {
+            v.detail.equivalence = store::to_json(*eq);
+            if (eq->state != "passed") {
                 say(o, fmt::format("{}: {}", cand.describe(), record_not_passed(*store_, v, cand, *eq)));
-                slots -= (*eq)["state"] != "failed";
+                slots -= eq->state != "failed";
                 continue;
             }
         }
@@ -307,8 +306,8 @@ std::vector<std::string> recheck_nodes(const std::vector<store::PlannedPair>& fi
 // The seeds the campaign's equivalence checks and A/B pairs have run at.
 std::set<long long> seeds_used(store::CampaignStore& st) {
     std::set<long long> used;
-    for (const auto& r : json::parse(st.meta("equivalence").value_or("[]")))
-        if (r.contains("seed")) used.insert(r["seed"].get<long long>());
+    for (const auto& r : st.equivalence_checks())
+        if (r.seed) used.insert(*r.seed);
     for (const auto& x : st.verifications())
         for (const auto* stage : x.detail.stages())
             for (const auto& p : stage->plan)

@@ -350,18 +350,16 @@ namespace {
 // touches a file outside the editable scope or a protected one; refused_because says which), else
 // "equivalence_refused" where the equivalence check of the patch alone failed (its losses left the
 // baseline's), else "scope_accepted" (it may run; `equivalence` lists the checks of the sets it was in).
-json patch_json(const store::PatchRow& p, const json& checks) {
+json patch_json(const store::PatchRow& p, const std::vector<store::EquivalenceCheck>& checks) {
     json eq = json::array();
     std::string state = p.accepted ? "scope_accepted" : "scope_refused", why = p.reason;
-    if (checks.is_array())
-        for (const auto& r : checks) {
-            const auto set = r.value("patches", std::vector<std::string>{});
-            if (std::find(set.begin(), set.end(), p.id) == set.end()) continue;
-            eq.push_back(
-                {{"patches", set}, {"state", r.value("state", "")}, {"reason", r.value("reason", "")}});
-            if (p.accepted && set.size() == 1 && r.value("state", "") == "failed")
-                state = "equivalence_refused", why = r.value("reason", "");
-        }
+    for (const auto& r : checks) {
+        const auto& set = r.patches;
+        if (std::find(set.begin(), set.end(), p.id) == set.end()) continue;
+        eq.push_back({{"patches", set}, {"state", r.state}, {"reason", r.reason.value_or("")}});
+        if (p.accepted && set.size() == 1 && r.state == "failed")
+            state = "equivalence_refused", why = r.reason.value_or("");
+    }
     return {{"id", p.id},
             {"state", state},
             {"refused_because", why},
@@ -468,7 +466,7 @@ void add_baseline(json& r, campaign::Campaign& c, const std::string& unseeded) {
     }
     // The nodes the doctor found slow (their GPUs > 1.5x slower than the median node's): no trial ran there
     // after.
-    if (auto slow = s.meta("slow_nodes")) r["slow_nodes"] = json::parse(*slow);
+    if (auto slow = s.campaign_run().slow_nodes) r["slow_nodes"] = *slow;
     // Where the search started: the experience bank's seeds (a campaign that inherited nothing has none).
     if (auto bank = s.meta("bank"))
         r["bank"] = {{"path", *bank},
@@ -523,7 +521,8 @@ void add_claim_errors(json& calls, const json& claims) {
 }
 
 // A patch of the agent's: its claim against what trials measured.
-json agent_claim(campaign::Campaign& c, const store::PatchRow& p, const json& checks) {
+json agent_claim(campaign::Campaign& c, const store::PatchRow& p,
+                 const std::vector<store::EquivalenceCheck>& checks) {
     auto& s = c.store();
     json j = {{"id", p.id}, {"call", p.info.value("call", 0)}, {"state", patch_json(p, checks)["state"]}};
     if (p.info.contains("claim")) j["claimed"] = p.info["claim"];
@@ -544,7 +543,7 @@ json agent_claim(campaign::Campaign& c, const store::PatchRow& p, const json& ch
 }
 
 // The agent (docs/agent.md): each call, what it cost, and per patch its claim against what trials measured.
-json agent_json(campaign::Campaign& c, const json& checks) {
+json agent_json(campaign::Campaign& c, const std::vector<store::EquivalenceCheck>& checks) {
     auto& s = c.store();
     json calls = json::array();
     long long tokens = 0;
@@ -728,7 +727,7 @@ json build(campaign::Campaign& c) {
     add_outcomes(r, c, trials);
     // Each patch by the checks it met (patch_state): the scope check at init (or at the agent's answer), the
     // equivalence checks of the patch sets it was in.
-    const json checks = json::parse(s.meta("equivalence").value_or("[]"), nullptr, false);
+    const auto checks = s.equivalence_checks();
     json patches = json::array();
     for (const auto& p : s.patches())
         patches.push_back(patch_json(p, checks));

@@ -142,6 +142,56 @@ UPDATE batches SET
   manifest_sha256 = COALESCE((SELECT value FROM meta WHERE key = 'manifest_sha256.' || batches.id), '');
 DELETE FROM meta WHERE key LIKE 'placement.%' OR key LIKE 'manifest_sha256.%';
 )sql",
+    // 8: the equivalence checks out of the meta blackboard (issue 30, item 3): one row of equivalence_checks
+    // each (store/equivalence_check.hpp; they were meta 'equivalence', a JSON array of records, kept in its
+    // order). A key this build does not know stays in `other`; a max_relative of "inf" is infinite. The nodes
+    // the doctor found slow and the baseline's step pace are columns of campaign_run (they were meta
+    // 'slow_nodes', a JSON array, and 'step_pace', {median, runs}).
+    R"sql(
+CREATE TABLE equivalence_checks (
+  id INTEGER PRIMARY KEY, batch_id INTEGER, patches TEXT NOT NULL DEFAULT '[]', candidate TEXT,
+  candidate_key TEXT, state TEXT NOT NULL DEFAULT '', attempt INTEGER, knobs TEXT, knobs_key TEXT,
+  knobs_candidate TEXT, knobs_moved INTEGER, knobs_note TEXT, seed INTEGER, seed_fresh INTEGER, seed_note TEXT,
+  tolerance REAL, tolerance_key TEXT, math_changing INTEGER, baseline_trial INTEGER, candidate_trial INTEGER,
+  max_relative REAL, compared INTEGER, step_values TEXT, beyond TEXT, reason TEXT, out_of_memory INTEGER,
+  pair INTEGER, other TEXT NOT NULL DEFAULT '{}');
+INSERT INTO equivalence_checks (batch_id, patches, candidate, candidate_key, state, attempt, knobs, knobs_key,
+  knobs_candidate, knobs_moved, knobs_note, seed, seed_fresh, seed_note, tolerance, tolerance_key,
+  math_changing, baseline_trial, candidate_trial, max_relative, compared, step_values, beyond, reason,
+  out_of_memory, pair, other)
+  SELECT json_extract(e.value, '$.batch_id'), COALESCE(json_extract(e.value, '$.patches'), '[]'),
+         json_extract(e.value, '$.candidate'), json_extract(e.value, '$.candidate_key'),
+         COALESCE(json_extract(e.value, '$.state'), ''), json_extract(e.value, '$.attempt'),
+         json_extract(e.value, '$.knobs'), json_extract(e.value, '$.knobs_key'),
+         json_extract(e.value, '$.knobs_candidate'), json_extract(e.value, '$.knobs_moved'),
+         json_extract(e.value, '$.knobs_note'), json_extract(e.value, '$.seed'),
+         json_extract(e.value, '$.seed_fresh'), json_extract(e.value, '$.seed_note'),
+         json_extract(e.value, '$.tolerance'), json_extract(e.value, '$.tolerance_key'),
+         json_extract(e.value, '$.math_changing'), json_extract(e.value, '$.baseline_trial'),
+         json_extract(e.value, '$.candidate_trial'),
+         CASE WHEN json_type(e.value, '$.max_relative') = 'text' THEN 9e999
+              ELSE json_extract(e.value, '$.max_relative') END,
+         json_extract(e.value, '$.compared'), json_extract(e.value, '$.values'),
+         json_extract(e.value, '$.beyond'), json_extract(e.value, '$.reason'),
+         json_extract(e.value, '$.out_of_memory'), json_extract(e.value, '$.pair'),
+         json_remove(e.value, '$.batch_id', '$.patches', '$.candidate', '$.candidate_key', '$.state',
+                     '$.attempt', '$.knobs', '$.knobs_key', '$.knobs_candidate', '$.knobs_moved',
+                     '$.knobs_note', '$.seed', '$.seed_fresh', '$.seed_note', '$.tolerance', '$.tolerance_key',
+                     '$.math_changing', '$.baseline_trial', '$.candidate_trial', '$.max_relative',
+                     '$.compared', '$.values', '$.beyond', '$.reason', '$.out_of_memory', '$.pair')
+  FROM meta m, json_each(m.value) e WHERE m.key = 'equivalence' ORDER BY e.key;
+DELETE FROM meta WHERE key = 'equivalence';
+ALTER TABLE campaign_run ADD COLUMN slow_nodes TEXT;
+ALTER TABLE campaign_run ADD COLUMN step_pace REAL;
+ALTER TABLE campaign_run ADD COLUMN step_pace_runs INTEGER;
+UPDATE campaign_run SET
+  slow_nodes = (SELECT value FROM meta WHERE key = 'slow_nodes' AND json_valid(value)),
+  step_pace = (SELECT json_extract(value, '$.median') FROM meta WHERE key = 'step_pace' AND json_valid(value)
+               AND json_type(value, '$.median') IN ('real', 'integer')),
+  step_pace_runs = (SELECT json_extract(value, '$.runs') FROM meta WHERE key = 'step_pace' AND json_valid(value)
+                    AND json_type(value, '$.median') IN ('real', 'integer'));
+DELETE FROM meta WHERE key IN ('slow_nodes', 'step_pace');
+)sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 static_assert(migration_count == CampaignStore::schema_version);
@@ -392,12 +442,145 @@ void CampaignStore::set_batch_placement(std::int64_t id, const std::string& plac
     Statement(db_, "UPDATE batches SET placement = ?2 WHERE id = ?1").bind(1, id).bind(2, placement).run();
 }
 
+namespace {
+const char* equivalence_columns =
+    "batch_id, patches, candidate, candidate_key, state, attempt, knobs, knobs_key, knobs_candidate, "
+    "knobs_moved, knobs_note, seed, seed_fresh, seed_note, tolerance, tolerance_key, math_changing, "
+    "baseline_trial, candidate_trial, max_relative, compared, step_values, beyond, reason, out_of_memory, "
+    "pair, other";
+
+std::optional<std::string> opt_dump(const std::optional<nlohmann::json>& j) {
+    return j ? std::optional<std::string>(j->dump()) : std::nullopt;
+}
+
+std::optional<nlohmann::json> opt_parse(const std::optional<std::string>& s) {
+    return s ? std::optional<nlohmann::json>(nlohmann::json::parse(*s)) : std::nullopt;
+}
+
+template <class T> std::optional<T> opt_int(const Statement& s, int col) {
+    const auto v = s.opt_integer(col);
+    return v ? std::optional<T>(static_cast<T>(*v)) : std::nullopt;
+}
+
+std::optional<bool> opt_bool(const Statement& s, int col) {
+    const auto v = s.opt_integer(col);
+    return v ? std::optional<bool>(*v != 0) : std::nullopt;
+}
+
+std::optional<std::int64_t> opt_flag(const std::optional<bool>& b) {
+    return b ? std::optional<std::int64_t>(*b ? 1 : 0) : std::nullopt;
+}
+
+// The check's columns from ?1 (equivalence_columns' order).
+void bind_check(Statement& q, const EquivalenceCheck& c) {
+    q.bind(1, c.batch_id)
+        .bind(2, nlohmann::json(c.patches).dump())
+        .bind(3, c.candidate)
+        .bind(4, c.candidate_key)
+        .bind(5, c.state)
+        .bind(6, c.attempt)
+        .bind(7, c.knobs)
+        .bind(8, c.knobs_key)
+        .bind(9, opt_dump(c.knobs_candidate))
+        .bind(10, opt_flag(c.knobs_moved))
+        .bind(11, c.knobs_note)
+        .bind(12, c.seed ? std::optional<std::int64_t>(*c.seed) : std::nullopt)
+        .bind(13, opt_flag(c.seed_fresh))
+        .bind(14, c.seed_note)
+        .bind(15, c.tolerance)
+        .bind(16, c.tolerance_key)
+        .bind(17, opt_flag(c.math_changing))
+        .bind(18, c.baseline_trial)
+        .bind(19, c.candidate_trial)
+        .bind(20, c.max_relative)
+        .bind(21, c.compared)
+        .bind(22, opt_dump(c.values))
+        .bind(23, opt_dump(c.beyond))
+        .bind(24, c.reason)
+        .bind(25, opt_flag(c.out_of_memory))
+        .bind(26, c.pair)
+        .bind(27, (c.other.is_object() ? c.other : nlohmann::json::object()).dump());
+}
+
+EquivalenceCheck read_check(const Statement& s) {
+    EquivalenceCheck c;
+    c.id = s.integer(0);
+    c.batch_id = s.opt_integer(1);
+    c.patches = nlohmann::json::parse(s.text(2)).get<std::vector<std::string>>();
+    c.candidate = s.opt_text(3);
+    c.candidate_key = s.opt_text(4);
+    c.state = s.text(5);
+    c.attempt = opt_int<int>(s, 6);
+    c.knobs = s.opt_text(7);
+    c.knobs_key = s.opt_text(8);
+    c.knobs_candidate = opt_parse(s.opt_text(9));
+    c.knobs_moved = opt_bool(s, 10);
+    c.knobs_note = s.opt_text(11);
+    c.seed = opt_int<long long>(s, 12);
+    c.seed_fresh = opt_bool(s, 13);
+    c.seed_note = s.opt_text(14);
+    c.tolerance = s.opt_real(15);
+    c.tolerance_key = s.opt_text(16);
+    c.math_changing = opt_bool(s, 17);
+    c.baseline_trial = s.opt_integer(18);
+    c.candidate_trial = s.opt_integer(19);
+    c.max_relative = s.opt_real(20);
+    c.compared = opt_int<int>(s, 21);
+    c.values = opt_parse(s.opt_text(22));
+    c.beyond = opt_parse(s.opt_text(23));
+    c.reason = s.opt_text(24);
+    c.out_of_memory = opt_bool(s, 25);
+    c.pair = opt_int<int>(s, 26);
+    c.other = nlohmann::json::parse(s.text(27));
+    return c;
+}
+} // namespace
+
+std::int64_t CampaignStore::add_equivalence_check(const EquivalenceCheck& c) {
+    Statement q(db_, std::string("INSERT INTO equivalence_checks (") + equivalence_columns +
+                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                         "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)");
+    bind_check(q, c);
+    q.run();
+    return db_.last_insert_rowid();
+}
+
+void CampaignStore::update_equivalence_check(const EquivalenceCheck& c) {
+    Statement q(db_,
+                "UPDATE equivalence_checks SET (" + std::string(equivalence_columns) +
+                    ") = (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+                    "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27) WHERE id = ?28");
+    bind_check(q, c);
+    q.bind(28, c.id).run();
+}
+
+std::vector<EquivalenceCheck> CampaignStore::equivalence_checks() {
+    Statement s(db_,
+                std::string("SELECT id, ") + equivalence_columns + " FROM equivalence_checks ORDER BY id");
+    std::vector<EquivalenceCheck> out;
+    while (s.step())
+        out.push_back(read_check(s));
+    return out;
+}
+
 CampaignRun CampaignStore::campaign_run() {
-    Statement s(db_, "SELECT started, ended, paused, cancelled, noise_accepted, submitted_job, "
-                     "submitted_job_output FROM campaign_run WHERE id = 1");
+    Statement s(db_,
+                "SELECT started, ended, paused, cancelled, noise_accepted, submitted_job, "
+                "submitted_job_output, slow_nodes, step_pace, step_pace_runs FROM campaign_run WHERE id = 1");
     if (!s.step()) return {};
-    return {s.opt_real(0), s.opt_real(1), s.opt_text(2), s.opt_text(3),
-            s.opt_text(4), s.opt_text(5), s.opt_text(6)};
+    CampaignRun r;
+    r.started = s.opt_real(0);
+    r.ended = s.opt_real(1);
+    r.paused = s.opt_text(2);
+    r.cancelled = s.opt_text(3);
+    r.noise_accepted = s.opt_text(4);
+    r.submitted_job = s.opt_text(5);
+    r.submitted_job_output = s.opt_text(6);
+    if (const auto slow = s.opt_text(7))
+        r.slow_nodes = nlohmann::json::parse(*slow).get<std::vector<std::string>>();
+    r.step_pace = s.opt_real(8);
+    if (const auto runs = s.opt_integer(9)) r.step_pace_runs = static_cast<int>(*runs);
+    return r;
 }
 
 namespace {
@@ -426,6 +609,17 @@ void CampaignStore::set_cancelled(const std::string& why) {
 
 void CampaignStore::set_noise_accepted(const std::string& why) {
     update_run(db_, "noise_accepted = ?1", why);
+}
+
+void CampaignStore::set_slow_nodes(const std::vector<std::string>& nodes) {
+    update_run(db_, "slow_nodes = ?1", nlohmann::json(nodes).dump());
+}
+
+void CampaignStore::set_step_pace(double median, int runs) {
+    Statement(db_, "UPDATE campaign_run SET step_pace = ?1, step_pace_runs = ?2 WHERE id = 1")
+        .bind(1, median)
+        .bind(2, runs)
+        .run();
 }
 
 void CampaignStore::set_submitted_job(const std::string& decision, const std::optional<std::string>& output) {

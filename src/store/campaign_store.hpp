@@ -4,6 +4,7 @@
 // migrations; a newer database than this build understands is refused.
 #include "store/baseline.hpp"
 #include "store/campaign_state.hpp"
+#include "store/equivalence_check.hpp"
 #include "store/sqlite.hpp"
 #include "store/verification_detail.hpp"
 #include "trial/outcome.hpp"
@@ -118,10 +119,17 @@ struct BatchRow {
 // paused (the doctor's noise) or cancelled, why its noise was accepted (`run --accept-noise`), and, in a
 // campaign started by `sbatch --infrarsi=tune`, what became of the user's job: "adopted" (the doctor's first
 // run; its output file), "not adopted: <why>" or "not adopted after it ran: <why>"; none before the doctor.
+// Schema 8: what the doctor found of the nodes and the job's pace, which later trials are held to: the nodes
+// whose GPUs are slow (trials are kept off them; none found: none) and the baseline's median step pace over
+// its runs (trial/proof.hpp; none before the doctor has measured it). They were meta 'slow_nodes' and
+// 'step_pace'.
 struct CampaignRun {
     std::optional<double> started, ended; // store::now_seconds()
     std::optional<std::string> paused, cancelled, noise_accepted;
     std::optional<std::string> submitted_job, submitted_job_output;
+    std::optional<std::vector<std::string>> slow_nodes;
+    std::optional<double> step_pace;
+    std::optional<int> step_pace_runs;
 };
 
 // One array job of a batch: the trials with array indices first_index .. first_index + tasks - 1, which share
@@ -204,13 +212,14 @@ struct RequeueEntry {
 
 class CampaignStore {
   public:
-    static constexpr int schema_version = 7;
+    static constexpr int schema_version = 8;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
 
     // The blackboard of settings and facts about the campaign (its id, contract, scheduler, ...). The stage,
-    // the re-queue (schema 6) and the run's state (schema 7) are not kept here: they have typed tables.
+    // the re-queue (schema 6), the run's state (schema 7) and the equivalence checks (schema 8) are not kept
+    // here: they have typed tables.
     void set_meta(const std::string& key, const std::string& value);
     std::optional<std::string> meta(const std::string& key);
 
@@ -222,6 +231,13 @@ class CampaignStore {
     void set_noise_accepted(const std::string& why);
     void set_submitted_job(const std::string& decision,
                            const std::optional<std::string>& output = std::nullopt);
+    void set_slow_nodes(const std::vector<std::string>& nodes);
+    void set_step_pace(double median, int runs);
+
+    // The campaign's equivalence checks (store/equivalence_check.hpp), in the order they were recorded.
+    std::int64_t add_equivalence_check(const EquivalenceCheck& c); // returns its id
+    void update_equivalence_check(const EquivalenceCheck& c);      // every field, by id
+    std::vector<EquivalenceCheck> equivalence_checks();
 
     Stage stage();
     // Moves the campaign to `s` if it is behind it; never back (campaign_state.hpp). Returns whether it

@@ -32,7 +32,10 @@ using test::TempDir;
 namespace {
 
 json equivalence_records(campaign::Campaign& c) {
-    return json::parse(c.store().meta("equivalence").value_or("[]"));
+    json records = json::array();
+    for (const auto& r : c.store().equivalence_checks())
+        records.push_back(store::to_json(r));
+    return records;
 }
 
 bool has_patch(const store::TrialRow& t, const std::string& id) {
@@ -255,8 +258,8 @@ TEST_CASE("an honest patch passes the spot check of its A/B pairs, and the repor
 TEST_CASE("the search never proposes a candidate containing a patch set that failed its equivalence check") {
     TempDir d("infrarsi-equiv");
     campaign::Campaign c(test::stepload_campaign(d, {{"trials = 3", "trials = 8"}}));
-    c.store().set_meta("equivalence",
-                       json::array({{{"patches", {"fast"}}, {"state", "failed"}, {"seed", 12345}}}).dump());
+    c.store().add_equivalence_check(store::equivalence_check_from_json(
+        json{{"patches", {"fast"}}, {"state", "failed"}, {"seed", 12345}}));
     c.run(test::local_run_options(false));
     const auto search = c.store().trials({.kinds = {TrialKind::Search}});
     REQUIRE_FALSE(search.empty());

@@ -287,11 +287,10 @@ TEST_CASE("patch states name the check that decided them, one vocabulary in the 
     s.put_patch({"fast_kernel", true, "", {{"description", "a faster kernel"}}});
     s.put_patch({"loss_trick", true, "", {{"description", "skips a term of the loss"}}});
     s.put_patch({"outside", false, "touches main.c, outside the editable scope", {{"description", "x"}}});
-    s.set_meta(
-        "equivalence",
-        json::array({{{"patches", {"loss_trick"}}, {"state", "failed"}, {"reason", "step 3 differs by 4%"}},
-                     {{"patches", {"fast_kernel"}}, {"state", "passed"}, {"reason", ""}}})
-            .dump());
+    s.add_equivalence_check(store::equivalence_check_from_json(
+        {{"patches", {"loss_trick"}}, {"state", "failed"}, {"reason", "step 3 differs by 4%"}}));
+    s.add_equivalence_check(store::equivalence_check_from_json(
+        {{"patches", {"fast_kernel"}}, {"state", "passed"}, {"reason", ""}}));
     const auto r = report::build(c);
     std::map<std::string, json> by_id;
     for (const auto& p : r["patches"]) {

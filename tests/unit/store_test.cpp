@@ -234,7 +234,7 @@ TEST_CASE(
         "DELETE FROM meta WHERE key = 'ended';"
         "INSERT INTO meta VALUES ('paused', ''), ('noise_accepted', 'noise 40%'), "
         "('placement.9', '{\"0\":[\"n1\",\"n2\"]}'), ('submitted_job', 'adopted'), "
-        "('submitted_job_output', '/home/u/slurm-12.out');";
+        "('submitted_job_output', '/home/u/slurm-12.out'), ('slow_nodes', '[\"n3\"]');";
     for (const bool edited : {false, true}) {
         CAPTURE(edited);
         TempDb tmp;
@@ -248,7 +248,16 @@ TEST_CASE(
         CHECK_FALSE(s.meta("stage")); // the blackboard keeps settings only
         CHECK_FALSE(s.meta("requeue"));
         CHECK(s.meta("id") == "61b8cdc0");
-        CHECK(s.meta("equivalence")); // not moved yet
+        CHECK_FALSE(s.meta("equivalence")); // moved to equivalence_checks (schema 8)
+        {
+            const auto checks = s.equivalence_checks();
+            REQUIRE(checks.size() == 1);
+            CHECK(checks[0].batch_id == 5);
+            CHECK(checks[0].state == "passed");
+            CHECK(checks[0].patches == std::vector<std::string>{"fast_kernel"});
+            CHECK(checks[0].seed == 1021935298);
+            CHECK(checks[0].tolerance == doctest::Approx(1e-5));
+        }
         for (const char* key :
              {"started", "ended", "paused", "noise_accepted", "manifest_sha256.1", "placement.9"})
             CHECK_FALSE(s.meta(key));
@@ -261,6 +270,12 @@ TEST_CASE(
         CHECK(run.submitted_job == (edited ? std::optional<std::string>("adopted") : std::nullopt));
         CHECK(run.submitted_job_output ==
               (edited ? std::optional<std::string>("/home/u/slurm-12.out") : std::nullopt));
+        // Version 8: the doctor's step pace and slow nodes are columns of the run's row.
+        for (const char* key : {"step_pace", "slow_nodes"})
+            CHECK_FALSE(s.meta(key));
+        CHECK(run.step_pace == doctest::Approx(0.9984824461994963));
+        CHECK(run.step_pace_runs == 3);
+        CHECK(run.slow_nodes == (edited ? std::optional<std::vector<std::string>>({"n3"}) : std::nullopt));
         CHECK(s.batch(1).manifest_sha256 ==
               "712268b0f8d6605a26d067341150d1c3783bc7c5c16325694f95f76a308b3e26");
         CHECK(s.batch(9).placement == (edited ? "{\"0\":[\"n1\",\"n2\"]}" : ""));
@@ -304,6 +319,11 @@ TEST_CASE(
         CHECK(s.campaign_run().paused == "too noisy");
         s.set_paused(std::nullopt);
         CHECK_FALSE(s.campaign_run().paused);
+        s.set_slow_nodes({"n1", "n4"});
+        s.set_step_pace(0.5, 4);
+        CHECK(s.campaign_run().slow_nodes == std::vector<std::string>{"n1", "n4"});
+        CHECK(s.campaign_run().step_pace == doctest::Approx(0.5));
+        CHECK(s.campaign_run().step_pace_runs == 4);
         s.mark_ended(2e9);
         s.mark_ended(3e9); // the first end stays
         s.set_cancelled("first");
@@ -314,6 +334,114 @@ TEST_CASE(
         CHECK(again.stage() == store::Stage::Verification);
         CHECK(again.requeued().size() == 2);
     }
+}
+
+namespace {
+// An equivalence record as a version-7 build kept it in meta 'equivalence': a passed check, a failed one
+// whose largest difference is "inf", an older orchestrator's (no candidate key, a key no build knows) and a
+// failed spot check (its pair, no batch).
+const char* const v7_equivalence =
+    R"([{"attempt":1,"baseline_trial":18,"batch_id":5,"beyond":[],"candidate":"a=1 +p","candidate_key":"a=1;|p;",)"
+    R"("candidate_trial":17,"compared":2,"knobs":"a=1","knobs_candidate":{"knobs":{"a":1},"patches":[]},)"
+    R"("knobs_key":"a=1;|","knobs_moved":false,"math_changing":false,"max_relative":0.0,"patches":["p"],)"
+    R"("reason":"","seed":1021935298,"seed_fresh":true,"seed_note":"seed 1021935298 chosen at random",)"
+    R"("state":"passed","tolerance":1e-05,"tolerance_key":"equivalence_tolerance","values":[{"baseline":3.7,)"
+    R"("candidate":3.7,"relative":0.0,"step":1},{"baseline":3.5,"candidate":3.5,"relative":0.0,"step":2}]},)"
+    R"({"batch_id":6,"patches":["p","q"],"candidate_key":"a=2;|p;q;","state":"failed","seed":7,)"
+    R"("max_relative":"inf","reason":"step 2: nan","knobs_moved":true,"knobs_note":"does not fit",)"
+    R"("out_of_memory":true,"attempt":2,"beyond":[{"baseline":1.0,"candidate":"nan","relative":"inf","step":2}]},)"
+    R"({"patches":["old"],"state":"passed","seed":3,"tolerance":0.001,"legacy":"kept"},)"
+    R"({"pair":2,"patches":["p"],"candidate":"a=3 +p","candidate_key":"a=3;|p;","state":"failed",)"
+    R"("seed":11,"reason":"differs","max_relative":0.5,"tolerance":1e-05}])";
+} // namespace
+
+TEST_CASE("a version-7 campaign database's equivalence records become rows of equivalence_checks") {
+    TempDb tmp;
+    // campaign-v5.sql with its record replaced by these: migrations 6 and 7 leave meta 'equivalence' as a
+    // version-7 build kept it, 8 moves it.
+    load_fixture(tmp.path(), "campaign-v5.sql");
+    nlohmann::json before;
+    {
+        store::Database db(tmp.path());
+        store::Statement u(db, "UPDATE meta SET value = ?1 WHERE key = 'equivalence'");
+        u.bind(1, std::string(v7_equivalence)).run();
+        before = nlohmann::json::parse(v7_equivalence);
+    }
+    store::CampaignStore s(tmp.path());
+    CHECK_FALSE(s.meta("equivalence"));
+    CHECK(s.meta("id") == "61b8cdc0");
+    const auto checks = s.equivalence_checks();
+    REQUIRE(checks.size() == 4);
+    // Each record reads back as it was, key for key, in its order.
+    for (std::size_t i = 0; i < checks.size(); ++i) {
+        CAPTURE(i);
+        CHECK(store::to_json(checks[i]) == before[i]);
+    }
+    CHECK(checks[0].values->size() == 2);
+    CHECK(checks[0].seed_fresh == true);
+    CHECK(checks[0].knobs_candidate == nlohmann::json::parse(R"({"knobs":{"a":1},"patches":[]})"));
+    CHECK(std::isinf(*checks[1].max_relative));
+    CHECK(checks[1].out_of_memory == true);
+    CHECK(checks[1].attempt == 2);
+    CHECK_FALSE(checks[2].candidate_key);
+    CHECK_FALSE(checks[2].batch_id);
+    CHECK(checks[2].other == nlohmann::json{{"legacy", "kept"}});
+    CHECK(checks[3].pair == 2);
+    CHECK(checks[0].id < checks[1].id);
+    store::CampaignStore again(tmp.path()); // no migration twice
+    CHECK(again.equivalence_checks().size() == 4);
+}
+
+TEST_CASE("equivalence checks are added, updated and listed in the order they were recorded") {
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    CHECK(s.equivalence_checks().empty());
+    store::EquivalenceCheck c;
+    c.patches = {"a", "b"};
+    c.candidate = "x=1 +a +b";
+    c.candidate_key = "x=1;|a;b;";
+    c.state = "running";
+    c.attempt = 1;
+    c.seed = 4000000000LL; // beyond 32 bits
+    c.seed_fresh = true;
+    c.tolerance = 1e-5;
+    c.knobs_moved = false;
+    c.batch_id = 3;
+    c.id = s.add_equivalence_check(c);
+    auto second = c;
+    second.patches = {"c"};
+    second.batch_id = 4;
+    second.id = s.add_equivalence_check(second);
+    CHECK(second.id > c.id);
+    c.state = "failed";
+    c.max_relative = std::numeric_limits<double>::infinity();
+    c.reason = "step 3: loss nan";
+    c.values =
+        nlohmann::json::array({{{"step", 1}, {"baseline", 2.0}, {"candidate", 2.0}, {"relative", 0.0}}});
+    c.out_of_memory = false;
+    s.update_equivalence_check(c);
+    const auto all = s.equivalence_checks();
+    REQUIRE(all.size() == 2);
+    CHECK(all[0].id == c.id);
+    CHECK(all[0].state == "failed");
+    CHECK(all[0].seed == 4000000000LL);
+    CHECK(std::isinf(*all[0].max_relative));
+    CHECK(all[0].values == c.values);
+    CHECK(all[0].out_of_memory == false);
+    CHECK(all[0].knobs_moved == false);
+    CHECK_FALSE(all[0].knobs);
+    CHECK(all[1].patches == std::vector<std::string>{"c"});
+    CHECK(all[1].state == "running");
+    CHECK(store::to_json(all[0]) == store::to_json(c));
+    CHECK(store::to_json(all[0])["max_relative"] == "inf");
+    // A judgement's fields over the record: it keeps its id and what the judgement does not say.
+    auto judged = all[1];
+    store::update(judged, nlohmann::json{{"state", "passed"}, {"max_relative", 0.0}, {"compared", 8}});
+    CHECK(judged.id == all[1].id);
+    CHECK(judged.state == "passed");
+    CHECK(judged.compared == 8);
+    CHECK(judged.seed == 4000000000LL);
+    CHECK(judged.other.empty());
 }
 
 TEST_CASE("a trial's measurements an earlier build wrote read back typed, and a newer version is refused") {
