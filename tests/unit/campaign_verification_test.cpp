@@ -202,6 +202,13 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, a block
         CHECK(m.peak_flops > *b->peak_flops);
         CHECK(m.peak_flops_source.find("lower than achieved") != std::string::npos);
     }
+    // The CPU calibration is measured on this host: on a busy one it can come out below what the faster
+    // candidate then achieves, and an MFU above 1 is no MFU, said unknown with its reason (never above 1).
+    if (!m.candidate || !m.baseline) {
+        REQUIRE(m.unknown);
+        CHECK(m.unknown->find("above the peak") != std::string::npos);
+        return;
+    }
     CHECK(m.candidate.value() <= 1.0 + 1e-9);
     CHECK(m.baseline.value() <= 1.0 + 1e-9);
     CHECK(m.candidate.value() / m.baseline.value() == doctest::Approx(*v.speedup));
