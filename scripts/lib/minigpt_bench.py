@@ -1,17 +1,30 @@
 """Shared parts of the minigpt benchmark scripts (scripts/record-table, scripts/bench-patches): preset files,
 patched builds cached by patch content, and one-at-a-time Slurm runs with their outcome, step time, peak
-memory and cost."""
+memory and cost; and how a recorded table (tests/bench/tables/README.md) names and times a configuration."""
 import datetime
 import hashlib
 import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MINIGPT = os.path.join(REPO, "workloads", "minigpt")
+
+
+def config_key(c):
+    """A table configuration's identity: its knobs and its sorted patches."""
+    return json.dumps({"knobs": c["knobs"], "patches": sorted(c["patches"])}, sort_keys=True)
+
+
+def reference_step_s(row):
+    """The table's reference time of a configuration (README: the median of its successful repeats, when more
+    than half ran), or None."""
+    ok = [r["step_time_s"] for r in row["repeats"] if r["outcome"] == "ok"]
+    return statistics.median(ok) if len(ok) * 2 > len(row["repeats"]) else None
 
 
 def read_env(path):
