@@ -4,6 +4,7 @@
 #include "util/error.hpp"
 
 #include <algorithm>
+#include <set>
 
 namespace infrarsi::search {
 
@@ -34,11 +35,31 @@ BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches, const std::
         if (o.outcome == trial::Outcome::BuildFailure ||
             (o.outcome == trial::Outcome::ContractViolation && !o.candidate.patches.empty()))
             failed_.push_back(o.candidate.patches);
+    // Sandboxes are built before submission (campaign/batch.cpp): every trial that was not refused there
+    // built its patch set.
+    std::set<std::string> built;
+    for (const auto& o : history) {
+        const bool unbuilt = o.outcome == trial::Outcome::BuildFailure ||
+                             (o.outcome == trial::Outcome::ContractViolation &&
+                              (o.violation == trial::Violation::OutOfScope ||
+                               o.violation == trial::Violation::ProtectedChanged));
+        if (!unbuilt) built.insert(o.candidate.patches.begin(), o.candidate.patches.end());
+    }
+    for (const auto& o : history) {
+        if (o.outcome != trial::Outcome::BuildFailure || o.candidate.patches.size() < 2) continue;
+        std::vector<std::string> unknown;
+        for (const auto& p : o.candidate.patches)
+            if (!built.contains(p)) unknown.push_back(p);
+        if (unknown.size() == 1) suspects_.push_back(unknown.front());
+    }
 }
 
 bool BuildFailures::builds(const space::Candidate& c) const {
     for (const auto& f : failed_)
         if (std::includes(c.patches.begin(), c.patches.end(), f.begin(), f.end())) return false;
+    if (c.patches.size() > 1)
+        for (const auto& s : suspects_)
+            if (std::find(c.patches.begin(), c.patches.end(), s) != c.patches.end()) return false;
     return true;
 }
 

@@ -101,6 +101,10 @@ struct ProposalContext {
 // the math, and no knob setting changes it back), and the sets given as `excluded` (those that failed their
 // equivalence check). Such a set fails inside any larger set too, so a candidate whose patches include one is
 // not worth a trial.
+// A set that failed to build also names a suspect when all its patches but one are known to build (each was
+// part of a set that built): that one is not tried with other patches again. It may still be tried alone,
+// since two patches can conflict where neither is broken; once it builds somewhere, it is no longer a
+// suspect.
 class BuildFailures {
   public:
     BuildFailures(const std::vector<PatchFacts>& patches, const std::vector<Observation>& history,
@@ -109,6 +113,7 @@ class BuildFailures {
 
   private:
     std::vector<std::vector<std::string>> failed_; // sorted patch lists, as in Candidate
+    std::vector<std::string> suspects_;            // fail with any other patch, not known to fail alone
 };
 
 struct Proposal {

@@ -107,6 +107,58 @@ TEST_CASE("patches the catalog declares conflicting are never proposed together,
     }
 }
 
+TEST_CASE(
+    "a pairing that failed to build blames the one patch not known to build: it is not tried with another "
+    "patch again, by either proposer, but alone it still may be") {
+    auto s = toy_space();
+    s.patches = {"broken_build", "fast_kernel", "window"};
+    auto with = [&](std::vector<std::string> patches) {
+        auto c = s.baseline();
+        c.patches = std::move(patches);
+        return c;
+    };
+    auto blamed = [&](const search::BuildFailures& f) {
+        return !f.builds(with({"broken_build", "window"})) &&
+               !f.builds(with({"broken_build", "fast_kernel"}));
+    };
+    const std::vector<search::PatchFacts> facts = {{"broken_build", {}}, {"fast_kernel", {}}, {"window", {}}};
+    auto base = after_baseline(s);
+    base.patches = facts;
+    base.history.push_back({with({"fast_kernel"}), trial::Outcome::Ok, 0.8, 1e8, 10});
+    base.history.push_back({with({"broken_build", "fast_kernel"}), trial::Outcome::BuildFailure, {}, {}, 0});
+
+    const search::BuildFailures f(facts, base.history);
+    CHECK(blamed(f));
+    CHECK(f.builds(with({"broken_build"}))); // a conflict, not a broken patch, is not ruled out
+    CHECK(f.builds(with({"fast_kernel", "window"})));
+    for (const char* name : {"simple", "model"}) {
+        auto ctx = base;
+        ctx.q = 1000;
+        for (const auto& b : search::make_proposer(name)->propose(ctx)) {
+            const auto& ps = b.candidate.patches;
+            CHECK_MESSAGE(!(ps.size() > 1 && std::find(ps.begin(), ps.end(), "broken_build") != ps.end()),
+                          name, " proposed ", b.candidate.describe());
+        }
+    }
+
+    // The test can fail: without fast_kernel known to build, both are unknown and nobody is blamed.
+    auto unknown = base.history;
+    unknown.erase(unknown.begin() + 1);
+    CHECK_FALSE(blamed(search::BuildFailures(facts, unknown)));
+    CHECK(search::BuildFailures(facts, unknown).builds(with({"broken_build", "window"})));
+    // Once the suspect builds alone, the failure was a conflict of the pair, and only the pair stays out.
+    auto cleared = base.history;
+    cleared.push_back({with({"broken_build"}), trial::Outcome::Ok, 1.0, 1e8, 10});
+    const search::BuildFailures g(facts, cleared);
+    CHECK(g.builds(with({"broken_build", "window"})));
+    CHECK_FALSE(g.builds(with({"broken_build", "fast_kernel"})));
+    // A set refused before it was built (a protected file touched) says nothing of what builds.
+    auto refused = unknown;
+    refused.push_back({with({"fast_kernel"}), trial::Outcome::ContractViolation, {}, {}, 0});
+    refused.back().violation = trial::Violation::ProtectedChanged;
+    CHECK(search::BuildFailures(facts, refused).builds(with({"broken_build", "window"})));
+}
+
 TEST_CASE("a patch set whose trial broke the loss invariant is not proposed again, with any knobs") {
     auto s = toy_space();
     for (const char* name : {"simple", "model"}) {
