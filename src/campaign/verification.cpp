@@ -130,15 +130,18 @@ void mark_done(store::CampaignStore& st) {
     st.mark_ended(store::now_seconds());
 }
 
-std::string verifying(const space::Candidate& cand, double search_step_s, double base,
+// `t`: its search trial, said as the search compared it (over its batch's control where it has one).
+std::string verifying(const space::Candidate& cand, const store::TrialRow& t, double base,
                       const verify::Design& seq) {
+    const auto over = control_ratio(t);
     return fmt::format(
-        "verifying {} ({:.4f} s/step in search, baseline {:.4f}): blocks of {} A/B pairs (one in "
+        "verifying {} ({:.4f} s/step in search, {}): blocks of {} A/B pairs (one in "
         "each order, each pair on one node) until decided, at most {}; promoted when the "
         "one-sided lower bound of the speed-up (error {:.2g} over all its looks) exceeds {:.3f} "
         "twice, the second time in a fresh allocation",
-        cand.describe(), search_step_s, base, verify::Design::kBlock, seq.max_pairs,
-        seq.alpha / seq.candidates, 1 + seq.min_speedup);
+        cand.describe(), t.step_time_s.value_or(0),
+        over ? fmt::format("{:.3f} of its batch's control", *over) : fmt::format("baseline {:.4f}", base),
+        verify::Design::kBlock, seq.max_pairs, seq.alpha / seq.candidates, 1 + seq.min_speedup);
 }
 
 } // namespace
@@ -206,7 +209,7 @@ void Campaign::verify(const RunOptions& o) {
         const auto seq = verify::design(contract_);
         if (skipped_for_budget(v, cand, no_room_for_block)) continue;
         start_verification(*store_, v, seq);
-        say(o, verifying(cand, *t.step_time_s, base, seq));
+        say(o, verifying(cand, t, base, seq));
         if (!run_sequence(v.id, o)) return;
     }
     // A first stage that promoted goes on in a fresh allocation before it is final (also after a restart

@@ -65,6 +65,9 @@ json trial_json(const store::TrialRow& t) {
               {"node", t.node},
               {"step_s", opt(t.step_time_s)},
               {"step_s_ci", t.step_time_lo ? json::array({*t.step_time_lo, *t.step_time_hi}) : json()},
+              // A search trial's step time over its batch's control's (campaign::control_ratio), the figure
+              // the search compares: like against like.
+              {"ratio_to_control", opt(campaign::control_ratio(t))},
               // The job's own MFU figure, over the peak it assumes (the peak its figure implies): its claim,
               // not a figure of this campaign's (those are the baseline's and the verifications').
               {"job_mfu", opt(t.mfu)},
@@ -258,6 +261,9 @@ json status(campaign::Campaign& c) {
     std::map<std::string, int> search_counts;
     int running = 0, pending = 0;
     const store::TrialRow* best = nullptr;
+    double best_ratio = 0;
+    const auto baseline = s.baseline();
+    const double base_step_s = baseline ? baseline->median_step_s : 0.0;
     auto trials = s.trials();
     for (const auto& t : trials) {
         if (t.state == store::TrialState::Finished && t.kind == store::TrialKind::Search && t.counted &&
@@ -269,9 +275,14 @@ json status(campaign::Campaign& c) {
             ++running;
         else
             ++pending;
-        if (t.kind == store::TrialKind::Search && t.outcome == trial::Outcome::Ok && t.step_time_s &&
-            (!best || *t.step_time_s < *best->step_time_s))
+        // The best as the search sees it: over its batch's control where it has one (like against like),
+        // else over the doctor's baseline.
+        if (const auto r = campaign::baseline_ratio(t, base_step_s); t.kind == store::TrialKind::Search &&
+                                                                     t.outcome == trial::Outcome::Ok && r &&
+                                                                     *r > 0 && (!best || *r < best_ratio)) {
             best = &t;
+            best_ratio = *r;
+        }
     }
     int failed = 0;
     for (const auto& [k, n] : counts)
@@ -300,12 +311,12 @@ json status(campaign::Campaign& c) {
     }
     add_estimate_left(j, s.stage(), use, b);
     add_tune(j, s);
-    const auto baseline = s.baseline();
     if (baseline)
         j["baseline"] = {{"step_s", baseline->median_step_s}, {"mde", baseline->minimum_detectable_effect}};
     if (best) {
         j["best"] = trial_json(*best);
-        if (baseline) j["best"]["speedup_vs_baseline"] = baseline->median_step_s / *best->step_time_s;
+        j["best"]["speedup_vs_baseline"] = 1 / best_ratio;
+        j["best"]["speedup_over"] = campaign::control_ratio(*best) ? "control" : "doctor";
     }
     json ev = json::array();
     for (const auto& [t, m] : s.events(8))
@@ -336,9 +347,11 @@ std::string render_status(const json& j) {
         out += fmt::format("baseline {} s/step, minimum detectable effect {:.1f}%\n",
                            fmt_opt(j["baseline"]["step_s"]), 100 * j["baseline"]["mde"].get<double>());
     if (j.contains("best"))
-        out += fmt::format("best so far: {} at {} s/step ({:.2f}x in search, unverified)\n",
+        out += fmt::format("best so far: {} at {} s/step ({:.2f}x over {}, in search, unverified)\n",
                            j["best"]["candidate"].get<std::string>(), fmt_opt(j["best"]["step_s"]),
-                           j["best"]["speedup_vs_baseline"].get<double>());
+                           j["best"]["speedup_vs_baseline"].get<double>(),
+                           j["best"].value("speedup_over", "doctor") == "control" ? "its batch's control"
+                                                                                  : "the doctor's baseline");
     out += fmt::format("promoted: {}\n", j["promotions"].get<std::size_t>());
     for (const auto& e : j["recent"])
         out += "  " + e["message"].get<std::string>() + "\n";
@@ -1140,11 +1153,14 @@ std::string render_warnings(const json& r) {
 // The search trials, one line each.
 std::string render_search_trials(const json& r) {
     std::string o;
-    o += "\nSearch trials:\n";
+    o += "\nSearch trials (step time, and over its batch's control's: the ratio the search compares):\n";
     for (const auto& t : r["trials"]) {
         if (t["kind"] != "search") continue;
-        o += fmt::format("  #{:<4} {:<19} {:>8} s/step  {:>8} MiB  {}{}\n", t["id"].get<int>(),
+        o += fmt::format("  #{:<4} {:<19} {:>8} s/step {:>7}  {:>8} MiB  {}{}\n", t["id"].get<int>(),
                          t["outcome"].get<std::string>(), fmt_opt(t["step_s"]),
+                         t.value("ratio_to_control", json()).is_number()
+                             ? fmt::format("{:.3f}", t["ratio_to_control"].get<double>())
+                             : "-",
                          t["peak_memory_bytes"].is_number()
                              ? fmt::format("{:.0f}", t["peak_memory_bytes"].get<double>() / (1 << 20))
                              : "-",

@@ -12,6 +12,7 @@
 #include "report_fixture.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <fstream>
 
@@ -353,4 +354,52 @@ TEST_CASE("the trial table marks the settings that differ from the baseline's an
     CHECK(page.find("<mark class=\"differs\">broken_build</mark>") != std::string::npos);
     CHECK(count(page, "<script") == 1); // the sort, inline; nothing fetched
     CHECK(page.find("console.") == std::string::npos);
+}
+
+TEST_CASE("the best so far and each search trial are shown as the search compares them: over the batch's "
+          "control, like against like") {
+    test::TempDir d;
+    const auto dir = test::fixture_campaign(d);
+    campaign::Campaign c(dir);
+    auto& s = c.store();
+    // The fixture's fastest search trial runs at 0.070 s/step, no control (over the doctor's 0.100: 1.43x).
+    // A later batch ran in a slow spell of the host: its control at 0.150, its candidate at 0.090, faster
+    // than its control by more than anything before.
+    const auto batch = s.add_batch(store::BatchKind::Search, "batches/5/manifest.json");
+    const auto control = add_trial(s, batch, TrialKind::SearchControl, test::toy(1, 16, "none"), Outcome::Ok,
+                                   0.150, 60 * MiB, 12);
+    const auto fast = test::toy(2, 8, "selective");
+    const auto id = add_trial(s, batch, TrialKind::Search, fast, Outcome::Ok, 0.090, 100 * MiB, 8);
+    auto t = s.trials_of_batch(batch).back();
+    REQUIRE(t.id == id);
+    t.measurements.control = trial::ControlRatio{control, 0.150, 0.6, std::nullopt};
+    s.update_trial(t);
+
+    const auto st = report::status(c);
+    REQUIRE(st.contains("best"));
+    CHECK(st["best"]["candidate"] == fast.describe());
+    CHECK(st["best"]["speedup_vs_baseline"].get<double>() == doctest::Approx(1 / 0.6));
+    CHECK(st["best"]["speedup_over"] == "control");
+    CHECK(report::render_status(st).find("1.67x over its batch's control") != std::string::npos);
+
+    const auto r = report::build(c);
+    int with_ratio = 0;
+    for (const auto& tr : r["trials"])
+        if (tr["ratio_to_control"].is_number()) {
+            ++with_ratio;
+            CHECK(tr["id"] == id);
+            CHECK(tr["ratio_to_control"].get<double>() == doctest::Approx(0.6));
+        }
+    CHECK(with_ratio == 1);
+    const auto text = report::render(r);
+    const auto line = text.find(fmt::format("#{:<4}", id));
+    REQUIRE(line != std::string::npos);
+    CHECK(text.substr(line, text.find('\n', line) - line).find("0.600") != std::string::npos);
+
+    // Without a control the fixture's fastest is the best, over the doctor's baseline (the test can fail).
+    test::TempDir d2;
+    campaign::Campaign plain(test::fixture_campaign(d2), campaign::Campaign::Open::read_only);
+    const auto st2 = report::status(plain);
+    CHECK(st2["best"]["speedup_vs_baseline"].get<double>() == doctest::Approx(0.100 / 0.070));
+    CHECK(st2["best"]["speedup_over"] == "doctor");
 }
