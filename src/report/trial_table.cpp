@@ -52,7 +52,8 @@ std::string trial_table(const json& r, const AuditLink& link) {
     const double base_step = r.contains("baseline") ? num(r["baseline"]["median_step_s"]) : NAN;
     std::string o =
         "<table class=\"trials sortable\">\n<thead><tr><th>#</th><th>batch</th><th>kind</th><th>outcome</th>"
-        "<th>step s</th><th>vs baseline</th><th>peak MiB</th><th>node-s</th><th>node</th><th>settings</th>"
+        "<th>step s</th><th title=\"over its batch's control where it has one, else the doctor's "
+        "baseline\">vs baseline</th><th>peak MiB</th><th>node-s</th><th>node</th><th>settings</th>"
         "<th>patches</th><th>detail</th><th>files</th></tr></thead>\n<tbody>\n";
     for (const auto& t : r["trials"]) {
         const std::string outcome = t["outcome"].get<std::string>();
@@ -81,8 +82,13 @@ std::string trial_table(const json& r, const AuditLink& link) {
         file("result", "result.json", "result.json");
         file("log", outcome == "build_failure" ? "build.log" : "log.txt",
              outcome == "build_failure" ? "build log" : "log.txt");
+        // Over its batch's control where it has one (like against like, as the search compared it), else
+        // over the doctor's baseline.
         const json step = t["step_s"];
-        const json speedup = step.is_number() && step.get<double>() > 0 && std::isfinite(base_step)
+        const json over_control = t.value("ratio_to_control", json());
+        const bool controlled = over_control.is_number() && over_control.get<double>() > 0;
+        const json speedup = controlled ? json(1 / over_control.get<double>())
+                             : step.is_number() && step.get<double>() > 0 && std::isfinite(base_step)
                                  ? json(base_step / step.get<double>())
                                  : json();
         const json peak =
@@ -99,7 +105,8 @@ std::string trial_table(const json& r, const AuditLink& link) {
                                         : "failed",
             id, id, t["batch"].get<int>(), esc(t["kind"].get<std::string>()), style.colour,
             esc(outcome.empty() ? t["state"].get<std::string>() : outcome), num_cell(step, fmt_num(step)),
-            num_cell(speedup, fmt_num(speedup, "{:.3f}x")), num_cell(peak, fmt_num(peak, "{:.0f}")),
+            num_cell(speedup, fmt_num(speedup, controlled ? "{:.3f}x (its control)" : "{:.3f}x")),
+            num_cell(peak, fmt_num(peak, "{:.0f}")),
             num_cell(t["cost_node_s"], fmt_num(t["cost_node_s"], "{:.1f}")),
             esc(t["node"].get<std::string>()), settings, patches.empty() ? "none" : patches,
             outcome == "ok" ? "" : esc(t["detail"].get<std::string>()), files);

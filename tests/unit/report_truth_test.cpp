@@ -8,6 +8,7 @@
 #include "report/html.hpp"
 #include "report/memory_map.hpp"
 #include "report/report.hpp"
+#include "report/views.hpp"
 
 #include "report_fixture.hpp"
 
@@ -395,6 +396,11 @@ TEST_CASE("the best so far and each search trial are shown as the search compare
     const auto line = text.find(fmt::format("#{:<4}", id));
     REQUIRE(line != std::string::npos);
     CHECK(text.substr(line, text.find('\n', line) - line).find("0.600") != std::string::npos);
+    const auto table = report::trial_table(r, [](const std::string& p, const std::string&) { return p; });
+    const auto row = table.find(fmt::format("<tr id=\"trial-{}\"", id));
+    REQUIRE(row != std::string::npos);
+    CHECK(table.substr(row, table.find("</tr>", row) - row).find("1.667x (its control)") !=
+          std::string::npos);
 
     // Without a control the fixture's fastest is the best, over the doctor's baseline (the test can fail).
     test::TempDir d2;
