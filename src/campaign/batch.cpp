@@ -232,7 +232,7 @@ void record_plan(store::CampaignStore& store, const space::Space& space, std::in
 
 } // namespace
 
-std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>& tasks,
+std::int64_t Campaign::plan_batch(store::BatchKind kind, std::vector<Task> tasks,
                                   const std::vector<TaskPlacement>& placed) {
     if (!placed.empty() && placed.size() != tasks.size())
         throw Error("plan_batch: a placement per task or none", "", "one per task");
@@ -243,6 +243,18 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, const std::vector<Task>
         contract_.space.check(t.candidate);
         boxes.push_back(cache.materialize(patch_set(t.candidate)));
     }
+    // A search batch none of whose candidates built runs no control: there is nothing to compare with it.
+    const auto built = [&](TrialKind k) {
+        for (std::size_t i = 0; i < tasks.size(); ++i)
+            if (tasks[i].kind == k && boxes[i].state == patch::Sandbox::State::Ready) return true;
+        return false;
+    };
+    if (placed.empty() && !built(TrialKind::Search))
+        for (std::size_t i = tasks.size(); i-- > 0;)
+            if (tasks[i].kind == TrialKind::SearchControl) {
+                tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(i));
+                boxes.erase(boxes.begin() + static_cast<std::ptrdiff_t>(i));
+            }
     // Each task's candidate as its job gets it (space::render): the environment, arguments, sbatch options.
     std::vector<space::Rendering> job(tasks.size());
     std::vector<std::vector<std::string>> options(tasks.size());

@@ -237,7 +237,9 @@ class Campaign {
         int group = -1;
         std::vector<std::string> args;
     };
-    std::int64_t plan_batch(store::BatchKind kind, const std::vector<Task>& tasks,
+    // A search batch none of whose candidates built is recorded without its control (it would have nothing
+    // to be compared with), finished at once.
+    std::int64_t plan_batch(store::BatchKind kind, std::vector<Task> tasks,
                             const std::vector<TaskPlacement>& placement = {});
 
   private:

@@ -523,8 +523,13 @@ void Campaign::search(const RunOptions& o) {
         auto id = plan_batch(store::BatchKind::Search, tasks);
         for (const auto e : dequeued)
             store_->dequeue(e);
-        say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used)", id,
-                           tasks.size() - 1, use.trials, contract_.budget.trials));
+        const auto planned = store_->trials_of_batch(id);
+        const bool none_built = std::none_of(planned.begin(), planned.end(), [](const TrialRow& t) {
+            return t.kind == TrialKind::Search && t.array_index >= 0;
+        });
+        say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used){}", id,
+                           tasks.size() - 1, use.trials, contract_.budget.trials,
+                           none_built ? "; none built, so its control does not run" : ""));
         submit_batch(id, o);
         await_batch(id, o);
     }

@@ -427,3 +427,32 @@ estimate_command = ["sh", "-c", 'printf "{\"estimated_peak_bytes\": %s}" $(wc -c
     CHECK(*patched_est > *base_est); // "iterations / 2" is longer than "iterations"
     CHECK(c.memory_estimate(baseline) == base_est);
 }
+
+TEST_CASE("a search batch none of whose candidates built runs no control, and one with a built candidate "
+          "does") {
+    TempDir tmp;
+    campaign::Campaign::init(copy_fixture(tmp.path), tmp.path / "c");
+    campaign::Campaign c(tmp.path / "c");
+    const auto base = c.contract().space.baseline();
+    auto broken = base;
+    broken.patches = {"broken_build"};
+    const campaign::Campaign::Task control{base, store::TrialKind::SearchControl, "control", 0, {}, {}};
+    const campaign::Campaign::Task bad{broken, store::TrialKind::Search, "test", 0, {}, {}};
+
+    const auto none = c.plan_batch(store::BatchKind::Search, {control, bad});
+    const auto rows = c.store().trials_of_batch(none);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].kind == store::TrialKind::Search);
+    CHECK(rows[0].outcome == trial::Outcome::BuildFailure);
+    CHECK(c.store().batches(store::BatchState::Finished).back().id == none); // nothing to submit
+
+    // The test can fail: beside a candidate that builds, the control is planned to run.
+    auto fast = base;
+    fast.patches = {"fast_kernel"};
+    const auto some = c.plan_batch(store::BatchKind::Search,
+                                   {control, bad, {fast, store::TrialKind::Search, "test", 0, {}, {}}});
+    int controls = 0;
+    for (const auto& t : c.store().trials_of_batch(some))
+        controls += t.kind == store::TrialKind::SearchControl && t.array_index >= 0;
+    CHECK(controls == 1);
+}
