@@ -551,7 +551,7 @@ json agent_json(campaign::Campaign& c, const std::vector<store::EquivalenceCheck
     for (const auto& a : s.agent_calls()) {
         tokens += a.tokens;
         cost += a.cost;
-        seconds += a.detail.value("seconds", 0.0);
+        seconds += a.detail.seconds.value_or(0.0);
         calls.push_back({{"call", a.id},
                          {"trigger", a.trigger},
                          {"outcome", a.outcome},
@@ -561,8 +561,8 @@ json agent_json(campaign::Campaign& c, const std::vector<store::EquivalenceCheck
                          {"tokens", a.tokens},
                          {"cost", a.cost},
                          {"model", a.model},
-                         {"seconds", a.detail.value("seconds", 0.0)},
-                         {"isolated", a.detail.value("isolated", false)}});
+                         {"seconds", a.detail.seconds.value_or(0.0)},
+                         {"isolated", a.detail.isolated.value_or(false)}});
     }
     json claims = json::array();
     for (const auto& p : s.patches())

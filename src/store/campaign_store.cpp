@@ -878,7 +878,7 @@ void CampaignStore::update_agent_call(const AgentCallRow& c) {
         .bind(7, static_cast<std::int64_t>(c.tokens))
         .bind(8, c.cost)
         .bind(9, c.model)
-        .bind(10, c.detail.dump())
+        .bind(10, to_json(c.detail).dump())
         .run();
 }
 
@@ -900,8 +900,8 @@ std::vector<AgentCallRow> CampaignStore::agent_calls() {
         c.tokens = s.integer(8);
         c.cost = s.real(9);
         c.model = s.text(10);
-        c.detail = nlohmann::json::parse(s.text(11), nullptr, false);
-        if (c.detail.is_discarded()) c.detail = nlohmann::json::object();
+        // One JSON document (store/agent_call_detail.hpp); one that is not JSON says nothing.
+        c.detail = agent_call_detail_from_json(nlohmann::json::parse(s.text(11), nullptr, false));
         out.push_back(std::move(c));
     }
     return out;

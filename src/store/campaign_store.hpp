@@ -2,6 +2,7 @@
 // The campaign store: everything a campaign knows, in one SQLite database that only the orchestrator writes
 // (trial jobs write result files that it ingests). Schema versioned with PRAGMA user_version and forward
 // migrations; a newer database than this build understands is refused.
+#include "store/agent_call_detail.hpp"
 #include "store/baseline.hpp"
 #include "store/campaign_state.hpp"
 #include "store/equivalence_check.hpp"
@@ -72,7 +73,8 @@ struct PatchRow {
 };
 
 // One call of the campaign's agent (campaign/agent_stage.cpp): when, why, how it ended, what it offered and
-// what it cost. `detail` holds the refusals, the call's isolation and its stderr tail (the agent's words).
+// what it cost. `detail` holds the refusals, the knob priors, the call's isolation and its stderr tail (the
+// agent's words): store/agent_call_detail.hpp.
 struct AgentCallRow {
     std::int64_t id = 0; // the call's number, from 1
     double started = 0, finished = 0;
@@ -84,7 +86,7 @@ struct AgentCallRow {
     long long tokens = 0; // as the agent reported
     double cost = 0;
     std::string model;
-    nlohmann::json detail = nlohmann::json::object();
+    AgentCallDetail detail;
 };
 
 // What a batch is for: the stage that plans a kind finishes it (campaign/: each stage registers its

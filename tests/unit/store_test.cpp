@@ -444,6 +444,58 @@ TEST_CASE("equivalence checks are added, updated and listed in the order they we
     CHECK(judged.other.empty());
 }
 
+TEST_CASE("an agent call's detail is stored typed, and a key this build does not know, or of another shape, "
+          "is kept as it was") {
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    store::AgentCallRow row;
+    row.started = 1.0;
+    row.trigger = "after_doctor";
+    row.outcome = "running";
+    row.id = s.add_agent_call(row);
+    CHECK(to_json(s.agent_calls()[0].detail) == nlohmann::json::object()); // a call killed before it ran
+    row.detail.search_batches = 0;
+    row.detail.seconds = 3.5;
+    row.detail.isolated = false;
+    row.detail.isolation = "no user namespaces";
+    row.detail.leftovers = 2;
+    row.detail.stderr_tail = nlohmann::json{{"job_output", "a\nb"}, {"truncated", true}};
+    row.detail.refused_while_reading = std::vector<store::AgentRefusal>{};
+    row.detail.knob_priors = std::vector<store::AgentKnobPrior>{{"threads", "8", {1.2, 0.9, 0.4}}};
+    row.detail.refused_priors = std::vector<store::AgentRefusal>{{3, std::nullopt, "unknown knob"}};
+    row.outcome = "ok";
+    s.update_agent_call(row);
+    const auto back = s.agent_calls().at(0).detail;
+    CHECK(store::to_json(back) == store::to_json(row.detail));
+    CHECK(back.leftovers == 2);
+    CHECK(back.stderr_tail == row.detail.stderr_tail);
+    REQUIRE(back.knob_priors);
+    CHECK((*back.knob_priors)[0].claim.memory_factor == doctest::Approx(0.9));
+    CHECK(back.refused_while_reading->empty());
+    CHECK(back.refused_priors->at(0).index == 3);
+    CHECK(store::to_json(back)["refused_priors"][0] ==
+          nlohmann::json{{"index", 3}, {"reason", "unknown knob"}});
+
+    // A record whose keys this build does not know, or whose known key has another shape than this build
+    // writes: kept in `other`, written back as it was, and not read.
+    const auto odd = nlohmann::json::parse(R"({"future":{"a":1},"knob_priors":"none","seconds":"long",)"
+                                           R"("refused_priors":[{"index":1,"reason":"r",)"
+                                           R"("extra":true}],"search_batches":4})");
+    auto d = store::agent_call_detail_from_json(odd);
+    CHECK_FALSE(d.knob_priors);
+    CHECK_FALSE(d.seconds);
+    CHECK_FALSE(d.refused_priors);
+    CHECK(d.search_batches == 4);
+    CHECK(d.other.size() == 4);
+    CHECK(store::to_json(d) == odd);
+    row.detail = d;
+    s.update_agent_call(row);
+    CHECK(store::to_json(s.agent_calls().at(0).detail) == odd);
+    // A detail that is not JSON says nothing (as before it was typed).
+    store::Statement(s.db(), "UPDATE agent_calls SET detail = 'not json'").run();
+    CHECK(store::to_json(s.agent_calls().at(0).detail) == nlohmann::json::object());
+}
+
 TEST_CASE("a trial's measurements an earlier build wrote read back typed, and a newer version is refused") {
     // campaign-v2.sql's trials keep the measurements document every build wrote before it had a version.
     TempDb tmp;
