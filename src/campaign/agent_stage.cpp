@@ -14,7 +14,6 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/install_paths.hpp"
-#include "util/json_field.hpp"
 #include "util/sha256.hpp"
 
 #include <fmt/core.h>
@@ -168,15 +167,11 @@ AgentPairs Campaign::own_agent_pairs() {
 AgentCalibration Campaign::agent_calibration() {
     // The bank's pairs for this agent on hardware like this (seed_from_bank), then this campaign's own.
     AgentPairs all;
-    if (const auto kept = store_->meta("agent_bank_pairs")) {
-        const auto j = json::parse(*kept, nullptr, false);
-        auto read = [&](const char* key, std::vector<model::ClaimPair>& into) {
-            if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return;
-            for (const auto& p : j[key])
-                into.push_back({json_number_or(p, "claimed", 1.0), json_number_or(p, "measured", 1.0)});
-        };
-        read("speedup", all.speed);
-        read("memory", all.memory);
+    if (const auto kept = store_->campaign_run().agent_bank_pairs) {
+        for (const auto& p : kept->speedup)
+            all.speed.push_back({p.claimed, p.measured});
+        for (const auto& p : kept->memory)
+            all.memory.push_back({p.claimed, p.measured});
     }
     AgentCalibration cal;
     cal.bank_pairs = static_cast<int>(all.speed.size());

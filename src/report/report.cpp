@@ -468,11 +468,13 @@ void add_baseline(json& r, campaign::Campaign& c, const std::string& unseeded) {
     // after.
     if (auto slow = s.campaign_run().slow_nodes) r["slow_nodes"] = *slow;
     // Where the search started: the experience bank's seeds (a campaign that inherited nothing has none).
-    if (auto bank = s.meta("bank"))
+    if (auto bank = s.meta("bank")) {
+        const auto run = s.campaign_run();
         r["bank"] = {{"path", *bank},
                      {"hardware", json::parse(s.meta("bank_hardware").value_or("{}"))},
-                     {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
-                     {"findings_recorded", !s.meta("bank_ingested").value_or("").empty()}};
+                     {"seeds", store::to_json(run.bank_seeds.value_or(std::vector<store::BankSeed>{}))},
+                     {"findings_recorded", run.bank_ingested.has_value()}};
+    }
     r["seeds"] = {{"reach_job", unseeded.empty()}};
     if (!unseeded.empty()) r["seeds"]["why"] = unseeded;
 }
