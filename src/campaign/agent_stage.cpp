@@ -14,7 +14,6 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/install_paths.hpp"
-#include "util/json_field.hpp"
 #include "util/sha256.hpp"
 
 #include <fmt/core.h>
@@ -35,19 +34,23 @@ bool from_agent(const store::PatchRow& p) {
     return p.info.is_object() && p.info.value("source", "") == "agent";
 }
 
-// A stored claim ({"speedup", "memory_factor", "confidence"}) as a prior of the proposer (PatchClaim or
-// KnobPrior: the same fields), discounted by the agent's calibration.
-template <class Prior> void set_prior(Prior& p, const json& claim, const AgentCalibration& cal) {
-    p.speedup = claim.value("speedup", 1.0);
-    p.memory_factor = claim.value("memory_factor", 1.0);
-    p.confidence = claim.value("confidence", 0.5);
+// A stored claim as a prior of the proposer (PatchClaim or KnobPrior: the same fields), discounted by the
+// agent's calibration.
+template <class Prior> void set_prior(Prior& p, const store::AgentClaim& claim, const AgentCalibration& cal) {
+    p.speedup = claim.speedup;
+    p.memory_factor = claim.memory_factor;
+    p.confidence = claim.confidence;
     p.discount = cal.speed.discount;
     p.memory_discount = cal.memory.discount;
     p.calibration_error = cal.speed.error;
 }
 
+store::AgentClaim stored_claim(const agent::Claim& c) {
+    return {c.speedup, c.memory_factor, c.confidence};
+}
+
 json claim_json(const agent::Claim& c) {
-    return {{"speedup", c.speedup}, {"memory_factor", c.memory_factor}, {"confidence", c.confidence}};
+    return store::to_json(stored_claim(c));
 }
 
 int finished_search_batches(store::CampaignStore& store) {
@@ -103,7 +106,7 @@ bool Campaign::agent_due(bool space_exhausted) {
     if (calls.empty()) return true;
     // Once after each search batch: the last call saw fewer finished batches than there are now. Once more
     // when the space is exhausted, unless the last call was that one.
-    const auto seen = calls.back().detail.value("search_batches", -1);
+    const auto seen = calls.back().detail.search_batches.value_or(-1);
     const int finished = finished_search_batches(*store_);
     if (space_exhausted) return finished > seen || calls.back().trigger != "space_exhausted";
     return finished > seen;
@@ -164,15 +167,11 @@ AgentPairs Campaign::own_agent_pairs() {
 AgentCalibration Campaign::agent_calibration() {
     // The bank's pairs for this agent on hardware like this (seed_from_bank), then this campaign's own.
     AgentPairs all;
-    if (const auto kept = store_->meta("agent_bank_pairs")) {
-        const auto j = json::parse(*kept, nullptr, false);
-        auto read = [&](const char* key, std::vector<model::ClaimPair>& into) {
-            if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return;
-            for (const auto& p : j[key])
-                into.push_back({json_number_or(p, "claimed", 1.0), json_number_or(p, "measured", 1.0)});
-        };
-        read("speedup", all.speed);
-        read("memory", all.memory);
+    if (const auto kept = store_->campaign_run().agent_bank_pairs) {
+        for (const auto& p : kept->speedup)
+            all.speed.push_back({p.claimed, p.measured});
+        for (const auto& p : kept->memory)
+            all.memory.push_back({p.claimed, p.measured});
     }
     AgentCalibration cal;
     cal.bank_pairs = static_cast<int>(all.speed.size());
@@ -199,18 +198,18 @@ void Campaign::fill_agent_priors(search::ProposalContext& ctx) {
         f.claim = std::nullopt;
         if (!it->second->info.contains("claim")) continue;
         search::PatchClaim claim;
-        set_prior(claim, it->second->info["claim"], cal);
+        set_prior(claim, store::agent_claim_from_json(it->second->info["claim"]), cal);
         f.claim = claim;
     }
     // The knob priors of the latest call that gave any: an agent's newer view replaces its older one.
     for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
-        const auto& priors = it->detail.value("knob_priors", json::array());
-        if (!priors.is_array() || priors.empty()) continue;
-        for (const auto& k : priors) {
+        const auto& priors = it->detail.knob_priors;
+        if (!priors || priors->empty()) continue;
+        for (const auto& k : *priors) {
             search::KnobPrior kp;
-            kp.knob = k.value("knob", "");
-            kp.value = k.value("value", "");
-            set_prior(kp, k.value("claim", json::object()), cal);
+            kp.knob = k.knob;
+            kp.value = k.value;
+            set_prior(kp, k.claim, cal);
             ctx.knob_priors.push_back(std::move(kp));
         }
         break;
@@ -391,11 +390,11 @@ void end_interrupted_calls(store::CampaignStore& store) {
 // How the call went, whatever it answered.
 void record_call(store::AgentCallRow& row, const agent::CallResult& res) {
     row.finished = store::now_seconds();
-    row.detail["seconds"] = res.seconds;
-    row.detail["isolated"] = res.isolated;
-    row.detail["isolation"] = res.isolation;
-    row.detail["leftovers"] = res.leftovers;
-    row.detail["stderr_tail"] = agent::job_output(res.err_tail, 4096);
+    row.detail.seconds = res.seconds;
+    row.detail.isolated = res.isolated;
+    row.detail.isolation = res.isolation;
+    row.detail.leftovers = res.leftovers;
+    row.detail.stderr_tail = agent::job_output(res.err_tail, 4096);
     row.outcome = std::string(agent::call_outcome_names.name(res.outcome));
     row.reason = res.reason;
 }
@@ -406,18 +405,16 @@ void record_answer(store::AgentCallRow& row, const agent::Response& answer) {
     row.cost = answer.usage.cost;
     row.model = answer.usage.model;
     row.offered = static_cast<int>(answer.patches.size() + answer.refused.size());
-    json refused = json::array();
+    auto& d = row.detail;
+    d.refused_while_reading.emplace();
     for (const auto& r : answer.refused)
-        refused.push_back({{"index", r.index}, {"name", r.name}, {"reason", r.reason}});
-    row.detail["refused_while_reading"] = refused;
-    row.detail["knob_priors"] = json::array();
+        d.refused_while_reading->push_back({r.index, r.name, r.reason});
+    d.knob_priors.emplace();
     for (const auto& k : answer.knob_priors)
-        row.detail["knob_priors"].push_back(
-            {{"knob", k.knob}, {"value", k.value}, {"claim", claim_json(k.claim)}});
-    json refused_priors = json::array();
+        d.knob_priors->push_back({k.knob, k.value, stored_claim(k.claim)});
+    d.refused_priors.emplace();
     for (const auto& r : answer.refused_priors)
-        refused_priors.push_back({{"index", r.index}, {"reason", r.reason}});
-    row.detail["refused_priors"] = refused_priors;
+        d.refused_priors->push_back({r.index, std::nullopt, r.reason});
 }
 
 } // namespace
@@ -432,7 +429,7 @@ int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
     row.trigger = trigger;
     row.outcome = "running";
     row.id = store_->add_agent_call(row);
-    row.detail["search_batches"] = finished_batches;
+    row.detail.search_batches = finished_batches;
     store_->update_agent_call(row);
     const int call = static_cast<int>(row.id);
 

@@ -28,32 +28,32 @@ CampaignView Campaign::experience_view() {
 void Campaign::seed_from_bank(const RunOptions& o) {
     // The bank's seeds are looked up once, after the doctor has re-baselined on this hardware, and kept
     // in the store so a restarted campaign proposes the same ones.
-    if (!o.bank.empty() && !store_->meta("bank_seeds")) {
+    if (!o.bank.empty() && !store_->campaign_run().bank_seeds) {
         bank::ExperienceBank b(o.bank);
         const auto here = campaign_hardware(experience_view(), plugin_spool(scheduler(o), o));
         const auto known = b.match_hardware(here); // with or without findings for this workload
         store_->set_meta("bank_hardware", known.dump());
         auto seeds = seeds_from_bank(b, experience_view(), here);
-        json list = json::array();
+        std::vector<store::BankSeed> kept;
         for (const auto& sd : seeds) {
-            list.push_back({{"candidate", sd.candidate.to_json()},
-                            {"reason", sd.reason},
-                            {"weight", sd.weight},
-                            {"hypothesis", sd.hypothesis},
-                            {"provenance", sd.provenance}});
+            kept.push_back({.candidate = sd.candidate.to_json(),
+                            .reason = sd.reason,
+                            .weight = sd.weight,
+                            .hypothesis = sd.hypothesis,
+                            .provenance = sd.provenance});
             say(o, "seed: " + sd.candidate.describe() + ": " + sd.reason);
         }
-        store_->set_meta("bank_seeds", list.dump());
+        store_->set_bank_seeds(kept);
         if (contract_.agent.enabled()) {
             // The agent's claims on hardware like this, measured by earlier campaigns: its first call's
             // claims are discounted by them (agent_calibration).
             const auto known_pairs = agent_pairs_from_bank(b, contract_.agent.name, here);
-            json sp = json::array(), mp = json::array();
+            store::AgentBankPairs pairs;
             for (const auto& p : known_pairs.speed)
-                sp.push_back({{"claimed", p.claimed}, {"measured", p.measured}});
+                pairs.speedup.push_back({p.claimed, p.measured});
             for (const auto& p : known_pairs.memory)
-                mp.push_back({{"claimed", p.claimed}, {"measured", p.measured}});
-            store_->set_meta("agent_bank_pairs", json{{"speedup", sp}, {"memory", mp}}.dump());
+                pairs.memory.push_back({p.claimed, p.measured});
+            store_->set_agent_bank_pairs(pairs);
             if (known_pairs.findings > 0)
                 say(o,
                     fmt::format("experience bank: agent {}: {} claims measured before on hardware like this",
@@ -66,15 +66,16 @@ void Campaign::seed_from_bank(const RunOptions& o) {
 }
 
 void Campaign::record_in_bank(const RunOptions& o) {
-    // Once when the campaign is done ("1"); a campaign searched without verification (`run --no-verify`)
-    // records what it has then ("searched"), and the rest, its verified settings, when `verify` finishes it
-    // (a finding recorded before is known by its uid and not added twice).
-    const auto recorded = store_->meta("bank_ingested");
-    const char* now = finished() ? "1" : "searched";
-    if (!o.bank.empty() && recorded != "1" && recorded != now) {
+    // Once when the campaign is done; a campaign searched without verification (`run --no-verify`) records
+    // what it has then (searched), and the rest, its verified settings, when `verify` finishes it (a finding
+    // recorded before is known by its uid and not added twice).
+    using store::BankIngested;
+    const auto recorded = store_->campaign_run().bank_ingested;
+    const auto now = finished() ? BankIngested::Done : BankIngested::Searched;
+    if (!o.bank.empty() && recorded != BankIngested::Done && recorded != now) {
         bank::ExperienceBank b(o.bank);
         auto r = ingest_into_bank(b, experience_view(), plugin_spool(scheduler(o), o));
-        store_->set_meta("bank_ingested", now);
+        store_->set_bank_ingested(now);
         say(o,
             fmt::format("experience bank {}: {} findings added, {} already known", o.bank, r.added, r.known));
     }

@@ -643,8 +643,9 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             ? ManifestProof{}
             : manifest_proof(b, b.manifest_sha256.empty() ? std::nullopt : std::optional(b.manifest_sha256));
     // The doctor's startup and step pace, which later trials' step times are checked against.
-    const auto startup = trial::startup_from_json(json::parse(store_->meta("startup").value_or("null")));
-    const auto baseline_pace = store_->campaign_run().step_pace; // none before the doctor measured it
+    const auto run = store_->campaign_run();
+    const auto startup = run.startup;         // none: not measured, the timing check is off
+    const auto baseline_pace = run.step_pace; // none before the doctor measured it
     const auto loss_check = batch_loss_check(b.kind);
     store::Transaction tx(store_->db());
     for (auto t : store_->trials_of_batch(batch_id)) {

@@ -133,7 +133,7 @@ void record_startup_and_pace(store::CampaignStore& store, const DoctorSamples& d
     if (auto startup = trial::measure_startup(d.startups)) {
         // Runs with one kind of evidence; mixed: no startup applies to every trial, the check is off.
         startup->source = d.startup_sources.size() == 1 ? *d.startup_sources.begin() : "mixed";
-        store.set_meta("startup", trial::to_json(*startup).dump());
+        store.set_startup(*startup);
         store.log(
             startup->wall_clock
                 ? fmt::format("doctor: startup {:.3f} s (spread {:.3f} s over {} runs): the elapsed time "

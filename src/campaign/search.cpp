@@ -395,7 +395,8 @@ bool contains_excluded(const space::Candidate& c, const std::vector<std::vector<
 // the bank's reason in the audit.
 std::vector<Campaign::Task> first_tasks(store::CampaignStore& store, int q,
                                         const std::vector<std::vector<std::string>>& excluded,
-                                        const json& seeds, std::vector<std::int64_t>& dequeued) {
+                                        const std::vector<store::BankSeed>& seeds,
+                                        std::vector<std::int64_t>& dequeued) {
     std::vector<Campaign::Task> tasks;
     for (const auto& e : store.requeued()) {
         if (static_cast<int>(tasks.size()) >= q) break;
@@ -412,11 +413,11 @@ std::vector<Campaign::Task> first_tasks(store::CampaignStore& store, int q,
     for (const auto& t : store.trials())
         tried.insert(t.candidate_key);
     for (const auto& sd : seeds) {
-        auto cand = space::Candidate::from_json(sd["candidate"]);
+        auto cand = space::Candidate::from_json(sd.candidate);
         if (static_cast<int>(tasks.size()) >= q || tried.count(cand.key()) ||
             contains_excluded(cand, excluded))
             continue;
-        tasks.push_back({cand, TrialKind::Search, sd["reason"].get<std::string>(), 0, {}, {}});
+        tasks.push_back({cand, TrialKind::Search, sd.reason, 0, {}, {}});
         tried.insert(cand.key());
     }
     return tasks;
@@ -480,12 +481,12 @@ void Campaign::search(const RunOptions& o) {
         // Patch sets that failed their equivalence check: no candidate that contains one runs again.
         const auto excluded = not_equivalent_patch_sets();
         std::vector<std::int64_t> dequeued;
-        const json seeds = json::parse(store_->meta("bank_seeds").value_or("[]"));
+        const auto seeds = store_->campaign_run().bank_seeds.value_or(std::vector<store::BankSeed>{});
         std::vector<Task> tasks = first_tasks(*store_, q, excluded, seeds, dequeued);
         search::ProposalContext ctx;
         ctx.space = &contract_.space;
         for (const auto& sd : seeds)
-            ctx.seeds.push_back(space::Candidate::from_json(sd["candidate"]));
+            ctx.seeds.push_back(space::Candidate::from_json(sd.candidate));
         for (const auto& p : catalog_)
             ctx.patches.push_back({p.id, p.tags, search::tag_claim(p.tags)});
         fill_agent_priors(ctx);

@@ -481,11 +481,13 @@ void add_baseline(json& r, campaign::Campaign& c, const std::string& unseeded) {
     // after.
     if (auto slow = s.campaign_run().slow_nodes) r["slow_nodes"] = *slow;
     // Where the search started: the experience bank's seeds (a campaign that inherited nothing has none).
-    if (auto bank = s.meta("bank"))
+    if (auto bank = s.meta("bank")) {
+        const auto run = s.campaign_run();
         r["bank"] = {{"path", *bank},
                      {"hardware", json::parse(s.meta("bank_hardware").value_or("{}"))},
-                     {"seeds", json::parse(s.meta("bank_seeds").value_or("[]"))},
-                     {"findings_recorded", !s.meta("bank_ingested").value_or("").empty()}};
+                     {"seeds", store::to_json(run.bank_seeds.value_or(std::vector<store::BankSeed>{}))},
+                     {"findings_recorded", run.bank_ingested.has_value()}};
+    }
     r["seeds"] = {{"reach_job", unseeded.empty()}};
     if (!unseeded.empty()) r["seeds"]["why"] = unseeded;
 }
@@ -564,7 +566,7 @@ json agent_json(campaign::Campaign& c, const std::vector<store::EquivalenceCheck
     for (const auto& a : s.agent_calls()) {
         tokens += a.tokens;
         cost += a.cost;
-        seconds += a.detail.value("seconds", 0.0);
+        seconds += a.detail.seconds.value_or(0.0);
         calls.push_back({{"call", a.id},
                          {"trigger", a.trigger},
                          {"outcome", a.outcome},
@@ -574,8 +576,8 @@ json agent_json(campaign::Campaign& c, const std::vector<store::EquivalenceCheck
                          {"tokens", a.tokens},
                          {"cost", a.cost},
                          {"model", a.model},
-                         {"seconds", a.detail.value("seconds", 0.0)},
-                         {"isolated", a.detail.value("isolated", false)}});
+                         {"seconds", a.detail.seconds.value_or(0.0)},
+                         {"isolated", a.detail.isolated.value_or(false)}});
     }
     json claims = json::array();
     for (const auto& p : s.patches())

@@ -192,6 +192,40 @@ UPDATE campaign_run SET
                     AND json_type(value, '$.median') IN ('real', 'integer'));
 DELETE FROM meta WHERE key IN ('slow_nodes', 'step_pace');
 )sql",
+    // 9: the last facts out of the meta blackboard (issue 30): the startup the doctor measured is columns of
+    // campaign_run (trial::Startup's fields; it was meta 'startup', its JSON, read only when its median and
+    // spread were numbers, as trial::startup_from_json reads it); the bank's seeds and the agent's pairs the
+    // bank gave are JSON columns of the same shape (store/bank_facts.hpp; meta 'bank_seeds', a list, and
+    // 'agent_bank_pairs'; one that is not JSON, or seeds that are not a list, is dropped: the bank is asked
+    // again, where before the search stopped on it); whether the findings were recorded is a name
+    // (BankIngested; meta 'bank_ingested' was '1' when done, 'searched' after a search without verification,
+    // and '' never said anything).
+    R"sql(
+ALTER TABLE campaign_run ADD COLUMN startup_median_s REAL;
+ALTER TABLE campaign_run ADD COLUMN startup_spread_s REAL;
+ALTER TABLE campaign_run ADD COLUMN startup_runs INTEGER;
+ALTER TABLE campaign_run ADD COLUMN startup_wall_clock INTEGER;
+ALTER TABLE campaign_run ADD COLUMN startup_source TEXT;
+ALTER TABLE campaign_run ADD COLUMN bank_seeds TEXT;
+ALTER TABLE campaign_run ADD COLUMN agent_bank_pairs TEXT;
+ALTER TABLE campaign_run ADD COLUMN bank_ingested TEXT;
+UPDATE campaign_run SET
+  (startup_median_s, startup_spread_s, startup_runs, startup_wall_clock, startup_source) = (
+    SELECT json_extract(value, '$.median_s'), json_extract(value, '$.spread_s'),
+           CASE WHEN json_type(value, '$.runs') IN ('integer', 'real')
+                THEN CAST(json_extract(value, '$.runs') AS INTEGER) ELSE 0 END,
+           CASE json_type(value, '$.wall_clock') WHEN 'false' THEN 0 ELSE 1 END,
+           CASE WHEN json_type(value, '$.source') = 'text' THEN json_extract(value, '$.source') ELSE '' END
+    FROM meta WHERE key = 'startup' AND json_valid(value) AND json_type(value) = 'object'
+      AND json_type(value, '$.median_s') IN ('integer', 'real')
+      AND json_type(value, '$.spread_s') IN ('integer', 'real')),
+  bank_seeds = (SELECT value FROM meta WHERE key = 'bank_seeds' AND json_valid(value)
+                AND json_type(value) = 'array'),
+  agent_bank_pairs = (SELECT value FROM meta WHERE key = 'agent_bank_pairs' AND json_valid(value)),
+  bank_ingested = (SELECT CASE value WHEN '1' THEN 'done' ELSE 'searched' END FROM meta
+                   WHERE key = 'bank_ingested' AND value <> '');
+DELETE FROM meta WHERE key IN ('startup', 'bank_seeds', 'agent_bank_pairs', 'bank_ingested');
+)sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 static_assert(migration_count == CampaignStore::schema_version);
@@ -564,9 +598,10 @@ std::vector<EquivalenceCheck> CampaignStore::equivalence_checks() {
 }
 
 CampaignRun CampaignStore::campaign_run() {
-    Statement s(db_,
-                "SELECT started, ended, paused, cancelled, noise_accepted, submitted_job, "
-                "submitted_job_output, slow_nodes, step_pace, step_pace_runs FROM campaign_run WHERE id = 1");
+    Statement s(db_, "SELECT started, ended, paused, cancelled, noise_accepted, submitted_job, "
+                     "submitted_job_output, slow_nodes, step_pace, step_pace_runs, startup_median_s, "
+                     "startup_spread_s, startup_runs, startup_wall_clock, startup_source, bank_seeds, "
+                     "agent_bank_pairs, bank_ingested FROM campaign_run WHERE id = 1");
     if (!s.step()) return {};
     CampaignRun r;
     r.started = s.opt_real(0);
@@ -580,6 +615,24 @@ CampaignRun CampaignStore::campaign_run() {
         r.slow_nodes = nlohmann::json::parse(*slow).get<std::vector<std::string>>();
     r.step_pace = s.opt_real(8);
     if (const auto runs = s.opt_integer(9)) r.step_pace_runs = static_cast<int>(*runs);
+    if (const auto median = s.opt_real(10)) {
+        trial::Startup st;
+        st.median_s = *median;
+        st.spread_s = s.opt_real(11).value_or(0);
+        st.runs = static_cast<int>(s.opt_integer(12).value_or(0));
+        st.wall_clock = s.opt_integer(13).value_or(1) != 0;
+        st.source = s.opt_text(14).value_or("");
+        r.startup = st;
+    }
+    if (const auto seeds = s.opt_text(15)) r.bank_seeds = bank_seeds_from_json(nlohmann::json::parse(*seeds));
+    if (const auto pairs = s.opt_text(16))
+        r.agent_bank_pairs = agent_bank_pairs_from_json(nlohmann::json::parse(*pairs, nullptr, false));
+    if (const auto ingested = s.opt_text(17)) {
+        r.bank_ingested = bank_ingested_names.parse(*ingested);
+        if (!r.bank_ingested)
+            throw Error("unknown bank ingestion '" + *ingested + "'", db_.path() + ", campaign_run",
+                        bank_ingested_names.list());
+    }
     return r;
 }
 
@@ -620,6 +673,29 @@ void CampaignStore::set_step_pace(double median, int runs) {
         .bind(1, median)
         .bind(2, runs)
         .run();
+}
+
+void CampaignStore::set_startup(const trial::Startup& st) {
+    Statement(db_, "UPDATE campaign_run SET startup_median_s = ?1, startup_spread_s = ?2, startup_runs = ?3, "
+                   "startup_wall_clock = ?4, startup_source = ?5 WHERE id = 1")
+        .bind(1, st.median_s)
+        .bind(2, st.spread_s)
+        .bind(3, st.runs)
+        .bind(4, st.wall_clock ? 1 : 0)
+        .bind(5, st.source)
+        .run();
+}
+
+void CampaignStore::set_bank_seeds(const std::vector<BankSeed>& seeds) {
+    update_run(db_, "bank_seeds = ?1", to_json(seeds).dump());
+}
+
+void CampaignStore::set_agent_bank_pairs(const AgentBankPairs& pairs) {
+    update_run(db_, "agent_bank_pairs = ?1", to_json(pairs).dump());
+}
+
+void CampaignStore::set_bank_ingested(BankIngested what) {
+    update_run(db_, "bank_ingested = ?1", std::string(bank_ingested_names.name(what)));
 }
 
 void CampaignStore::set_submitted_job(const std::string& decision, const std::optional<std::string>& output) {
@@ -878,7 +954,7 @@ void CampaignStore::update_agent_call(const AgentCallRow& c) {
         .bind(7, static_cast<std::int64_t>(c.tokens))
         .bind(8, c.cost)
         .bind(9, c.model)
-        .bind(10, c.detail.dump())
+        .bind(10, to_json(c.detail).dump())
         .run();
 }
 
@@ -900,8 +976,8 @@ std::vector<AgentCallRow> CampaignStore::agent_calls() {
         c.tokens = s.integer(8);
         c.cost = s.real(9);
         c.model = s.text(10);
-        c.detail = nlohmann::json::parse(s.text(11), nullptr, false);
-        if (c.detail.is_discarded()) c.detail = nlohmann::json::object();
+        // One JSON document (store/agent_call_detail.hpp); one that is not JSON says nothing.
+        c.detail = agent_call_detail_from_json(nlohmann::json::parse(s.text(11), nullptr, false));
         out.push_back(std::move(c));
     }
     return out;

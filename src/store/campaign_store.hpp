@@ -2,12 +2,15 @@
 // The campaign store: everything a campaign knows, in one SQLite database that only the orchestrator writes
 // (trial jobs write result files that it ingests). Schema versioned with PRAGMA user_version and forward
 // migrations; a newer database than this build understands is refused.
+#include "store/agent_call_detail.hpp"
+#include "store/bank_facts.hpp"
 #include "store/baseline.hpp"
 #include "store/campaign_state.hpp"
 #include "store/equivalence_check.hpp"
 #include "store/sqlite.hpp"
 #include "store/verification_detail.hpp"
 #include "trial/outcome.hpp"
+#include "trial/proof.hpp"
 #include "trial/record.hpp"
 #include "util/enum_names.hpp"
 
@@ -72,7 +75,8 @@ struct PatchRow {
 };
 
 // One call of the campaign's agent (campaign/agent_stage.cpp): when, why, how it ended, what it offered and
-// what it cost. `detail` holds the refusals, the call's isolation and its stderr tail (the agent's words).
+// what it cost. `detail` holds the refusals, the knob priors, the call's isolation and its stderr tail (the
+// agent's words): store/agent_call_detail.hpp.
 struct AgentCallRow {
     std::int64_t id = 0; // the call's number, from 1
     double started = 0, finished = 0;
@@ -84,7 +88,7 @@ struct AgentCallRow {
     long long tokens = 0; // as the agent reported
     double cost = 0;
     std::string model;
-    nlohmann::json detail = nlohmann::json::object();
+    AgentCallDetail detail;
 };
 
 // What a batch is for: the stage that plans a kind finishes it (campaign/: each stage registers its
@@ -122,7 +126,10 @@ struct BatchRow {
 // Schema 8: what the doctor found of the nodes and the job's pace, which later trials are held to: the nodes
 // whose GPUs are slow (trials are kept off them; none found: none) and the baseline's median step pace over
 // its runs (trial/proof.hpp; none before the doctor has measured it). They were meta 'slow_nodes' and
-// 'step_pace'.
+// 'step_pace'. Schema 9: the startup the doctor measured, which the timing check allows later trials (none:
+// not measured, the check is off; it was meta 'startup'), and what the experience bank gave the campaign
+// and took from it (store/bank_facts.hpp; they were meta 'bank_seeds', 'agent_bank_pairs' and
+// 'bank_ingested'): none before the bank was asked (a campaign without a bank never asks it).
 struct CampaignRun {
     std::optional<double> started, ended; // store::now_seconds()
     std::optional<std::string> paused, cancelled, noise_accepted;
@@ -130,6 +137,10 @@ struct CampaignRun {
     std::optional<std::vector<std::string>> slow_nodes;
     std::optional<double> step_pace;
     std::optional<int> step_pace_runs;
+    std::optional<trial::Startup> startup;
+    std::optional<std::vector<BankSeed>> bank_seeds; // looked up once: an empty list is an answer
+    std::optional<AgentBankPairs> agent_bank_pairs;  // only where the contract has an agent
+    std::optional<BankIngested> bank_ingested;
 };
 
 // One array job of a batch: the trials with array indices first_index .. first_index + tasks - 1, which share
@@ -212,14 +223,15 @@ struct RequeueEntry {
 
 class CampaignStore {
   public:
-    static constexpr int schema_version = 8;
+    static constexpr int schema_version = 9;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
 
-    // The blackboard of settings and facts about the campaign (its id, contract, scheduler, ...). The stage,
-    // the re-queue (schema 6), the run's state (schema 7) and the equivalence checks (schema 8) are not kept
-    // here: they have typed tables.
+    // The blackboard of settings about the campaign (its id, contract, scheduler, ...). The stage, the
+    // re-queue (schema 6), the run's state (schema 7), the equivalence checks (schema 8), the doctor's
+    // startup and the bank's seeds, pairs and ingestion (schema 9) are not kept here: they have typed tables
+    // or columns.
     void set_meta(const std::string& key, const std::string& value);
     std::optional<std::string> meta(const std::string& key);
 
@@ -233,6 +245,10 @@ class CampaignStore {
                            const std::optional<std::string>& output = std::nullopt);
     void set_slow_nodes(const std::vector<std::string>& nodes);
     void set_step_pace(double median, int runs);
+    void set_startup(const trial::Startup& s);
+    void set_bank_seeds(const std::vector<BankSeed>& seeds);
+    void set_agent_bank_pairs(const AgentBankPairs& pairs);
+    void set_bank_ingested(BankIngested what);
 
     // The campaign's equivalence checks (store/equivalence_check.hpp), in the order they were recorded.
     std::int64_t add_equivalence_check(const EquivalenceCheck& c); // returns its id

@@ -1,5 +1,7 @@
 #include "store/equivalence_check.hpp"
 
+#include "store/optional_field.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -9,9 +11,7 @@ using nlohmann::json;
 
 namespace {
 
-template <class T> void put(json& j, const char* key, const std::optional<T>& v) {
-    if (v) j[key] = *v;
-}
+using internal::put;
 
 // Takes `key` out of `j` into `v` when it is there.
 template <class T> void take(json& j, const char* key, std::optional<T>& v) {

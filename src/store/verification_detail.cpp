@@ -1,5 +1,6 @@
 #include "store/verification_detail.hpp"
 
+#include "store/optional_field.hpp"
 #include "util/error.hpp"
 
 #include <cmath>
@@ -41,9 +42,7 @@ json num(double x) {
     return std::isfinite(x) ? json(x) : json(nullptr);
 }
 
-template <typename T> void put(json& j, const char* key, const std::optional<T>& v) {
-    if (v) j[key] = *v;
-}
+using internal::put;
 
 void put(json& j, const char* key, const std::optional<double>& v) {
     if (v) j[key] = num(*v);

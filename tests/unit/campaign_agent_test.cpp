@@ -139,7 +139,8 @@ TEST_CASE("hostile agents: out of scope, protected, symlink, 100 copies, a flood
         } else if (mode == "copies") {
             // Four read (max_patches_per_call), one accepted, three the same change; the rest never read.
             CHECK(calls[0].accepted == 1);
-            CHECK(calls[0].detail["refused_while_reading"].size() == 96);
+            REQUIRE(calls[0].detail.refused_while_reading);
+            CHECK(calls[0].detail.refused_while_reading->size() == 96);
             int same = 0;
             for (const auto& p : c.store().patches())
                 if (p.reason.find("same change") != std::string::npos) ++same;

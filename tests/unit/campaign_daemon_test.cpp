@@ -208,12 +208,14 @@ TEST_CASE(
     o.verify = false;
     campaign::Campaign(d.path / "verified").run(o);
     CHECK(finding_kinds(verify_bank).count("noise") == 1); // what it has after its search...
-    CHECK(campaign::Campaign(d.path / "verified").store().meta("bank_ingested") == "searched");
+    CHECK(campaign::Campaign(d.path / "verified").store().campaign_run().bank_ingested ==
+          store::BankIngested::Searched);
     o.verify = true;
     campaign::Campaign c(d.path / "verified");
     c.verify(o);
     CHECK(c.finished());
-    CHECK(c.store().meta("bank_ingested") == "1"); // ...and the rest once verified, nothing twice
+    CHECK(c.store().campaign_run().bank_ingested ==
+          store::BankIngested::Done); // ...and the rest once verified, nothing twice
     CHECK(finding_kinds(verify_bank).count("noise") == 1);
 }
 

@@ -514,10 +514,8 @@ TEST_CASE("an unpatched reference that runs out of memory in the equivalence che
     campaign::Campaign c(test::stepload_campaign(d, edits));
     // The search tries only chunk=2 +saver (an experience bank's seed): nothing tells the campaign that
     // chunk=2 needs the saver before the equivalence check's run without it runs out of memory.
-    c.store().set_meta("bank_seeds",
-                       json::array({{{"candidate", {{"knobs", {{"chunk", 2}}}, {"patches", {"saver"}}}},
-                                     {"reason", "the test's seed"}}})
-                           .dump());
+    c.store().set_bank_seeds(
+        {{.candidate = {{"knobs", {{"chunk", 2}}}, {"patches", {"saver"}}}, .reason = "the test's seed"}});
     c.run(test::local_run_options());
     REQUIRE(c.finished());
     const auto search = c.store().trials({.kinds = {TrialKind::Search}});

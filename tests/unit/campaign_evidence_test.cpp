@@ -7,6 +7,7 @@
 #include "campaign/campaign.hpp"
 #include "scheduler/scheduler.hpp"
 #include "trial/outcome.hpp"
+#include "trial/proof.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 
@@ -199,10 +200,10 @@ TEST_CASE("a patch that slows the job's clock is a timing violation and one that
     campaign::Campaign c(dir);
     c.run(test::local_run_options());
     CHECK(c.finished());
-    const auto startup = c.store().meta("startup");
+    const auto startup = c.store().campaign_run().startup;
     REQUIRE_MESSAGE(startup, "the doctor recorded no startup");
-    INFO("startup: " << *startup);
-    CHECK(nlohmann::json::parse(*startup).value("wall_clock", false));
+    INFO("startup: " << trial::to_json(*startup).dump());
+    CHECK(startup->wall_clock);
 
     // The search may bundle patches: a bundle with the burst prints extra lines (checked first), one with the
     // slow clock but no burst claims short steps, the real speed-up alone keeps the contract.

@@ -444,6 +444,253 @@ TEST_CASE("equivalence checks are added, updated and listed in the order they we
     CHECK(judged.other.empty());
 }
 
+namespace {
+// What a version-8 build kept in meta: the bank's seeds (one with a key no build knows), the agent's pairs
+// from the bank, and an agent call's detail as agent_stage.cpp wrote it, with a key no build knows.
+const char* const v8_bank_seeds =
+    R"([{"candidate":{"knobs":{"grad_accum":4,"micro_batch":4,"recompute":"selective"},)"
+    R"("patches":["fast_kernel"]},)"
+    R"("hypothesis":false,"provenance":{"campaign":"c1","finding":"f1","similarity":0.9},)"
+    R"("reason":"verified 1.4x on similar hardware","weight":0.8,"legacy":"kept"},)"
+    R"({"candidate":{"knobs":{"micro_batch":2},"patches":[]},"hypothesis":true,"provenance":{},)"
+    R"("reason":"a hypothesis","weight":0.25}])";
+const char* const v8_agent_bank_pairs =
+    R"({"memory":[{"claimed":0.8,"measured":0.9}],"speedup":[{"claimed":1.5,"measured":1.2},)"
+    R"({"claimed":1.1,"measured":1.0}]})";
+const char* const v8_agent_call_detail =
+    R"({"isolated":true,"isolation":"private view","knob_priors":[{"claim":{"confidence":0.7,)"
+    R"("memory_factor":1.0,"speedup":1.3},"knob":"micro_batch","value":"4"}],"leftovers":0,)"
+    R"("refused_priors":[{"index":2,"reason":"malformed: no knob"}],"refused_while_reading":[{"index":5,)"
+    R"("name":"big","reason":"over the limit"}],"search_batches":2,"seconds":12.5,)"
+    R"("stderr_tail":{"job_output":"thinking\n","truncated":false},"legacy_note":"kept"})";
+} // namespace
+
+TEST_CASE("a version-8 campaign database's startup and bank facts become columns of the run's row, once") {
+    // campaign-v5.sql (whose doctor kept meta 'startup') with the bank's facts added: migrations 6 to 8 leave
+    // them as a version-8 build kept them, 9 moves them. The cases: what meta 'bank_ingested' said, and a
+    // startup or seeds a build could not read.
+    struct Case {
+        const char* edit;
+        std::optional<store::BankIngested> ingested;
+        bool startup, seeds;
+    };
+    const Case cases[] = {
+        {"", store::BankIngested::Done, true, true},
+        {"UPDATE meta SET value = 'searched' WHERE key = 'bank_ingested'", store::BankIngested::Searched,
+         true, true},
+        {"UPDATE meta SET value = '' WHERE key = 'bank_ingested'", std::nullopt, true, true},
+        {"DELETE FROM meta WHERE key = 'bank_ingested'", std::nullopt, true, true},
+        {"UPDATE meta SET value = '{\"median_s\":\"x\",\"spread_s\":1}' WHERE key = 'startup'",
+         store::BankIngested::Done, false, true},
+        {"UPDATE meta SET value = 'not json' WHERE key = 'startup'; "
+         "UPDATE meta SET value = 'not json' WHERE key = 'bank_seeds'",
+         store::BankIngested::Done, false, false},
+    };
+    for (const auto& c : cases) {
+        const std::string edit = c.edit;
+        CAPTURE(edit);
+        TempDb tmp;
+        load_fixture(tmp.path(), "campaign-v5.sql");
+        {
+            store::Database db(tmp.path());
+            store::Statement(db, "INSERT INTO meta (key, value) VALUES ('bank', '/banks/site.sqlite'), "
+                                 "('bank_seeds', ?1), ('agent_bank_pairs', ?2), ('bank_ingested', '1')")
+                .bind(1, std::string(v8_bank_seeds))
+                .bind(2, std::string(v8_agent_bank_pairs))
+                .run();
+            store::Statement(db, "INSERT INTO agent_calls (id, started, finished, trigger, outcome, detail) "
+                                 "VALUES (1, 1796643700, 1796643712.5, 'after_doctor', 'ok', ?1)")
+                .bind(1, std::string(v8_agent_call_detail))
+                .run();
+            if (!edit.empty()) db.exec(edit);
+        }
+        const auto check = [&](store::CampaignStore& s) {
+            {
+                store::Statement v(s.db(), "PRAGMA user_version");
+                REQUIRE(v.step());
+                CHECK(v.integer(0) == store::CampaignStore::schema_version);
+            }
+            for (const char* key : {"startup", "bank_seeds", "agent_bank_pairs", "bank_ingested"})
+                CHECK_FALSE(s.meta(key));
+            CHECK(s.meta("bank") == "/banks/site.sqlite"); // a setting: it stays
+            CHECK(s.meta("id") == "61b8cdc0");
+            const auto run = s.campaign_run();
+            CHECK(run.bank_ingested == c.ingested);
+            REQUIRE(run.startup.has_value() == c.startup);
+            if (c.startup) {
+                CHECK(run.startup->median_s == doctest::Approx(0.14198906300000047));
+                CHECK(run.startup->spread_s == doctest::Approx(0.1690114180000002));
+                CHECK(run.startup->runs == 3);
+                CHECK(run.startup->wall_clock);
+                CHECK(run.startup->source == "local parent");
+            }
+            REQUIRE(run.bank_seeds.has_value() == c.seeds);
+            if (c.seeds) {
+                const auto& seeds = *run.bank_seeds;
+                REQUIRE(seeds.size() == 2);
+                CHECK(seeds[0].candidate["patches"] == nlohmann::json::array({"fast_kernel"}));
+                CHECK(seeds[0].reason == "verified 1.4x on similar hardware");
+                CHECK(seeds[0].weight == doctest::Approx(0.8));
+                CHECK_FALSE(seeds[0].hypothesis);
+                CHECK(seeds[0].provenance["finding"] == "f1");
+                CHECK(seeds[0].other == nlohmann::json{{"legacy", "kept"}});
+                CHECK(seeds[1].hypothesis);
+                CHECK(seeds[1].other.empty());
+                // Each seed reads back as it was, key for key, in its order (the report's bank.seeds).
+                CHECK(store::to_json(seeds) == nlohmann::json::parse(v8_bank_seeds));
+            }
+            REQUIRE(run.agent_bank_pairs);
+            REQUIRE(run.agent_bank_pairs->speedup.size() == 2);
+            CHECK(run.agent_bank_pairs->speedup[0].claimed == doctest::Approx(1.5));
+            CHECK(run.agent_bank_pairs->speedup[0].measured == doctest::Approx(1.2));
+            REQUIRE(run.agent_bank_pairs->memory.size() == 1);
+            CHECK(run.agent_bank_pairs->memory[0].measured == doctest::Approx(0.9));
+            CHECK(store::to_json(*run.agent_bank_pairs) == nlohmann::json::parse(v8_agent_bank_pairs));
+            // The rest of the run's row as migrations 7 and 8 made it.
+            CHECK(run.started == doctest::Approx(1796643694.512));
+            CHECK(run.step_pace_runs == 3);
+        };
+        store::CampaignStore s(tmp.path());
+        check(s);
+        // The agent call's detail (no migration: the same document) reads back typed.
+        auto calls = s.agent_calls();
+        REQUIRE(calls.size() == 1);
+        const auto& d = calls[0].detail;
+        CHECK(d.search_batches == 2);
+        CHECK(d.seconds == doctest::Approx(12.5));
+        CHECK(d.isolated == true);
+        CHECK(d.isolation == "private view");
+        CHECK(d.leftovers == 0);
+        CHECK(d.stderr_tail == nlohmann::json{{"job_output", "thinking\n"}, {"truncated", false}});
+        REQUIRE(d.knob_priors);
+        REQUIRE(d.knob_priors->size() == 1);
+        CHECK((*d.knob_priors)[0].knob == "micro_batch");
+        CHECK((*d.knob_priors)[0].value == "4");
+        CHECK((*d.knob_priors)[0].claim.speedup == doctest::Approx(1.3));
+        CHECK((*d.knob_priors)[0].claim.confidence == doctest::Approx(0.7));
+        REQUIRE(d.refused_while_reading);
+        REQUIRE(d.refused_while_reading->size() == 1);
+        CHECK((*d.refused_while_reading)[0].name == "big");
+        REQUIRE(d.refused_priors);
+        REQUIRE(d.refused_priors->size() == 1);
+        CHECK_FALSE((*d.refused_priors)[0].name);
+        CHECK(d.other == nlohmann::json{{"legacy_note", "kept"}});
+        CHECK(store::to_json(d) == nlohmann::json::parse(v8_agent_call_detail));
+        // ...and through an update, the key this build does not know with it.
+        calls[0].detail.leftovers = 1;
+        s.update_agent_call(calls[0]);
+        auto expected = nlohmann::json::parse(v8_agent_call_detail);
+        expected["leftovers"] = 1;
+        CHECK(store::to_json(s.agent_calls()[0].detail) == expected);
+
+        store::CampaignStore again(tmp.path()); // no migration twice
+        check(again);
+    }
+}
+
+TEST_CASE("the doctor's startup and the bank's facts are set once each and read back typed") {
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    {
+        const auto run = s.campaign_run();
+        CHECK_FALSE(run.startup);
+        CHECK_FALSE(run.bank_seeds);
+        CHECK_FALSE(run.agent_bank_pairs);
+        CHECK_FALSE(run.bank_ingested);
+    }
+    trial::Startup st;
+    st.median_s = -0.25;
+    st.spread_s = 0.125;
+    st.runs = 4;
+    st.wall_clock = false;
+    st.source = "plugin";
+    s.set_startup(st);
+    s.set_bank_seeds({});
+    s.set_agent_bank_pairs({.speedup = {{1.5, 1.25}}, .memory = {}});
+    s.set_bank_ingested(store::BankIngested::Searched);
+    {
+        const auto run = s.campaign_run();
+        REQUIRE(run.startup);
+        CHECK(trial::to_json(*run.startup) == trial::to_json(st));
+        REQUIRE(run.bank_seeds); // looked up, none found: not looked up again
+        CHECK(run.bank_seeds->empty());
+        REQUIRE(run.agent_bank_pairs);
+        REQUIRE(run.agent_bank_pairs->speedup.size() == 1);
+        CHECK(run.agent_bank_pairs->speedup[0].measured == doctest::Approx(1.25));
+        CHECK(run.agent_bank_pairs->memory.empty());
+        CHECK(run.bank_ingested == store::BankIngested::Searched);
+    }
+    s.set_bank_seeds({{.candidate = {{"knobs", {{"a", 1}}}, {"patches", nlohmann::json::array()}},
+                       .reason = "seed",
+                       .weight = 0.5,
+                       .hypothesis = true,
+                       .provenance = {{"finding", "f"}}}});
+    s.set_bank_ingested(store::BankIngested::Done);
+    store::CampaignStore again(tmp.path());
+    const auto run = again.campaign_run();
+    REQUIRE(run.bank_seeds);
+    REQUIRE(run.bank_seeds->size() == 1);
+    CHECK((*run.bank_seeds)[0].candidate["knobs"]["a"] == 1);
+    CHECK((*run.bank_seeds)[0].reason == "seed");
+    CHECK((*run.bank_seeds)[0].weight == doctest::Approx(0.5));
+    CHECK((*run.bank_seeds)[0].hypothesis);
+    CHECK((*run.bank_seeds)[0].provenance == nlohmann::json{{"finding", "f"}});
+    CHECK(run.bank_ingested == store::BankIngested::Done);
+    CHECK(run.startup->runs == 4);
+}
+
+TEST_CASE("an agent call's detail is stored typed, and a key this build does not know, or of another shape, "
+          "is kept as it was") {
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    store::AgentCallRow row;
+    row.started = 1.0;
+    row.trigger = "after_doctor";
+    row.outcome = "running";
+    row.id = s.add_agent_call(row);
+    CHECK(to_json(s.agent_calls()[0].detail) == nlohmann::json::object()); // a call killed before it ran
+    row.detail.search_batches = 0;
+    row.detail.seconds = 3.5;
+    row.detail.isolated = false;
+    row.detail.isolation = "no user namespaces";
+    row.detail.leftovers = 2;
+    row.detail.stderr_tail = nlohmann::json{{"job_output", "a\nb"}, {"truncated", true}};
+    row.detail.refused_while_reading = std::vector<store::AgentRefusal>{};
+    row.detail.knob_priors = std::vector<store::AgentKnobPrior>{{"threads", "8", {1.2, 0.9, 0.4}}};
+    row.detail.refused_priors = std::vector<store::AgentRefusal>{{3, std::nullopt, "unknown knob"}};
+    row.outcome = "ok";
+    s.update_agent_call(row);
+    const auto back = s.agent_calls().at(0).detail;
+    CHECK(store::to_json(back) == store::to_json(row.detail));
+    CHECK(back.leftovers == 2);
+    CHECK(back.stderr_tail == row.detail.stderr_tail);
+    REQUIRE(back.knob_priors);
+    CHECK((*back.knob_priors)[0].claim.memory_factor == doctest::Approx(0.9));
+    CHECK(back.refused_while_reading->empty());
+    CHECK(back.refused_priors->at(0).index == 3);
+    CHECK(store::to_json(back)["refused_priors"][0] ==
+          nlohmann::json{{"index", 3}, {"reason", "unknown knob"}});
+
+    // A record whose keys this build does not know, or whose known key has another shape than this build
+    // writes: kept in `other`, written back as it was, and not read.
+    const auto odd = nlohmann::json::parse(R"({"future":{"a":1},"knob_priors":"none","seconds":"long",)"
+                                           R"("refused_priors":[{"index":1,"reason":"r",)"
+                                           R"("extra":true}],"search_batches":4})");
+    auto d = store::agent_call_detail_from_json(odd);
+    CHECK_FALSE(d.knob_priors);
+    CHECK_FALSE(d.seconds);
+    CHECK_FALSE(d.refused_priors);
+    CHECK(d.search_batches == 4);
+    CHECK(d.other.size() == 4);
+    CHECK(store::to_json(d) == odd);
+    row.detail = d;
+    s.update_agent_call(row);
+    CHECK(store::to_json(s.agent_calls().at(0).detail) == odd);
+    // A detail that is not JSON says nothing (as before it was typed).
+    store::Statement(s.db(), "UPDATE agent_calls SET detail = 'not json'").run();
+    CHECK(store::to_json(s.agent_calls().at(0).detail) == nlohmann::json::object());
+}
+
 TEST_CASE("a trial's measurements an earlier build wrote read back typed, and a newer version is refused") {
     // campaign-v2.sql's trials keep the measurements document every build wrote before it had a version.
     TempDb tmp;
