@@ -142,12 +142,12 @@ void cut_to_budget(std::vector<Component>& runnable, int& rounds, double left, d
 }
 
 // Rounds of the bundle and each variant.
-std::vector<Campaign::Task> ablation_tasks(const space::Candidate& cand,
+std::vector<Task> ablation_tasks(const space::Candidate& cand,
                                            const std::vector<Component>& runnable, int rounds) {
-    std::vector<Campaign::Task> tasks;
+    std::vector<Task> tasks;
     for (int r = 0; r < rounds; ++r) {
         // The bundle first in even rounds, last in odd ones, so no arm is always first.
-        const Campaign::Task bundle{
+        const Task bundle{
             cand, TrialKind::Ablation, fmt::format("ablation round {}: the bundle", r + 1), 0, {}, {}};
         if (r % 2 == 0) tasks.push_back(bundle);
         for (const auto& p : runnable)
@@ -210,18 +210,18 @@ void Campaign::ablate(const RunOptions& o) {
         a.bundle = cand.key();
         say(o, fmt::format("ablation of {}: {} rounds of the bundle and {} variants, each without one change",
                            cand.describe(), rounds, runnable.size()));
-        const auto batch = plan_batch(store::BatchKind::Ablation, tasks);
+        const auto batch = batches_->plan(store::BatchKind::Ablation, tasks).id;
         a.batch_id = batch;
         v.detail.ablation = a;
         store_->update_verification(v);
-        submit_batch(batch, o);
-        await_batch(batch, o);
+        batches_->submit(batch, o);
+        batches_->await(batch, o);
     }
 }
 
 void Campaign::register_ablation_stage() {
-    batch_stages_[store::BatchKind::Ablation] = {
-        .finish = [this](std::int64_t batch_id) { finish_ablation(batch_id); }};
+    batches_->register_stage(store::BatchKind::Ablation,
+                             {.finish = [this](std::int64_t batch_id) { finish_ablation(batch_id); }});
 }
 
 namespace {

@@ -5,7 +5,9 @@
 // its answer bounded and checked (agent/protocol.hpp), and each patch stored in the campaign, then refused or
 // accepted by the same scope check as a catalog patch; an accepted one joins the space and from there goes
 // through the same sandbox, build, equivalence check, spot check and verification as any patch.
-#include "campaign/campaign.hpp"
+#include "campaign/agent_stage.hpp"
+
+#include "campaign/control.hpp"
 
 #include "agent/exec.hpp"
 #include "agent/protocol.hpp"
@@ -21,6 +23,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace infrarsi::campaign {
 
@@ -62,16 +66,16 @@ int finished_search_batches(store::CampaignStore& store) {
 
 } // namespace
 
-fs::path Campaign::agent_patch_file(const std::string& id) const {
-    return dir_ / "agent" / "patches" / (id + ".patch");
+std::filesystem::path AgentStage::patch_file(const std::string& id) const {
+    return c_.dir / "agent" / "patches" / (id + ".patch");
 }
 
-void Campaign::load_agent_patches(Open mode) {
-    for (const auto& row : store_->patches()) {
+void AgentStage::load_patches(bool read_only, std::vector<std::string>& changed) {
+    for (const auto& row : c_.store.patches()) {
         if (!from_agent(row) || !row.accepted) continue;
         patch::PatchInfo p;
         p.id = row.id;
-        p.file = agent_patch_file(row.id);
+        p.file = patch_file(row.id);
         p.description = row.info.value("description", "");
         p.tags = row.info.value("tags", std::vector<std::string>{});
         p.touches = row.info.value("touches", std::vector<std::string>{});
@@ -83,21 +87,21 @@ void Campaign::load_agent_patches(Open mode) {
         } catch (const std::exception&) {
         }
         if (now != row.info.value("sha256", "")) {
-            if (mode == Open::read_only) {
-                changed_inputs_.push_back("agent patch " + p.file.string());
+            if (read_only) {
+                changed.push_back("agent patch " + p.file.string());
                 continue;
             }
             throw Error("an agent patch changed since the agent returned it", p.file.string(),
                         "the file as stored (sha256 " + row.info.value("sha256", "") + ")");
         }
-        catalog_.push_back(std::move(p));
+        c_.catalog.push_back(std::move(p));
     }
 }
 
-bool Campaign::agent_due(bool space_exhausted) {
-    const auto& a = contract_.agent;
+bool AgentStage::due(bool space_exhausted) {
+    const auto& a = c_.contract.agent;
     if (!a.enabled()) return false;
-    const auto calls = store_->agent_calls();
+    const auto calls = c_.store.agent_calls();
     if (static_cast<int>(calls.size()) >= a.calls) return false;
     long long tokens = 0;
     for (const auto& c : calls)
@@ -107,20 +111,20 @@ bool Campaign::agent_due(bool space_exhausted) {
     // Once after each search batch: the last call saw fewer finished batches than there are now. Once more
     // when the space is exhausted, unless the last call was that one.
     const auto seen = calls.back().detail.search_batches.value_or(-1);
-    const int finished = finished_search_batches(*store_);
+    const int finished = finished_search_batches(c_.store);
     if (space_exhausted) return finished > seen || calls.back().trigger != "space_exhausted";
     return finished > seen;
 }
 
-std::optional<AgentPatchEffect> Campaign::measured_patch_effect(const std::string& id) {
+std::optional<AgentPatchEffect> AgentStage::measured_patch_effect(const std::string& id) {
     // Pairs of finished search trials whose candidates differ by this patch alone (same knobs, same other
     // patches), compared like with like: each against the control that ran beside it in its batch (a
     // batch's control is the baseline there: ratio 1), so two batches under different load compare by their
     // ratios. A trial without a control (the doctor's, run alone) is not compared with one that had one.
     // The median over pairs; the peaks' ratio likewise (memory does not depend on the load).
-    const auto trials = store_->trials({.kinds = {TrialKind::Search, TrialKind::SearchControl},
-                                        .state = TrialState::Finished,
-                                        .outcome = trial::Outcome::Ok});
+    const auto trials = c_.store.trials({.kinds = {TrialKind::Search, TrialKind::SearchControl},
+                                         .state = TrialState::Finished,
+                                         .outcome = trial::Outcome::Ok});
     auto ratio = [](const store::TrialRow& t) -> std::optional<double> {
         if (t.kind == TrialKind::SearchControl) return 1.0;
         return control_ratio(t);
@@ -151,9 +155,9 @@ std::optional<AgentPatchEffect> Campaign::measured_patch_effect(const std::strin
     return e;
 }
 
-AgentPairs Campaign::own_agent_pairs() {
+AgentPairs AgentStage::own_pairs() {
     AgentPairs out;
-    for (const auto& p : store_->patches()) {
+    for (const auto& p : c_.store.patches()) {
         if (!from_agent(p) || !p.accepted || !p.info.contains("claim")) continue;
         const auto e = measured_patch_effect(p.id);
         if (!e) continue;
@@ -164,10 +168,10 @@ AgentPairs Campaign::own_agent_pairs() {
     return out;
 }
 
-AgentCalibration Campaign::agent_calibration() {
+AgentCalibration AgentStage::calibration() {
     // The bank's pairs for this agent on hardware like this (seed_from_bank), then this campaign's own.
     AgentPairs all;
-    if (const auto kept = store_->campaign_run().agent_bank_pairs) {
+    if (const auto kept = c_.store.campaign_run().agent_bank_pairs) {
         for (const auto& p : kept->speedup)
             all.speed.push_back({p.claimed, p.measured});
         for (const auto& p : kept->memory)
@@ -175,7 +179,7 @@ AgentCalibration Campaign::agent_calibration() {
     }
     AgentCalibration cal;
     cal.bank_pairs = static_cast<int>(all.speed.size());
-    const auto own = own_agent_pairs();
+    const auto own = own_pairs();
     all.speed.insert(all.speed.end(), own.speed.begin(), own.speed.end());
     all.memory.insert(all.memory.end(), own.memory.begin(), own.memory.end());
     cal.speed = model::calibrate_claims(all.speed);
@@ -183,12 +187,12 @@ AgentCalibration Campaign::agent_calibration() {
     return cal;
 }
 
-void Campaign::fill_agent_priors(search::ProposalContext& ctx) {
-    const auto calls = store_->agent_calls();
+void AgentStage::fill_priors(search::ProposalContext& ctx) {
+    const auto calls = c_.store.agent_calls();
     if (calls.empty()) return;
-    const auto cal = agent_calibration();
+    const auto cal = calibration();
     std::map<std::string, const store::PatchRow*> rows;
-    const auto all = store_->patches();
+    const auto all = c_.store.patches();
     for (const auto& p : all)
         if (from_agent(p) && p.accepted) rows[p.id] = &p;
     for (auto& f : ctx.patches) {
@@ -326,8 +330,9 @@ json calibration_json(const AgentCalibration& cal) {
 
 } // namespace
 
-json Campaign::agent_request(int call, const std::string& trigger, const fs::path& tree) {
-    const auto& a = contract_.agent;
+json AgentStage::request(int call, const std::string& trigger, const std::filesystem::path& tree,
+                         const std::vector<store::EquivalenceCheck>& failed_checks) {
+    const auto& a = c_.contract.agent;
     json req;
     req["protocol"] = agent::kProtocolVersion;
     req["call"] = call;
@@ -336,22 +341,21 @@ json Campaign::agent_request(int call, const std::string& trigger, const fs::pat
     req["goal"] = a.goal;
     req["max_patches"] = a.max_patches_per_call;
     req["tree"] = tree.string();
-    req["scope"] = scope_json(contract_);
-    const double limit = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
-    if (const auto b = store_->baseline()) req["baseline"] = baseline_json(*b, limit);
-    req["hardware"] = {{"nodes", contract_.resources.nodes},
-                       {"ranks_per_node", contract_.resources.ntasks_per_node},
+    req["scope"] = scope_json(c_.contract);
+    const double limit = static_cast<double>(contract::modeled_memory_limit_bytes(c_.contract.resources));
+    if (const auto b = c_.store.baseline()) req["baseline"] = baseline_json(*b, limit);
+    req["hardware"] = {{"nodes", c_.contract.resources.nodes},
+                       {"ranks_per_node", c_.contract.resources.ntasks_per_node},
                        {"memory_limit_bytes", limit}};
     json trials = json::array();
-    for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+    for (const auto& t : c_.store.trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
                          .state = TrialState::Finished,
                          .counted = true}))
         trials.push_back(trial_json(t, limit));
     req["trials"] = trials;
     // Its earlier patches and what became of them.
-    const auto failed_checks = failed_equivalence_checks();
     json patches = json::array();
-    for (const auto& p : store_->patches()) {
+    for (const auto& p : c_.store.patches()) {
         if (!from_agent(p)) continue;
         json j = {{"id", p.id},
                   {"name", p.info.value("name", "")},
@@ -365,13 +369,13 @@ json Campaign::agent_request(int call, const std::string& trigger, const fs::pat
             j["equivalence"] = equivalence_figures(*check);
         } else {
             accepted_fate(j, p.id,
-                          store_->trials({.kinds = {TrialKind::Search}, .state = TrialState::Finished}),
+                          c_.store.trials({.kinds = {TrialKind::Search}, .state = TrialState::Finished}),
                           measured_patch_effect(p.id));
         }
         patches.push_back(std::move(j));
     }
     req["patches"] = patches;
-    req["calibration"] = calibration_json(agent_calibration());
+    req["calibration"] = calibration_json(calibration());
     return req;
 }
 
@@ -419,43 +423,42 @@ void record_answer(store::AgentCallRow& row, const agent::Response& answer) {
 
 } // namespace
 
-int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
-    end_interrupted_calls(*store_);
-    if (!agent_due(trigger == "space_exhausted")) return 0;
-    const auto& a = contract_.agent;
-    const int finished_batches = finished_search_batches(*store_);
+int AgentStage::consult(const RunOptions& o, const std::string& trigger) {
+    end_interrupted_calls(c_.store);
+    if (!due(trigger == "space_exhausted")) return 0;
+    const auto& a = c_.contract.agent;
+    const int finished_batches = finished_search_batches(c_.store);
     store::AgentCallRow row;
     row.started = store::now_seconds();
     row.trigger = trigger;
     row.outcome = "running";
-    row.id = store_->add_agent_call(row);
+    row.id = c_.store.add_agent_call(row);
     row.detail.search_batches = finished_batches;
-    store_->update_agent_call(row);
+    c_.store.update_agent_call(row);
     const int call = static_cast<int>(row.id);
 
     // The tree the agent reads: the baseline's sandbox (an unpatched copy, made for the doctor), read-only in
     // the call's view.
-    const auto base = sandbox_cache().materialize({});
-    const fs::path call_dir = dir_ / "agent" / "calls" / std::to_string(call);
+    const auto tree = host_.baseline_tree();
+    const std::filesystem::path call_dir = c_.dir / "agent" / "calls" / std::to_string(call);
     agent::CallSpec spec;
-    spec.campaign = dir_;
+    spec.campaign = c_.dir;
     spec.call_dir = call_dir;
-    spec.tree = base.source;
+    spec.tree = tree;
     spec.command = a.command;
     spec.time_limit = std::chrono::seconds(a.call_time_limit_s);
-    json request = agent_request(call, trigger, base.source);
-    spec.request = request.dump(2);
+    spec.request = request(call, trigger, tree, host_.failed_equivalence_checks()).dump(2);
     std::error_code ec;
-    fs::create_directories(call_dir, ec);
+    std::filesystem::create_directories(call_dir, ec);
     write_file_atomically(call_dir / "request.json", spec.request);
-    say(o, fmt::format("agent {}: call {} of {} ({})", a.name, call, a.calls, trigger));
+    host_.say(o, fmt::format("agent {}: call {} of {} ({})", a.name, call, a.calls, trigger));
     const auto res = agent::call_agent(infrarsi_command(), spec);
 
     record_call(row, res);
     if (res.outcome != agent::CallOutcome::ok) {
-        store_->update_agent_call(row);
-        say(o, fmt::format("agent {}: call {} failed ({}): {}; the campaign goes on without it", a.name, call,
-                           row.outcome, res.reason));
+        c_.store.update_agent_call(row);
+        host_.say(o, fmt::format("agent {}: call {} failed ({}): {}; the campaign goes on without it", a.name,
+                                 call, row.outcome, res.reason));
         return 0;
     }
     agent::Response answer;
@@ -466,33 +469,33 @@ int Campaign::consult_agent(const RunOptions& o, const std::string& trigger) {
     } catch (const Error& e) {
         row.outcome = "invalid_output";
         row.reason = e.what();
-        store_->update_agent_call(row);
-        say(o, fmt::format("agent {}: call {}: invalid answer: {}", a.name, call, e.what()));
+        c_.store.update_agent_call(row);
+        host_.say(o, fmt::format("agent {}: call {}: invalid answer: {}", a.name, call, e.what()));
         return 0;
     }
     record_answer(row, answer);
 
     for (std::size_t i = 0; i < answer.patches.size(); ++i) {
         const auto& ap = answer.patches[i];
-        const auto outcome = take_agent_patch(ap, call, static_cast<int>(i));
+        const auto outcome = take_patch(ap, call, static_cast<int>(i));
         if (outcome.accepted) ++row.accepted;
-        say(o, outcome.accepted
-                   ? fmt::format("agent {}: patch {} accepted ({})", a.name, outcome.id,
-                                 ap.description.substr(0, 80))
-                   : fmt::format("agent {}: patch {} refused: {}", a.name, outcome.id, outcome.reason));
+        host_.say(o, outcome.accepted
+                         ? fmt::format("agent {}: patch {} accepted ({})", a.name, outcome.id,
+                                       ap.description.substr(0, 80))
+                         : fmt::format("agent {}: patch {} refused: {}", a.name, outcome.id, outcome.reason));
     }
     for (const auto& r : answer.refused)
-        say(o, fmt::format("agent {}: patch #{} refused: {}", a.name, r.index, r.reason));
-    store_->update_agent_call(row);
+        host_.say(o, fmt::format("agent {}: patch #{} refused: {}", a.name, r.index, r.reason));
+    c_.store.update_agent_call(row);
     return row.accepted;
 }
 
-Campaign::AgentPatchIntake Campaign::take_agent_patch(const agent::ProposedPatch& ap, int call, int index) {
+AgentStage::PatchIntake AgentStage::take_patch(const agent::ProposedPatch& ap, int call, int index) {
     // An id of its own: the call, the agent's name for it; never a catalog id or an earlier patch's.
     std::set<std::string> taken;
-    for (const auto& p : store_->patches())
+    for (const auto& p : c_.store.patches())
         taken.insert(p.id);
-    for (const auto& p : catalog_)
+    for (const auto& p : c_.catalog)
         taken.insert(p.id);
     std::string id = fmt::format("agent{}-{}", call, ap.name);
     for (int n = 2; taken.count(id); ++n)
@@ -500,14 +503,14 @@ Campaign::AgentPatchIntake Campaign::take_agent_patch(const agent::ProposedPatch
 
     const std::string digest = agent::change_digest(ap.diff);
     std::string reason;
-    for (const auto& p : store_->patches())
+    for (const auto& p : c_.store.patches())
         if (from_agent(p) && p.info.value("digest", "") == digest) {
             reason = "the same change as patch " + p.id + " (not tried again)";
             break;
         }
     if (reason.empty())
-        for (const auto& p : catalog_)
-            if (!p.file.empty() && p.file.parent_path() != agent_patch_file("x").parent_path()) {
+        for (const auto& p : c_.catalog)
+            if (!p.file.empty() && p.file.parent_path() != patch_file("x").parent_path()) {
                 std::string text;
                 try {
                     text = read_regular_file(p.file.string(), {.max_bytes = 16u << 20});
@@ -521,19 +524,19 @@ Campaign::AgentPatchIntake Campaign::take_agent_patch(const agent::ProposedPatch
             }
     patch::PatchInfo info;
     info.id = id;
-    info.file = agent_patch_file(id);
+    info.file = patch_file(id);
     info.description = ap.description;
     info.tags = ap.tags;
     info.touches = patch::touched_paths(ap.diff);
     info.symlink = patch::changes_symlink(ap.diff);
     if (reason.empty() && info.touches.empty()) reason = "the diff touches no file (not a unified diff?)";
     if (reason.empty()) {
-        const auto scope = patch::check_scope(info, contract_.editable, contract_.protected_files);
+        const auto scope = patch::check_scope(info, c_.contract.editable, c_.contract.protected_files);
         if (!scope.accepted) reason = "out of scope: " + scope.reason;
     }
     // Stored whatever its fate: the campaign stays auditable (what the agent said, and why it was refused).
     std::error_code ec;
-    fs::create_directories(info.file.parent_path(), ec);
+    std::filesystem::create_directories(info.file.parent_path(), ec);
     write_file_atomically(info.file, ap.diff);
     json j = {{"source", "agent"},
               {"call", call},
@@ -548,12 +551,12 @@ Campaign::AgentPatchIntake Campaign::take_agent_patch(const agent::ProposedPatch
               {"bytes", ap.diff.size()}};
     if (ap.claimed) j["claim"] = claim_json(ap.claim);
     const bool accepted = reason.empty();
-    store_->put_patch({id, accepted, reason, j});
-    store_->log(accepted ? "agent patch " + id + " accepted" : "agent patch " + id + " refused: " + reason);
+    c_.store.put_patch({id, accepted, reason, j});
+    c_.store.log(accepted ? "agent patch " + id + " accepted" : "agent patch " + id + " refused: " + reason);
     if (accepted) {
-        catalog_.push_back(info);
-        contract_.space.patches.push_back(id);
-        std::sort(contract_.space.patches.begin(), contract_.space.patches.end());
+        c_.catalog.push_back(info);
+        c_.contract.space.patches.push_back(id);
+        std::sort(c_.contract.space.patches.begin(), c_.contract.space.patches.end());
     }
     return {id, accepted, reason};
 }

@@ -18,7 +18,7 @@ CampaignView Campaign::experience_view() {
     v.id = store_->meta("id").value_or(dir_.string());
     v.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
     if (!store_->agent_calls().empty()) {
-        const auto pairs = own_agent_pairs();
+        const auto pairs = agent_->own_pairs();
         v.agent_speed_pairs = pairs.speed;
         v.agent_memory_pairs = pairs.memory;
     }
@@ -46,7 +46,7 @@ void Campaign::seed_from_bank(const RunOptions& o) {
         store_->set_bank_seeds(kept);
         if (contract_.agent.enabled()) {
             // The agent's claims on hardware like this, measured by earlier campaigns: its first call's
-            // claims are discounted by them (agent_calibration).
+            // claims are discounted by them (AgentStage::calibration).
             const auto known_pairs = agent_pairs_from_bank(b, contract_.agent.name, here);
             store::AgentBankPairs pairs;
             for (const auto& p : known_pairs.speed)

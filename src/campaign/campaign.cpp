@@ -1,5 +1,5 @@
 // The campaign: opening and locking it, its budget, and run(), the sequencer of the stages (doctor.cpp,
-// search.cpp, verification.cpp), which all run their trials through the batch runner (batch.cpp).
+// search.cpp, verification.cpp), which all run their trials through the batch runner (batch_runner.cpp).
 #include "campaign/campaign.hpp"
 
 #include "patch/hash.hpp"
@@ -115,18 +115,18 @@ Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexi
     for (const auto& p : store_->patches())
         if (p.accepted) contract_.space.patches.push_back(p.id);
     std::sort(contract_.space.patches.begin(), contract_.space.patches.end());
-    load_agent_patches(mode);
+    batches_ = std::make_unique<BatchRunner>(
+        BatchRunner::Context{.dir = dir_, .contract = contract_, .store = *store_},
+        static_cast<BatchRunner::Host&>(*this));
+    agent_ = std::make_unique<AgentStage>(
+        AgentStage::Context{.dir = dir_, .contract = contract_, .store = *store_, .catalog = catalog_},
+        static_cast<AgentStage::Host&>(*this));
+    agent_->load_patches(mode == Open::read_only, changed_inputs_);
     register_doctor_stage();
     register_search_stage();
     register_verification_stage();
     register_equivalence_stage();
     register_ablation_stage();
-}
-
-const Campaign::BatchStage& Campaign::batch_stage(store::BatchKind kind) const {
-    static const BatchStage none;
-    const auto it = batch_stages_.find(kind);
-    return it == batch_stages_.end() ? none : it->second;
 }
 
 const patch::PatchInfo* Campaign::patch_info(const std::string& id) const {
@@ -140,6 +140,10 @@ void Campaign::say(const RunOptions& o, const std::string& msg) {
     if (o.verbose && o.on_event) return o.on_event(msg);
     if (o.verbose) fmt::print("infrarsi: {}\n", msg);
     std::fflush(stdout);
+}
+
+fs::path Campaign::baseline_tree() {
+    return sandbox_cache().materialize({}).source;
 }
 
 patch::SandboxCache Campaign::sandbox_cache() const {
@@ -176,7 +180,8 @@ scheduler::Scheduler& Campaign::scheduler(const RunOptions& o) {
         check_scheduler_change(which);
     std::string why;
     scheduler_ = scheduler::make_scheduler(which, dir_ / "local-jobs", &why);
-    // Kept once a batch has gone to it (submit_batch): a scheduler that never ran a batch binds nothing.
+    // Kept once a batch has gone to it (BatchRunner::submit): a scheduler that never ran a batch binds
+    // nothing.
     if (which == "auto") say(o, fmt::format("scheduler: {} ({})", scheduler_->name(), why));
     return *scheduler_;
 }

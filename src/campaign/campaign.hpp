@@ -3,11 +3,14 @@
 // the five stages (init, doctor, run, verify, report/apply). All state is in the store, so a process killed
 // at any point resumes where it stopped: a batch is recorded before it is submitted, its job id before it is
 // released, and a submitted batch is re-attached to on restart.
-// One class, one file per part: campaign.cpp (open, lock, budget, run() the sequencer), batch.cpp (plan,
-// submit, await, resume, ingest: the batch runner, which hands a finished batch to what its stage registered,
-// BatchStage, and names no stage), doctor.cpp, search.cpp, verification.cpp, equivalence.cpp, ablation.cpp,
-// bank_stage.cpp (the stages).
-#include "agent/protocol.hpp"
+// The root, Campaign, and its parts: campaign.cpp (open, lock, budget, run() the sequencer), the batch runner
+// (batch_runner.hpp: plan, submit, await, resume, ingest; it hands a finished batch to what its stage
+// registered, BatchStage, and names no stage), the agent stage (agent_stage.hpp), and the stages whose files
+// are Campaign's still: doctor.cpp, search.cpp, verification.cpp, equivalence.cpp, ablation.cpp,
+// bank_stage.cpp.
+#include "campaign/agent_stage.hpp"
+#include "campaign/batch_runner.hpp"
+#include "campaign/control.hpp"
 #include "campaign/experience.hpp"
 #include "contract/contract.hpp"
 #include "model/claim_calibration.hpp"
@@ -36,32 +39,6 @@
 namespace infrarsi::campaign {
 
 namespace fs = std::filesystem;
-
-struct RunOptions {
-    bool verbose = true;
-    std::string proposer = "model";
-    // Where trials run: "slurm", "local" or "auto" (Slurm when it answers, else local). A campaign keeps the
-    // scheduler its first batch ran on.
-    std::string scheduler = "auto";
-    std::chrono::milliseconds poll{1000};
-    // How long a task the scheduler answers without (not queued, running or ended anywhere it looks) is
-    // waited for before it is taken as lost: its trial ends cancelled and its candidate is re-queued
-    // (scheduler/lost_tasks.hpp). Covers accounting written after the queue forgot the job.
-    std::chrono::seconds lost_grace{120};
-    // How long a scheduler that has run no batch of this campaign may not answer before `run` stops with an
-    // error (no Slurm on this host); one that has is waited for as long as it takes (a restart).
-    std::chrono::seconds first_answer_wait{60};
-    bool verify = true; // run the verification stage after the search
-    // Go on with a baseline whose noise leaves only large speed-ups promotable, instead of pausing
-    // (check_noise, doctor.cpp).
-    bool accept_noise = false;
-    std::string bank;  // experience bank file: seeds the search, receives the findings; empty: none
-    std::string spool; // the plugin's spool, whose allocation records name the hardware; empty: this host
-    const std::atomic<bool>* stop = nullptr; // set by a signal handler: finish the current step and return
-    // Set: each event goes here (after the store's log) instead of a line on stdout (the live status line
-    // of report/progress.hpp); only while verbose.
-    std::function<void(const std::string&)> on_event;
-};
 
 // Wall-time planning. Verification runs after the search, one trial at a time, so the search must stop early
 // enough to leave it room within the wall-time budget. A trial's wall time is estimated from the doctor's
@@ -105,23 +82,6 @@ struct NoiseCheck {
 };
 NoiseCheck check_noise(const store::Baseline& d, double min_speedup);
 
-// A search trial's step time over its batch's control's (Measurements::control), where both ran every step;
-// nullopt otherwise.
-std::optional<double> control_ratio(const store::TrialRow& t);
-// What each search batch's ratios are over, given the step times of the campaign's controls (one a batch):
-// the control's own, or, for a control further than `bound` (in log step time) from the median of them all
-// (three at least), that median: one run far from every other is a fluke of that run (a bimodal host's slow
-// run), not a slowdown of its batch. It errs against a batch that was slowed as a whole: a fluke never makes
-// a candidate look faster.
-struct ControlLevel {
-    double over = 0;
-    bool outlier = false;
-};
-std::vector<ControlLevel> control_levels(const std::vector<double>& control_step_s, double bound);
-// A search trial's step time over the baseline's, like against like: over its batch's control where it has
-// one, else over the doctor's median `baseline_step_s`; nullopt when neither can be formed. Under 1: faster.
-std::optional<double> baseline_ratio(const store::TrialRow& t, double baseline_step_s);
-
 // Whether the search may start another batch: the wall time used, that batch and the verification reserve
 // must fit in the budget (budget_s <= 0: no wall-time limit).
 struct SearchWallPlan {
@@ -135,22 +95,9 @@ struct SearchWallPlan {
     }
 };
 
-// A patch's measured effect (Campaign::measured_patch_effect): step-time speed-up and peak-memory factor.
-struct AgentPatchEffect {
-    double speedup = 1;
-    std::optional<double> memory_factor;
-    int pairs = 0;
-};
-
-struct AgentCalibration {
-    model::ClaimCalibration speed, memory;
-    int bank_pairs = 0; // of speed's pairs, those the experience bank brought (earlier campaigns)
-};
-struct AgentPairs {
-    std::vector<model::ClaimPair> speed, memory;
-};
-
-class Campaign {
+// The root of a campaign: it opens and locks it, sequences the stages (run) and owns its parts, the batch
+// runner (batch_runner.hpp) and the agent stage (agent_stage.hpp), whose Host it is.
+class Campaign : private BatchRunner::Host, private AgentStage::Host {
   public:
     // Creates the campaign directory and store; records the locks. Refuses an existing campaign.
     static void init(const fs::path& contract_file, const fs::path& dir);
@@ -160,6 +107,9 @@ class Campaign {
     // user edits the job as its result says; the stages (doctor, run, verify) refuse to start then.
     enum class Open { checked, read_only };
     explicit Campaign(const fs::path& dir, Open mode = Open::checked);
+    // Its parts hold references to its members.
+    Campaign(const Campaign&) = delete;
+    Campaign& operator=(const Campaign&) = delete;
     // "contract PATH", "tree PATH", ...: the locked inputs that differ from init (read-only opens only).
     const std::vector<std::string>& changed_inputs() const { return changed_inputs_; }
 
@@ -168,6 +118,8 @@ class Campaign {
     const fs::path& dir() const { return dir_; }
     const std::vector<patch::PatchInfo>& catalog() const { return catalog_; }
     const patch::PatchInfo* patch_info(const std::string& id) const;
+    // The agent stage (agent_stage.hpp): its calls, patches, priors and calibration.
+    AgentStage& agent() { return *agent_; }
 
     // Runs trials on `s` instead of the one RunOptions::scheduler names (a program that brings its own; the
     // fault tests wrap the local one). The same rule holds: a campaign keeps its scheduler while a batch is
@@ -219,68 +171,40 @@ class Campaign {
     // The campaign as the experience bank sees it (experience.hpp), valid while this campaign lives.
     CampaignView experience_view();
 
-    // One trial to run: a candidate, why it runs, and for verification the verification it belongs to.
-    struct Task {
-        space::Candidate candidate;
-        store::TrialKind kind = store::TrialKind::Search;
-        std::string reason;
-        int attempt = 0;
-        std::optional<std::int64_t> verification_id;
-        std::optional<long long> seed; // another seed than the contract's (the doctor's final_eval repeats)
-    };
-    // The first half of running a batch: materializes each task's sandbox (a patch that does not apply or a
-    // build that fails is recorded as build_failure), records the batch and its trials (state planned) and
-    // writes batches/<id>/manifest.json (docs/orchestrator.md). Submits nothing; returns the batch id.
-    // `placement` (empty, or one per task): a verification's A/B pairs, each its own array job(s) (a new
-    // array where `group` changes), submitted with `args` (ArrayJob::placement: the pair's node).
-    struct TaskPlacement {
-        int group = -1;
-        std::vector<std::string> args;
-    };
-    // A search batch none of whose candidates built is recorded without its control (it would have nothing
-    // to be compared with), finished at once.
-    std::int64_t plan_batch(store::BatchKind kind, std::vector<Task> tasks,
-                            const std::vector<TaskPlacement>& placement = {});
+    // The batch runner (batch_runner.hpp): the stages plan, submit and await their batches through it.
+    BatchRunner& batches() { return *batches_; }
 
   private:
-    // How the batch runner treats a kind of batch, as the stage that plans it registers it (each stage's
-    // register_*_stage, called by the constructor), so that the batch runner names no stage. A kind no stage
-    // registered (the user's own job) gets the defaults.
-    struct BatchStage {
-        // Every member has a default initializer, so a designated initializer may name any subset.
-        std::function<void(std::int64_t batch_id)> finish{}; // once ingest has stored the batch's trials
-        // Its runs are each at a seed of their own and compared with each other, not with the doctor's
-        // reference at the contract's seed: ingest holds them to no loss rule.
-        bool own_seeds = false;
-        // Its trials run up to [resources] max_concurrent at once, in arrays by option set with the control's
-        // first; other batches keep their order and run one trial at a time.
-        bool concurrent = false;
-        // The early stop of its trials, given the log of the batch's control (empty: none); none: every step.
-        std::function<std::optional<trial::ManifestTask::SlowStop>(const fs::path& control_log)> slow_stop{};
-    };
-    std::map<store::BatchKind, BatchStage> batch_stages_;
-    const BatchStage& batch_stage(store::BatchKind kind) const;
     void register_doctor_stage();
     void register_search_stage();
     void register_verification_stage();
     void register_equivalence_stage();
     void register_ablation_stage();
-    patch::SandboxCache sandbox_cache() const; // the campaign's sandboxes, keyed by the locked tree
-    std::vector<const patch::PatchInfo*> patch_set(const space::Candidate& c) const; // throws if unknown
-    void submit_batch(std::int64_t batch_id, const RunOptions& o);
-    // The first batch submitted starts the wall-time budget's clock and binds the campaign to its scheduler
-    // (empty: the user's own job, which names none).
-    void mark_started(const std::string& scheduler_name);
-    void await_batch(std::int64_t batch_id, const RunOptions& o);
-    void resume_open_batches(const RunOptions& o);
-    void ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records);
-    // Once a trial is read: its job's own files in its trial directory removed or bounded as [workload]
-    // keep_job_files says (trial/job_files.hpp); what was removed goes into its measurements and the log.
-    void remove_job_files(store::TrialRow& t);
-    // self_submitted.cpp: the user's jobs submitted since the batch was, that this campaign did not submit
-    // (read by await_batch into user_jobs_), and those submitted while one trial's job ran.
-    std::vector<slurm::UserJob> jobs_not_ours(const scheduler::Scheduler& sched, std::int64_t batch_id);
-    std::vector<trial::SelfSubmittedJob> self_submitted_during(const slurm::JobRecord& rec) const;
+    // What the batch runner and the agent stage ask of the campaign (their Host interfaces).
+    patch::SandboxCache sandbox_cache() const override; // keyed by the locked tree
+    std::vector<const patch::PatchInfo*>
+    patch_set(const space::Candidate& c) const override; // throws if unknown
+    void sandboxes_built() override;
+    scheduler::Scheduler&
+    scheduler(const RunOptions& o) override; // chosen on first use (RunOptions::scheduler)
+    scheduler::Scheduler&
+    slurm_for_submitted_job() override; // awaited through Slurm whatever runs the trials
+    // The plugin's spool for `sched`'s jobs: RunOptions::spool, else discovered (slurm/plugstack.hpp), said
+    // once per scheduler; empty when there is none.
+    std::string plugin_spool(scheduler::Scheduler& sched, const RunOptions& o) override;
+    // The doctor's slow nodes to keep this campaign's jobs off now (scheduler::nodes_to_avoid over the
+    // partition's nodes).
+    std::vector<std::string> nodes_to_avoid(scheduler::Scheduler& sched) override;
+    std::vector<double> reference_losses() override;
+    // Ingest of the job submitted with --infrarsi=tune (submitted_job.cpp): its output into the trial's
+    // log.txt, its Slurm record into result.json.
+    void take_submitted_output(const store::TrialRow& t, const slurm::JobRecord& rec) override;
+    // A signal (o.stop) or a cancel written by another process (read from the store once a second at most).
+    bool stopping(const RunOptions& o) override;
+    void say(const RunOptions& o, const std::string& msg) override;
+    fs::path baseline_tree() override; // the baseline's sandbox, for the agent to read
+    std::vector<store::EquivalenceCheck> failed_equivalence_checks() override; // the failed checks' records
+
     // The baseline from the doctor's runs (`remeasure`: from that re-measurement batch's runs alone).
     void finish_doctor(std::optional<std::int64_t> remeasure = std::nullopt);
     std::vector<Task> doctor_tasks(int adopted, const std::string& why) const; // the baseline's repeats
@@ -293,10 +217,7 @@ class Campaign {
     // The job submitted with --infrarsi=tune as the doctor's first run (submitted_job.cpp): its batch, made
     // now, or nullopt (not a tune campaign, adopted before, or Slurm no longer knows it: said why).
     std::optional<std::int64_t> adopt_submitted_job(const RunOptions& o);
-    // Ingest of that job: its output into the trial's log.txt, its Slurm record into result.json.
-    void take_submitted_output(const store::TrialRow& t, const slurm::JobRecord& rec);
-    scheduler::Scheduler& slurm_for_submitted_job(); // awaited through Slurm whatever runs the trials
-    void seed_from_bank(const RunOptions& o);        // once, after the doctor (bank_stage.cpp)
+    void seed_from_bank(const RunOptions& o); // once, after the doctor (bank_stage.cpp)
     void finish_verification(std::int64_t verification_id);
     // Plans, submits and awaits one block of a verification's sequence (verification.cpp,
     // verify/sequential.hpp): two A/B pairs, one in each order, each pair on one node, spread over the
@@ -306,7 +227,6 @@ class Campaign {
     // Runs a verification's first stage block by block until its look says otherwise (also after a
     // restart); returns false when stopped.
     bool run_sequence(std::int64_t verification_id, const RunOptions& o);
-    std::vector<std::string> array_placement(std::int64_t batch_id, int seq); // ArrayJob::placement
     // equivalence.cpp: the equivalence check of a candidate's patch set apart from knobs. The record of the
     // check (docs/orchestrator.md, "Equivalence"): a stored one, a failed one of a patch set it contains, or
     // nullopt when there is none yet; run_equivalence runs it (one batch: the patch set, then the baseline,
@@ -345,36 +265,6 @@ class Campaign {
     // finished, changed in place) say they ran at one seed.
     void retract_seed_claims(store::VerificationRow* current);
     std::vector<std::vector<std::string>> not_equivalent_patch_sets(); // every failed check's patch set
-    std::vector<store::EquivalenceCheck> failed_equivalence_checks();  // the failed checks' records
-
-    // The agent stage (agent_stage.cpp).
-    struct AgentPatchIntake {
-        std::string id;
-        bool accepted = false;
-        std::string reason;
-    };
-    fs::path agent_patch_file(const std::string& id) const;
-    void load_agent_patches(Open mode); // at open: the accepted ones join the catalog, checked by hash
-    // A call is owed now and allowed: after the doctor, after each search batch, or (space_exhausted) once
-    // when the proposer has no candidate left, while calls and token budget remain.
-    bool agent_due(bool space_exhausted = false);
-    int consult_agent(const RunOptions& o, const std::string& trigger); // patches accepted
-    nlohmann::json agent_request(int call, const std::string& trigger, const fs::path& tree);
-    AgentPatchIntake take_agent_patch(const agent::ProposedPatch& p, int call, int index);
-
-    // The agent's claims as the proposer's priors (search::PatchFacts::claim, knob_priors), discounted by
-    // its calibration so far.
-    void fill_agent_priors(search::ProposalContext& ctx);
-
-  public:
-    // What trials measured of a patch: the median over pairs of trials that differ by it alone.
-    std::optional<AgentPatchEffect> measured_patch_effect(const std::string& patch_id);
-    // The agent's calibration: its claims against what trials measured, the bank's (earlier campaigns on
-    // hardware like this) and this campaign's.
-    AgentCalibration agent_calibration();
-    AgentPairs own_agent_pairs(); // this campaign's alone
-
-  private:
     // The verdict of a patch set's run against the same knobs without it at one seed: state passed, failed
     // or incomplete (a run that did not complete says nothing about the math), the compared values and the
     // trial ids; a failed patch set run gets the typed violation not_equivalent.
@@ -390,9 +280,6 @@ class Campaign {
     // the bundle as far as the wall-time budget allows; the result in the verification's detail.
     void ablate(const RunOptions& o);
     void finish_ablation(std::int64_t batch_id);
-    std::vector<double> reference_losses();
-    // The loss rule ingest holds a batch's trials to (trial::assess); none for runs at a seed of their own.
-    trial::LossCheck batch_loss_check(store::BatchKind batch_kind);
     TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
     SearchWallPlan search_wall_plan(int q); // for a next search batch of q candidates
     fs::path estimate_sandbox(const space::Candidate& c);    // the build memory_estimate uses; empty: none
@@ -408,16 +295,10 @@ class Campaign {
     void record_control_ratios(std::int64_t batch_id);
     // Empty, or a warning for people when the doctor's noise leaves only very large speed-ups promotable.
     std::string noise_warning();
-    // A signal (o.stop) or a cancel written by another process (read from the store once a second at most).
-    bool stopping(const RunOptions& o);
     void run_stages(const RunOptions& o);
     std::chrono::steady_clock::time_point cancel_checked_{};
     bool cancel_seen_ = false;
-    scheduler::Scheduler& scheduler(const RunOptions& o); // chosen on first use (RunOptions::scheduler)
-    void check_scheduler_change(const std::string& to);   // throws while a batch is open on another
-    // The plugin's spool for `sched`'s jobs: RunOptions::spool, else discovered (slurm/plugstack.hpp), said
-    // once per scheduler; empty when there is none.
-    std::string plugin_spool(scheduler::Scheduler& sched, const RunOptions& o);
+    void check_scheduler_change(const std::string& to); // throws while a batch is open on another
     // The MFU denominator from a calibration of the doctor's hardware (doctor.cpp): the plugin's allocation
     // records of its runs, or this host's for the local scheduler; nullopt when there is none.
     std::optional<verify::PeakFlops> calibration_peak(const std::vector<store::TrialRow>& doctor_runs);
@@ -427,29 +308,23 @@ class Campaign {
     // kept in the campaign (meta slow_nodes) and left out of every later array (slow_nodes()).
     void find_slow_nodes(const std::vector<store::TrialRow>& doctor_runs);
     std::vector<std::string> slow_nodes();
-    // Those of them to keep this campaign's jobs off now (scheduler::nodes_to_avoid over the partition's
-    // nodes).
-    std::vector<std::string> nodes_to_avoid(scheduler::Scheduler& sched);
     // Whether a trial can be given a seed other than the contract's ([invariants] seed_env or seed_arg).
     bool can_seed() const;
     // A random seed none of `used` nor the doctor's (contract seed, seed + 1, ...) (equivalence checks, A/B
     // pairs): no logged loss at it exists to copy.
     long long fresh_seed(const std::set<long long>& used) const;
     std::map<std::string, std::string> plugin_spools_; // by scheduler name, once discovered
-    void say(const RunOptions& o, const std::string& msg);
 
     fs::path dir_;
     std::vector<std::string> changed_inputs_;
     contract::Contract contract_;
     std::unique_ptr<store::CampaignStore> store_;
     std::vector<patch::PatchInfo> catalog_;
+    // Its parts, each seeing its Context and asking the rest through its Host: the campaign never moves.
+    std::unique_ptr<BatchRunner> batches_;
+    std::unique_ptr<AgentStage> agent_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
     std::unique_ptr<scheduler::Scheduler> submitted_job_scheduler_;
-    // Where ingest finds the trials' evidence (batch.cpp): the plugin's spool (RunOptions::spool) and the
-    // name of the scheduler whose records it reads; set by await_batch.
-    std::string evidence_spool_;
-    std::string evidence_scheduler_;
-    std::vector<slurm::UserJob> user_jobs_; // jobs_not_ours, for ingest
 };
 
 // The knob settings (no patches) from `c`'s knobs toward the baseline's, where a patch set's equivalence is
@@ -466,13 +341,5 @@ std::vector<space::Candidate> settings_toward_baseline(const space::Space& s, co
 std::string memory_prior_name(const contract::Contract& c);
 // The transformer formulas' estimate of a candidate's peak per node ([memory.transformer]); nullopt without.
 std::optional<double> transformer_memory_estimate(const contract::Contract& k, const space::Candidate& c);
-
-// The batch manifest's "knobs": every environment name a task's "env" may set, with its allowed values as
-// strings (null: any value), which the SPANK plugin's trial mode requires (docs/plugin.md). The space's knobs
-// get their whole domain (null beyond kMaxManifestKnobValues values); the other names in the tasks' env (the
-// contract's workload env, steps, seed and binary variables) get the values the tasks give them.
-inline constexpr std::size_t kMaxManifestKnobValues = 4096;
-trial::KnobDeclarations manifest_knobs(const space::Space& space,
-                                       const std::vector<trial::ManifestTask>& tasks);
 
 } // namespace infrarsi::campaign

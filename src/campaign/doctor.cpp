@@ -239,11 +239,11 @@ double Campaign::mde() {
 }
 
 std::vector<node::AllocationRecord> Campaign::allocation_records(const std::vector<store::TrialRow>& runs) {
-    if (evidence_spool_.empty() || evidence_scheduler_ != "slurm") return {};
+    if (batches_->evidence().spool.empty() || batches_->evidence().scheduler != "slurm") return {};
     std::set<std::string> jobs;
     for (const auto& t : runs)
         if (!t.job_id.empty()) jobs.insert(t.job_id);
-    const auto path = fs::path(evidence_spool_) / "allocations.jsonl";
+    const auto path = fs::path(batches_->evidence().spool) / "allocations.jsonl";
     std::error_code ec;
     if (!fs::exists(path, ec)) return {};
     return node::records_of_jobs(node::read_records(path.string()).records, jobs);
@@ -272,7 +272,7 @@ std::vector<std::string> Campaign::nodes_to_avoid(scheduler::Scheduler& sched) {
 std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<store::TrialRow>& doctor_runs) {
     std::vector<double> peaks;
     std::set<std::string> nodes, sources;
-    if (!evidence_spool_.empty() && evidence_scheduler_ == "slurm") {
+    if (!batches_->evidence().spool.empty() && batches_->evidence().scheduler == "slurm") {
         // The plugin's records of the doctor's own allocations: the hardware its runs had.
         for (const auto& r : allocation_records(doctor_runs))
             if (const auto p = node::node_peak_flops(r)) {
@@ -287,7 +287,7 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
                         "node's peak: {}",
                         peaks.size(), nodes.size(), fmt::join(sources, " | "))};
     }
-    if (evidence_scheduler_ != "local") return std::nullopt;
+    if (batches_->evidence().scheduler != "local") return std::nullopt;
     // The local scheduler runs the trials on this host: its GPUs' peak where it has NVIDIA devices (a GPU
     // job's peak is theirs), else its cores' measured together, as a job using all of them sees them.
     node::AllocationRecord here;
@@ -312,9 +312,9 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
 }
 
 void Campaign::register_doctor_stage() {
-    batch_stages_[store::BatchKind::Doctor] = {.finish = [this](std::int64_t) { finish_doctor(); }};
-    batch_stages_[store::BatchKind::DoctorRemeasure] = {
-        .finish = [this](std::int64_t batch_id) { finish_doctor(batch_id); }};
+    batches_->register_stage(store::BatchKind::Doctor, {.finish = [this](std::int64_t) { finish_doctor(); }});
+    batches_->register_stage(store::BatchKind::DoctorRemeasure,
+                             {.finish = [this](std::int64_t batch_id) { finish_doctor(batch_id); }});
 }
 
 void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
@@ -370,7 +370,7 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
     if (const auto warning = noise_warning(); !warning.empty()) store_->log("doctor: " + warning);
 }
 
-std::vector<Campaign::Task> Campaign::doctor_tasks(int adopted, const std::string& why) const {
+std::vector<Task> Campaign::doctor_tasks(int adopted, const std::string& why) const {
     // final_eval: each repeat at its own seed, so their spread calibrates the loss tolerance (the submitted
     // job's evaluation loss does not count there: it ran at its own seed).
     const bool seeds = contract_.invariants.loss_mode == contract::LossMode::FinalEval;
@@ -389,7 +389,7 @@ std::vector<Campaign::Task> Campaign::doctor_tasks(int adopted, const std::strin
 }
 
 void Campaign::doctor(const RunOptions& o) {
-    resume_open_batches(o);
+    batches_->resume_open(o);
     if (stopping(o)) return;
     if (!store_->baseline()) {
         const auto batches = store_->batches();
@@ -398,7 +398,7 @@ void Campaign::doctor(const RunOptions& o) {
             return;
         // A campaign started from a tune request: the job the user submitted is the first baseline run.
         if (const auto submitted = adopt_submitted_job(o)) {
-            await_batch(*submitted, o);
+            batches_->await(*submitted, o);
             if (stopping(o)) return;
         }
         int adopted = 0;
@@ -408,13 +408,13 @@ void Campaign::doctor(const RunOptions& o) {
                     adopted += t.outcome == trial::Outcome::Ok;
         const auto tasks = doctor_tasks(adopted, "baseline repeat");
         say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
-        auto id = plan_batch(store::BatchKind::Doctor, tasks);
+        auto id = batches_->plan(store::BatchKind::Doctor, tasks).id;
         for (const auto& t : store_->trials_of_batch(id))
             if (t.array_index < 0)
                 throw Error("the baseline does not build: " + t.detail, t.result_path,
                             "a baseline that builds");
-        submit_batch(id, o);
-        await_batch(id, o);
+        batches_->submit(id, o);
+        batches_->await(id, o);
         if (stopping(o) || !store_->baseline()) return;
     }
     check_doctor_noise(o);
@@ -436,9 +436,9 @@ void Campaign::check_doctor_noise(const RunOptions& o) {
         say(o, fmt::format(
                    "doctor: {}; re-measuring the baseline {} times, one job at a time, before the search",
                    verdict.why, tasks.size()));
-        const auto id = plan_batch(store::BatchKind::DoctorRemeasure, tasks);
-        submit_batch(id, o);
-        await_batch(id, o);
+        const auto id = batches_->plan(store::BatchKind::DoctorRemeasure, tasks).id;
+        batches_->submit(id, o);
+        batches_->await(id, o);
         if (stopping(o)) return;
         verdict = check_noise(*store_->baseline(), contract_.verify.min_speedup);
         if (!verdict.noisy) {

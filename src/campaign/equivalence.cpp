@@ -320,9 +320,9 @@ store::EquivalenceCheck running_record(const space::Candidate& c, const space::C
 
 // The check's two runs at one seed. The patch set first: while it runs, no loss at this seed has been printed
 // anywhere.
-std::vector<Campaign::Task> check_tasks(const space::Candidate& patched, const space::Candidate& unpatched,
+std::vector<Task> check_tasks(const space::Candidate& patched, const space::Candidate& unpatched,
                                         bool moved, long long seed) {
-    std::vector<Campaign::Task> tasks;
+    std::vector<Task> tasks;
     tasks.push_back({patched,
                      TrialKind::EquivalenceCandidate,
                      moved ? "equivalence check: the patch set at knobs that fit without it, fresh seed"
@@ -349,7 +349,7 @@ bool recorded_retry(const std::vector<store::EquivalenceCheck>& records, std::in
 
 std::optional<store::EquivalenceCheck> Campaign::run_equivalence(const space::Candidate& c,
                                                                  const RunOptions& o) {
-    resume_open_batches(o);
+    batches_->resume_open(o);
     for (;;) {
         if (stopping(o)) return std::nullopt;
         if (auto r = equivalence_record(c); r && r->state != "running") return r;
@@ -392,12 +392,14 @@ std::optional<store::EquivalenceCheck> Campaign::run_equivalence(const space::Ca
                            "patches, {}, tolerance {:.3g} relative per step{}",
                            fmt::join(c.patches, "+"), patched.describe(), seed.note, tolerance,
                            site.moved ? "; " + site.why : std::string()));
-        const auto batch = plan_batch(store::BatchKind::Equivalence,
-                                      check_tasks(patched, site.knobs, site.moved, seed.seed));
+        const auto batch =
+            batches_
+                ->plan(store::BatchKind::Equivalence, check_tasks(patched, site.knobs, site.moved, seed.seed))
+                .id;
         r.batch_id = batch;
         store_->add_equivalence_check(r);
-        submit_batch(batch, o);
-        await_batch(batch, o);
+        batches_->submit(batch, o);
+        batches_->await(batch, o);
         if (stopping(o)) return std::nullopt;
         // A run that ran out of memory: another attempt nearer the baseline's knobs (finish_equivalence).
         if (auto done = equivalence_record(c)) return done;
@@ -476,10 +478,11 @@ void Campaign::record_not_equivalent(const space::Candidate& c, const json& chec
 
 // Its runs are at a fresh seed of their own, compared with each other (judge_equivalence).
 void Campaign::register_equivalence_stage() {
-    batch_stages_[store::BatchKind::Equivalence] = {
-        .finish = [this](std::int64_t batch_id) { finish_equivalence(batch_id); },
-        .own_seeds = true,
-    };
+    batches_->register_stage(store::BatchKind::Equivalence,
+                             {
+                                 .finish = [this](std::int64_t batch_id) { finish_equivalence(batch_id); },
+                                 .own_seeds = true,
+                             });
 }
 
 void Campaign::finish_equivalence(std::int64_t batch_id) {

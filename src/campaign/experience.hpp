@@ -26,7 +26,7 @@ struct CampaignView {
     std::string id; // the campaign's id, for the findings' provenance
     // The contract's peak-memory estimate of a candidate (Campaign::memory_estimate); empty: none.
     std::function<std::optional<double>(const space::Candidate&)> memory_estimate;
-    // The agent's claims against what trials measured (Campaign::agent_calibration's pairs): the bank keeps
+    // The agent's claims against what trials measured (AgentStage::calibration's pairs): the bank keeps
     // them as an agent_calibration finding under the workload "agent:<name>".
     std::vector<model::ClaimPair> agent_speed_pairs{}, agent_memory_pairs{};
 };

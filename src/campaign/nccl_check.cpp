@@ -57,7 +57,7 @@ void Campaign::check_nccl_transport(const std::vector<store::TrialRow>& runs) {
     for (const auto& t : runs)
         if (!t.node.empty()) nodes.insert(t.node);
     const auto hardware =
-        trial::nccl_hardware(run_topologies(evidence_spool_, nodes), contract_.resources.nodes);
+        trial::nccl_hardware(run_topologies(batches_->evidence().spool, nodes), contract_.resources.nodes);
     nlohmann::json record = nlohmann::json::array();
     std::vector<std::string> problems;
     int with_lines = 0;

@@ -66,22 +66,14 @@ std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_ste
 }
 
 void Campaign::register_search_stage() {
-    batch_stages_[store::BatchKind::Search] = {
-        .finish = [this](std::int64_t batch_id) { record_control_ratios(batch_id); },
-        .concurrent = true,
-        .slow_stop = [this](const fs::path& control_log) { return search_slow_stop(control_log); },
-    };
-}
-
-std::optional<double> control_ratio(const store::TrialRow& t) {
-    if (!t.measurements.control) return std::nullopt;
-    return t.measurements.control->ratio;
-}
-
-std::optional<double> baseline_ratio(const store::TrialRow& t, double baseline_step_s) {
-    if (const auto r = control_ratio(t); r && *r > 0) return *r;
-    if (baseline_step_s > 0 && t.step_time_s && *t.step_time_s > 0) return *t.step_time_s / baseline_step_s;
-    return std::nullopt;
+    batches_->register_stage(
+        store::BatchKind::Search,
+        {
+            .finish = [this](std::int64_t batch_id) { record_control_ratios(batch_id); },
+            .concurrent = true,
+            .control_needs_candidate = true,
+            .slow_stop = [this](const fs::path& control_log) { return search_slow_stop(control_log); },
+        });
 }
 
 std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs::path& control_log) {
@@ -118,16 +110,6 @@ std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs
         if (t.step_time_s && *t.step_time_s > 0) last_control = *t.step_time_s;
     rule->step_s = rule->control_ratio * last_control;
     return rule;
-}
-
-std::vector<ControlLevel> control_levels(const std::vector<double>& control_step_s, double bound) {
-    std::vector<ControlLevel> out;
-    const double level = control_step_s.size() >= 3 ? measure::median(control_step_s) : 0.0;
-    for (const double s : control_step_s) {
-        const bool outlier = level > 0 && s > 0 && std::abs(std::log(s / level)) > bound;
-        out.push_back({outlier ? level : s, outlier});
-    }
-    return out;
 }
 
 void Campaign::record_control_ratios(std::int64_t batch_id) {
@@ -175,6 +157,10 @@ void Campaign::record_control_ratios(std::int64_t batch_id) {
         }
     }
     tx.commit();
+}
+
+void Campaign::sandboxes_built() {
+    estimate_sandboxes_.clear(); // patch sets built now have their own estimate
 }
 
 fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
@@ -376,8 +362,8 @@ void set_contract_limits(search::ProposalContext& ctx, const contract::Contract&
 }
 
 // A search batch's control: the baseline beside its candidates.
-Campaign::Task control_task(const space::Space& space) {
-    Campaign::Task t;
+Task control_task(const space::Space& space) {
+    Task t;
     t.candidate = space.baseline();
     t.kind = TrialKind::SearchControl;
     t.reason = "the batch's control: the baseline beside its candidates";
@@ -393,17 +379,17 @@ bool contains_excluded(const space::Candidate& c, const std::vector<std::vector<
 // A batch's first tasks, up to q: the re-queue, in its order (`dequeued`: the entries it gives, or drops as
 // excluded now, which leave it once the batch is planned); then the experience bank's seeds, each once, with
 // the bank's reason in the audit.
-std::vector<Campaign::Task> first_tasks(store::CampaignStore& store, int q,
+std::vector<Task> first_tasks(store::CampaignStore& store, int q,
                                         const std::vector<std::vector<std::string>>& excluded,
                                         const std::vector<store::BankSeed>& seeds,
                                         std::vector<std::int64_t>& dequeued) {
-    std::vector<Campaign::Task> tasks;
+    std::vector<Task> tasks;
     for (const auto& e : store.requeued()) {
         if (static_cast<int>(tasks.size()) >= q) break;
         dequeued.push_back(e.id);
         auto cand = space::Candidate::from_json(e.candidate);
         if (contains_excluded(cand, excluded)) continue;
-        Campaign::Task t;
+        Task t;
         t.candidate = std::move(cand);
         t.reason = e.reason;
         t.attempt = e.attempt;
@@ -454,7 +440,7 @@ std::vector<search::Observation> search_history(store::CampaignStore& store, con
 } // namespace
 
 void Campaign::search(const RunOptions& o) {
-    resume_open_batches(o);
+    batches_->resume_open(o);
     auto proposer = search::make_proposer(o.proposer);
     const auto baseline = store_->baseline();
     while (!stopping(o)) {
@@ -475,7 +461,7 @@ void Campaign::search(const RunOptions& o) {
         }
         // The agent, after the doctor and after each batch: its patches join the space before the proposal.
         if (contract_.agent.enabled()) {
-            consult_agent(o, store_->agent_calls().empty() ? "after_doctor" : "after_batch");
+            agent_->consult(o, store_->agent_calls().empty() ? "after_doctor" : "after_batch");
             if (stopping(o)) return;
         }
         // Patch sets that failed their equivalence check: no candidate that contains one runs again.
@@ -489,7 +475,7 @@ void Campaign::search(const RunOptions& o) {
             ctx.seeds.push_back(space::Candidate::from_json(sd.candidate));
         for (const auto& p : catalog_)
             ctx.patches.push_back({p.id, p.tags, search::tag_claim(p.tags)});
-        fill_agent_priors(ctx);
+        agent_->fill_priors(ctx);
         ctx.history = search_history(*store_, contract_.space);
         for (const auto& t : tasks)
             ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
@@ -510,8 +496,8 @@ void Campaign::search(const RunOptions& o) {
                 say(o, note);
             }
         }
-        if (tasks.empty() && contract_.agent.enabled() && agent_due(true) &&
-            consult_agent(o, "space_exhausted") > 0)
+        if (tasks.empty() && contract_.agent.enabled() && agent_->due(true) &&
+            agent_->consult(o, "space_exhausted") > 0)
             continue; // new patches: propose again
         if (tasks.empty()) {
             const auto why = proposer->stop_reason();
@@ -521,18 +507,15 @@ void Campaign::search(const RunOptions& o) {
         // The batch's control first: the baseline under the same conditions as its candidates (the same
         // concurrency, nodes spread the same way), which their comparisons and early stops are made with.
         tasks.insert(tasks.begin(), control_task(contract_.space));
-        auto id = plan_batch(store::BatchKind::Search, tasks);
+        const auto planned = batches_->plan(store::BatchKind::Search, tasks);
+        const auto id = planned.id;
         for (const auto e : dequeued)
             store_->dequeue(e);
-        const auto planned = store_->trials_of_batch(id);
-        const bool none_built = std::none_of(planned.begin(), planned.end(), [](const TrialRow& t) {
-            return t.kind == TrialKind::Search && t.array_index >= 0;
-        });
         say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used){}", id,
                            tasks.size() - 1, use.trials, contract_.budget.trials,
-                           none_built ? "; none built, so its control does not run" : ""));
-        submit_batch(id, o);
-        await_batch(id, o);
+                           planned.control_dropped ? "; none built, so its control does not run" : ""));
+        batches_->submit(id, o);
+        batches_->await(id, o);
     }
 }
 

@@ -8,7 +8,7 @@
 // moment (another campaign, an interactive job) look the same; what a detached job could change of this
 // trial's evidence is fixed where the job's uid cannot reach it (the plugin's end-of-task record), so the
 // report names the jobs for a person to judge instead of failing trials for what the user did elsewhere.
-#include "campaign/campaign.hpp"
+#include "campaign/batch_runner.hpp"
 
 #include "slurm/user_jobs.hpp"
 #include "util/error.hpp"
@@ -17,14 +17,14 @@
 
 namespace infrarsi::campaign {
 
-std::vector<slurm::UserJob> Campaign::jobs_not_ours(const scheduler::Scheduler& sched,
-                                                    std::int64_t batch_id) {
-    const auto b = store_->batch(batch_id);
+std::vector<slurm::UserJob> BatchRunner::jobs_not_ours(const scheduler::Scheduler& sched,
+                                                       std::int64_t batch_id) {
+    const auto b = c_.store.batch(batch_id);
     if (b.submitted <= 0) return {};
     // Every job this campaign submitted, any batch (arrays' ids; the tune job the user submitted).
     std::vector<std::string> own;
-    for (const auto& x : store_->batches()) {
-        for (const auto& a : store_->arrays(x.id))
+    for (const auto& x : c_.store.batches()) {
+        for (const auto& a : c_.store.arrays(x.id))
             if (!a.job_id.empty()) own.push_back(a.job_id);
         for (std::size_t p = 0; p < x.job_id.size();) {
             const auto comma = x.job_id.find(',', p);
@@ -38,13 +38,13 @@ std::vector<slurm::UserJob> Campaign::jobs_not_ours(const scheduler::Scheduler& 
         return slurm::jobs_not_submitted_by(sched.jobs_submitted_since(from), own, from,
                                             store::now_seconds() + 1);
     } catch (const Error& e) {
-        store_->log(
+        c_.store.log(
             fmt::format("batch {}: the user's other jobs could not be listed: {}", batch_id, e.what()));
         return {};
     }
 }
 
-std::vector<trial::SelfSubmittedJob> Campaign::self_submitted_during(const slurm::JobRecord& rec) const {
+std::vector<trial::SelfSubmittedJob> BatchRunner::self_submitted_during(const slurm::JobRecord& rec) const {
     std::vector<trial::SelfSubmittedJob> out;
     const auto start = slurm::slurm_time_epoch(rec.start_time);
     if (!start) return out;

@@ -61,7 +61,8 @@ std::optional<std::int64_t> Campaign::adopt_submitted_job(const RunOptions& o) {
     store_->add_array(batch_id, array);
     store_->set_submitted_job("adopted", *output);
     tx.commit();
-    // In their own transactions; a crash before them leaves the batch planned, which submit_batch completes.
+    // In their own transactions; a crash before them leaves the batch planned, which BatchRunner::submit
+    // completes.
     store_->set_array_submitted(batch_id, 0, *job);
     store_->set_batch_submitted(batch_id);
     say(o, fmt::format("doctor: the submitted job {} is the first baseline run (its output: {})", *job,

@@ -147,7 +147,7 @@ std::string verifying(const space::Candidate& cand, const store::TrialRow& t, do
 } // namespace
 
 void Campaign::verify(const RunOptions& o) {
-    resume_open_batches(o);
+    batches_->resume_open(o);
     if (store_->stage() >= store::Stage::Done || stopping(o)) return;
     const auto baseline = store_->baseline();
     const double base = baseline ? baseline->median_step_s : 0.0;
@@ -252,8 +252,8 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
             last = v->batch_id;
         if (last && stage.next.value_or("") != "more") {
             if (store_->batch(*last).state != store::BatchState::Finished) {
-                submit_batch(*last, o);
-                await_batch(*last, o);
+                batches_->submit(*last, o);
+                batches_->await(*last, o);
                 continue;
             }
             if (judged_once) return true; // nothing more to do for it (said in its record)
@@ -321,8 +321,8 @@ std::set<long long> seeds_used(store::CampaignStore& st) {
 // One block of a stage: its pairs' runs, where each runs, and the pairs as the stage's plan records them.
 struct Block {
     std::vector<store::PlannedPair> plan;
-    std::vector<Campaign::Task> tasks;
-    std::vector<Campaign::TaskPlacement> where;
+    std::vector<Task> tasks;
+    std::vector<TaskPlacement> where;
     std::vector<std::vector<std::string>> pair_args; // each pair's placement
 };
 
@@ -342,8 +342,8 @@ Block block_pairs(const space::Candidate& baseline, const space::Candidate& cand
             placement.push_back("--nodelist=" + fmt::format("{}", fmt::join(on, ",")));
         }
         const std::optional<long long> pair_seed = draw_seed();
-        Campaign::Task a{baseline, TrialKind::VerifyBaseline, "A: baseline", 0, vid, pair_seed};
-        Campaign::Task b{cand, TrialKind::VerifyCandidate, "B: candidate", 0, vid, pair_seed};
+        Task a{baseline, TrialKind::VerifyBaseline, "A: baseline", 0, vid, pair_seed};
+        Task b{cand, TrialKind::VerifyCandidate, "B: candidate", 0, vid, pair_seed};
         if (recheck) a.reason += " (re-check)", b.reason += " (re-check)";
         if (order == verify::PairOrder::AB)
             k.tasks.push_back(a), k.tasks.push_back(b);
@@ -429,28 +429,29 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     json spot;
     if (before == 0)
         spot = plan_spot_check(cand, v.id, block.plan, block.pair_args, block.tasks, block.where);
-    const auto batch = plan_batch(store::BatchKind::Verify, block.tasks, block.where);
+    const auto batch = batches_->plan(store::BatchKind::Verify, block.tasks, block.where).id;
     record_block(v, stage_record, recheck, batch, seed, block.plan, spot);
     store_->update_verification(v);
-    submit_batch(batch, o);
-    await_batch(batch, o);
+    batches_->submit(batch, o);
+    batches_->await(batch, o);
 }
 
 // A verification batch finishes each verification it ran pairs of. Where the contract can seed, each A/B
 // pair runs at a seed of its own and is compared within the pair (verify::decide), not with the doctor's
 // reference at the contract's seed.
 void Campaign::register_verification_stage() {
-    batch_stages_[store::BatchKind::Verify] = {
-        .finish =
-            [this](std::int64_t batch_id) {
-                std::set<std::int64_t> vids;
-                for (const auto& t : store_->trials_of_batch(batch_id))
-                    if (t.verification_id) vids.insert(*t.verification_id);
-                for (auto v : vids)
-                    finish_verification(v);
-            },
-        .own_seeds = can_seed(),
-    };
+    batches_->register_stage(store::BatchKind::Verify,
+                             {
+                                 .finish =
+                                     [this](std::int64_t batch_id) {
+                                         std::set<std::int64_t> vids;
+                                         for (const auto& t : store_->trials_of_batch(batch_id))
+                                             if (t.verification_id) vids.insert(*t.verification_id);
+                                         for (auto v : vids)
+                                             finish_verification(v);
+                                     },
+                                 .own_seeds = can_seed(),
+                             });
 }
 
 namespace {

@@ -40,7 +40,7 @@ json trial_files(const store::TrialRow& t) {
     return {{"result", t.result_path}, {"log", fs::is_regular_file(log, ec) ? log : ""}};
 }
 
-// What the job printed step by step (campaign/batch.cpp keeps it): its own step numbers, each step's time and
+// What the job printed step by step (campaign/batch_runner.cpp keeps it): its own step numbers, each step's time and
 // loss; null where nothing was kept.
 json trial_curve(const store::TrialRow& t) {
     const auto& m = t.measurements;
@@ -550,7 +550,7 @@ json agent_claim(campaign::Campaign& c, const store::PatchRow& p,
         j["broke_contract"] = std::string(trial::violation_names.name(t.violation));
         break;
     }
-    if (const auto e = p.accepted ? c.measured_patch_effect(p.id) : std::nullopt) {
+    if (const auto e = p.accepted ? c.agent().measured_patch_effect(p.id) : std::nullopt) {
         j["measured"] = {{"speedup", e->speedup}, {"pairs", e->pairs}};
         if (e->memory_factor) j["measured"]["memory_factor"] = *e->memory_factor;
     }
@@ -583,7 +583,7 @@ json agent_json(campaign::Campaign& c, const std::vector<store::EquivalenceCheck
     for (const auto& p : s.patches())
         if (p.info.value("source", "") == "agent") claims.push_back(agent_claim(c, p, checks));
     add_claim_errors(calls, claims);
-    const auto cal = c.agent_calibration();
+    const auto cal = c.agent().calibration();
     return {{"name", c.contract().agent.name},
             {"calibration",
              {{"pairs", cal.speed.pairs},

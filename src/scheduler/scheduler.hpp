@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 // One array job of a batch: `tasks` array tasks of `script` with indices first_index .. first_index + tasks
 // - 1, each told its index (SLURM_ARRAY_TASK_ID under Slurm, INFRARSI_TRIAL_INDEX locally). A batch whose
-// trials differ in sbatch options is several array jobs, one per option set (campaign/batch.cpp).
+// trials differ in sbatch options is several array jobs, one per option set (campaign/batch_runner.cpp).
 struct ArrayJob {
     std::string name; // unique per array: a held job of this name is a predecessor that never ran
     fs::path script;

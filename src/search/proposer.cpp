@@ -35,7 +35,7 @@ BuildFailures::BuildFailures(const std::vector<PatchFacts>& patches, const std::
         if (o.outcome == trial::Outcome::BuildFailure ||
             (o.outcome == trial::Outcome::ContractViolation && !o.candidate.patches.empty()))
             failed_.push_back(o.candidate.patches);
-    // Sandboxes are built before submission (campaign/batch.cpp): every trial that was not refused there
+    // Sandboxes are built before submission (campaign/batch_runner.cpp): every trial that was not refused there
     // built its patch set.
     std::set<std::string> built;
     for (const auto& o : history) {

@@ -29,7 +29,7 @@ nlohmann::json to_json(const std::vector<BankSeed>& seeds); // the list, as the 
 std::vector<BankSeed> bank_seeds_from_json(const nlohmann::json& j);
 
 // The agent's claims (claimed, measured factor) that earlier campaigns measured on hardware like this: its
-// first call's claims are discounted by them (campaign/agent_stage.cpp, agent_calibration).
+// first call's claims are discounted by them (campaign/agent_stage.cpp, AgentStage::calibration).
 struct MeasuredClaim {
     double claimed = 1;
     double measured = 1;

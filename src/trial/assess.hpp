@@ -3,7 +3,7 @@
 // evidence, result.json, the log and Slurm's output file) becomes one typed TrialRecord. It chooses the
 // evidence, reads the steps, applies the memory-peak policy, runs the checks the contract holds a trial to
 // (step lines, files rewritten after the end, settings, timing and pace, the loss rule), classifies
-// (outcome.hpp) and censors an out-of-memory peak. The campaign's ingest (campaign/batch.cpp) stores the
+// (outcome.hpp) and censors an out-of-memory peak. The campaign's ingest (campaign/batch_runner.cpp) stores the
 // record and hands the trial to its stage; it decides nothing about the trial itself.
 #include "contract/contract.hpp"
 #include "slurm/job.hpp"

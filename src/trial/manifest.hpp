@@ -1,5 +1,5 @@
 #pragma once
-// The batch manifest: what one array job of trials runs. The orchestrator writes it (campaign/batch.cpp);
+// The batch manifest: what one array job of trials runs. The orchestrator writes it (campaign/batch_runner.cpp);
 // the trial wrapper (trial/exec.cpp) and the SPANK plugin's trial mode (spank/stepd.cpp) read it with the one
 // strict reader below, as a user's input: every name, value and path is checked. Format: docs/orchestrator.md
 // ("Batch manifest"); the plugin's rules: docs/plugin.md ("Trial mode").

@@ -1,6 +1,6 @@
 #pragma once
 // result.json: what the trial wrapper (trial/exec.cpp) saw of one trial, written atomically when the
-// workload ends, read by the orchestrator's ingest (campaign/batch.cpp). The workload is told where it lies
+// workload ends, read by the orchestrator's ingest (campaign/batch_runner.cpp). The workload is told where it lies
 // (INFRARSI_RESULT) and may write there, so the reader takes it as a job's input: a file that is not a result
 // is an Error, never an abort. Format: docs/orchestrator.md ("result.json").
 #include "measure/steps.hpp"

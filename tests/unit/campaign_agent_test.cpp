@@ -109,7 +109,7 @@ TEST_CASE("an agent's patches go the way of catalog patches: its speed-up search
     }
     CHECK(fast_measured);
     CHECK(math_refused);
-    const auto effect = c.measured_patch_effect(fast.id);
+    const auto effect = c.agent().measured_patch_effect(fast.id);
     if (effect) CHECK(effect->speedup > 1.0);
 }
 

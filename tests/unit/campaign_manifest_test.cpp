@@ -27,7 +27,7 @@ TEST_CASE("a batch manifest written by the campaign is accepted by the plugin's 
 
     campaign::Campaign::init(tmp / "toyload.contract.toml", tmp / "c");
     campaign::Campaign c(tmp / "c");
-    std::vector<campaign::Campaign::Task> tasks(3);
+    std::vector<campaign::Task> tasks(3);
     tasks[0].candidate = c.contract().space.baseline();
     tasks[1].candidate = c.contract().space.baseline();
     tasks[1].candidate.knobs["micro_batch"] = 4LL;
@@ -36,7 +36,7 @@ TEST_CASE("a batch manifest written by the campaign is accepted by the plugin's 
     tasks[1].candidate.patches = {"fast_kernel"};
     tasks[2].candidate = c.contract().space.baseline();
     tasks[2].candidate.patches = {"broken_build"}; // recorded as a build failure, not in the manifest
-    const auto id = c.plan_batch(store::BatchKind::Search, tasks);
+    const auto id = c.batches().plan(store::BatchKind::Search, tasks).id;
     const auto path = c.store().batch(id).manifest;
     REQUIRE(fs::is_regular_file(path));
 

@@ -123,11 +123,14 @@ TEST_CASE("only the doctor's runs of a job that uses NCCL get NCCL_DEBUG=INFO") 
     campaign::Campaign nccl(nccl_campaign(d, "ib-roce-2.19.log", "[nccl]\nused = true"));
     campaign::Campaign none(nccl_campaign(plain, "ib-roce-2.19.log", ""));
     auto env_of = [](campaign::Campaign& c, store::TrialKind kind) {
-        campaign::Campaign::Task t;
+        campaign::Task t;
         t.candidate = c.contract().space.baseline();
         t.kind = kind;
-        const auto id = c.plan_batch(
-            kind == store::TrialKind::Doctor ? store::BatchKind::Doctor : store::BatchKind::Search, {t});
+        const auto id =
+            c.batches()
+                .plan(kind == store::TrialKind::Doctor ? store::BatchKind::Doctor : store::BatchKind::Search,
+                      {t})
+                .id;
         const auto manifest = nlohmann::json::parse(test::read_file(c.store().batch(id).manifest));
         return manifest["tasks"][0]["env"];
     };

@@ -220,15 +220,15 @@ TEST_CASE("a batch's trials with different sbatch-option knobs are planned as on
     }
     campaign::Campaign::init(contract, tmp.path / "c");
     campaign::Campaign c(tmp.path / "c");
-    std::vector<campaign::Campaign::Task> tasks;
+    std::vector<campaign::Task> tasks;
     for (long long cpus : {2LL, 1LL, 2LL}) {
-        campaign::Campaign::Task t;
+        campaign::Task t;
         t.candidate = c.contract().space.baseline();
         t.candidate.knobs["cpus"] = cpus;
         t.candidate.knobs["recompute"] = std::string(cpus == 1 ? "full" : "none");
         tasks.push_back(t);
     }
-    const auto batch = c.plan_batch(store::BatchKind::Search, tasks);
+    const auto batch = c.batches().plan(store::BatchKind::Search, tasks).id;
     const auto arrays = c.store().arrays(batch);
     REQUIRE(arrays.size() == 2);
     CHECK(arrays[0].options == std::vector<std::string>{"--cpus-per-task=1"});
@@ -245,7 +245,7 @@ TEST_CASE("a batch's trials with different sbatch-option knobs are planned as on
         CHECK(t.env.count("TOY_RECOMPUTE") == 0);
     }
     // A verification batch keeps its order (the A/B pairs are interleaved): one array per run of equal sets.
-    const auto verify = c.plan_batch(store::BatchKind::Verify, tasks);
+    const auto verify = c.batches().plan(store::BatchKind::Verify, tasks).id;
     CHECK(c.store().arrays(verify).size() == 3);
 }
 
@@ -266,11 +266,11 @@ TEST_CASE(
     campaign::Campaign::init(contract, tmp.path / "c");
     campaign::Campaign c(tmp.path / "c");
     CHECK(c.contract().workload.build.empty());
-    campaign::Campaign::Task base, patched;
+    campaign::Task base, patched;
     base.candidate = c.contract().space.baseline();
     patched.candidate = base.candidate;
     patched.candidate.patches = {"fast_kernel"};
-    const auto batch = c.plan_batch(store::BatchKind::Search, {base, patched});
+    const auto batch = c.batches().plan(store::BatchKind::Search, {base, patched}).id;
     for (const auto& t : c.store().trials_of_batch(batch))
         CHECK(t.array_index >= 0); // nothing to build, nothing failed
     const auto m = trial::read_manifest(c.store().batch(batch).manifest);
@@ -416,12 +416,12 @@ estimate_command = ["sh", "-c", 'printf "{\"estimated_peak_bytes\": %s}" $(wc -c
     auto patched = baseline;
     patched.patches = {"fast_kernel"};
     CHECK_FALSE(c.memory_estimate(baseline)); // no doctor yet: no baseline build to run
-    c.plan_batch(store::BatchKind::Doctor, {{baseline, store::TrialKind::Doctor, "doctor", 0, {}, {}}});
+    c.batches().plan(store::BatchKind::Doctor, {{baseline, store::TrialKind::Doctor, "doctor", 0, {}, {}}});
     auto base_est = c.memory_estimate(baseline);
     REQUIRE(base_est);
     CHECK(*base_est == doctest::Approx(double(fs::file_size(tmp.path / "toyload/kernels/compute.c"))));
     CHECK(c.memory_estimate(patched) == base_est); // its patch set is not built yet
-    c.plan_batch(store::BatchKind::Search, {{patched, store::TrialKind::Search, "test", 0, {}, {}}});
+    c.batches().plan(store::BatchKind::Search, {{patched, store::TrialKind::Search, "test", 0, {}, {}}});
     auto patched_est = c.memory_estimate(patched);
     REQUIRE(patched_est);
     CHECK(*patched_est > *base_est); // "iterations / 2" is longer than "iterations"
@@ -436,10 +436,10 @@ TEST_CASE("a search batch none of whose candidates built runs no control, and on
     const auto base = c.contract().space.baseline();
     auto broken = base;
     broken.patches = {"broken_build"};
-    const campaign::Campaign::Task control{base, store::TrialKind::SearchControl, "control", 0, {}, {}};
-    const campaign::Campaign::Task bad{broken, store::TrialKind::Search, "test", 0, {}, {}};
+    const campaign::Task control{base, store::TrialKind::SearchControl, "control", 0, {}, {}};
+    const campaign::Task bad{broken, store::TrialKind::Search, "test", 0, {}, {}};
 
-    const auto none = c.plan_batch(store::BatchKind::Search, {control, bad});
+    const auto none = c.batches().plan(store::BatchKind::Search, {control, bad}).id;
     const auto rows = c.store().trials_of_batch(none);
     REQUIRE(rows.size() == 1);
     CHECK(rows[0].kind == store::TrialKind::Search);
@@ -449,8 +449,10 @@ TEST_CASE("a search batch none of whose candidates built runs no control, and on
     // The test can fail: beside a candidate that builds, the control is planned to run.
     auto fast = base;
     fast.patches = {"fast_kernel"};
-    const auto some = c.plan_batch(store::BatchKind::Search,
-                                   {control, bad, {fast, store::TrialKind::Search, "test", 0, {}, {}}});
+    const auto some = c.batches()
+                          .plan(store::BatchKind::Search,
+                                {control, bad, {fast, store::TrialKind::Search, "test", 0, {}, {}}})
+                          .id;
     int controls = 0;
     for (const auto& t : c.store().trials_of_batch(some))
         controls += t.kind == store::TrialKind::SearchControl && t.array_index >= 0;

@@ -1,7 +1,6 @@
-// The batch runner: plan a batch (sandboxes, store rows, manifest), submit it held and release it, await it,
-// re-attach to it after a restart, and ingest what its trials left (trial::assess), then hand the batch to
-// what its stage registered (Campaign::BatchStage): it names no stage.
-#include "campaign/campaign.hpp"
+// The batch runner (batch_runner.hpp): plan, submit, await, resume and ingest a batch; what a finished batch
+// means is its stage's (BatchStage::finish).
+#include "campaign/batch_runner.hpp"
 
 #include "scheduler/lost_tasks.hpp"
 #include "slurm/user_jobs.hpp"
@@ -24,6 +23,8 @@
 #include <thread>
 
 namespace infrarsi::campaign {
+
+namespace fs = std::filesystem;
 
 using nlohmann::json;
 using store::TrialKind;
@@ -114,10 +115,10 @@ struct ArrayPlan {
 // (the control first in it: it starts with the first candidates); doctor and verification batches keep
 // their order, so an array there is a run of consecutive tasks with the same options and placement group (a
 // verification's pair: its own arrays, so it can be placed on its node).
-ArrayPlan plan_arrays(const std::vector<Campaign::Task>& tasks, const std::vector<char>& runnable,
+ArrayPlan plan_arrays(const std::vector<Task>& tasks, const std::vector<char>& runnable,
                       const std::vector<std::vector<std::string>>& options, bool concurrent,
-                      const std::vector<Campaign::TaskPlacement>& placed) {
-    const auto place = [&](std::size_t i) { return placed.empty() ? Campaign::TaskPlacement{} : placed[i]; };
+                      const std::vector<TaskPlacement>& placed) {
+    const auto place = [&](std::size_t i) { return placed.empty() ? TaskPlacement{} : placed[i]; };
     ArrayPlan plan;
     for (std::size_t i = 0; i < tasks.size(); ++i)
         if (runnable[i]) plan.order.push_back(i);
@@ -168,7 +169,7 @@ void finish_unbuilt(TrialRow& row, const patch::Sandbox& box) {
 // contract's fixed settings (steps, seed, binary; NCCL's transports for the doctor), and the command: the
 // contract's, or its script, from the sandbox's copy when it lies in the workload tree (patches may touch
 // it).
-trial::ManifestTask manifest_task(const contract::Contract& contract, const Campaign::Task& t,
+trial::ManifestTask manifest_task(const contract::Contract& contract, const Task& t,
                                   const patch::Sandbox& box, const space::Rendering& job) {
     const std::map<std::string, std::string> vars{{"source", box.source.string()},
                                                   {"build", box.build.string()},
@@ -199,8 +200,39 @@ trial::ManifestTask manifest_task(const contract::Contract& contract, const Camp
     return task;
 }
 
+// Where a runnable task's trial `row` (stored, with its array index) runs and leaves its files: its trial
+// directory `tdir`.
+void address_task(trial::ManifestTask& task, const TrialRow& row, const patch::Sandbox& box,
+                  const fs::path& tdir) {
+    task.index = static_cast<std::uint32_t>(row.array_index);
+    task.trial_id = std::to_string(row.id);
+    task.kind = store::to_string(row.kind);
+    task.candidate = row.candidate;
+    task.build = box.build.string();
+    task.workdir = tdir.string();
+    task.result = row.result_path;
+    task.log = (tdir / "log.txt").string();
+}
+
+// A batch whose control (TrialKind::SearchControl) is there to compare its candidates with, none of which
+// built, runs no control (BatchStage::control_needs_candidate): the control is taken out of `tasks` and
+// `boxes`. Whether it was.
+bool drop_lone_control(std::vector<Task>& tasks, std::vector<patch::Sandbox>& boxes) {
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+        if (tasks[i].kind == TrialKind::Search && boxes[i].state == patch::Sandbox::State::Ready)
+            return false;
+    bool dropped = false;
+    for (std::size_t i = tasks.size(); i-- > 0;)
+        if (tasks[i].kind == TrialKind::SearchControl) {
+            tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(i));
+            boxes.erase(boxes.begin() + static_cast<std::ptrdiff_t>(i));
+            dropped = true;
+        }
+    return dropped;
+}
+
 // A task's trial as the batch records it, before it has an array index.
-TrialRow planned_row(std::int64_t batch_id, const Campaign::Task& t, const patch::Sandbox& box) {
+TrialRow planned_row(std::int64_t batch_id, const Task& t, const patch::Sandbox& box) {
     TrialRow row;
     row.batch_id = batch_id;
     row.kind = t.kind;
@@ -232,46 +264,42 @@ void record_plan(store::CampaignStore& store, const space::Space& space, std::in
 
 } // namespace
 
-std::int64_t Campaign::plan_batch(store::BatchKind kind, std::vector<Task> tasks,
-                                  const std::vector<TaskPlacement>& placed) {
+const BatchStage& BatchRunner::stage(store::BatchKind kind) const {
+    static const BatchStage none;
+    const auto it = stages_.find(kind);
+    return it == stages_.end() ? none : it->second;
+}
+
+BatchRunner::Planned BatchRunner::plan(store::BatchKind kind, std::vector<Task> tasks,
+                                       const std::vector<TaskPlacement>& placed) {
     if (!placed.empty() && placed.size() != tasks.size())
-        throw Error("plan_batch: a placement per task or none", "", "one per task");
-    auto cache = sandbox_cache();
-    estimate_sandboxes_.clear(); // patch sets built now have their own estimate
+        throw Error("BatchRunner::plan: a placement per task or none", "", "one per task");
+    auto cache = host_.sandbox_cache();
+    host_.sandboxes_built(); // patch sets built now have their own estimate
     std::vector<patch::Sandbox> boxes;
     for (const auto& t : tasks) {
-        contract_.space.check(t.candidate);
-        boxes.push_back(cache.materialize(patch_set(t.candidate)));
+        c_.contract.space.check(t.candidate);
+        boxes.push_back(cache.materialize(host_.patch_set(t.candidate)));
     }
-    // A search batch none of whose candidates built runs no control: there is nothing to compare with it.
-    const auto built = [&](TrialKind k) {
-        for (std::size_t i = 0; i < tasks.size(); ++i)
-            if (tasks[i].kind == k && boxes[i].state == patch::Sandbox::State::Ready) return true;
-        return false;
-    };
-    if (placed.empty() && !built(TrialKind::Search))
-        for (std::size_t i = tasks.size(); i-- > 0;)
-            if (tasks[i].kind == TrialKind::SearchControl) {
-                tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(i));
-                boxes.erase(boxes.begin() + static_cast<std::ptrdiff_t>(i));
-            }
+    const auto& stage = this->stage(kind);
+    Planned planned;
+    planned.control_dropped = stage.control_needs_candidate && drop_lone_control(tasks, boxes);
     // Each task's candidate as its job gets it (space::render): the environment, arguments, sbatch options.
     std::vector<space::Rendering> job(tasks.size());
     std::vector<std::vector<std::string>> options(tasks.size());
     std::vector<char> runnable(tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
-        job[i] = space::render(contract_.space, tasks[i].candidate, contract_.workload.env);
+        job[i] = space::render(c_.contract.space, tasks[i].candidate, c_.contract.workload.env);
         options[i] = job[i].sbatch_options;
         runnable[i] = boxes[i].state == patch::Sandbox::State::Ready;
     }
-    const auto& stage = batch_stage(kind);
     const auto plan = plan_arrays(tasks, runnable, options, stage.concurrent, placed);
 
     // A search trial whose first timed steps are slower than the incumbent by more than max(MDE, 10%) cannot
     // be promoted: the wrapper stops it there (trial::Outcome::StoppedSlow) rather than run its other steps.
-    store::Transaction tx(store_->db());
-    const auto batch_id = store_->add_batch(kind, "");
-    const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
+    store::Transaction tx(c_.store.db());
+    const auto batch_id = c_.store.add_batch(kind, "");
+    const fs::path bdir = c_.dir / "batches" / std::to_string(batch_id);
     fs::path control_log; // the batch's control's, which its search trials are compared with as they run
     for (std::size_t i = 0; i < tasks.size(); ++i)
         if (tasks[i].kind == TrialKind::SearchControl && runnable[i])
@@ -281,23 +309,23 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, std::vector<Task> tasks
     // one): it is not stopped early, least of all against its own earlier ratio slowed by the MDE.
     std::set<std::string> measured;
     if (slow_stop)
-        for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
+        for (const auto& t : c_.store.trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
             measured.insert(t.candidate_key);
     fs::create_directories(bdir);
     trial::Manifest manifest;
-    manifest.campaign = store_->meta("id").value_or("");
+    manifest.campaign = c_.store.meta("id").value_or("");
     manifest.batch = batch_id;
     manifest.kind = store::to_string(kind);
-    manifest.metrics = contract_.metrics;
+    manifest.metrics = c_.contract.metrics;
     int failed_index = 0;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const auto& t = tasks[i];
         TrialRow row = planned_row(batch_id, t, boxes[i]);
         if (!runnable[i]) {
             row.array_index = --failed_index;
-            row.id = store_->add_trial(row);
+            row.id = c_.store.add_trial(row);
             finish_unbuilt(row, boxes[i]);
-            store_->update_trial(row);
+            c_.store.update_trial(row);
             continue;
         }
         row.array_index = plan.index_of[i];
@@ -307,32 +335,27 @@ std::int64_t Campaign::plan_batch(store::BatchKind kind, std::vector<Task> tasks
         // rule.
         fs::create_directories(tdir);
         row.result_path = (tdir / "result.json").string();
-        row.id = store_->add_trial(row);
-        auto task = manifest_task(contract_, t, boxes[i], job[i]);
+        row.id = c_.store.add_trial(row);
+        auto task = manifest_task(c_.contract, t, boxes[i], job[i]);
         if (t.kind == TrialKind::Search && !measured.count(row.candidate_key)) task.stop_slow = slow_stop;
-        task.index = static_cast<std::uint32_t>(row.array_index);
-        task.trial_id = std::to_string(row.id);
-        task.kind = store::to_string(t.kind);
-        task.candidate = row.candidate;
-        task.build = boxes[i].build.string();
-        task.workdir = tdir.string();
-        task.result = row.result_path;
-        task.log = (tdir / "log.txt").string();
+        address_task(task, row, boxes[i], tdir);
         manifest.tasks.push_back(std::move(task));
     }
-    record_plan(*store_, contract_.space, batch_id, plan, manifest, bdir / "manifest.json");
+    record_plan(c_.store, c_.contract.space, batch_id, plan, manifest, bdir / "manifest.json");
     tx.commit();
-    return batch_id;
+    planned.id = batch_id;
+    return planned;
 }
 
-void Campaign::mark_started(const std::string& scheduler_name) {
-    store_->mark_started(store::now_seconds());
-    if (!scheduler_name.empty() && !store_->meta("scheduler")) store_->set_meta("scheduler", scheduler_name);
+void BatchRunner::mark_started(const std::string& scheduler_name) {
+    c_.store.mark_started(store::now_seconds());
+    if (!scheduler_name.empty() && !c_.store.meta("scheduler"))
+        c_.store.set_meta("scheduler", scheduler_name);
 }
 
 namespace {
 
-// What the batch runner says, through Campaign::say.
+// What the batch runner says, through Host::say.
 using Tell = std::function<void(const std::string&)>;
 
 // A scheduler that has run this campaign's batches (`ran_here`) and stops answering (slurmctld restarting) is
@@ -383,36 +406,37 @@ std::string release_arrays(scheduler::Scheduler& sched, const std::vector<store:
 
 } // namespace
 
-void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
-    auto b = store_->batch(batch_id);
+void BatchRunner::submit(std::int64_t batch_id, const RunOptions& o) {
+    auto b = c_.store.batch(batch_id);
     if (b.state != store::BatchState::Planned) return;
     if (b.kind ==
         store::BatchKind::Submitted) { // the user's job, submitted already: only its id was not recorded yet
-        store_->set_array_submitted(batch_id, 0, store_->meta("tune_job_id").value_or(""));
-        store_->set_batch_submitted(batch_id);
+        c_.store.set_array_submitted(batch_id, 0, c_.store.meta("tune_job_id").value_or(""));
+        c_.store.set_batch_submitted(batch_id);
         mark_started("");
         return;
     }
     int runnable = 0;
-    for (const auto& t : store_->trials_of_batch(batch_id))
+    for (const auto& t : c_.store.trials_of_batch(batch_id))
         if (t.array_index >= 0) ++runnable;
     if (runnable == 0) {
-        store_->set_batch_finished(batch_id);
+        c_.store.set_batch_finished(batch_id);
         return;
     }
-    const std::string name = fmt::format("infrarsi-{}-b{}", store_->meta("id").value_or("x"), batch_id);
-    auto& sched = scheduler(o);
-    const bool ran_here = store_->meta("scheduler") == sched.name();
+    const std::string name = fmt::format("infrarsi-{}-b{}", c_.store.meta("id").value_or("x"), batch_id);
+    auto& sched = host_.scheduler(o);
+    const bool ran_here = c_.store.meta("scheduler") == sched.name();
     if (!wait_for_answer(
-            sched, ran_here, o, [&](const std::string& m) { say(o, m); }, [&] { return stopping(o); }))
+            sched, ran_here, o, [&](const std::string& m) { host_.say(o, m); },
+            [&] { return host_.stopping(o); }))
         return;
-    const auto& res = contract_.resources;
-    const fs::path bdir = dir_ / "batches" / std::to_string(batch_id);
+    const auto& res = c_.contract.resources;
+    const fs::path bdir = c_.dir / "batches" / std::to_string(batch_id);
     // Each array is submitted held and its id stored before the next is submitted (a crash in between leaves
     // recorded held arrays and, at most, one held one that a later submit cancels by name), and all are
     // released once all are recorded. Each waits for the one before it, so the throttle holds across them.
-    const auto arrays = store_->arrays(batch_id);
-    const auto avoid = nodes_to_avoid(sched); // the doctor's slow nodes, where enough others remain
+    const auto arrays = c_.store.arrays(batch_id);
+    const auto avoid = host_.nodes_to_avoid(sched); // the doctor's slow nodes, where enough others remain
     std::string previous;
     for (const auto& a : arrays) {
         if (!a.job_id.empty()) {
@@ -425,7 +449,7 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
         job.first_index = a.first_index;
         job.tasks = a.tasks;
         job.after = previous;
-        job.max_concurrent = batch_stage(b.kind).concurrent ? res.max_concurrent : 1;
+        job.max_concurrent = stage(b.kind).concurrent ? res.max_concurrent : 1;
         job.output = (bdir / "slurm-%A_%a.out").string();
         job.workdir = bdir;
         job.env = {{"INFRARSI_MANIFEST", b.manifest}, {"INFRARSI_BIN", infrarsi_command().string()}};
@@ -435,18 +459,19 @@ void Campaign::submit_batch(std::int64_t batch_id, const RunOptions& o) {
         job.options = a.options;
         job.placement = scheduler::excluding(array_placement(batch_id, a.seq), avoid);
         const std::string id = sched.submit_held(job);
-        store_->set_array_submitted(batch_id, a.seq, id); // recorded before it can run
+        c_.store.set_array_submitted(batch_id, a.seq, id); // recorded before it can run
         mark_started(sched.name());
         previous = id;
     }
-    store_->set_batch_submitted(batch_id);
-    const std::string ids = release_arrays(sched, store_->arrays(batch_id));
-    say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id,
-                       store::to_string(b.kind), runnable, sched.name(), arrays.size() > 1 ? "s" : "", ids));
+    c_.store.set_batch_submitted(batch_id);
+    const std::string ids = release_arrays(sched, c_.store.arrays(batch_id));
+    host_.say(o, fmt::format("batch {} ({}, {} trials) submitted to {} as job array{} {}", batch_id,
+                             store::to_string(b.kind), runnable, sched.name(), arrays.size() > 1 ? "s" : "",
+                             ids));
 }
 
-std::vector<std::string> Campaign::array_placement(std::int64_t batch_id, int seq) {
-    const auto b = store_->batch(batch_id);
+std::vector<std::string> BatchRunner::array_placement(std::int64_t batch_id, int seq) {
+    const auto b = c_.store.batch(batch_id);
     const auto j = json::parse(b.placement.empty() ? "{}" : b.placement);
     const auto it = j.find(std::to_string(seq));
     return it == j.end() ? std::vector<std::string>{} : it->get<std::vector<std::string>>();
@@ -483,7 +508,7 @@ std::vector<slurm::JobRecord> end_lost_tasks(scheduler::Scheduler& sched, schedu
     return ended;
 }
 
-// Held by its user after submit_batch released it: slurmctld restarted from state saved before the release,
+// Held by its user after submit released it: slurmctld restarted from state saved before the release,
 // which it has forgotten. Released again, or it would wait forever.
 void release_held_again(scheduler::Scheduler& sched, const std::vector<slurm::JobRecord>& records,
                         const std::string& job_id, const Tell& tell) {
@@ -527,22 +552,23 @@ int finished_tasks(const std::vector<slurm::JobRecord>& records) {
 
 } // namespace
 
-void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
-    auto b = store_->batch(batch_id);
+void BatchRunner::await(std::int64_t batch_id, const RunOptions& o) {
+    auto b = c_.store.batch(batch_id);
     if (b.state != store::BatchState::Submitted) return;
     // The arrays in order: the local backend runs a job's tasks only while it is waited on, so this also
     // keeps its arrays one after another.
     std::vector<slurm::JobRecord> all;
     std::set<std::string> cancelled;
-    auto& sched = b.kind == store::BatchKind::Submitted ? slurm_for_submitted_job() : scheduler(o);
-    evidence_spool_ = plugin_spool(sched, o);
-    evidence_scheduler_ = sched.name();
-    const Tell tell = [&](const std::string& m) { say(o, m); };
-    for (const auto& a : store_->arrays(batch_id)) {
+    auto& sched =
+        b.kind == store::BatchKind::Submitted ? host_.slurm_for_submitted_job() : host_.scheduler(o);
+    evidence_.spool = host_.plugin_spool(sched, o);
+    evidence_.scheduler = sched.name();
+    const Tell tell = [&](const std::string& m) { host_.say(o, m); };
+    for (const auto& a : c_.store.arrays(batch_id)) {
         scheduler::LostTasks lost(a.first_index, a.tasks, o.lost_grace);
         std::vector<slurm::JobRecord> lost_records; // tasks the scheduler forgot, ended here
         for (;;) {
-            if (stopping(o)) return;
+            if (host_.stopping(o)) return;
             auto records = sched.wait(a.job_id, std::chrono::seconds(5), o.poll);
             for (auto& r : end_lost_tasks(sched, lost, records, a.job_id, o.lost_grace, tell))
                 lost_records.push_back(std::move(r));
@@ -563,68 +589,69 @@ void Campaign::await_batch(std::int64_t batch_id, const RunOptions& o) {
     ingest(batch_id, all);
 }
 
-void Campaign::resume_open_batches(const RunOptions& o) {
-    for (const auto& b : store_->batches()) {
+void BatchRunner::resume_open(const RunOptions& o) {
+    for (const auto& b : c_.store.batches()) {
         if (b.state == store::BatchState::Finished) continue;
         // A batch planned by an older orchestrator: its trials will read the manifest with this reader.
         try {
             if (!b.manifest.empty() && trial::upgrade_manifest(b.manifest))
-                say(o, fmt::format("batch {}: manifest rewritten as {}", b.id, trial::kManifestFormat));
+                host_.say(o, fmt::format("batch {}: manifest rewritten as {}", b.id, trial::kManifestFormat));
         } catch (const Error& e) {
-            say(o, fmt::format("batch {}: {}", b.id, e.what()));
+            host_.say(o, fmt::format("batch {}: {}", b.id, e.what()));
         }
         if (b.state == store::BatchState::Submitted && b.kind != store::BatchKind::Submitted) {
             // Released already, unless the process died right after recording the ids. A job Slurm has
-            // forgotten (finished longer than MinJobAge ago) is read from accounting by await_batch.
-            for (const auto& a : store_->arrays(b.id)) {
+            // forgotten (finished longer than MinJobAge ago) is read from accounting by await.
+            for (const auto& a : c_.store.arrays(b.id)) {
                 try {
-                    scheduler(o).release(a.job_id);
+                    host_.scheduler(o).release(a.job_id);
                 } catch (const Error& e) {
-                    say(o, fmt::format("batch {}: {}", b.id, e.what()));
+                    host_.say(o, fmt::format("batch {}: {}", b.id, e.what()));
                 }
             }
-            say(o, fmt::format("re-attaching to batch {} (job {})", b.id, b.job_id));
+            host_.say(o, fmt::format("re-attaching to batch {} (job {})", b.id, b.job_id));
         }
-        submit_batch(b.id, o);
-        await_batch(b.id, o);
-        if (stopping(o)) return;
+        submit(b.id, o);
+        await(b.id, o);
+        if (host_.stopping(o)) return;
     }
 }
 
-void Campaign::remove_job_files(store::TrialRow& t) {
-    const auto mode = contract_.workload.keep_job_files;
+void BatchRunner::remove_job_files(store::TrialRow& t) {
+    const auto mode = c_.contract.workload.keep_job_files;
     if (mode == contract::KeepJobFiles::All || t.array_index < 0) return;
     const fs::path rel = fs::path("batches") / std::to_string(t.batch_id) / std::to_string(t.array_index);
     try {
-        const auto removed = trial::remove_job_files(dir_, rel, mode);
+        const auto removed = trial::remove_job_files(c_.dir, rel, mode);
         if (removed.entries > 0) {
             t.measurements.job_files_removed = trial::JobFilesRemoved{removed.entries, removed.bytes};
-            store_->log(fmt::format("trial {}: {} of the job's files removed from {} ({:.1f} MiB; [workload] "
-                                    "keep_job_files = \"{}\")",
-                                    t.id, removed.entries, rel.string(), removed.bytes / 1048576.0,
-                                    contract::keep_job_files_names.name(mode)));
+            c_.store.log(
+                fmt::format("trial {}: {} of the job's files removed from {} ({:.1f} MiB; [workload] "
+                            "keep_job_files = \"{}\")",
+                            t.id, removed.entries, rel.string(), removed.bytes / 1048576.0,
+                            contract::keep_job_files_names.name(mode)));
         }
         if (!removed.left.empty())
-            store_->log(
+            c_.store.log(
                 fmt::format("trial {}: of the job's files, left: {}", t.id, fmt::join(removed.left, "; ")));
     } catch (const Error& e) {
-        store_->log(fmt::format("trial {}: the job's files not removed: {}", t.id, e.what()));
+        c_.store.log(fmt::format("trial {}: the job's files not removed: {}", t.id, e.what()));
     }
 }
 
-trial::LossCheck Campaign::batch_loss_check(store::BatchKind kind) {
-    if (batch_stage(kind).own_seeds) return {};
-    const auto& inv = contract_.invariants;
+trial::LossCheck BatchRunner::loss_check(store::BatchKind kind) {
+    if (stage(kind).own_seeds) return {};
+    const auto& inv = c_.contract.invariants;
     if (inv.loss_mode == contract::LossMode::FinalEval) {
         // Against the doctor's seeds, once the doctor has them (its own runs are what calibrates).
-        const auto d = store_->baseline();
+        const auto d = c_.store.baseline();
         if (!d || d->eval_losses.empty()) return {};
         return [ref = verify::eval_reference(d->eval_losses), &inv](const std::vector<double>&,
                                                                     std::optional<double> final_eval) {
             return verify::check_eval_loss(ref, final_eval, inv);
         };
     }
-    auto reference = reference_losses();
+    auto reference = host_.reference_losses();
     if (reference.empty()) return {};
     return
         [reference = std::move(reference), &inv](const std::vector<double>& losses, std::optional<double>) {
@@ -632,8 +659,30 @@ trial::LossCheck Campaign::batch_loss_check(store::BatchKind kind) {
         };
 }
 
-void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records) {
-    auto b = store_->batch(batch_id);
+void BatchRunner::settle(store::TrialRow& t, const trial::TrialRecord& r, bool submitted) {
+    store::record_assessment(t, r);
+    // The job the user submitted ran as the user runs it, without the contract's [workload] args (a short
+    // run's step count, say): fewer step lines than a trial prints says it ran another run than the
+    // trials, not that the baseline breaks the contract. Not a baseline run then, and no failure.
+    if (submitted && r.violation == trial::Violation::MissingSteps) {
+        t.counted = false;
+        c_.store.set_submitted_job("not adopted after it ran: " + r.detail +
+                                   " (it ran without the contract's [workload] args)");
+    }
+    // Read: what the job wrote beside its result and log (checkpoints) goes, or stays within the bound
+    // of [workload] keep_job_files. Nothing reads the trial directory after this but its result and log.
+    if (!submitted) remove_job_files(t);
+    if (trial::says_nothing(r.outcome)) {
+        t.counted = false;
+        if (t.kind == TrialKind::Search)
+            c_.store.requeue({.candidate = t.candidate,
+                              .reason = "re-queued after " + store::outcome_name(t) + ": " + t.reason,
+                              .attempt = t.attempt + 1});
+    }
+}
+
+void BatchRunner::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>& records) {
+    auto b = c_.store.batch(batch_id);
     std::map<int, slurm::JobRecord> by_index;
     for (const auto& r : records)
         if (auto i = task_index(r)) by_index[*i] = r;
@@ -643,12 +692,12 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             ? ManifestProof{}
             : manifest_proof(b, b.manifest_sha256.empty() ? std::nullopt : std::optional(b.manifest_sha256));
     // The doctor's startup and step pace, which later trials' step times are checked against.
-    const auto run = store_->campaign_run();
+    const auto run = c_.store.campaign_run();
     const auto startup = run.startup;         // none: not measured, the timing check is off
     const auto baseline_pace = run.step_pace; // none before the doctor measured it
-    const auto loss_check = batch_loss_check(b.kind);
-    store::Transaction tx(store_->db());
-    for (auto t : store_->trials_of_batch(batch_id)) {
+    const auto losses = loss_check(b.kind);
+    store::Transaction tx(c_.store.db());
+    for (auto t : c_.store.trials_of_batch(batch_id)) {
         if (t.state != TrialState::Submitted) continue;
         auto it = by_index.find(t.array_index);
         if (it == by_index.end()) continue;
@@ -657,16 +706,16 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
         t.node = rec.node_list;
         if (submitted) {
             t.job_id = rec.job_id;
-            take_submitted_output(t, rec);
+            host_.take_submitted_output(t, rec);
         }
         const auto jobs = self_submitted_during(rec);
         const auto r = trial::assess({
-            .contract = contract_,
+            .contract = c_.contract,
             .record = rec,
             .result_path = t.result_path,
             .slurm_output = slurm_output(b, t),
-            .evidence_spool = evidence_spool_,
-            .local_scheduler = evidence_scheduler_ == "local",
+            .evidence_spool = evidence_.spool,
+            .local_scheduler = evidence_.scheduler == "local",
             .doctor = t.kind == TrialKind::Doctor,
             .check_settings = proof.checked,
             .manifest = proof.manifest ? &*proof.manifest : nullptr,
@@ -674,44 +723,26 @@ void Campaign::ingest(std::int64_t batch_id, const std::vector<slurm::JobRecord>
             .array_index = static_cast<std::uint32_t>(t.array_index),
             .startup = startup,
             .baseline_pace = baseline_pace,
-            .loss_check = loss_check,
+            .loss_check = losses,
             .self_submitted = jobs,
         });
         for (const auto& note : r.notes)
-            store_->log(fmt::format("trial {}: {}", t.id, note));
+            c_.store.log(fmt::format("trial {}: {}", t.id, note));
         // Jobs of the user submitted while this trial ran that the campaign did not submit: a warning on the
         // trial, not a violation (self_submitted.cpp says why).
         if (!jobs.empty())
-            store_->log(
+            c_.store.log(
                 fmt::format("trial {}: {} job(s) of this user submitted while it ran that the campaign "
                             "did not submit (first: {})",
                             t.id, jobs.size(), jobs[0].job));
-        store::record_assessment(t, r);
-        // The job the user submitted ran as the user runs it, without the contract's [workload] args (a short
-        // run's step count, say): fewer step lines than a trial prints says it ran another run than the
-        // trials, not that the baseline breaks the contract. Not a baseline run then, and no failure.
-        if (submitted && r.violation == trial::Violation::MissingSteps) {
-            t.counted = false;
-            store_->set_submitted_job("not adopted after it ran: " + r.detail +
-                                      " (it ran without the contract's [workload] args)");
-        }
-        // Read: what the job wrote beside its result and log (checkpoints) goes, or stays within the bound
-        // of [workload] keep_job_files. Nothing reads the trial directory after this but its result and log.
-        if (!submitted) remove_job_files(t);
-        if (trial::says_nothing(r.outcome)) {
-            t.counted = false;
-            if (t.kind == TrialKind::Search)
-                store_->requeue({.candidate = t.candidate,
-                                 .reason = "re-queued after " + store::outcome_name(t) + ": " + t.reason,
-                                 .attempt = t.attempt + 1});
-        }
-        store_->update_trial(t);
-        store_->log(fmt::format("trial {} ({}) {}: {}", t.id, store::to_string(t.kind),
-                                store::outcome_name(t), t.detail));
+        settle(t, r, submitted);
+        c_.store.update_trial(t);
+        c_.store.log(fmt::format("trial {} ({}) {}: {}", t.id, store::to_string(t.kind),
+                                 store::outcome_name(t), t.detail));
     }
-    store_->set_batch_finished(batch_id);
+    c_.store.set_batch_finished(batch_id);
     tx.commit();
-    if (const auto& finish = batch_stage(b.kind).finish) finish(batch_id);
+    if (const auto& finish = stage(b.kind).finish) finish(batch_id);
 }
 
 } // namespace infrarsi::campaign
