@@ -1,4 +1,4 @@
-// The campaign: opening and locking it, its budget, and run(), the sequencer of the stages (doctor.cpp,
+// The campaign: opening and locking it, its budget, and run(), the sequencer of the stages (doctor_stage.cpp,
 // search.cpp, verification.cpp), which all run their trials through the batch runner (batch_runner.cpp).
 #include "campaign/campaign.hpp"
 
@@ -118,15 +118,19 @@ Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexi
     batches_ = std::make_unique<BatchRunner>(
         BatchRunner::Context{.dir = dir_, .contract = contract_, .store = *store_},
         static_cast<BatchRunner::Host&>(*this));
+    doctor_ = std::make_unique<DoctorStage>(
+        DoctorStage::Context{.dir = dir_, .contract = contract_, .store = *store_, .batches = *batches_},
+        static_cast<DoctorStage::Host&>(*this));
+    ablation_ = std::make_unique<AblationStage>(
+        AblationStage::Context{.contract = contract_, .store = *store_, .batches = *batches_},
+        static_cast<AblationStage::Host&>(*this));
     agent_ = std::make_unique<AgentStage>(
         AgentStage::Context{.dir = dir_, .contract = contract_, .store = *store_, .catalog = catalog_},
         static_cast<AgentStage::Host&>(*this));
     agent_->load_patches(mode == Open::read_only, changed_inputs_);
-    register_doctor_stage();
     register_search_stage();
     register_verification_stage();
     register_equivalence_stage();
-    register_ablation_stage();
 }
 
 const patch::PatchInfo* Campaign::patch_info(const std::string& id) const {
@@ -140,6 +144,30 @@ void Campaign::say(const RunOptions& o, const std::string& msg) {
     if (o.verbose && o.on_event) return o.on_event(msg);
     if (o.verbose) fmt::print("infrarsi: {}\n", msg);
     std::fflush(stdout);
+}
+
+void Campaign::doctor(const RunOptions& o) {
+    doctor_->run(o);
+}
+
+std::optional<std::string> Campaign::paused() {
+    return doctor_->paused();
+}
+
+std::vector<std::string> Campaign::nodes_to_avoid(scheduler::Scheduler& sched) {
+    return doctor_->nodes_to_avoid(sched);
+}
+
+std::vector<double> Campaign::reference_losses() {
+    return doctor_->reference_losses();
+}
+
+void Campaign::take_submitted_output(const store::TrialRow& t, const slurm::JobRecord& rec) {
+    doctor_->take_submitted_output(t, rec);
+}
+
+scheduler::Scheduler& Campaign::slurm_for_submitted_job() {
+    return doctor_->slurm_for_submitted_job();
 }
 
 fs::path Campaign::baseline_tree() {
@@ -233,6 +261,10 @@ Campaign::BudgetUse Campaign::budget_use() {
     return u;
 }
 
+double Campaign::wall_used_s() {
+    return budget_use().wall_s;
+}
+
 bool Campaign::finished() {
     return store_->stage() == store::Stage::Done;
 }
@@ -311,9 +343,9 @@ void Campaign::run_stages(const RunOptions& o) {
     if (auto b = store_->baseline()) {
         say(o, fmt::format("baseline {:.4f} s/step, minimum detectable effect {:.1f}%", b->median_step_s,
                            100 * b->minimum_detectable_effect));
-        if (const auto warning = noise_warning(); !warning.empty()) say(o, warning);
+        if (const auto warning = doctor_->noise_warning(); !warning.empty()) say(o, warning);
         // docs/contract.md: "`infrarsi run` logs the calibrated tolerance after the doctor"; it was only in
-        // the store's events (finish_doctor), never on the terminal or in the daemon's log.
+        // the store's events (DoctorStage::finish), never on the terminal or in the daemon's log.
         if (contract_.invariants.loss_mode == contract::LossMode::FinalEval && !b->eval_losses.empty()) {
             const auto ref = verify::eval_reference(b->eval_losses);
             say(o, fmt::format("final evaluation loss {:.6g} +- {:.3g} over {} baseline runs at different "

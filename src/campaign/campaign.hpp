@@ -5,13 +5,16 @@
 // released, and a submitted batch is re-attached to on restart.
 // The root, Campaign, and its parts: campaign.cpp (open, lock, budget, run() the sequencer), the batch runner
 // (batch_runner.hpp: plan, submit, await, resume, ingest; it hands a finished batch to what its stage
-// registered, BatchStage, and names no stage), the agent stage (agent_stage.hpp), and the stages whose files
-// are Campaign's still: doctor.cpp, search.cpp, verification.cpp, equivalence.cpp, ablation.cpp,
-// bank_stage.cpp.
+// registered, BatchStage, and names no stage), the doctor stage (doctor_stage.hpp), the ablation stage
+// (ablation_stage.hpp), the agent stage (agent_stage.hpp), and the stages whose files are Campaign's still:
+// search.cpp, verification.cpp, equivalence.cpp, bank_stage.cpp.
+#include "campaign/ablation_stage.hpp"
 #include "campaign/agent_stage.hpp"
 #include "campaign/batch_runner.hpp"
 #include "campaign/control.hpp"
+#include "campaign/doctor_stage.hpp"
 #include "campaign/experience.hpp"
+#include "campaign/wall_plan.hpp"
 #include "contract/contract.hpp"
 #include "model/claim_calibration.hpp"
 #include "node/allocation_record.hpp"
@@ -40,29 +43,6 @@ namespace infrarsi::campaign {
 
 namespace fs = std::filesystem;
 
-// Wall-time planning. Verification runs after the search, one trial at a time, so the search must stop early
-// enough to leave it room within the wall-time budget. A trial's wall time is estimated from the doctor's
-// baseline (a verification pair is a baseline run and a faster candidate run, so twice the baseline's trial
-// bounds it) plus the overhead observed per trial (scheduling, start-up, the wrapper).
-struct TrialCostModel {
-    double step_s = 0;      // the baseline's steady-state step time (doctor median)
-    double cold_step_s = 0; // its cold-start step time (the warm-up steps)
-    int steps = 0;          // the contract's invariants.steps
-    int warmup_steps = 0;
-    double overhead_s = 0;  // observed per trial beyond its steps
-    double steps_s() const; // the steps of one trial
-    double trial_s() const; // one trial running alone: steps + overhead
-};
-
-// Wall time of verifying `candidates` candidates with `pairs` interleaved A/B pairs each (2 trials a pair,
-// one at a time; a re-check's pairs counted in `pairs`) and `equivalence_checks` of them with a patch set
-// still to check (equivalence.cpp: 2 trials each). 0 when there is nothing to run.
-double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks = 0);
-
-// How many of `pairs` A/B pairs of one candidate fit in `wall_left_s` (0..pairs). All of them when the
-// model has no estimate (trial_s() == 0).
-int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs);
-
 // The early stop of search trials: slower than the incumbent's step time by more than max(MDE,
 // kMinStopMargin) over the median of the first max(3, timed / 4) timed steps after the warm-up (timed = steps
 // - warmup_steps). None when that would save too little (fewer than half the timed steps left) or there is
@@ -72,32 +52,13 @@ inline constexpr double kMinStopMargin = 0.10;
 std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_step_s, double mde, int steps,
                                                             int warmup_steps);
 
-// The doctor's verdict on the baseline's noise: noisy when its minimum detectable effect is above `limit`,
-// max(kNoisyMde, min_speedup): no gain of a usual size (most tuning wins are 10-30%) could be promoted.
-inline constexpr double kNoisyMde = 0.25;
-struct NoiseCheck {
-    bool noisy = false;
-    double limit = 0;
-    std::string why; // for people, when noisy
-};
-NoiseCheck check_noise(const store::Baseline& d, double min_speedup);
-
-// Whether the search may start another batch: the wall time used, that batch and the verification reserve
-// must fit in the budget (budget_s <= 0: no wall-time limit).
-struct SearchWallPlan {
-    double next_batch_s = 0;     // estimated wall time of the next search batch
-    double verify_reserve_s = 0; // verification_wall_s of the candidates it may have to verify
-    int verify_candidates = 0;
-    int equivalence_checks = 0; // of those, patch sets not checked yet
-    int pairs = 0;              // A/B pairs planned a candidate, its re-check's included
-    bool fits(double used_s, double budget_s) const {
-        return budget_s <= 0 || used_s + next_batch_s + verify_reserve_s <= budget_s;
-    }
-};
-
 // The root of a campaign: it opens and locks it, sequences the stages (run) and owns its parts, the batch
-// runner (batch_runner.hpp) and the agent stage (agent_stage.hpp), whose Host it is.
-class Campaign : private BatchRunner::Host, private AgentStage::Host {
+// runner (batch_runner.hpp), the doctor stage (doctor_stage.hpp), the ablation stage (ablation_stage.hpp)
+// and the agent stage (agent_stage.hpp), whose Host it is.
+class Campaign : private BatchRunner::Host,
+                 private DoctorStage::Host,
+                 private AblationStage::Host,
+                 private AgentStage::Host {
   public:
     // Creates the campaign directory and store; records the locks. Refuses an existing campaign.
     static void init(const fs::path& contract_file, const fs::path& dir);
@@ -136,8 +97,8 @@ class Campaign : private BatchRunner::Host, private AgentStage::Host {
     // campaign whose findings are not recorded yet (a run stopped right after it, a bank named only later).
     // No-op without a bank.
     void record_in_bank(const RunOptions& o);
-    // Why the campaign is paused (the doctor's noise stayed too high to promote a real gain: doctor.cpp), or
-    // nullopt; `infrarsi run --accept-noise` goes on.
+    // Why the campaign is paused (the doctor's noise stayed too high to promote a real gain:
+    // doctor_stage.hpp), or nullopt; `infrarsi run --accept-noise` goes on.
     std::optional<std::string> paused();
     // `infrarsi cancel`: from any process that may write the campaign (its user's). The process driving it
     // (`infrarsi run`, a daemon) stops at its next look, cancels the campaign's running jobs and ends their
@@ -175,11 +136,9 @@ class Campaign : private BatchRunner::Host, private AgentStage::Host {
     BatchRunner& batches() { return *batches_; }
 
   private:
-    void register_doctor_stage();
     void register_search_stage();
     void register_verification_stage();
     void register_equivalence_stage();
-    void register_ablation_stage();
     // What the batch runner and the agent stage ask of the campaign (their Host interfaces).
     patch::SandboxCache sandbox_cache() const override; // keyed by the locked tree
     std::vector<const patch::PatchInfo*>
@@ -205,18 +164,6 @@ class Campaign : private BatchRunner::Host, private AgentStage::Host {
     fs::path baseline_tree() override; // the baseline's sandbox, for the agent to read
     std::vector<store::EquivalenceCheck> failed_equivalence_checks() override; // the failed checks' records
 
-    // The baseline from the doctor's runs (`remeasure`: from that re-measurement batch's runs alone).
-    void finish_doctor(std::optional<std::int64_t> remeasure = std::nullopt);
-    std::vector<Task> doctor_tasks(int adopted, const std::string& why) const; // the baseline's repeats
-    // After the doctor: a baseline too noisy to promote a real gain is re-measured once, one job at a time;
-    // still too noisy, the campaign pauses (paused()) unless RunOptions::accept_noise.
-    void check_doctor_noise(const RunOptions& o);
-    // nccl_check.cpp: the baseline's NCCL transports against the nodes' NICs, for a job that uses NCCL;
-    // throws (or logs, with [nccl] fallback = "warn") when NCCL fell back to a slower transport.
-    void check_nccl_transport(const std::vector<store::TrialRow>& doctor_runs);
-    // The job submitted with --infrarsi=tune as the doctor's first run (submitted_job.cpp): its batch, made
-    // now, or nullopt (not a tune campaign, adopted before, or Slurm no longer knows it: said why).
-    std::optional<std::int64_t> adopt_submitted_job(const RunOptions& o);
     void seed_from_bank(const RunOptions& o); // once, after the doctor (bank_stage.cpp)
     void finish_verification(std::int64_t verification_id);
     // Plans, submits and awaits one block of a verification's sequence (verification.cpp,
@@ -276,16 +223,12 @@ class Campaign : private BatchRunner::Host, private AgentStage::Host {
     // A patch set that failed a spot check (verification.cpp) is recorded as a failed equivalence check:
     // never promoted, never proposed again.
     void record_not_equivalent(const space::Candidate& c, const nlohmann::json& check);
-    // ablation.cpp: each promoted bundle of several changes, with each change removed in turn, A/B against
-    // the bundle as far as the wall-time budget allows; the result in the verification's detail.
-    void ablate(const RunOptions& o);
-    void finish_ablation(std::int64_t batch_id);
-    TrialCostModel trial_cost_model();      // from the doctor and the one-at-a-time batches so far
-    SearchWallPlan search_wall_plan(int q); // for a next search batch of q candidates
+    TrialCostModel trial_cost_model() override; // from the doctor and the one-at-a-time batches so far
+    double wall_used_s() override;              // budget_use().wall_s
+    SearchWallPlan search_wall_plan(int q);     // for a next search batch of q candidates
     fs::path estimate_sandbox(const space::Candidate& c);    // the build memory_estimate uses; empty: none
     std::map<std::string, std::optional<double>> estimates_; // by candidate and build
     std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
-    double mde();
     // slow_stop_rule for the next batch: relative to its control, whose log is `control_log` (empty: none,
     // the incumbent's absolute step time).
     std::optional<trial::ManifestTask::SlowStop> search_slow_stop(const fs::path& control_log);
@@ -293,21 +236,10 @@ class Campaign : private BatchRunner::Host, private AgentStage::Host {
     // was a fluke: control_levels), kept in its measurements (control_ratio); every batch's again, as the
     // controls grow.
     void record_control_ratios(std::int64_t batch_id);
-    // Empty, or a warning for people when the doctor's noise leaves only very large speed-ups promotable.
-    std::string noise_warning();
     void run_stages(const RunOptions& o);
     std::chrono::steady_clock::time_point cancel_checked_{};
     bool cancel_seen_ = false;
     void check_scheduler_change(const std::string& to); // throws while a batch is open on another
-    // The MFU denominator from a calibration of the doctor's hardware (doctor.cpp): the plugin's allocation
-    // records of its runs, or this host's for the local scheduler; nullopt when there is none.
-    std::optional<verify::PeakFlops> calibration_peak(const std::vector<store::TrialRow>& doctor_runs);
-    // The plugin's records of these runs' allocations (Slurm with a spool; empty otherwise).
-    std::vector<node::AllocationRecord> allocation_records(const std::vector<store::TrialRow>& runs);
-    // The doctor's nodes whose GPUs are more than 1.5x slower than the median node's (node::slow_gpu_nodes),
-    // kept in the campaign (meta slow_nodes) and left out of every later array (slow_nodes()).
-    void find_slow_nodes(const std::vector<store::TrialRow>& doctor_runs);
-    std::vector<std::string> slow_nodes();
     // Whether a trial can be given a seed other than the contract's ([invariants] seed_env or seed_arg).
     bool can_seed() const;
     // A random seed none of `used` nor the doctor's (contract seed, seed + 1, ...) (equivalence checks, A/B
@@ -322,9 +254,10 @@ class Campaign : private BatchRunner::Host, private AgentStage::Host {
     std::vector<patch::PatchInfo> catalog_;
     // Its parts, each seeing its Context and asking the rest through its Host: the campaign never moves.
     std::unique_ptr<BatchRunner> batches_;
+    std::unique_ptr<DoctorStage> doctor_;
+    std::unique_ptr<AblationStage> ablation_;
     std::unique_ptr<AgentStage> agent_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
-    std::unique_ptr<scheduler::Scheduler> submitted_job_scheduler_;
 };
 
 // The knob settings (no patches) from `c`'s knobs toward the baseline's, where a patch set's equivalence is

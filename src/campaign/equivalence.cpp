@@ -320,8 +320,8 @@ store::EquivalenceCheck running_record(const space::Candidate& c, const space::C
 
 // The check's two runs at one seed. The patch set first: while it runs, no loss at this seed has been printed
 // anywhere.
-std::vector<Task> check_tasks(const space::Candidate& patched, const space::Candidate& unpatched,
-                                        bool moved, long long seed) {
+std::vector<Task> check_tasks(const space::Candidate& patched, const space::Candidate& unpatched, bool moved,
+                              long long seed) {
     std::vector<Task> tasks;
     tasks.push_back({patched,
                      TrialKind::EquivalenceCandidate,

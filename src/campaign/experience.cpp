@@ -67,8 +67,8 @@ bank::Finding make_finding(const CampaignView& c, const std::string& kind, bool 
     return f;
 }
 
-// Each change's own effect as its ablation measured it (ablation.cpp), by "knob:NAME" / "patch:ID". Knobs a
-// constraint ties together were removed together: each gets the group's effect, and says so.
+// Each change's own effect as its ablation measured it (ablation_stage.cpp), by "knob:NAME" / "patch:ID".
+// Knobs a constraint ties together were removed together: each gets the group's effect, and says so.
 std::map<std::string, store::AblationComponent> ablated_effects(const store::VerificationRow& v) {
     std::map<std::string, store::AblationComponent> measured;
     if (!v.detail.ablation) return measured;

@@ -2,7 +2,7 @@
 // doctor runs it with NCCL_DEBUG=INFO) against what the nodes have (the plugin's allocation records in the
 // spool, else this host's topology). A fallback stops the campaign before it tunes a baseline that runs on
 // it.
-#include "campaign/campaign.hpp"
+#include "campaign/doctor_stage.hpp"
 
 #include "node/allocation_record.hpp"
 #include "node/topology.hpp"
@@ -20,6 +20,8 @@
 #include <set>
 
 namespace infrarsi::campaign {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -52,12 +54,12 @@ std::vector<node::TopologyFeatures> run_topologies(const std::string& spool,
 
 } // namespace
 
-void Campaign::check_nccl_transport(const std::vector<store::TrialRow>& runs) {
+void DoctorStage::check_nccl_transport(const std::vector<store::TrialRow>& runs) {
     std::set<std::string> nodes;
     for (const auto& t : runs)
         if (!t.node.empty()) nodes.insert(t.node);
     const auto hardware =
-        trial::nccl_hardware(run_topologies(batches_->evidence().spool, nodes), contract_.resources.nodes);
+        trial::nccl_hardware(run_topologies(c_.batches.evidence().spool, nodes), c_.contract.resources.nodes);
     nlohmann::json record = nlohmann::json::array();
     std::vector<std::string> problems;
     int with_lines = 0;
@@ -73,33 +75,33 @@ void Campaign::check_nccl_transport(const std::vector<store::TrialRow>& runs) {
         }
         record.push_back({{"trial", t.id}, {"nccl", trial::to_json(nccl)}, {"fallbacks", fallbacks}});
     }
-    store_->set_meta(
+    c_.store.set_meta(
         "nccl_transport",
         nlohmann::json({{"rdma_nics", hardware.rdma_nics}, {"nodes", hardware.nodes}, {"runs", record}})
             .dump());
     if (with_lines == 0) {
-        store_->log(
+        c_.store.log(
             "doctor: the contract says the job uses NCCL, and no baseline run printed an NCCL INFO line "
             "(NCCL_DEBUG=INFO was set; a job script that sets NCCL_DEBUG itself, or a job that never "
             "made a communicator, prints none): the transport check had nothing to read");
         return;
     }
     if (problems.empty()) {
-        store_->log(fmt::format("doctor: NCCL transports of {} baseline runs checked: no fallback{}",
-                                with_lines,
-                                hardware.rdma_nics.empty() ? " (no InfiniBand/RoCE NIC on the nodes)" : ""));
+        c_.store.log(fmt::format("doctor: NCCL transports of {} baseline runs checked: no fallback{}",
+                                 with_lines,
+                                 hardware.rdma_nics.empty() ? " (no InfiniBand/RoCE NIC on the nodes)" : ""));
         return;
     }
     std::string all;
     for (const auto& p : problems)
         all += (all.empty() ? "" : "; ") + p;
-    if (!contract_.nccl.stop_on_fallback) {
-        store_->log("doctor: warning: NCCL fell back to a slower transport ([nccl] fallback = \"warn\"): " +
-                    all);
+    if (!c_.contract.nccl.stop_on_fallback) {
+        c_.store.log("doctor: warning: NCCL fell back to a slower transport ([nccl] fallback = \"warn\"): " +
+                     all);
         return;
     }
     throw Error(
-        "the baseline's NCCL fell back to a slower transport than the nodes have: " + all, dir_.string(),
+        "the baseline's NCCL fell back to a slower transport than the nodes have: " + all, c_.dir.string(),
         "a baseline on the nodes' fastest transport (fix the job's NCCL setup and start a new campaign), "
         "or [nccl] fallback = \"warn\" in the contract to tune it as it is");
 }

@@ -24,7 +24,7 @@ struct RunOptions {
     std::chrono::seconds first_answer_wait{60};
     bool verify = true; // run the verification stage after the search
     // Go on with a baseline whose noise leaves only large speed-ups promotable, instead of pausing
-    // (check_noise, doctor.cpp).
+    // (check_noise, doctor_stage.hpp).
     bool accept_noise = false;
     std::string bank;  // experience bank file: seeds the search, receives the findings; empty: none
     std::string spool; // the plugin's spool, whose allocation records name the hardware; empty: this host

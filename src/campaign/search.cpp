@@ -32,27 +32,6 @@ namespace {
 constexpr double kControlOutlierSds = 4;
 } // namespace
 
-double TrialCostModel::steps_s() const {
-    const int warm = std::clamp(warmup_steps, 0, std::max(steps, 0));
-    return warm * std::max(cold_step_s, step_s) + (std::max(steps, 0) - warm) * step_s;
-}
-
-double TrialCostModel::trial_s() const {
-    return std::max(0.0, steps_s() + std::max(0.0, overhead_s));
-}
-
-double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks) {
-    const int trials = std::max(0, candidates) * std::max(0, pairs) * 2 + 2 * std::max(0, equivalence_checks);
-    return trials * m.trial_s();
-}
-
-int affordable_pairs(const TrialCostModel& m, double wall_left_s, int pairs) {
-    const double pair_s = 2 * m.trial_s();
-    if (pair_s <= 0) return pairs;
-    if (wall_left_s <= 0) return 0;
-    return static_cast<int>(std::min<double>(pairs, std::floor(wall_left_s / pair_s)));
-}
-
 std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_step_s, double mde, int steps,
                                                             int warmup_steps) {
     const int timed = steps - std::max(0, warmup_steps);
@@ -87,7 +66,8 @@ std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs
                              .counted = true}))
             if (t.step_time_s && *t.step_time_s > 0 && (best == 0 || *t.step_time_s < best))
                 best = *t.step_time_s;
-        return slow_stop_rule(best, mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
+        return slow_stop_rule(best, doctor_->mde(), contract_.invariants.steps,
+                              contract_.invariants.warmup_steps);
     }
     // Like against like: the incumbent is the best ratio to its own batch's control so far (the baseline's
     // is 1), and a trial is held to that ratio, slowed by the MDE, times the control running beside it.
@@ -97,7 +77,8 @@ std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs
                          .outcome = trial::Outcome::Ok,
                          .counted = true}))
         if (const auto r = control_ratio(t); r && *r > 0 && *r < best) best = *r;
-    auto rule = slow_stop_rule(best, mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
+    auto rule =
+        slow_stop_rule(best, doctor_->mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
     if (!rule) return rule;
     rule->control_ratio = rule->step_s;
     rule->control_log = control_log.string();
@@ -131,7 +112,7 @@ void Campaign::record_control_ratios(std::int64_t batch_id) {
             runs.push_back(*c.step_time_s), controls.push_back(std::move(c));
     const auto baseline = store_->baseline();
     const double run_sd = baseline ? std::log1p(std::max(0.0, baseline->cv_between)) : 0.05;
-    const double bound = std::max(kControlOutlierSds * run_sd, std::log1p(mde()));
+    const double bound = std::max(kControlOutlierSds * run_sd, std::log1p(doctor_->mde()));
     const auto levels = control_levels(runs, bound);
     store::Transaction tx(store_->db());
     for (std::size_t i = 0; i < controls.size(); ++i) {
@@ -380,9 +361,9 @@ bool contains_excluded(const space::Candidate& c, const std::vector<std::vector<
 // excluded now, which leave it once the batch is planned); then the experience bank's seeds, each once, with
 // the bank's reason in the audit.
 std::vector<Task> first_tasks(store::CampaignStore& store, int q,
-                                        const std::vector<std::vector<std::string>>& excluded,
-                                        const std::vector<store::BankSeed>& seeds,
-                                        std::vector<std::int64_t>& dequeued) {
+                              const std::vector<std::vector<std::string>>& excluded,
+                              const std::vector<store::BankSeed>& seeds,
+                              std::vector<std::int64_t>& dequeued) {
     std::vector<Task> tasks;
     for (const auto& e : store.requeued()) {
         if (static_cast<int>(tasks.size()) >= q) break;
@@ -480,7 +461,7 @@ void Campaign::search(const RunOptions& o) {
         for (const auto& t : tasks)
             ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
         if (baseline) ctx.baseline_step_s = baseline->median_step_s;
-        ctx.noise_floor = mde();
+        ctx.noise_floor = doctor_->mde();
         set_contract_limits(ctx, contract_);
         ctx.trial_overhead_s = trial_cost_model().overhead_s;
         ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };

@@ -4,7 +4,7 @@
 // whichever scheduler the campaign's trials use. When it has ended, its output (the job's StdOut, as Slurm
 // named it while the job was known) is copied into the trial's log.txt and a result.json is written from
 // its Slurm record, so ingest reads it like any trial's.
-#include "campaign/campaign.hpp"
+#include "campaign/doctor_stage.hpp"
 
 #include "measure/log_format.hpp"
 #include "slurm/client.hpp"
@@ -20,6 +20,8 @@
 
 namespace infrarsi::campaign {
 
+namespace fs = std::filesystem;
+
 using store::TrialKind;
 using store::TrialRow;
 
@@ -28,12 +30,12 @@ namespace {
 constexpr std::size_t kMaxSubmittedOutput = 64u << 20;
 } // namespace
 
-std::optional<std::int64_t> Campaign::adopt_submitted_job(const RunOptions& o) {
-    const auto job = store_->meta("tune_job_id");
-    if (!job || store_->campaign_run().submitted_job) return std::nullopt; // not a tune campaign, or decided
+std::optional<std::int64_t> DoctorStage::adopt_submitted_job(const RunOptions& o) {
+    const auto job = c_.store.meta("tune_job_id");
+    if (!job || c_.store.campaign_run().submitted_job) return std::nullopt; // not a tune campaign, or decided
     auto not_adopted = [&](const std::string& why) -> std::optional<std::int64_t> {
-        store_->set_submitted_job("not adopted: " + why);
-        say(o, fmt::format("doctor: the submitted job {} is not a baseline run: {}", *job, why));
+        c_.store.set_submitted_job("not adopted: " + why);
+        host_.say(o, fmt::format("doctor: the submitted job {} is not a baseline run: {}", *job, why));
         return std::nullopt;
     };
     slurm::Client client;
@@ -42,38 +44,38 @@ std::optional<std::int64_t> Campaign::adopt_submitted_job(const RunOptions& o) {
     const auto output = client.output_file(*job);
     if (!output) return not_adopted("Slurm no longer knows the job or where its output went");
 
-    store::Transaction tx(store_->db());
-    const auto batch_id = store_->add_batch(store::BatchKind::Submitted, "");
-    const fs::path tdir = dir_ / "batches" / std::to_string(batch_id) / "0";
+    store::Transaction tx(c_.store.db());
+    const auto batch_id = c_.store.add_batch(store::BatchKind::Submitted, "");
+    const fs::path tdir = c_.dir / "batches" / std::to_string(batch_id) / "0";
     fs::create_directories(tdir);
     TrialRow row;
     row.batch_id = batch_id;
     row.kind = TrialKind::Doctor;
-    const auto baseline = contract_.space.baseline();
+    const auto baseline = c_.contract.space.baseline();
     row.candidate = baseline.to_json();
     row.candidate_key = baseline.key();
     row.reason = fmt::format("the submitted job {} (sbatch --infrarsi=tune), run as the user runs it", *job);
     row.array_index = 0;
     row.result_path = (tdir / "result.json").string();
-    row.id = store_->add_trial(row);
+    row.id = c_.store.add_trial(row);
     store::ArrayRow array;
     array.tasks = 1;
-    store_->add_array(batch_id, array);
-    store_->set_submitted_job("adopted", *output);
+    c_.store.add_array(batch_id, array);
+    c_.store.set_submitted_job("adopted", *output);
     tx.commit();
     // In their own transactions; a crash before them leaves the batch planned, which BatchRunner::submit
     // completes.
-    store_->set_array_submitted(batch_id, 0, *job);
-    store_->set_batch_submitted(batch_id);
-    say(o, fmt::format("doctor: the submitted job {} is the first baseline run (its output: {})", *job,
-                       *output));
+    c_.store.set_array_submitted(batch_id, 0, *job);
+    c_.store.set_batch_submitted(batch_id);
+    host_.say(o, fmt::format("doctor: the submitted job {} is the first baseline run (its output: {})", *job,
+                             *output));
     return batch_id;
 }
 
-void Campaign::take_submitted_output(const TrialRow& t, const slurm::JobRecord& rec) {
+void DoctorStage::take_submitted_output(const TrialRow& t, const slurm::JobRecord& rec) {
     const fs::path result = t.result_path, log = result.parent_path() / "log.txt";
     if (fs::exists(result)) return; // taken already (a restart between this and the ingest's commit)
-    const std::string output = store_->campaign_run().submitted_job_output.value_or("");
+    const std::string output = c_.store.campaign_run().submitted_job_output.value_or("");
     std::string text;
     try {
         // The job's own file, read by its own user: the campaign runs as the user who submitted the job.
@@ -83,7 +85,7 @@ void Campaign::take_submitted_output(const TrialRow& t, const slurm::JobRecord& 
                                     ::geteuid()));
         text = read_regular_file(output, {.max_bytes = kMaxSubmittedOutput, .follow_symlink = false});
     } catch (const Error& e) {
-        store_->log(
+        c_.store.log(
             fmt::format("trial {}: the submitted job's output could not be read: {}", t.id, e.what()));
     }
     write_file_atomically(log, text);
@@ -95,14 +97,14 @@ void Campaign::take_submitted_output(const TrialRow& t, const slurm::JobRecord& 
     r.wall_s = rec.elapsed_s;
     r.log = log.string();
     // The job ran as many steps as the user asked; the campaign's trials run invariants.steps.
-    r.steps = measure::parse_log(text, contract_.metrics);
-    if (static_cast<int>(r.steps.steps.size()) > contract_.invariants.steps)
-        r.steps.steps.resize(static_cast<std::size_t>(contract_.invariants.steps));
+    r.steps = measure::parse_log(text, c_.contract.metrics);
+    if (static_cast<int>(r.steps.steps.size()) > c_.contract.invariants.steps)
+        r.steps.steps.resize(static_cast<std::size_t>(c_.contract.invariants.steps));
     r.slurm = {{"SLURM_JOB_ID", rec.job_id}, {"SLURMD_NODENAME", rec.node_list}};
     trial::write_result(result, r);
 }
 
-scheduler::Scheduler& Campaign::slurm_for_submitted_job() {
+scheduler::Scheduler& DoctorStage::slurm_for_submitted_job() {
     if (!submitted_job_scheduler_) submitted_job_scheduler_ = scheduler::slurm_scheduler();
     return *submitted_job_scheduler_;
 }

@@ -217,7 +217,7 @@ void Campaign::verify(const RunOptions& o) {
     for (const auto& x : store_->verifications())
         if (x.state == VerificationState::Recheck && !run_sequence(x.id, o)) return;
     // Which change of each promoted bundle carries its gain (ablation.cpp).
-    ablate(o);
+    ablation_->run(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
     if (stopping(o)) return;
     mark_done(*store_);
@@ -392,7 +392,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // Where the pairs run: the nodes the partition has now but the doctor's slow ones, a block to a node;
     // the re-check on the nodes the first stage did not use, where there are any.
     auto nodes = scheduler(o).nodes(contract_.resources.partition);
-    if (const auto slow = scheduler::nodes_to_avoid(slow_nodes(), nodes, contract_.resources.nodes);
+    if (const auto slow = scheduler::nodes_to_avoid(doctor_->slow_nodes(), nodes, contract_.resources.nodes);
         !slow.empty())
         std::erase_if(nodes, [&](const std::string& n) {
             return std::find(slow.begin(), slow.end(), n) != slow.end();
@@ -773,7 +773,7 @@ void Campaign::finish_verification(std::int64_t vid) {
                                       math_changing, noise, eval),
                        judged.pairs);
     else
-        finish_first_stage(*store_, j, judged.pairs, mde());
+        finish_first_stage(*store_, j, judged.pairs, doctor_->mde());
 }
 
 } // namespace infrarsi::campaign

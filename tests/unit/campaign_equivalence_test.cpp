@@ -1,5 +1,5 @@
 // The equivalence check of patches apart from knobs (campaign/equivalence.cpp) and the ablation of promoted
-// bundles (campaign/ablation.cpp), on the local scheduler with the stepload fixture: a patch that is the same
+// bundles (campaign/ablation_stage.cpp), on the local scheduler with the stepload fixture: a patch that is the same
 // math passes at a fresh seed and is promoted; one that shifts the loss inside the loss tolerance, or prints
 // the contract seed's losses whatever seed it gets, fails, is never promoted, and no candidate containing it
 // is checked, verified or proposed again; a contract without a seed key says it could not choose a fresh

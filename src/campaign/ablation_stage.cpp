@@ -6,7 +6,7 @@
 // the bundle's in the same round, with the interval verification uses (verify::speedup_interval). The
 // wall-time budget cuts the rounds, then the changes; what was skipped is said in the result, which is
 // kept in the verification's record (store::Ablation) (docs/orchestrator.md, "Ablation").
-#include "campaign/campaign.hpp"
+#include "campaign/ablation_stage.hpp"
 
 #include "measure/statistics.hpp"
 #include "trial/outcome.hpp"
@@ -142,8 +142,8 @@ void cut_to_budget(std::vector<Component>& runnable, int& rounds, double left, d
 }
 
 // Rounds of the bundle and each variant.
-std::vector<Task> ablation_tasks(const space::Candidate& cand,
-                                           const std::vector<Component>& runnable, int rounds) {
+std::vector<Task> ablation_tasks(const space::Candidate& cand, const std::vector<Component>& runnable,
+                                 int rounds) {
     std::vector<Task> tasks;
     for (int r = 0; r < rounds; ++r) {
         // The bundle first in even rounds, last in odd ones, so no arm is always first.
@@ -177,30 +177,30 @@ std::vector<store::AblationComponent> running_components(const std::vector<Compo
 
 } // namespace
 
-void Campaign::ablate(const RunOptions& o) {
-    for (auto v : store_->verifications()) {
-        if (stopping(o)) return;
+void AblationStage::run(const RunOptions& o) {
+    for (auto v : c_.store.verifications()) {
+        if (host_.stopping(o)) return;
         if (!v.promoted || v.detail.ablation) continue;
         const auto cand = space::Candidate::from_json(v.candidate);
-        auto parts = components(contract_.space, cand);
+        auto parts = components(c_.contract.space, cand);
         if (parts.size() < 2) {
             v.detail.ablation = single_change(parts, v);
-            store_->update_verification(v);
+            c_.store.update_verification(v);
             continue;
         }
         store::Ablation a;
         a.state = "done";
-        auto runnable = runnable_changes(contract_.space, cand, std::move(parts), a.skipped);
-        int rounds = std::max(2, contract_.repeats.verify);
-        if (const double budget = contract_.budget.wall_time_s; budget > 0 && !runnable.empty()) {
-            const auto m = trial_cost_model();
-            cut_to_budget(runnable, rounds, budget - budget_use().wall_s, m.trial_s(), a.skipped);
+        auto runnable = runnable_changes(c_.contract.space, cand, std::move(parts), a.skipped);
+        int rounds = std::max(2, c_.contract.repeats.verify);
+        if (const double budget = c_.contract.budget.wall_time_s; budget > 0 && !runnable.empty()) {
+            const auto m = host_.trial_cost_model();
+            cut_to_budget(runnable, rounds, budget - host_.wall_used_s(), m.trial_s(), a.skipped);
         }
         if (runnable.empty()) {
             a.state = "skipped";
             v.detail.ablation = a;
-            store_->update_verification(v);
-            say(o, fmt::format("ablation of {} skipped: no change could be measured", cand.describe()));
+            c_.store.update_verification(v);
+            host_.say(o, fmt::format("ablation of {} skipped: no change could be measured", cand.describe()));
             continue;
         }
         const auto tasks = ablation_tasks(cand, runnable, rounds);
@@ -208,20 +208,21 @@ void Campaign::ablate(const RunOptions& o) {
         a.state = "running";
         a.rounds = rounds;
         a.bundle = cand.key();
-        say(o, fmt::format("ablation of {}: {} rounds of the bundle and {} variants, each without one change",
+        host_.say(
+            o, fmt::format("ablation of {}: {} rounds of the bundle and {} variants, each without one change",
                            cand.describe(), rounds, runnable.size()));
-        const auto batch = batches_->plan(store::BatchKind::Ablation, tasks).id;
+        const auto batch = c_.batches.plan(store::BatchKind::Ablation, tasks).id;
         a.batch_id = batch;
         v.detail.ablation = a;
-        store_->update_verification(v);
-        batches_->submit(batch, o);
-        batches_->await(batch, o);
+        c_.store.update_verification(v);
+        c_.batches.submit(batch, o);
+        c_.batches.await(batch, o);
     }
 }
 
-void Campaign::register_ablation_stage() {
-    batches_->register_stage(store::BatchKind::Ablation,
-                             {.finish = [this](std::int64_t batch_id) { finish_ablation(batch_id); }});
+AblationStage::AblationStage(Context c, Host& host) : c_(c), host_(host) {
+    c_.batches.register_stage(store::BatchKind::Ablation,
+                              {.finish = [this](std::int64_t batch_id) { finish(batch_id); }});
 }
 
 namespace {
@@ -297,28 +298,28 @@ std::string ablation_summary(const store::Ablation& a) {
 
 } // namespace
 
-void Campaign::finish_ablation(std::int64_t batch_id) {
+void AblationStage::finish(std::int64_t batch_id) {
     std::optional<store::VerificationRow> row;
-    for (const auto& x : store_->verifications())
+    for (const auto& x : c_.store.verifications())
         if (x.detail.ablation && x.detail.ablation->batch_id == batch_id) row = x;
     if (!row) return;
     auto v = *row;
     auto& a = *v.detail.ablation;
-    const auto trials = store_->trials_of_batch(batch_id); // in id order: the order of the tasks
+    const auto trials = c_.store.trials_of_batch(batch_id); // in id order: the order of the tasks
     const std::string bundle = a.bundle.value_or("");
     const std::size_t per_round = a.components.size() + 1;
     verify::NoisePrior noise;
-    if (auto b = store_->baseline()) {
+    if (auto b = c_.store.baseline()) {
         noise.cv_between = b->cv_between;
         noise.dof = std::max(0, b->completed - 1);
     }
     for (auto& comp : a.components)
         measure_change(comp, trials, bundle, per_round, noise);
     a.state = "done";
-    store::Transaction tx(store_->db());
-    store_->update_verification(v);
-    store_->log(fmt::format("ablation of {}: {}", space::Candidate::from_json(v.candidate).describe(),
-                            ablation_summary(a)));
+    store::Transaction tx(c_.store.db());
+    c_.store.update_verification(v);
+    c_.store.log(fmt::format("ablation of {}: {}", space::Candidate::from_json(v.candidate).describe(),
+                             ablation_summary(a)));
     tx.commit();
 }
 

@@ -1,6 +1,6 @@
 // The doctor stage: run the baseline `repeats.doctor` times and turn the runs into the typed Baseline (step
 // time, cold start, phases, noise and minimum detectable effect, reference losses) every later stage uses.
-#include "campaign/campaign.hpp"
+#include "campaign/doctor_stage.hpp"
 
 #include "measure/noise.hpp"
 #include "measure/statistics.hpp"
@@ -22,6 +22,8 @@
 #include <set>
 
 namespace infrarsi::campaign {
+
+namespace fs = std::filesystem;
 
 using nlohmann::json;
 using store::TrialKind;
@@ -195,8 +197,8 @@ void set_mfu_denominator(store::Baseline& d, store::CampaignStore& store, double
 
 } // namespace
 
-std::vector<double> Campaign::reference_losses() {
-    auto d = store_->baseline();
+std::vector<double> DoctorStage::reference_losses() {
+    auto d = c_.store.baseline();
     return d ? d->reference_losses : std::vector<double>{};
 }
 
@@ -216,12 +218,12 @@ NoiseCheck check_noise(const store::Baseline& d, double min_speedup) {
     return c;
 }
 
-std::optional<std::string> Campaign::paused() {
-    return store_->campaign_run().paused;
+std::optional<std::string> DoctorStage::paused() {
+    return c_.store.campaign_run().paused;
 }
 
-std::string Campaign::noise_warning() {
-    const auto d = store_->baseline();
+std::string DoctorStage::noise_warning() {
+    const auto d = c_.store.baseline();
     if (!d || d->minimum_detectable_effect <= kNoisyMde) return {};
     return fmt::format(
         "warning: with this noise only a candidate more than {:.0f}% faster can be promoted (noise "
@@ -229,50 +231,52 @@ std::string Campaign::noise_warning() {
         "= {}), more steps per trial, steps that leave out evaluations and checkpoints, or a quieter "
         "machine lower it",
         100 * d->minimum_detectable_effect, 100 * d->cv_between, 100 * d->cv_within,
-        contract_.repeats.verify);
+        c_.contract.repeats.verify);
 }
 
-double Campaign::mde() {
+double DoctorStage::mde() {
     // Before the doctor has measured the noise, 5%.
-    auto d = store_->baseline();
+    auto d = c_.store.baseline();
     return d ? d->minimum_detectable_effect : 0.05;
 }
 
-std::vector<node::AllocationRecord> Campaign::allocation_records(const std::vector<store::TrialRow>& runs) {
-    if (batches_->evidence().spool.empty() || batches_->evidence().scheduler != "slurm") return {};
+std::vector<node::AllocationRecord>
+DoctorStage::allocation_records(const std::vector<store::TrialRow>& runs) {
+    if (c_.batches.evidence().spool.empty() || c_.batches.evidence().scheduler != "slurm") return {};
     std::set<std::string> jobs;
     for (const auto& t : runs)
         if (!t.job_id.empty()) jobs.insert(t.job_id);
-    const auto path = fs::path(batches_->evidence().spool) / "allocations.jsonl";
+    const auto path = fs::path(c_.batches.evidence().spool) / "allocations.jsonl";
     std::error_code ec;
     if (!fs::exists(path, ec)) return {};
     return node::records_of_jobs(node::read_records(path.string()).records, jobs);
 }
 
-void Campaign::find_slow_nodes(const std::vector<store::TrialRow>& doctor_runs) {
+void DoctorStage::find_slow_nodes(const std::vector<store::TrialRow>& doctor_runs) {
     const auto slow = node::slow_gpu_nodes(allocation_records(doctor_runs));
     if (slow.empty()) return;
-    store_->set_slow_nodes(slow);
-    store_->log(fmt::format("doctor: the GPUs of node(s) {} are more than {}x slower than the median node's "
-                            "(the plugin's GEMM probe): trials are kept off them",
-                            fmt::join(slow, ", "), node::kSlowFactor));
+    c_.store.set_slow_nodes(slow);
+    c_.store.log(fmt::format("doctor: the GPUs of node(s) {} are more than {}x slower than the median node's "
+                             "(the plugin's GEMM probe): trials are kept off them",
+                             fmt::join(slow, ", "), node::kSlowFactor));
 }
 
-std::vector<std::string> Campaign::slow_nodes() {
-    return store_->campaign_run().slow_nodes.value_or(std::vector<std::string>{});
+std::vector<std::string> DoctorStage::slow_nodes() {
+    return c_.store.campaign_run().slow_nodes.value_or(std::vector<std::string>{});
 }
 
-std::vector<std::string> Campaign::nodes_to_avoid(scheduler::Scheduler& sched) {
+std::vector<std::string> DoctorStage::nodes_to_avoid(scheduler::Scheduler& sched) {
     const auto slow = slow_nodes();
     if (slow.empty()) return {};
-    return scheduler::nodes_to_avoid(slow, sched.nodes(contract_.resources.partition),
-                                     contract_.resources.nodes);
+    return scheduler::nodes_to_avoid(slow, sched.nodes(c_.contract.resources.partition),
+                                     c_.contract.resources.nodes);
 }
 
-std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<store::TrialRow>& doctor_runs) {
+std::optional<verify::PeakFlops>
+DoctorStage::calibration_peak(const std::vector<store::TrialRow>& doctor_runs) {
     std::vector<double> peaks;
     std::set<std::string> nodes, sources;
-    if (!batches_->evidence().spool.empty() && batches_->evidence().scheduler == "slurm") {
+    if (!c_.batches.evidence().spool.empty() && c_.batches.evidence().scheduler == "slurm") {
         // The plugin's records of the doctor's own allocations: the hardware its runs had.
         for (const auto& r : allocation_records(doctor_runs))
             if (const auto p = node::node_peak_flops(r)) {
@@ -287,7 +291,7 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
                         "node's peak: {}",
                         peaks.size(), nodes.size(), fmt::join(sources, " | "))};
     }
-    if (batches_->evidence().scheduler != "local") return std::nullopt;
+    if (c_.batches.evidence().scheduler != "local") return std::nullopt;
     // The local scheduler runs the trials on this host: its GPUs' peak where it has NVIDIA devices (a GPU
     // job's peak is theirs), else its cores' measured together, as a job using all of them sees them.
     node::AllocationRecord here;
@@ -311,30 +315,30 @@ std::optional<verify::PeakFlops> Campaign::calibration_peak(const std::vector<st
                            isa, kRounds, kSlice.count())};
 }
 
-void Campaign::register_doctor_stage() {
-    batches_->register_stage(store::BatchKind::Doctor, {.finish = [this](std::int64_t) { finish_doctor(); }});
-    batches_->register_stage(store::BatchKind::DoctorRemeasure,
-                             {.finish = [this](std::int64_t batch_id) { finish_doctor(batch_id); }});
+DoctorStage::DoctorStage(Context c, Host& host) : c_(c), host_(host) {
+    c_.batches.register_stage(store::BatchKind::Doctor, {.finish = [this](std::int64_t) { finish(); }});
+    c_.batches.register_stage(store::BatchKind::DoctorRemeasure,
+                              {.finish = [this](std::int64_t batch_id) { finish(batch_id); }});
 }
 
-void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
-    auto trials = store_->trials({.kinds = {TrialKind::Doctor}, .state = TrialState::Finished});
+void DoctorStage::finish(std::optional<std::int64_t> remeasure) {
+    auto trials = c_.store.trials({.kinds = {TrialKind::Doctor}, .state = TrialState::Finished});
     // The re-measurement alone (noise a passing load made is not averaged in), else the first measurement.
     std::erase_if(trials, [&](const store::TrialRow& t) {
         return remeasure ? t.batch_id != *remeasure
-                         : store_->batch(t.batch_id).kind == store::BatchKind::DoctorRemeasure;
+                         : c_.store.batch(t.batch_id).kind == store::BatchKind::DoctorRemeasure;
     });
-    const auto& inv = contract_.invariants;
+    const auto& inv = c_.contract.invariants;
     const auto s = doctor_samples(trials, inv, [&](const store::TrialRow& t) {
-        return store_->batch(t.batch_id).kind == store::BatchKind::Submitted;
+        return c_.store.batch(t.batch_id).kind == store::BatchKind::Submitted;
     });
     if (s.medians.size() < 2)
         throw Error(fmt::format("the baseline completed only {} of {} doctor runs: {}", s.medians.size(),
                                 trials.size(), s.failures),
-                    dir_.string(), "a baseline that runs (check the contract's resources and command)");
-    if (contract::uses_nccl(contract_)) check_nccl_transport(trials);
+                    c_.dir.string(), "a baseline that runs (check the contract's resources and command)");
+    if (contract::uses_nccl(c_.contract)) check_nccl_transport(trials);
     find_slow_nodes(trials);
-    auto noise = measure::calibrate(s.medians, s.within, contract_.repeats.verify);
+    auto noise = measure::calibrate(s.medians, s.within, c_.contract.repeats.verify);
     store::Baseline d;
     d.repeats = static_cast<int>(trials.size());
     d.completed = static_cast<int>(s.medians.size());
@@ -352,78 +356,78 @@ void Campaign::finish_doctor(std::optional<std::int64_t> remeasure) {
     d.reference_losses = verify::reference_losses(s.losses);
     d.eval_losses = s.eval_losses;
     if (inv.loss_mode == contract::LossMode::FinalEval)
-        log_final_eval(*store_, inv, s.eval_losses, s.medians.size(), dir_);
+        log_final_eval(c_.store, inv, s.eval_losses, s.medians.size(), c_.dir);
     if (!s.mfus.empty()) d.mfu = measure::median(s.mfus);
     // MFU's one denominator: declared in the contract, else measured once, here, by the baseline's runs.
     if (!s.model_flops.empty()) d.model_flops_per_step = measure::median(s.model_flops);
     if (d.model_flops_per_step)
         set_mfu_denominator(
-            d, *store_, contract_.resources.peak_flops, [&] { return calibration_peak(trials); },
+            d, c_.store, c_.contract.resources.peak_flops, [&] { return calibration_peak(trials); },
             s.peak_flops);
     if (!s.peaks.empty()) d.peak_memory_bytes = *std::max_element(s.peaks.begin(), s.peaks.end());
-    store_->put_baseline(d);
-    record_startup_and_pace(*store_, s);
-    store_->log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
-                            "minimum detectable effect {:.2f}%",
-                            noise.median_step_s, measure::median(s.colds), 100 * noise.cv_between,
-                            100 * noise.minimum_detectable_effect));
-    if (const auto warning = noise_warning(); !warning.empty()) store_->log("doctor: " + warning);
+    c_.store.put_baseline(d);
+    record_startup_and_pace(c_.store, s);
+    c_.store.log(fmt::format("doctor: baseline {:.4f} s/step, cold {:.4f} s, noise CV {:.2f}% between runs, "
+                             "minimum detectable effect {:.2f}%",
+                             noise.median_step_s, measure::median(s.colds), 100 * noise.cv_between,
+                             100 * noise.minimum_detectable_effect));
+    if (const auto warning = noise_warning(); !warning.empty()) c_.store.log("doctor: " + warning);
 }
 
-std::vector<Task> Campaign::doctor_tasks(int adopted, const std::string& why) const {
+std::vector<Task> DoctorStage::baseline_tasks(int adopted, const std::string& why) const {
     // final_eval: each repeat at its own seed, so their spread calibrates the loss tolerance (the submitted
     // job's evaluation loss does not count there: it ran at its own seed).
-    const bool seeds = contract_.invariants.loss_mode == contract::LossMode::FinalEval;
+    const bool seeds = c_.contract.invariants.loss_mode == contract::LossMode::FinalEval;
     std::vector<Task> tasks(static_cast<std::size_t>(
-        seeds ? contract_.repeats.doctor : std::max(1, contract_.repeats.doctor - adopted)));
+        seeds ? c_.contract.repeats.doctor : std::max(1, c_.contract.repeats.doctor - adopted)));
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         auto& t = tasks[i];
-        t.candidate = contract_.space.baseline();
+        t.candidate = c_.contract.space.baseline();
         t.kind = TrialKind::Doctor;
         t.reason = seeds ? fmt::format("{} at seed {} for noise and loss calibration", why,
-                                       contract_.invariants.seed + static_cast<long long>(i))
+                                       c_.contract.invariants.seed + static_cast<long long>(i))
                          : why + " for noise calibration";
-        if (seeds) t.seed = contract_.invariants.seed + static_cast<long long>(i);
+        if (seeds) t.seed = c_.contract.invariants.seed + static_cast<long long>(i);
     }
     return tasks;
 }
 
-void Campaign::doctor(const RunOptions& o) {
-    batches_->resume_open(o);
-    if (stopping(o)) return;
-    if (!store_->baseline()) {
-        const auto batches = store_->batches();
+void DoctorStage::run(const RunOptions& o) {
+    c_.batches.resume_open(o);
+    if (host_.stopping(o)) return;
+    if (!c_.store.baseline()) {
+        const auto batches = c_.store.batches();
         if (std::any_of(batches.begin(), batches.end(),
                         [](auto& b) { return b.kind == store::BatchKind::Doctor; }))
             return;
         // A campaign started from a tune request: the job the user submitted is the first baseline run.
         if (const auto submitted = adopt_submitted_job(o)) {
-            batches_->await(*submitted, o);
-            if (stopping(o)) return;
+            c_.batches.await(*submitted, o);
+            if (host_.stopping(o)) return;
         }
         int adopted = 0;
-        for (const auto& b : store_->batches())
+        for (const auto& b : c_.store.batches())
             if (b.kind == store::BatchKind::Submitted)
-                for (const auto& t : store_->trials_of_batch(b.id))
+                for (const auto& t : c_.store.trials_of_batch(b.id))
                     adopted += t.outcome == trial::Outcome::Ok;
-        const auto tasks = doctor_tasks(adopted, "baseline repeat");
-        say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
-        auto id = batches_->plan(store::BatchKind::Doctor, tasks).id;
-        for (const auto& t : store_->trials_of_batch(id))
+        const auto tasks = baseline_tasks(adopted, "baseline repeat");
+        host_.say(o, fmt::format("doctor: building the baseline and running it {} times", tasks.size()));
+        auto id = c_.batches.plan(store::BatchKind::Doctor, tasks).id;
+        for (const auto& t : c_.store.trials_of_batch(id))
             if (t.array_index < 0)
                 throw Error("the baseline does not build: " + t.detail, t.result_path,
                             "a baseline that builds");
-        batches_->submit(id, o);
-        batches_->await(id, o);
-        if (stopping(o) || !store_->baseline()) return;
+        c_.batches.submit(id, o);
+        c_.batches.await(id, o);
+        if (host_.stopping(o) || !c_.store.baseline()) return;
     }
-    check_doctor_noise(o);
+    pause_if_noisy(o);
 }
 
-void Campaign::check_doctor_noise(const RunOptions& o) {
-    auto verdict = check_noise(*store_->baseline(), contract_.verify.min_speedup);
+void DoctorStage::pause_if_noisy(const RunOptions& o) {
+    auto verdict = check_noise(*c_.store.baseline(), c_.contract.verify.min_speedup);
     if (!verdict.noisy) return;
-    const auto batches = store_->batches();
+    const auto batches = c_.store.batches();
     // Told to go on whatever the noise: no re-measurement either (it would spend what the user chose not to).
     if (!o.accept_noise && std::none_of(batches.begin(), batches.end(), [](auto& b) {
             return b.kind == store::BatchKind::DoctorRemeasure;
@@ -431,42 +435,44 @@ void Campaign::check_doctor_noise(const RunOptions& o) {
         // Once, before the search spends anything: a load that passed (another job, a backup) made the noise,
         // or the host is this noisy.
         const auto tasks =
-            doctor_tasks(0, "baseline re-measured one job at a time (the first measurement was "
-                            "too noisy to promote a real gain)");
-        say(o, fmt::format(
-                   "doctor: {}; re-measuring the baseline {} times, one job at a time, before the search",
-                   verdict.why, tasks.size()));
-        const auto id = batches_->plan(store::BatchKind::DoctorRemeasure, tasks).id;
-        batches_->submit(id, o);
-        batches_->await(id, o);
-        if (stopping(o)) return;
-        verdict = check_noise(*store_->baseline(), contract_.verify.min_speedup);
+            baseline_tasks(0, "baseline re-measured one job at a time (the first measurement was "
+                              "too noisy to promote a real gain)");
+        host_.say(o,
+                  fmt::format(
+                      "doctor: {}; re-measuring the baseline {} times, one job at a time, before the search",
+                      verdict.why, tasks.size()));
+        const auto id = c_.batches.plan(store::BatchKind::DoctorRemeasure, tasks).id;
+        c_.batches.submit(id, o);
+        c_.batches.await(id, o);
+        if (host_.stopping(o)) return;
+        verdict = check_noise(*c_.store.baseline(), c_.contract.verify.min_speedup);
         if (!verdict.noisy) {
-            const auto d = *store_->baseline();
-            say(o,
-                fmt::format("doctor: re-measured: minimum detectable effect {:.1f}% (at most {:.0f}%): the "
-                            "search goes on with the re-measured baseline",
-                            100 * d.minimum_detectable_effect, 100 * verdict.limit));
+            const auto d = *c_.store.baseline();
+            host_.say(o, fmt::format(
+                             "doctor: re-measured: minimum detectable effect {:.1f}% (at most {:.0f}%): the "
+                             "search goes on with the re-measured baseline",
+                             100 * d.minimum_detectable_effect, 100 * verdict.limit));
             return;
         }
     }
     if (o.accept_noise) {
-        if (paused() || !store_->campaign_run().noise_accepted) {
-            store_->set_noise_accepted(verdict.why);
-            store_->set_paused(std::nullopt);
-            say(o, "doctor: the noise is accepted (--accept-noise): " + verdict.why + "; the search goes on");
+        if (paused() || !c_.store.campaign_run().noise_accepted) {
+            c_.store.set_noise_accepted(verdict.why);
+            c_.store.set_paused(std::nullopt);
+            host_.say(o, "doctor: the noise is accepted (--accept-noise): " + verdict.why +
+                             "; the search goes on");
         }
         return;
     }
-    if (store_->campaign_run().noise_accepted) return; // accepted by an earlier run
+    if (c_.store.campaign_run().noise_accepted) return; // accepted by an earlier run
     const std::string why = fmt::format(
         "{} (re-measured one job at a time, it stayed). The search would spend its budget on "
         "candidates it could not promote. A quieter machine (no other jobs on its nodes), more steps per "
         "trial, or steps that leave out evaluations and checkpoints lower it; `infrarsi run --accept-noise` "
         "goes on anyway",
         verdict.why);
-    store_->set_paused(why);
-    say(o, "campaign paused: " + why);
+    c_.store.set_paused(why);
+    host_.say(o, "campaign paused: " + why);
 }
 
 } // namespace infrarsi::campaign
