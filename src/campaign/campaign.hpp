@@ -197,13 +197,15 @@ class Campaign : private BatchRunner::Host,
     // The spot check of one verification stage (verification.cpp): plan_spot_check draws one of the stage's
     // pairs (`plan`, placed by `pair_args`) and appends its runs to `tasks` (the candidate's knobs without
     // its patches at that pair's seed; where the equivalence check had to move its knobs, the patch set and
-    // the same knobs without it there), returning its record (null without patches); judge_spot_check records
-    // the verdict in `spot` and in the decision (a failure: never promoted, never proposed again).
-    nlohmann::json plan_spot_check(const space::Candidate& cand, std::int64_t verification_id,
-                                   const std::vector<store::PlannedPair>& plan,
-                                   const std::vector<std::vector<std::string>>& pair_args,
-                                   std::vector<Task>& tasks, std::vector<TaskPlacement>& where);
-    void judge_spot_check(nlohmann::json& spot, std::int64_t batch_id, const space::Candidate& cand,
+    // the same knobs without it there), returning its record (none without patches); judge_spot_check
+    // records the verdict in `spot` and in the decision (a failure: never promoted, never proposed again).
+    std::optional<store::SpotCheck> plan_spot_check(const space::Candidate& cand,
+                                                    std::int64_t verification_id,
+                                                    const std::vector<store::PlannedPair>& plan,
+                                                    const std::vector<std::vector<std::string>>& pair_args,
+                                                    std::vector<Task>& tasks,
+                                                    std::vector<TaskPlacement>& where);
+    void judge_spot_check(store::SpotCheck& spot, std::int64_t batch_id, const space::Candidate& cand,
                           const std::optional<store::TrialRow>& twin,
                           const std::vector<store::TrialRow>& candidate_runs, verify::Decision& d,
                           store::VerificationRow& v);

@@ -529,18 +529,21 @@ void Campaign::finish_equivalence(std::int64_t batch_id) {
     retract_seed_claims(nullptr);
 }
 
-json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verification_id,
-                               const std::vector<store::PlannedPair>& plan,
-                               const std::vector<std::vector<std::string>>& pair_args,
-                               std::vector<Task>& tasks, std::vector<TaskPlacement>& where) {
+std::optional<store::SpotCheck>
+Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verification_id,
+                          const std::vector<store::PlannedPair>& plan,
+                          const std::vector<std::vector<std::string>>& pair_args, std::vector<Task>& tasks,
+                          std::vector<TaskPlacement>& where) {
     const int pairs = static_cast<int>(plan.size());
-    if (cand.patches.empty() || pairs == 0) return nullptr;
+    if (cand.patches.empty() || pairs == 0) return std::nullopt;
     std::mt19937_64 rng(std::random_device{}());
     const int j = std::uniform_int_distribution<int>(0, pairs - 1)(rng);
     const std::optional<long long> seed = plan[static_cast<std::size_t>(j)].seed;
-    json spot = {{"pair", j + 1}, {"seed", seed.value_or(contract_.invariants.seed)}};
+    store::SpotCheck spot;
+    spot.pair = j + 1;
+    spot.seed = seed.value_or(contract_.invariants.seed);
     if (const auto unseeded = seeds_not_reaching_job(); !unseeded.empty())
-        spot["seed_note"] = "one seed: " + unseeded;
+        spot.seed_note = "one seed: " + unseeded;
     // Where the equivalence check had to move (the candidate's knobs do not fit without its patches), the
     // spot check runs there too: the patch set and the same knobs without it, both at the pair's seed.
     const auto eq = equivalence_record(cand);
@@ -559,9 +562,9 @@ json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verifi
              fmt::format("spot check: {} without the patches, pair {}'s seed", site.describe(), j + 1), 0,
              verification_id, seed});
         where.push_back({pairs, pair_args[static_cast<std::size_t>(j)]});
-        spot["knobs"] = site.describe();
-        spot["knobs_moved"] = true;
-        spot["knobs_note"] = eq->knobs_note.value_or("");
+        spot.knobs = site.describe();
+        spot.knobs_moved = true;
+        spot.knobs_note = eq->knobs_note.value_or("");
         return spot;
     }
     space::Candidate unpatched = cand;
@@ -573,12 +576,12 @@ json Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verifi
     return spot;
 }
 
-void Campaign::judge_spot_check(json& spot, std::int64_t batch_id, const space::Candidate& cand,
+void Campaign::judge_spot_check(store::SpotCheck& spot, std::int64_t batch_id, const space::Candidate& cand,
                                 const std::optional<store::TrialRow>& twin,
                                 const std::vector<store::TrialRow>& candidate_runs, verify::Decision& d,
                                 store::VerificationRow& v) {
-    const int j = spot["pair"].get<int>() - 1;
-    const bool moved = spot.value("knobs_moved", false);
+    const int j = spot.pair.value() - 1;
+    const bool moved = spot.knobs_moved.value_or(false);
     std::optional<store::TrialRow> checked;
     if (moved) { // the patch set's own run at the moved knobs, not one of the pairs
         for (const auto& t : store_->trials_of_batch(batch_id))
@@ -587,32 +590,28 @@ void Campaign::judge_spot_check(json& spot, std::int64_t batch_id, const space::
         checked = candidate_runs[static_cast<size_t>(j)];
     }
     const double tolerance = equivalence_tolerance(cand);
-    spot.update(judge_equivalence(twin, checked, tolerance));
-    spot["tolerance"] = tolerance;
-    const auto state = spot["state"].get<std::string>();
-    const auto what =
-        moved ? fmt::format("the patch set at {} is not the same math as those knobs without it "
-                            "at pair {}'s seed {}",
-                            spot.value("knobs", std::string()), j + 1, spot["seed"].get<long long>())
-              : fmt::format("pair {}'s candidate run is not the same math as the candidate's "
-                            "knobs without its patches at its seed {}",
-                            j + 1, spot["seed"].get<long long>());
-    if (state == "failed") {
-        record_not_equivalent(cand, spot);
+    store::update(spot, judge_equivalence(twin, checked, tolerance));
+    spot.tolerance = tolerance;
+    const auto what = moved
+                          ? fmt::format("the patch set at {} is not the same math as those knobs without it "
+                                        "at pair {}'s seed {}",
+                                        spot.knobs.value_or(""), j + 1, spot.seed.value())
+                          : fmt::format("pair {}'s candidate run is not the same math as the candidate's "
+                                        "knobs without its patches at its seed {}",
+                                        j + 1, spot.seed.value());
+    if (spot.state == "failed") {
+        record_not_equivalent(cand, store::to_json(spot));
         v.detail.not_equivalent = true;
         d.promoted = false;
-        d.reasons.insert(d.reasons.begin(),
-                         fmt::format("spot check: {}: {}", what, spot["reason"].get<std::string>()));
-    } else if (state == "incomplete") {
-        if (d.promoted)
-            d.reasons.push_back("spot check did not complete: " + spot["reason"].get<std::string>());
+        d.reasons.insert(d.reasons.begin(), fmt::format("spot check: {}: {}", what, spot.reason.value()));
+    } else if (spot.state == "incomplete") {
+        if (d.promoted) d.reasons.push_back("spot check did not complete: " + spot.reason.value());
         d.promoted = false;
     } else {
         d.evidence.push_back(
             fmt::format("spot check of pair {} at its seed{} passed (largest difference {:.3g} "
                         "relative)",
-                        j + 1, moved ? " and " + spot.value("knobs", std::string()) : "",
-                        spot["max_relative"].get<double>()));
+                        j + 1, moved ? " and " + spot.knobs.value_or("") : "", spot.max_relative.value()));
     }
     retract_seed_claims(&v);
 }
@@ -683,24 +682,20 @@ void Campaign::retract_seed_claims(store::VerificationRow* current) {
     const auto note = fmt::format("no fresh seed in effect: {}; the check ran at one seed (a patch that "
                                   "replays the losses of an earlier run could pass it)",
                                   unseeded);
-    auto retract = [&](json& r) {
-        if (!r.is_object() || !r.value("seed_fresh", false)) return false;
-        r["seed_fresh"] = false;
-        r["seed_note"] = note;
+    auto retract = [&](store::EquivalenceCheck& r) {
+        if (!r.seed_fresh.value_or(false)) return false;
+        r.seed_fresh = false;
+        r.seed_note = note;
         return true;
     };
     for (auto& r : store_->equivalence_checks())
-        if (r.seed_fresh.value_or(false)) {
-            r.seed_fresh = false;
-            r.seed_note = note;
-            store_->update_equivalence_check(r);
-        }
+        if (retract(r)) store_->update_equivalence_check(r);
     auto fix = [&](store::VerificationRow& v) {
         bool c = false;
         if (v.detail.equivalence) c |= retract(*v.detail.equivalence);
         for (auto* stage : v.detail.stages())
-            if (stage->spot_check && !stage->spot_check->contains("seed_note")) {
-                (*stage->spot_check)["seed_note"] = "one seed: " + unseeded;
+            if (stage->spot_check && !stage->spot_check->seed_note) {
+                stage->spot_check->seed_note = "one seed: " + unseeded;
                 c = true;
             }
         return c;

@@ -196,7 +196,7 @@ void Campaign::verify(const RunOptions& o) {
                 eq = run_equivalence(cand, o);
                 if (!eq) return; // stopped
             }
-            v.detail.equivalence = store::to_json(*eq);
+            v.detail.equivalence = *eq;
             if (eq->state != "passed") {
                 say(o, fmt::format("{}: {}", cand.describe(), record_not_passed(*store_, v, cand, *eq)));
                 slots -= eq->state != "failed";
@@ -216,7 +216,7 @@ void Campaign::verify(const RunOptions& o) {
     // between the two).
     for (const auto& x : store_->verifications())
         if (x.state == VerificationState::Recheck && !run_sequence(x.id, o)) return;
-    // Which change of each promoted bundle carries its gain (ablation.cpp).
+    // Which change of each promoted bundle carries its gain (ablation_stage.hpp).
     ablation_->run(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
     if (stopping(o)) return;
@@ -358,10 +358,10 @@ Block block_pairs(const space::Candidate& baseline, const space::Candidate& cand
 }
 
 // The stage's record (the first stage's in the verification's detail, the re-check's in its "recheck"): the
-// block's batch, order seed and pairs appended, and its spot check (null: none).
+// block's batch, order seed and pairs appended, and its spot check.
 void record_block(store::VerificationRow& v, store::VerificationStage& stage, bool recheck,
                   std::int64_t batch, std::uint64_t order_seed, const std::vector<store::PlannedPair>& plan,
-                  const json& spot) {
+                  const std::optional<store::SpotCheck>& spot) {
     if (recheck)
         v.detail.recheck->batch = batch;
     else
@@ -371,7 +371,7 @@ void record_block(store::VerificationRow& v, store::VerificationStage& stage, bo
     stage.blocks.push_back(batch);
     stage.plan.insert(stage.plan.end(), plan.begin(), plan.end());
     stage.next = "running";
-    if (!spot.is_null()) stage.spot_check = spot;
+    if (spot) stage.spot_check = spot;
 }
 
 } // namespace
@@ -426,7 +426,7 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // run, told apart by a run count it keeps outside the campaign) is caught in the pairs it cheats in.
     // Where the knobs do not fit without the patches: at the equivalence check's knobs (equivalence.cpp).
     // (A stage's first block carries it: the first stage's and the re-check's.)
-    json spot;
+    std::optional<store::SpotCheck> spot;
     if (before == 0)
         spot = plan_spot_check(cand, v.id, block.plan, block.pair_args, block.tasks, block.where);
     const auto batch = batches_->plan(store::BatchKind::Verify, block.tasks, block.where).id;
@@ -758,7 +758,7 @@ void Campaign::finish_verification(std::int64_t vid) {
         judge_spot_check(*stage.spot_check, spot_batch, cand, judged.twin, judged.candidate_runs, d, v);
     }
     // A spot check that failed or did not complete is not changed by more pairs.
-    if (stage.spot_check && stage.spot_check->value("state", "") != "passed") d.settled = true;
+    if (stage.spot_check && stage.spot_check->state != "passed") d.settled = true;
     // Room in the wall-time budget for another block.
     bool room = true;
     if (const double budget = contract_.budget.wall_time_s; budget > 0) {

@@ -174,9 +174,10 @@ json loss_comparison(const contract::Invariants& inv, const std::vector<double>&
 
 // The equivalence check's compared values numbered as the job numbers its steps (nanoGPT's iter 0, 1, ...):
 // `job_step` beside `step` (the position, from 1), from the step numbers its patch set's run printed.
-json job_step_numbers(const std::vector<store::TrialRow>& trials, json e) {
-    if (!e.is_object() || !e.contains("candidate_trial") || !e.contains("values")) return e;
-    const auto id = e["candidate_trial"].get<std::int64_t>();
+json job_step_numbers(const std::vector<store::TrialRow>& trials, const store::EquivalenceCheck& c) {
+    json e = store::to_json(c);
+    if (!c.candidate_trial || !c.values) return e;
+    const auto id = *c.candidate_trial;
     const auto t = std::find_if(trials.begin(), trials.end(), [&](const auto& x) { return x.id == id; });
     if (t == trials.end() || !t->measurements.step_numbers) return e;
     const auto& numbers = *t->measurements.step_numbers;
@@ -637,13 +638,15 @@ json verification_json(const store::VerificationRow& v, const std::vector<store:
         entry["baseline_step_s"] = m->baseline_step_s;
         entry["candidate_step_s"] = m->candidate_step_s;
     }
-    if (v.detail.equivalence) entry["equivalence"] = job_step_numbers(trials, *v.detail.equivalence);
-    if (v.detail.first.spot_check) entry["spot_check"] = *v.detail.first.spot_check;
-    if (!unseeded.empty() && entry.contains("equivalence") &&
-        entry["equivalence"].value("seed_fresh", false)) {
-        entry["equivalence"]["seed_fresh"] = false;
-        entry["equivalence"]["seed_note"] = "no fresh seed in effect: " + unseeded;
+    if (v.detail.equivalence) {
+        auto eq = *v.detail.equivalence;
+        if (!unseeded.empty() && eq.seed_fresh.value_or(false)) {
+            eq.seed_fresh = false;
+            eq.seed_note = "no fresh seed in effect: " + unseeded;
+        }
+        entry["equivalence"] = job_step_numbers(trials, eq);
     }
+    if (v.detail.first.spot_check) entry["spot_check"] = store::to_json(*v.detail.first.spot_check);
     if (v.detail.ablation) entry["ablation"] = store::to_json(*v.detail.ablation);
     return entry;
 }

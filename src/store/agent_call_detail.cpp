@@ -1,6 +1,6 @@
 #include "store/agent_call_detail.hpp"
 
-#include "store/optional_field.hpp"
+#include "store/record_json.hpp"
 
 #include <algorithm>
 #include <initializer_list>

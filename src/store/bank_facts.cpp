@@ -1,10 +1,12 @@
 #include "store/bank_facts.hpp"
 
+#include "store/record_json.hpp"
 #include "util/error.hpp"
 #include "util/json_field.hpp"
 
 namespace infrarsi::store {
 
+using internal::to_json_array;
 using nlohmann::json;
 
 json to_json(const BankSeed& s) {
@@ -18,10 +20,7 @@ json to_json(const BankSeed& s) {
 }
 
 json to_json(const std::vector<BankSeed>& seeds) {
-    json a = json::array();
-    for (const auto& s : seeds)
-        a.push_back(to_json(s));
-    return a;
+    return to_json_array(seeds);
 }
 
 std::vector<BankSeed> bank_seeds_from_json(const json& j) {
@@ -52,13 +51,10 @@ std::vector<BankSeed> bank_seeds_from_json(const json& j) {
 }
 
 json to_json(const AgentBankPairs& p) {
-    const auto list = [](const std::vector<MeasuredClaim>& pairs) {
-        json a = json::array();
-        for (const auto& c : pairs)
-            a.push_back({{"claimed", c.claimed}, {"measured", c.measured}});
-        return a;
+    const auto pair = [](const MeasuredClaim& c) -> json {
+        return {{"claimed", c.claimed}, {"measured", c.measured}};
     };
-    return {{"speedup", list(p.speedup)}, {"memory", list(p.memory)}};
+    return {{"speedup", to_json_array(p.speedup, pair)}, {"memory", to_json_array(p.memory, pair)}};
 }
 
 AgentBankPairs agent_bank_pairs_from_json(const json& j) {

@@ -1,6 +1,6 @@
 #include "store/equivalence_check.hpp"
 
-#include "store/optional_field.hpp"
+#include "store/record_json.hpp"
 
 #include <cmath>
 #include <limits>
@@ -107,6 +107,19 @@ EquivalenceCheck equivalence_check_from_json(const json& j) {
     EquivalenceCheck c;
     update(c, j);
     return c;
+}
+
+json to_json(const SpotCheck& s) {
+    json j = to_json(static_cast<const EquivalenceCheck&>(s));
+    if (s.patches.empty()) j.erase("patches");
+    if (s.state.empty()) j.erase("state");
+    return j;
+}
+
+SpotCheck spot_check_from_json(const json& j) {
+    SpotCheck s;
+    update(s, j);
+    return s;
 }
 
 } // namespace infrarsi::store

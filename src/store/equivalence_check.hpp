@@ -48,4 +48,15 @@ EquivalenceCheck equivalence_check_from_json(const nlohmann::json& j);
 // `j`'s keys over `c`'s fields (a judgement's state, reason, values...); `c` keeps its id.
 void update(EquivalenceCheck& c, const nlohmann::json& j);
 
+// The spot check of a verification stage (campaign/equivalence.cpp, in VerificationStage): one A/B pair's
+// candidate run against the candidate's knobs without its patches at that pair's seed. Its record is an
+// equivalence check's: its pair and seed, the knobs it moved to where the check had to, and once judged the
+// verdict (state, reason, tolerance, the trials and values compared); not its patches (the verification's
+// candidate's), and no state before it is judged. One that fails is recorded as a failed EquivalenceCheck.
+struct SpotCheck : EquivalenceCheck {};
+
+// The record as the verification's detail holds it: no "patches" key, none for "state" until judged.
+nlohmann::json to_json(const SpotCheck& s);
+SpotCheck spot_check_from_json(const nlohmann::json& j);
+
 } // namespace infrarsi::store

@@ -1,6 +1,6 @@
 #include "store/verification_detail.hpp"
 
-#include "store/optional_field.hpp"
+#include "store/record_json.hpp"
 #include "util/error.hpp"
 
 #include <cmath>
@@ -43,6 +43,7 @@ json num(double x) {
 }
 
 using internal::put;
+using internal::to_json_array;
 
 void put(json& j, const char* key, const std::optional<double>& v) {
     if (v) j[key] = num(*v);
@@ -59,32 +60,9 @@ const json& array_at(const json& j, const char* key) {
     return it != j.end() && it->is_array() ? *it : empty;
 }
 
-json to_json(const PlannedPair& p) {
-    json j = {{"pair", p.pair}, {"order", p.order}, {"nodes", p.nodes}};
-    put(j, "block", p.block);
-    put(j, "seed", p.seed);
-    return j;
-}
-
 PlannedPair planned_pair(const json& j) {
     return {j.value("pair", 0), j.value("order", ""), strings(j, "nodes"), opt<int>(j, "block"),
             opt<long long>(j, "seed")};
-}
-
-json to_json(const MeasuredPair& p) {
-    json j = {{"baseline_step_s", num(p.baseline_step_s)}, {"candidate_step_s", num(p.candidate_step_s)}};
-    put(j, "baseline_trial", p.baseline_trial);
-    put(j, "candidate_trial", p.candidate_trial);
-    put(j, "pair", p.pair);
-    put(j, "order", p.order);
-    put(j, "baseline_node", p.baseline_node);
-    put(j, "candidate_node", p.candidate_node);
-    put(j, "same_node", p.same_node);
-    put(j, "log_ratio", p.log_ratio);
-    put(j, "nodes", p.nodes);
-    put(j, "block", p.block);
-    put(j, "seed", p.seed);
-    return j;
 }
 
 MeasuredPair measured_pair(const json& j) {
@@ -113,17 +91,6 @@ std::vector<MeasuredPair> measured_pairs(const json& a) {
     return out;
 }
 
-json to_json(const Look& l) {
-    return {{"stage", l.stage},
-            {"pairs", l.pairs},
-            {"counted", l.counted},
-            {"set_aside", l.set_aside},
-            {"estimate", num(l.estimate)},
-            {"lo", num(l.lo)},
-            {"hi", num(l.hi)},
-            {"next", l.next}};
-}
-
 Look look(const json& j) {
     return {j.value("stage", ""),
             j.value("pairs", 0),
@@ -139,13 +106,9 @@ void put_stage(json& j, const VerificationStage& s) {
     if (!s.blocks.empty()) j["blocks"] = s.blocks;
     put(j, "order_seed", s.order_seed);
     if (!s.order_seeds.empty()) j["order_seeds"] = s.order_seeds;
-    if (!s.plan.empty()) {
-        j["plan"] = json::array();
-        for (const auto& p : s.plan)
-            j["plan"].push_back(to_json(p));
-    }
+    if (!s.plan.empty()) j["plan"] = to_json_array(s.plan);
     put(j, "next", s.next);
-    put(j, "spot_check", s.spot_check);
+    if (s.spot_check) j["spot_check"] = to_json(*s.spot_check);
 }
 
 void read_stage(const json& j, VerificationStage& s) {
@@ -157,7 +120,8 @@ void read_stage(const json& j, VerificationStage& s) {
     for (const auto& p : array_at(j, "plan"))
         s.plan.push_back(planned_pair(p));
     s.next = opt<std::string>(j, "next");
-    if (j.contains("spot_check") && j["spot_check"].is_object()) s.spot_check = j["spot_check"];
+    if (j.contains("spot_check") && j["spot_check"].is_object())
+        s.spot_check = spot_check_from_json(j["spot_check"]);
 }
 
 Recheck recheck(const json& j) {
@@ -249,18 +213,46 @@ Ablation ablation(const json& j) {
 
 } // namespace
 
+json to_json(const PlannedPair& p) {
+    json j = {{"pair", p.pair}, {"order", p.order}, {"nodes", p.nodes}};
+    put(j, "block", p.block);
+    put(j, "seed", p.seed);
+    return j;
+}
+
+json to_json(const MeasuredPair& p) {
+    json j = {{"baseline_step_s", num(p.baseline_step_s)}, {"candidate_step_s", num(p.candidate_step_s)}};
+    put(j, "baseline_trial", p.baseline_trial);
+    put(j, "candidate_trial", p.candidate_trial);
+    put(j, "pair", p.pair);
+    put(j, "order", p.order);
+    put(j, "baseline_node", p.baseline_node);
+    put(j, "candidate_node", p.candidate_node);
+    put(j, "same_node", p.same_node);
+    put(j, "log_ratio", p.log_ratio);
+    put(j, "nodes", p.nodes);
+    put(j, "block", p.block);
+    put(j, "seed", p.seed);
+    return j;
+}
+
+json to_json(const Look& l) {
+    return {{"stage", l.stage},
+            {"pairs", l.pairs},
+            {"counted", l.counted},
+            {"set_aside", l.set_aside},
+            {"estimate", num(l.estimate)},
+            {"lo", num(l.lo)},
+            {"hi", num(l.hi)},
+            {"next", l.next}};
+}
+
 json to_json(const std::vector<MeasuredPair>& pairs) {
-    json a = json::array();
-    for (const auto& p : pairs)
-        a.push_back(to_json(p));
-    return a;
+    return to_json_array(pairs);
 }
 
 json to_json(const std::vector<Look>& looks) {
-    json a = json::array();
-    for (const auto& l : looks)
-        a.push_back(to_json(l));
-    return a;
+    return to_json_array(looks);
 }
 
 json to_json(const Recheck& r) {
@@ -303,24 +295,23 @@ json to_json(const AblationComponent& c) {
     put(j, "carries", c.carries);
     put(j, "measured_by", c.measured_by);
     put(j, "why", c.why);
-    if (c.pairs) {
-        j["pairs"] = json::array();
-        for (const auto& p : *c.pairs)
-            j["pairs"].push_back({{"bundle_trial", p.bundle_trial},
-                                  {"without_trial", p.without_trial},
-                                  {"bundle_step_s", num(p.bundle_step_s)},
-                                  {"without_step_s", num(p.without_step_s)}});
-    }
+    if (c.pairs)
+        j["pairs"] = to_json_array(*c.pairs, [](const AblationPair& p) -> json {
+            return {{"bundle_trial", p.bundle_trial},
+                    {"without_trial", p.without_trial},
+                    {"bundle_step_s", num(p.bundle_step_s)},
+                    {"without_step_s", num(p.without_step_s)}};
+        });
     return j;
 }
 
 json to_json(const Ablation& a) {
-    json j = {{"state", a.state}, {"components", json::array()}, {"skipped", json::array()}};
+    json j = {{"state", a.state},
+              {"components", to_json_array(a.components)},
+              {"skipped", to_json_array(a.skipped, [](const AblationSkip& s) -> json {
+                   return {{"change", to_json(s.change)}, {"name", s.name}, {"why", s.why}};
+               })}};
     put(j, "note", a.note);
-    for (const auto& c : a.components)
-        j["components"].push_back(to_json(c));
-    for (const auto& s : a.skipped)
-        j["skipped"].push_back({{"change", to_json(s.change)}, {"name", s.name}, {"why", s.why}});
     put(j, "rounds", a.rounds);
     put(j, "bundle", a.bundle);
     put(j, "batch_id", a.batch_id);
@@ -330,7 +321,7 @@ json to_json(const Ablation& a) {
 json to_json(const VerificationDetail& d) {
     json j = {{"version", kVerificationDetailVersion}};
     put(j, "search_trial", d.search_trial);
-    put(j, "equivalence", d.equivalence);
+    if (d.equivalence) j["equivalence"] = to_json(*d.equivalence);
     if (d.not_equivalent) j["not_equivalent"] = true;
     if (!d.reasons.empty()) j["reasons"] = d.reasons;
     if (!d.evidence.empty()) j["evidence"] = d.evidence;
@@ -361,7 +352,8 @@ VerificationDetail verification_detail_from_json(const json& j) {
                     "campaign.db",
                     "version <= " + std::to_string(kVerificationDetailVersion) + " (upgrade infrarsi)");
     d.search_trial = opt<std::int64_t>(j, "search_trial");
-    if (j.contains("equivalence") && j["equivalence"].is_object()) d.equivalence = j["equivalence"];
+    if (j.contains("equivalence") && j["equivalence"].is_object())
+        d.equivalence = equivalence_check_from_json(j["equivalence"]);
     d.not_equivalent = j.value("not_equivalent", false);
     d.reasons = strings(j, "reasons");
     d.evidence = strings(j, "evidence");

@@ -1,10 +1,12 @@
 #pragma once
 // A verification's record, typed: what the verification stage (campaign/verification.cpp) planned and
-// decided, the ablation of a promoted bundle (campaign/ablation.cpp), read by the report and the bank's
+// decided, the ablation of a promoted bundle (campaign/ablation_stage.cpp), read by the report and the bank's
 // findings. The store keeps it as one JSON document per verification (the verifications table's `detail`
 // column), versioned by its "version" key; version 1 is the layout every earlier build wrote without the key,
 // so a campaign written before the record was typed reads back unchanged. The report's JSON names its fields
 // as this document does (docs/orchestrator.md), through `to_json` below.
+#include "store/equivalence_check.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -66,9 +68,9 @@ struct VerificationStage {
     std::vector<std::uint64_t> order_seeds;
     std::vector<PlannedPair> plan;
     std::optional<std::string> next; // verify::Next's name
-    // The spot check (campaign/equivalence.cpp): the equivalence stage's record of one pair's candidate run
-    // against the knobs without the patches, in that stage's format.
-    std::optional<nlohmann::json> spot_check;
+    // The spot check (campaign/equivalence.cpp): one pair's candidate run against the knobs without the
+    // patches, recorded as an equivalence check is.
+    std::optional<SpotCheck> spot_check;
 };
 
 // The re-check's own: its stage and its own look over the fresh allocation's pairs.
@@ -128,8 +130,9 @@ struct Ablation {
 
 struct VerificationDetail {
     std::optional<std::int64_t> search_trial; // the search trial that made it a candidate
-    // Its patch set's equivalence check (campaign/equivalence.cpp), in that stage's format.
-    std::optional<nlohmann::json> equivalence;
+    // Its patch set's equivalence check (campaign/equivalence.cpp), as it stood when the verification began
+    // (written as the report shows it: no id).
+    std::optional<EquivalenceCheck> equivalence;
     bool not_equivalent = false; // refused as not the same math (the equivalence check or a spot check)
     std::vector<std::string> reasons, evidence;
     std::optional<double> wall_left_s, trial_s; // skipped for the wall-time budget
@@ -159,6 +162,9 @@ struct VerificationDetail {
 };
 
 nlohmann::json to_json(const VerificationDetail& d);
+nlohmann::json to_json(const PlannedPair& p);
+nlohmann::json to_json(const MeasuredPair& p);
+nlohmann::json to_json(const Look& l);
 nlohmann::json to_json(const Recheck& r);
 nlohmann::json to_json(const MfuRecord& m);
 nlohmann::json to_json(const std::vector<Look>& looks);

@@ -114,7 +114,7 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
     REQUIRE(v.size() == 1);
     CHECK(v[0].promoted);
     REQUIRE(v[0].detail.equivalence);
-    CHECK((*v[0].detail.equivalence)["state"] == "passed");
+    CHECK(v[0].detail.equivalence->state == "passed");
     const auto text = report::render(report::build(c));
     CHECK(text.find("equivalence apart from knobs: passed at seed " + std::to_string(seed)) !=
           std::string::npos);
@@ -213,17 +213,17 @@ TEST_CASE(
     CHECK(v.speedup.value_or(0) > 1.5);
     REQUIRE(v.detail.first.spot_check);
     const auto& spot = *v.detail.first.spot_check;
-    CHECK(spot["state"] == "failed");
-    const int pair = spot["pair"].get<int>();
+    CHECK(spot.state == "failed");
+    const int pair = spot.pair.value();
     CHECK((pair == 1 || pair == 2));
     // At the drawn pair's own seed, against a run of the candidate's knobs without its patches.
-    CHECK(spot["seed"] == v.detail.first.plan[static_cast<std::size_t>(pair - 1)].seed.value());
+    CHECK(spot.seed == v.detail.first.plan[static_cast<std::size_t>(pair - 1)].seed.value());
     const auto twins = c.store().trials({.kinds = {TrialKind::EquivalenceBaseline}, .verification_id = v.id});
     REQUIRE(twins.size() == 1);
     CHECK(twins[0].outcome == trial::Outcome::Ok);
     CHECK(space::Candidate::from_json(twins[0].candidate).patches.empty());
-    CHECK(spot["baseline_trial"] == twins[0].id);
-    const auto checked = spot["candidate_trial"].get<std::int64_t>();
+    CHECK(spot.baseline_trial == twins[0].id);
+    const auto checked = spot.candidate_trial.value();
     CHECK(checked == v.detail.pairs[static_cast<std::size_t>(pair - 1)].candidate_trial);
     for (const auto& t : c.store().trials({.verification_id = v.id}))
         if (t.id == checked) CHECK(t.violation == trial::Violation::NotEquivalent);
@@ -248,7 +248,7 @@ TEST_CASE("an honest patch passes the spot check of its A/B pairs, and the repor
     const auto vs = c.store().verifications();
     REQUIRE(vs.size() == 1);
     REQUIRE(vs[0].detail.first.spot_check);
-    CHECK((*vs[0].detail.first.spot_check)["state"] == "passed");
+    CHECK(vs[0].detail.first.spot_check->state == "passed");
     REQUIRE(vs[0].promoted);
     const auto text = report::render(report::build(c));
     CHECK(text.find("spot check: pair") != std::string::npos);
@@ -286,8 +286,8 @@ TEST_CASE("a contract with no seed key: the checks run at the contract's seed an
     const auto vs = c.store().verifications();
     REQUIRE(vs.size() == 1);
     REQUIRE(vs[0].detail.first.spot_check);
-    CHECK((*vs[0].detail.first.spot_check)["state"] == "passed");
-    CHECK((*vs[0].detail.first.spot_check)["seed"] == 1);
+    CHECK(vs[0].detail.first.spot_check->state == "passed");
+    CHECK(vs[0].detail.first.spot_check->seed == 1);
     const auto text = report::render(report::build(c));
     CHECK(text.find("could not choose a fresh seed") != std::string::npos);
     CHECK(text.find(
@@ -473,10 +473,9 @@ TEST_CASE("a memory saver whose best knobs do not fit without it passes its equi
     // The spot check moved with it: the patch set and chunk=1 without it, at the drawn pair's seed.
     REQUIRE(v->detail.first.spot_check);
     const auto& spot = *v->detail.first.spot_check;
-    CHECK(spot["state"] == "passed");
-    CHECK(spot["knobs_moved"] == true);
-    CHECK(spot["seed"] ==
-          v->detail.first.plan[static_cast<std::size_t>(spot["pair"].get<int>() - 1)].seed.value());
+    CHECK(spot.state == "passed");
+    CHECK(spot.knobs_moved == true);
+    CHECK(spot.seed == v->detail.first.plan[static_cast<std::size_t>(spot.pair.value() - 1)].seed.value());
     CHECK(v->promoted);
     CHECK(v->speedup.value_or(0) > 2.5);
     CHECK_FALSE(c.store().promotions().empty());
@@ -538,9 +537,9 @@ TEST_CASE("an unpatched reference that runs out of memory in the equivalence che
     const auto v = verification_of(c, kSaverKey);
     REQUIRE(v);
     REQUIRE(v->detail.equivalence);
-    CHECK((*v->detail.equivalence)["state"] == "passed");
+    CHECK(v->detail.equivalence->state == "passed");
     REQUIRE(v->detail.first.spot_check);
-    CHECK((*v->detail.first.spot_check)["state"] == "passed");
+    CHECK(v->detail.first.spot_check->state == "passed");
     CHECK(v->promoted);
 }
 
@@ -578,10 +577,9 @@ TEST_CASE("a job that ignores the seed it is given gets no record claiming fresh
         CHECK(r["seed_note"].get<std::string>().find("the check ran at one seed") != std::string::npos);
     }
     for (const auto& v : c.store().verifications()) {
-        if (v.detail.equivalence) CHECK((*v.detail.equivalence)["seed_fresh"] == false);
+        if (v.detail.equivalence) CHECK(v.detail.equivalence->seed_fresh == false);
         REQUIRE(v.detail.first.spot_check);
-        CHECK((*v.detail.first.spot_check)["seed_note"].get<std::string>().find("one seed") !=
-              std::string::npos);
+        CHECK(v.detail.first.spot_check->seed_note.value_or("").find("one seed") != std::string::npos);
     }
     const auto j = report::build(c);
     CHECK(j["seeds"]["reach_job"] == false);

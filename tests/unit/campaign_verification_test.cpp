@@ -187,9 +187,9 @@ TEST_CASE("verification: each pair on one node in counterbalanced order, a block
     // check of its patches (the candidate's knobs without them, on the drawn pair's node).
     CHECK(pinned == 6);
     REQUIRE(v.detail.first.spot_check);
-    CHECK((*v.detail.first.spot_check)["state"] == "passed");
+    CHECK(v.detail.first.spot_check->state == "passed");
     REQUIRE(v.detail.recheck->spot_check);
-    CHECK((*v.detail.recheck->spot_check)["state"] == "passed");
+    CHECK(v.detail.recheck->spot_check->state == "passed");
     // MFU: one denominator (the calibration of the host the trials ran on, or what a run achieved where that
     // is lower), named with its source, the baseline's model FLOPs; the ratio is the speed-up, never above 1.
     const auto b = c.store().baseline();

@@ -323,13 +323,14 @@ TEST_CASE("the equivalence check's steps are numbered as the job numbers them") 
     run.measurements.step_numbers = std::vector<int>{0, 1, 2};
     s.update_trial(run);
     auto v = s.verifications().at(0);
-    v.detail.equivalence = nlohmann::json{{"state", "passed"},
-                                          {"seed", 7},
-                                          {"candidate_trial", run.id},
-                                          {"values",
-                                           {{{"step", 1}, {"baseline", 2.0}, {"candidate", 2.0}},
-                                            {{"step", 2}, {"baseline", 1.9}, {"candidate", 1.9}},
-                                            {{"step", 3}, {"baseline", 1.8}, {"candidate", 1.8}}}}};
+    v.detail.equivalence =
+        store::equivalence_check_from_json({{"state", "passed"},
+                                            {"seed", 7},
+                                            {"candidate_trial", run.id},
+                                            {"values",
+                                             {{{"step", 1}, {"baseline", 2.0}, {"candidate", 2.0}},
+                                              {{"step", 2}, {"baseline", 1.9}, {"candidate", 1.9}},
+                                              {{"step", 3}, {"baseline", 1.8}, {"candidate", 1.8}}}}});
     s.update_verification(v);
     const auto r = report::build(c);
     const auto& values = r["verifications"][0]["equivalence"]["values"];

@@ -763,7 +763,8 @@ TEST_CASE("a verification's detail reads back field for field, an infinite bound
     constexpr double inf = std::numeric_limits<double>::infinity();
     store::VerificationDetail d;
     d.search_trial = 4;
-    d.equivalence = nlohmann::json{{"state", "passed"}, {"seed", 11}};
+    d.equivalence =
+        store::equivalence_check_from_json({{"patches", {"tidy"}}, {"state", "passed"}, {"seed", 11}});
     d.not_equivalent = true;
     d.reasons = {"why not"};
     d.evidence = {"what was checked"};
@@ -775,7 +776,7 @@ TEST_CASE("a verification's detail reads back field for field, an infinite bound
     d.first.order_seeds = {4000000000u, 7};
     d.first.plan = {{1, "AB", {"n1"}, 1, 123}, {2, "BA", {"n1"}, 1, std::nullopt}};
     d.first.next = "recheck";
-    d.first.spot_check = nlohmann::json{{"pair", 1}, {"state", "passed"}};
+    d.first.spot_check = store::spot_check_from_json({{"pair", 1}, {"state", "passed"}});
     store::MeasuredPair p;
     p.pair = 1;
     p.order = "AB";
@@ -858,9 +859,76 @@ TEST_CASE("a verification's detail reads back field for field, an infinite bound
     CHECK(back.ablation.value().components.at(0).pairs.value().at(0).without_trial == 11);
     CHECK(back.mfu.value().unknown == "above 1");
     CHECK(back.not_equivalent);
+    CHECK(back.equivalence.value().seed == 11);
+    CHECK(back.first.spot_check.value().pair == 1);
+    CHECK_FALSE(j["spot_check"].contains("patches"));
     // An empty record is an empty document but for its version.
     CHECK(store::to_json(store::VerificationDetail{}) ==
           nlohmann::json{{"version", store::kVerificationDetailVersion}});
+}
+
+TEST_CASE("a verification's equivalence check and spot checks stored by an earlier build read typed and "
+          "write back unchanged, keys this build does not know kept") {
+    // The copy of the equivalence check and the spot checks as builds before they were typed stored them
+    // (campaign-v5.sql's, shortened), each with a key no build wrote; no "version" key.
+    const auto values = nlohmann::json::parse(
+        R"([{"baseline": 3.769702, "candidate": 3.769702, "relative": 0.0, "step": 1},
+            {"baseline": 3.557314, "candidate": 3.9, "relative": "inf", "step": 2}])");
+    const auto old = nlohmann::json::parse(R"({
+        "equivalence": {"attempt": 1, "baseline_trial": 18, "batch_id": 5, "beyond": [],
+            "candidate": "micro_batch=4 +fast_kernel", "candidate_key": "micro_batch=4;|fast_kernel;",
+            "candidate_trial": 17, "compared": 8, "knobs": "micro_batch=4", "knobs_key": "micro_batch=4;|",
+            "knobs_candidate": {"knobs": {"micro_batch": 4}, "patches": []}, "knobs_moved": false,
+            "math_changing": false, "max_relative": 0.0, "patches": ["fast_kernel"], "reason": "",
+            "seed": 1021935298, "seed_fresh": false, "seed_note": "no fresh seed in effect", "state": "passed",
+            "tolerance": 1e-05, "tolerance_key": "equivalence_tolerance", "values": [], "checked_by": "v4"},
+        "spot_check": {"baseline_trial": 23, "beyond": [], "candidate_trial": 22, "compared": 8,
+            "max_relative": 0.0, "pair": 2, "reason": "", "seed": 1491665770, "seed_note": "one seed: why",
+            "state": "passed", "tolerance": 1e-05, "values": [], "drawn_by": "v4"},
+        "recheck": {"blocks": [8], "spot_check": {"pair": 1, "seed": 7, "knobs": "chunk=1",
+            "knobs_moved": true, "knobs_note": "does not fit", "drawn_by": {"build": 4}}},
+        "blocks": [6, 7], "pairs_counted": 4})");
+    auto doc = old;
+    doc["equivalence"]["values"] = values;
+    doc["spot_check"]["beyond"] = values;
+    doc["spot_check"]["state"] = "failed";
+    doc["spot_check"]["max_relative"] = "inf";
+    const auto d = store::verification_detail_from_json(nlohmann::json::parse(doc.dump()));
+    // Typed: each field, the unknown keys apart.
+    REQUIRE(d.equivalence);
+    CHECK(d.equivalence->patches == std::vector<std::string>{"fast_kernel"});
+    CHECK(d.equivalence->seed == 1021935298);
+    CHECK(d.equivalence->knobs_candidate.value()["knobs"]["micro_batch"] == 4);
+    CHECK(d.equivalence->other == nlohmann::json{{"checked_by", "v4"}});
+    REQUIRE(d.first.spot_check);
+    CHECK(d.first.spot_check->pair == 2);
+    CHECK(d.first.spot_check->state == "failed");
+    CHECK(d.first.spot_check->max_relative == std::numeric_limits<double>::infinity());
+    CHECK(d.first.spot_check->candidate_trial == 22);
+    CHECK(d.first.spot_check->patches.empty());
+    CHECK(d.first.spot_check->other == nlohmann::json{{"drawn_by", "v4"}});
+    REQUIRE(d.recheck);
+    REQUIRE(d.recheck->spot_check);
+    CHECK(d.recheck->spot_check->state.empty()); // not judged yet
+    CHECK(d.recheck->spot_check->knobs_moved == true);
+    CHECK(d.recheck->spot_check->other["drawn_by"]["build"] == 4);
+    // Written back: the same document, byte for byte, but for its version.
+    auto expected = doc;
+    expected["version"] = store::kVerificationDetailVersion;
+    CHECK(store::to_json(d).dump() == expected.dump());
+    // Through the store: the document an earlier build stored, read and written back.
+    TempDb tmp;
+    store::CampaignStore s(tmp.path());
+    store::VerificationRow v;
+    v.candidate_key = "micro_batch=4;|fast_kernel;";
+    v.candidate = {{"knobs", {{"micro_batch", 4}}}, {"patches", {"fast_kernel"}}};
+    v.id = s.add_verification(v);
+    store::Statement(s.db(), "UPDATE verifications SET detail = ?").bind(1, doc.dump()).run();
+    auto stored = s.verifications().at(0);
+    s.update_verification(stored);
+    store::Statement raw(s.db(), "SELECT detail FROM verifications");
+    REQUIRE(raw.step());
+    CHECK(raw.text(0) == expected.dump());
 }
 
 TEST_CASE("the stage only moves forward, and an unknown one is refused by name") {
