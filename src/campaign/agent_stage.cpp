@@ -284,7 +284,8 @@ const store::EquivalenceCheck* failed_check_of(const std::vector<store::Equivale
     return check == failed_checks.end() ? nullptr : &*check;
 }
 
-// The check's own figures (why, the largest difference, tolerance): written by equivalence.cpp, not the job.
+// The check's own figures (why, the largest difference, tolerance): written by equivalence_stage.cpp, not the
+// job.
 json equivalence_figures(const store::EquivalenceCheck& check) {
     json why = json::object();
     if (check.reason) why["reason"] = *check.reason;

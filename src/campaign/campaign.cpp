@@ -121,6 +121,9 @@ Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexi
     doctor_ = std::make_unique<DoctorStage>(
         DoctorStage::Context{.dir = dir_, .contract = contract_, .store = *store_, .batches = *batches_},
         static_cast<DoctorStage::Host&>(*this));
+    equivalence_ = std::make_unique<EquivalenceStage>(
+        EquivalenceStage::Context{.contract = contract_, .store = *store_, .batches = *batches_},
+        static_cast<EquivalenceStage::Host&>(*this));
     ablation_ = std::make_unique<AblationStage>(
         AblationStage::Context{.contract = contract_, .store = *store_, .batches = *batches_},
         static_cast<AblationStage::Host&>(*this));
@@ -130,7 +133,6 @@ Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexi
     agent_->load_patches(mode == Open::read_only, changed_inputs_);
     register_search_stage();
     register_verification_stage();
-    register_equivalence_stage();
 }
 
 const patch::PatchInfo* Campaign::patch_info(const std::string& id) const {
@@ -168,6 +170,10 @@ void Campaign::take_submitted_output(const store::TrialRow& t, const slurm::JobR
 
 scheduler::Scheduler& Campaign::slurm_for_submitted_job() {
     return doctor_->slurm_for_submitted_job();
+}
+
+std::vector<store::EquivalenceCheck> Campaign::failed_equivalence_checks() {
+    return equivalence_->failed_checks();
 }
 
 fs::path Campaign::baseline_tree() {

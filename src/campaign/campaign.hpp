@@ -6,13 +6,14 @@
 // The root, Campaign, and its parts: campaign.cpp (open, lock, budget, run() the sequencer), the batch runner
 // (batch_runner.hpp: plan, submit, await, resume, ingest; it hands a finished batch to what its stage
 // registered, BatchStage, and names no stage), the doctor stage (doctor_stage.hpp), the ablation stage
-// (ablation_stage.hpp), the agent stage (agent_stage.hpp), and the stages whose files are Campaign's still:
-// search.cpp, verification.cpp, equivalence.cpp, bank_stage.cpp.
+// (ablation_stage.hpp), the equivalence stage (equivalence_stage.hpp), the agent stage (agent_stage.hpp),
+// and the stages whose files are Campaign's still: search.cpp, verification.cpp, bank_stage.cpp.
 #include "campaign/ablation_stage.hpp"
 #include "campaign/agent_stage.hpp"
 #include "campaign/batch_runner.hpp"
 #include "campaign/control.hpp"
 #include "campaign/doctor_stage.hpp"
+#include "campaign/equivalence_stage.hpp"
 #include "campaign/experience.hpp"
 #include "campaign/wall_plan.hpp"
 #include "contract/contract.hpp"
@@ -53,10 +54,10 @@ std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_ste
                                                             int warmup_steps);
 
 // The root of a campaign: it opens and locks it, sequences the stages (run) and owns its parts, the batch
-// runner (batch_runner.hpp), the doctor stage (doctor_stage.hpp), the ablation stage (ablation_stage.hpp)
-// and the agent stage (agent_stage.hpp), whose Host it is.
+// runner and the doctor, equivalence, ablation and agent stages (their headers), whose Host it is.
 class Campaign : private BatchRunner::Host,
                  private DoctorStage::Host,
+                 private EquivalenceStage::Host,
                  private AblationStage::Host,
                  private AgentStage::Host {
   public:
@@ -78,9 +79,11 @@ class Campaign : private BatchRunner::Host,
     store::CampaignStore& store() { return *store_; }
     const fs::path& dir() const { return dir_; }
     const std::vector<patch::PatchInfo>& catalog() const { return catalog_; }
-    const patch::PatchInfo* patch_info(const std::string& id) const;
+    const patch::PatchInfo* patch_info(const std::string& id) const override;
     // The agent stage (agent_stage.hpp): its calls, patches, priors and calibration.
     AgentStage& agent() { return *agent_; }
+    // The equivalence stage (equivalence_stage.hpp): the patch sets' checks and whether seeds reach the job.
+    EquivalenceStage& equivalence() { return *equivalence_; }
 
     // Runs trials on `s` instead of the one RunOptions::scheduler names (a program that brings its own; the
     // fault tests wrap the local one). The same rule holds: a campaign keeps its scheduler while a batch is
@@ -121,13 +124,7 @@ class Campaign : private BatchRunner::Host,
     // candidate's knob environment and the build of the candidate's patch set when that was built already
     // (a patch that changes memory updates the estimate it builds), else the baseline build; cached per
     // build. Empty without a command or a doctor.
-    std::optional<double> memory_estimate(const space::Candidate& c);
-
-    // Whether the seeds this campaign gives reach the job: empty while nothing says otherwise, else why not
-    // (the contract gives none, or runs of the same settings at three seeds or more printed the same losses:
-    // the job ignores its seed). Then every check "at a fresh seed" ran at one seed in effect
-    // (equivalence.cpp), and a patch that replays an earlier run's losses is not excluded by seeds.
-    std::string seeds_not_reaching_job();
+    std::optional<double> memory_estimate(const space::Candidate& c) override;
 
     // The campaign as the experience bank sees it (experience.hpp), valid while this campaign lives.
     CampaignView experience_view();
@@ -138,7 +135,6 @@ class Campaign : private BatchRunner::Host,
   private:
     void register_search_stage();
     void register_verification_stage();
-    void register_equivalence_stage();
     // What the batch runner and the agent stage ask of the campaign (their Host interfaces).
     patch::SandboxCache sandbox_cache() const override; // keyed by the locked tree
     std::vector<const patch::PatchInfo*>
@@ -174,57 +170,6 @@ class Campaign : private BatchRunner::Host,
     // Runs a verification's first stage block by block until its look says otherwise (also after a
     // restart); returns false when stopped.
     bool run_sequence(std::int64_t verification_id, const RunOptions& o);
-    // equivalence.cpp: the equivalence check of a candidate's patch set apart from knobs. The record of the
-    // check (docs/orchestrator.md, "Equivalence"): a stored one, a failed one of a patch set it contains, or
-    // nullopt when there is none yet; run_equivalence runs it (one batch: the patch set, then the baseline,
-    // both at the baseline's knobs and one fresh seed) and returns its record (nullopt when stopped).
-    std::optional<store::EquivalenceCheck> equivalence_record(const space::Candidate& c);
-    std::optional<store::EquivalenceCheck> run_equivalence(const space::Candidate& c, const RunOptions& o);
-    void finish_equivalence(std::int64_t batch_id);
-    // Where a patch set's equivalence is checked: the candidate's knobs without its patches where they fit in
-    // memory, else the nearest setting toward the baseline's knobs that fits (known from a run of it, or the
-    // censored memory model's P(out of memory) <= 0.25; the baseline's own always does), skipping settings
-    // in `ran_out` (earlier runs of this check there ran out of memory). `why` says why it moved.
-    struct EquivalenceSite {
-        space::Candidate knobs; // no patches
-        bool moved = false;     // not the candidate's own knobs
-        std::string why;
-    };
-    EquivalenceSite equivalence_site(const space::Candidate& c, const std::set<std::string>& ran_out);
-    // P(out of memory) of each candidate from the campaign's finished runs (model::CensoredMemoryModel fitted
-    // as the search fits it); 0 for all without a memory limit.
-    std::vector<double> oom_probabilities(const std::vector<space::Candidate>& cands);
-    // The spot check of one verification stage (verification.cpp): plan_spot_check draws one of the stage's
-    // pairs (`plan`, placed by `pair_args`) and appends its runs to `tasks` (the candidate's knobs without
-    // its patches at that pair's seed; where the equivalence check had to move its knobs, the patch set and
-    // the same knobs without it there), returning its record (none without patches); judge_spot_check
-    // records the verdict in `spot` and in the decision (a failure: never promoted, never proposed again).
-    std::optional<store::SpotCheck> plan_spot_check(const space::Candidate& cand,
-                                                    std::int64_t verification_id,
-                                                    const std::vector<store::PlannedPair>& plan,
-                                                    const std::vector<std::vector<std::string>>& pair_args,
-                                                    std::vector<Task>& tasks,
-                                                    std::vector<TaskPlacement>& where);
-    void judge_spot_check(store::SpotCheck& spot, std::int64_t batch_id, const space::Candidate& cand,
-                          const std::optional<store::TrialRow>& twin,
-                          const std::vector<store::TrialRow>& candidate_runs, verify::Decision& d,
-                          store::VerificationRow& v);
-    // Once seeds_not_reaching_job() says the job ignores its seed, no record keeps claiming a fresh one: the
-    // stored equivalence checks and the verifications' copies and spot checks (`current`: the one being
-    // finished, changed in place) say they ran at one seed.
-    void retract_seed_claims(store::VerificationRow* current);
-    std::vector<std::vector<std::string>> not_equivalent_patch_sets(); // every failed check's patch set
-    // The verdict of a patch set's run against the same knobs without it at one seed: state passed, failed
-    // or incomplete (a run that did not complete says nothing about the math), the compared values and the
-    // trial ids; a failed patch set run gets the typed violation not_equivalent.
-    nlohmann::json judge_equivalence(const std::optional<store::TrialRow>& base,
-                                     const std::optional<store::TrialRow>& cand, double tolerance);
-    // [invariants] equivalence_tolerance, or loss_tolerance where a patch is tagged math_changing (said in
-    // *math_changing).
-    double equivalence_tolerance(const space::Candidate& c, bool* math_changing = nullptr) const;
-    // A patch set that failed a spot check (verification.cpp) is recorded as a failed equivalence check:
-    // never promoted, never proposed again.
-    void record_not_equivalent(const space::Candidate& c, const nlohmann::json& check);
     TrialCostModel trial_cost_model() override; // from the doctor and the one-at-a-time batches so far
     double wall_used_s() override;              // budget_use().wall_s
     SearchWallPlan search_wall_plan(int q);     // for a next search batch of q candidates
@@ -242,12 +187,7 @@ class Campaign : private BatchRunner::Host,
     std::chrono::steady_clock::time_point cancel_checked_{};
     bool cancel_seen_ = false;
     void check_scheduler_change(const std::string& to); // throws while a batch is open on another
-    // Whether a trial can be given a seed other than the contract's ([invariants] seed_env or seed_arg).
-    bool can_seed() const;
-    // A random seed none of `used` nor the doctor's (contract seed, seed + 1, ...) (equivalence checks, A/B
-    // pairs): no logged loss at it exists to copy.
-    long long fresh_seed(const std::set<long long>& used) const;
-    std::map<std::string, std::string> plugin_spools_; // by scheduler name, once discovered
+    std::map<std::string, std::string> plugin_spools_;  // by scheduler name, once discovered
 
     fs::path dir_;
     std::vector<std::string> changed_inputs_;
@@ -257,19 +197,11 @@ class Campaign : private BatchRunner::Host,
     // Its parts, each seeing its Context and asking the rest through its Host: the campaign never moves.
     std::unique_ptr<BatchRunner> batches_;
     std::unique_ptr<DoctorStage> doctor_;
+    std::unique_ptr<EquivalenceStage> equivalence_;
     std::unique_ptr<AblationStage> ablation_;
     std::unique_ptr<AgentStage> agent_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
 };
-
-// The knob settings (no patches) from `c`'s knobs toward the baseline's, where a patch set's equivalence is
-// checked when the candidate's own knobs do not fit without it (Campaign::equivalence_site): each knob at the
-// candidate's value, the baseline's, or (numeric and recompute knobs) one between; the feasible ones, `c`'s
-// own first, then nearest first. The distance counts each knob's steps, weighted by what it does to memory:
-// a micro-batch or recompute knob is what makes room (1 a step), gradient accumulation only compensates (0),
-// any other knob (ranks, threads: what the candidate is about) 2 a step. Beyond 4096 settings: `c`'s knobs
-// and the baseline's.
-std::vector<space::Candidate> settings_toward_baseline(const space::Space& s, const space::Candidate& c);
 
 // Which prior the memory model starts from, for people: the estimate command, the transformer formulas, or
 // none.

@@ -296,7 +296,7 @@ SearchWallPlan Campaign::search_wall_plan(int q) {
             faster.insert(t.candidate_key);
             best = std::max(best, 1 / *r);
             const auto c = space::Candidate::from_json(t.candidate);
-            if (const auto eq = c.patches.empty() ? std::nullopt : equivalence_record(c);
+            if (const auto eq = c.patches.empty() ? std::nullopt : equivalence_->record(c);
                 !c.patches.empty() && (!eq || eq->state == "running"))
                 unchecked.insert(t.candidate_key);
         }
@@ -446,7 +446,7 @@ void Campaign::search(const RunOptions& o) {
             if (stopping(o)) return;
         }
         // Patch sets that failed their equivalence check: no candidate that contains one runs again.
-        const auto excluded = not_equivalent_patch_sets();
+        const auto excluded = equivalence_->not_equivalent_patch_sets();
         std::vector<std::int64_t> dequeued;
         const auto seeds = store_->campaign_run().bank_seeds.value_or(std::vector<store::BankSeed>{});
         std::vector<Task> tasks = first_tasks(*store_, q, excluded, seeds, dequeued);

@@ -159,7 +159,7 @@ void Campaign::verify(const RunOptions& o) {
     // The distinct candidates faster than the baseline in the search, best first.
     const auto ranked = ranked_by_ratio(*store_, contract_.space.baseline().key(), base);
     // The best verify_top candidates, not counting those whose patch set failed its equivalence check
-    // (equivalence.cpp): a cheat that is fastest does not take a real change's place.
+    // (equivalence_stage.cpp): a cheat that is fastest does not take a real change's place.
     const auto done = verified_candidates(*store_); // candidate key -> rejected as not equivalent
     int slots = contract_.repeats.verify_top;
     // A candidate the wall-time budget leaves no room for (`no_room`: why, from the cost model, the budget
@@ -184,7 +184,7 @@ void Campaign::verify(const RunOptions& o) {
         auto cand = space::Candidate::from_json(t.candidate);
         auto v = new_verification(t);
         if (!cand.patches.empty()) {
-            auto eq = equivalence_record(cand);
+            auto eq = equivalence_->record(cand);
             if (!eq || eq->state == "running") {
                 // Its wall time (one run of the patch set, one of the baseline) comes out of the budget too.
                 if (skipped_for_budget(v, cand, [&](const TrialCostModel& m, double budget, double left) {
@@ -193,7 +193,7 @@ void Campaign::verify(const RunOptions& o) {
                     --slots;
                     continue;
                 }
-                eq = run_equivalence(cand, o);
+                eq = equivalence_->run(cand, o);
                 if (!eq) return; // stopped
             }
             v.detail.equivalence = *eq;
@@ -414,8 +414,8 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     std::set<long long> used = seeds_used(*store_);
     auto block = block_pairs(contract_.space.baseline(), cand, v.id, recheck, before, pairs,
                              verify::block_orders(seed), placed, [&]() -> std::optional<long long> {
-                                 if (!can_seed()) return std::nullopt;
-                                 const long long s = fresh_seed(used);
+                                 if (!can_seed(contract_)) return std::nullopt;
+                                 const long long s = fresh_seed(contract_, used);
                                  used.insert(s);
                                  return s;
                              });
@@ -424,11 +424,12 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     // (finish_verification). The patch set cannot tell the run that is checked from the others: it is an A/B
     // pair like them, so one that computes honestly only when it guesses it is being checked (the equivalence
     // run, told apart by a run count it keeps outside the campaign) is caught in the pairs it cheats in.
-    // Where the knobs do not fit without the patches: at the equivalence check's knobs (equivalence.cpp).
-    // (A stage's first block carries it: the first stage's and the re-check's.)
+    // Where the knobs do not fit without the patches: at the equivalence check's knobs
+    // (equivalence_stage.cpp). (A stage's first block carries it: the first stage's and the re-check's.)
     std::optional<store::SpotCheck> spot;
     if (before == 0)
-        spot = plan_spot_check(cand, v.id, block.plan, block.pair_args, block.tasks, block.where);
+        spot =
+            equivalence_->plan_spot_check(cand, v.id, block.plan, block.pair_args, block.tasks, block.where);
     const auto batch = batches_->plan(store::BatchKind::Verify, block.tasks, block.where).id;
     record_block(v, stage_record, recheck, batch, seed, block.plan, spot);
     store_->update_verification(v);
@@ -450,7 +451,7 @@ void Campaign::register_verification_stage() {
                                          for (auto v : vids)
                                              finish_verification(v);
                                      },
-                                 .own_seeds = can_seed(),
+                                 .own_seeds = can_seed(contract_),
                              });
 }
 
@@ -755,7 +756,8 @@ void Campaign::finish_verification(std::int64_t vid) {
         const std::int64_t spot_batch = !stage.blocks.empty() ? stage.blocks[0]
                                         : recheck             ? v.detail.recheck->batch.value()
                                                               : v.batch_id;
-        judge_spot_check(*stage.spot_check, spot_batch, cand, judged.twin, judged.candidate_runs, d, v);
+        equivalence_->judge_spot_check(*stage.spot_check, spot_batch, cand, judged.twin,
+                                       judged.candidate_runs, d, v);
     }
     // A spot check that failed or did not complete is not changed by more pairs.
     if (stage.spot_check && stage.spot_check->state != "passed") d.settled = true;

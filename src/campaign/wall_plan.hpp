@@ -19,7 +19,7 @@ struct TrialCostModel {
 
 // Wall time of verifying `candidates` candidates with `pairs` interleaved A/B pairs each (2 trials a pair,
 // one at a time; a re-check's pairs counted in `pairs`) and `equivalence_checks` of them with a patch set
-// still to check (equivalence.cpp: 2 trials each). 0 when there is nothing to run.
+// still to check (equivalence_stage.cpp: 2 trials each). 0 when there is nothing to run.
 double verification_wall_s(const TrialCostModel& m, int candidates, int pairs, int equivalence_checks = 0);
 
 // How many of `pairs` A/B pairs of one candidate fit in `wall_left_s` (0..pairs). All of them when the

@@ -40,8 +40,8 @@ json trial_files(const store::TrialRow& t) {
     return {{"result", t.result_path}, {"log", fs::is_regular_file(log, ec) ? log : ""}};
 }
 
-// What the job printed step by step (campaign/batch_runner.cpp keeps it): its own step numbers, each step's time and
-// loss; null where nothing was kept.
+// What the job printed step by step (campaign/batch_runner.cpp keeps it): its own step numbers, each step's
+// time and loss; null where nothing was kept.
 json trial_curve(const store::TrialRow& t) {
     const auto& m = t.measurements;
     if (!m.step_times_s || !m.step_numbers) return nullptr;
@@ -739,7 +739,7 @@ json build(campaign::Campaign& c) {
     r["sources"] = sources_json(k);
     // What the seeds checked: a job that ignores the seed it is given (or is given none) ran every check "at
     // a fresh seed" at one seed in effect, and no record here may say otherwise.
-    const std::string unseeded = c.seeds_not_reaching_job();
+    const std::string unseeded = c.equivalence().seeds_not_reaching_job();
     add_baseline(r, c, unseeded);
     auto trials = s.trials();
     add_outcomes(r, c, trials);

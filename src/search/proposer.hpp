@@ -89,7 +89,7 @@ struct ProposalContext {
     std::function<std::optional<double>(const space::Candidate&)> memory_estimate;
     // Candidates to try first (experience bank and contract hints); the model proposer takes them as hints.
     std::vector<space::Candidate> seeds;
-    // Patch sets that failed their equivalence check (campaign/equivalence.cpp): a candidate whose patches
+    // Patch sets that failed their equivalence check (campaign/equivalence_stage.cpp): a candidate whose patches
     // include one is never proposed (the patch set changes the math, whatever the knobs).
     std::vector<std::vector<std::string>> excluded_patch_sets;
     // An agent's claims about knob values (issue 31): priors like a patch's claim (PatchFacts::claim).

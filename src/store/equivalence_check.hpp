@@ -1,5 +1,5 @@
 #pragma once
-// One equivalence check of a patch set apart from knobs (campaign/equivalence.cpp), a row of the store's
+// One equivalence check of a patch set apart from knobs (campaign/equivalence_stage.cpp), a row of the store's
 // equivalence_checks table (schema 8; before, a record of the JSON array in meta 'equivalence'). A check
 // that failed a verification's spot check is recorded here too, as a failed check (its pair, no batch).
 // Every field but the patches, the state and the extra keys is optional: a record says what its check did,
@@ -48,7 +48,7 @@ EquivalenceCheck equivalence_check_from_json(const nlohmann::json& j);
 // `j`'s keys over `c`'s fields (a judgement's state, reason, values...); `c` keeps its id.
 void update(EquivalenceCheck& c, const nlohmann::json& j);
 
-// The spot check of a verification stage (campaign/equivalence.cpp, in VerificationStage): one A/B pair's
+// The spot check of a verification stage (campaign/equivalence_stage.cpp, in VerificationStage): one A/B pair's
 // candidate run against the candidate's knobs without its patches at that pair's seed. Its record is an
 // equivalence check's: its pair and seed, the knobs it moved to where the check had to, and once judged the
 // verdict (state, reason, tolerance, the trials and values compared); not its patches (the verification's

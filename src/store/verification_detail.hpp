@@ -68,7 +68,7 @@ struct VerificationStage {
     std::vector<std::uint64_t> order_seeds;
     std::vector<PlannedPair> plan;
     std::optional<std::string> next; // verify::Next's name
-    // The spot check (campaign/equivalence.cpp): one pair's candidate run against the knobs without the
+    // The spot check (campaign/equivalence_stage.cpp): one pair's candidate run against the knobs without the
     // patches, recorded as an equivalence check is.
     std::optional<SpotCheck> spot_check;
 };
@@ -130,7 +130,7 @@ struct Ablation {
 
 struct VerificationDetail {
     std::optional<std::int64_t> search_trial; // the search trial that made it a candidate
-    // Its patch set's equivalence check (campaign/equivalence.cpp), as it stood when the verification began
+    // Its patch set's equivalence check (campaign/equivalence_stage.cpp), as it stood when the verification began
     // (written as the report shows it: no id).
     std::optional<EquivalenceCheck> equivalence;
     bool not_equivalent = false; // refused as not the same math (the equivalence check or a spot check)

@@ -1,10 +1,10 @@
-// The equivalence check of patches apart from knobs (campaign/equivalence.cpp) and the ablation of promoted
-// bundles (campaign/ablation_stage.cpp), on the local scheduler with the stepload fixture: a patch that is the same
-// math passes at a fresh seed and is promoted; one that shifts the loss inside the loss tolerance, or prints
-// the contract seed's losses whatever seed it gets, fails, is never promoted, and no candidate containing it
-// is checked, verified or proposed again; a contract without a seed key says it could not choose a fresh
-// one; a bundle of a knob change and a patch is ablated, and only the change that carries the gain gets it,
-// in the report and in the experience bank's findings.
+// The equivalence check of patches apart from knobs (campaign/equivalence_stage.cpp) and the ablation of
+// promoted bundles (campaign/ablation_stage.cpp), on the local scheduler with the stepload fixture: a patch
+// that is the same math passes at a fresh seed and is promoted; one that shifts the loss inside the loss
+// tolerance, or prints the contract seed's losses whatever seed it gets, fails, is never promoted, and no
+// candidate containing it is checked, verified or proposed again; a contract without a seed key says it could
+// not choose a fresh one; a bundle of a knob change and a patch is ablated, and only the change that carries
+// the gain gets it, in the report and in the experience bank's findings.
 #include "campaign/campaign.hpp"
 #include "report/report.hpp"
 #include "trial/manifest.hpp"
@@ -127,7 +127,7 @@ TEST_CASE("a patch set that is the same math passes its equivalence check at a f
         CHECK(p.seed.value() != 1);
     CHECK(text.find("attribution (single)") != std::string::npos);
     // The job reads its seed: the report says what the seeds checked.
-    CHECK(c.seeds_not_reaching_job().empty());
+    CHECK(c.equivalence().seeds_not_reaching_job().empty());
     CHECK(text.find("Seeds: each equivalence check, A/B pair and spot check ran at a seed drawn for it") !=
           std::string::npos);
 }
@@ -569,7 +569,7 @@ TEST_CASE("a job that ignores the seed it is given gets no record claiming fresh
         d, {{"seed_env = \"STEPLOAD_SEED\"", "seed_env = \"STEPLOAD_IGNORED_SEED\""}}));
     c.run(test::local_run_options());
     REQUIRE(c.finished());
-    const auto why = c.seeds_not_reaching_job();
+    const auto why = c.equivalence().seeds_not_reaching_job();
     CHECK(why.find("the job ignores the seed it is given") != std::string::npos);
     CHECK(why.find("$STEPLOAD_IGNORED_SEED does not reach it") != std::string::npos);
     for (const auto& r : equivalence_records(c)) {

@@ -14,7 +14,7 @@
 // loss_tolerance instead, flagged, and (verify::decide) never promoted.
 // The checks are kept in the store's equivalence_checks table, one row each (store/equivalence_check.hpp,
 // docs/orchestrator.md).
-#include "campaign/campaign.hpp"
+#include "campaign/equivalence_stage.hpp"
 
 #include "model/censored_memory_model.hpp"
 #include "space/memory_role.hpp"
@@ -109,15 +109,15 @@ std::vector<space::Candidate> settings_toward_baseline(const space::Space& s, co
     return list;
 }
 
-std::vector<double> Campaign::oom_probabilities(const std::vector<space::Candidate>& cands) {
-    const double limit = static_cast<double>(contract::modeled_memory_limit_bytes(contract_.resources));
+std::vector<double> EquivalenceStage::oom_probabilities(const std::vector<space::Candidate>& cands) {
+    const double limit = static_cast<double>(contract::modeled_memory_limit_bytes(c_.contract.resources));
     if (!(limit > 0) || cands.empty()) return std::vector<double>(cands.size(), 0.0);
-    const auto& space = contract_.space;
+    const auto& space = c_.contract.space;
     // Fitted as the search fits it (search/model_proposer.hpp): the analytic estimate as every point's prior,
     // or half the limit for all when any has none; every finished run with a measured peak or an OOM.
     std::vector<space::Candidate> seen;
     std::vector<std::pair<bool, double>> obs; // censored, bytes
-    for (const auto& t : store_->trials({.state = store::TrialState::Finished})) {
+    for (const auto& t : c_.store.trials({.state = store::TrialState::Finished})) {
         if (t.outcome == trial::Outcome::OutOfMemory)
             obs.emplace_back(true, limit);
         else if (t.outcome == trial::Outcome::Ok && t.peak_memory_bytes && *t.peak_memory_bytes > 0)
@@ -129,7 +129,7 @@ std::vector<double> Campaign::oom_probabilities(const std::vector<space::Candida
     bool analytic = true;
     auto prior = [&](const space::Candidate& x) {
         std::optional<double> e;
-        if (analytic) e = memory_estimate(x);
+        if (analytic) e = host_.memory_estimate(x);
         if (!e || !(*e > 0)) analytic = false;
         return e.value_or(0.5 * limit);
     };
@@ -153,16 +153,16 @@ std::vector<double> Campaign::oom_probabilities(const std::vector<space::Candida
     return p;
 }
 
-Campaign::EquivalenceSite Campaign::equivalence_site(const space::Candidate& c,
-                                                     const std::set<std::string>& ran_out) {
-    const auto base = contract_.space.baseline();
+EquivalenceStage::Site EquivalenceStage::site_for(const space::Candidate& c,
+                                                  const std::set<std::string>& ran_out) {
+    const auto base = c_.contract.space.baseline();
     auto own = c;
     own.patches.clear();
-    const auto options = settings_toward_baseline(contract_.space, c);
+    const auto options = settings_toward_baseline(c_.contract.space, c);
     const auto p = oom_probabilities(options);
     // What is known of a setting: a run of it without patches that ran out of memory, or one that completed.
     std::map<std::string, std::string> known;
-    for (const auto& t : store_->trials({.state = store::TrialState::Finished}))
+    for (const auto& t : c_.store.trials({.state = store::TrialState::Finished}))
         if (t.candidate["patches"].empty() && !known.count(t.candidate_key)) {
             if (t.outcome == trial::Outcome::OutOfMemory)
                 known[t.candidate_key] = fmt::format("trial #{} of it ran out of memory", t.id);
@@ -180,7 +180,7 @@ Campaign::EquivalenceSite Campaign::equivalence_site(const space::Candidate& c,
     std::size_t pick = options.size();
     for (std::size_t i = 0; i < options.size() && pick == options.size(); ++i)
         if (not_fitting(i).empty()) pick = i;
-    EquivalenceSite site;
+    Site site;
     if (pick == options.size()) { // even the baseline's knobs ran out: nothing left to try
         site.knobs = base;
         site.moved = !(base == own);
@@ -206,44 +206,43 @@ Campaign::EquivalenceSite Campaign::equivalence_site(const space::Candidate& c,
     return site;
 }
 
-bool Campaign::can_seed() const {
-    return !contract_.invariants.seed_env.empty() || !contract_.invariants.seed_arg.empty();
+bool can_seed(const contract::Contract& contract) {
+    return !contract.invariants.seed_env.empty() || !contract.invariants.seed_arg.empty();
 }
 
-long long Campaign::fresh_seed(const std::set<long long>& used) const {
+long long fresh_seed(const contract::Contract& contract, const std::set<long long>& used) {
     std::random_device rd;
     std::uniform_int_distribution<long long> pick(1, 2147483646);
-    const auto& inv = contract_.invariants;
+    const auto& inv = contract.invariants;
     for (;;) {
         const long long s = pick(rd);
-        if (used.count(s) || (s >= inv.seed && s < inv.seed + std::max(1, contract_.repeats.doctor)))
-            continue;
+        if (used.count(s) || (s >= inv.seed && s < inv.seed + std::max(1, contract.repeats.doctor))) continue;
         return s;
     }
 }
 
-std::vector<store::EquivalenceCheck> Campaign::failed_equivalence_checks() {
+std::vector<store::EquivalenceCheck> EquivalenceStage::failed_checks() {
     std::vector<store::EquivalenceCheck> out;
-    for (auto& r : store_->equivalence_checks())
+    for (auto& r : c_.store.equivalence_checks())
         if (r.state == "failed") out.push_back(std::move(r));
     return out;
 }
 
-std::vector<std::vector<std::string>> Campaign::not_equivalent_patch_sets() {
+std::vector<std::vector<std::string>> EquivalenceStage::not_equivalent_patch_sets() {
     std::vector<std::vector<std::string>> out;
-    for (const auto& r : failed_equivalence_checks())
+    for (const auto& r : failed_checks())
         out.push_back(r.patches);
     return out;
 }
 
-std::optional<store::EquivalenceCheck> Campaign::equivalence_record(const space::Candidate& c) {
-    const auto records = store_->equivalence_checks();
+std::optional<store::EquivalenceCheck> EquivalenceStage::record(const space::Candidate& c) {
+    const auto records = c_.store.equivalence_checks();
     // A failed set inside this one decides it: the smaller set changes the math whatever else is added.
     for (const auto& r : records)
         if (r.state == "failed" && contains_set(c.patches, r.patches)) return r;
     // Otherwise the check of this candidate, its knobs included (a record of an older orchestrator, at the
     // baseline's knobs, has no candidate key: it stands for its patch set). One whose run ran out of memory
-    // is no verdict: the check goes on nearer the baseline's knobs (run_equivalence).
+    // is no verdict: the check goes on nearer the baseline's knobs (run).
     const auto key = c.key();
     for (auto it = records.rbegin(); it != records.rend(); ++it)
         if (it->candidate_key ? *it->candidate_key == key : it->patches == c.patches)
@@ -347,70 +346,70 @@ bool recorded_retry(const std::vector<store::EquivalenceCheck>& records, std::in
 
 } // namespace
 
-std::optional<store::EquivalenceCheck> Campaign::run_equivalence(const space::Candidate& c,
-                                                                 const RunOptions& o) {
-    batches_->resume_open(o);
+std::optional<store::EquivalenceCheck> EquivalenceStage::run(const space::Candidate& c, const RunOptions& o) {
+    c_.batches.resume_open(o);
     for (;;) {
-        if (stopping(o)) return std::nullopt;
-        if (auto r = equivalence_record(c); r && r->state != "running") return r;
-        auto records = store_->equivalence_checks();
+        if (host_.stopping(o)) return std::nullopt;
+        if (auto r = record(c); r && r->state != "running") return r;
+        auto records = c_.store.equivalence_checks();
         std::set<std::string> ran_out;
         auto* last_retry = earlier_retries(records, c.key(), ran_out);
         // Another run of the check comes out of the wall-time budget like the first (verify()).
-        if (const double budget = contract_.budget.wall_time_s; last_retry && budget > 0) {
-            const auto m = trial_cost_model();
-            const double left = budget - budget_use().wall_s;
-            if (affordable_pairs(m, left, contract_.repeats.verify + 1) <
-                std::min(3, contract_.repeats.verify + 1)) {
+        if (const double budget = c_.contract.budget.wall_time_s; last_retry && budget > 0) {
+            const auto m = host_.trial_cost_model();
+            const double left = budget - host_.wall_used_s();
+            if (affordable_pairs(m, left, c_.contract.repeats.verify + 1) <
+                std::min(3, c_.contract.repeats.verify + 1)) {
                 last_retry->state = "incomplete";
                 last_retry->reason =
                     last_retry->reason.value_or("") +
                     fmt::format(
                         "; not run again nearer the baseline's knobs: the wall-time budget has {:.0f} s left",
                         std::max(0.0, left));
-                store_->update_equivalence_check(*last_retry);
+                c_.store.update_equivalence_check(*last_retry);
                 return *last_retry;
             }
         }
-        const auto& inv = contract_.invariants;
+        const auto& inv = c_.contract.invariants;
         bool math_changing = false;
-        const double tolerance = equivalence_tolerance(c, &math_changing);
+        const double tolerance = tolerance_for(c, &math_changing);
         // A fresh seed: random, and none the campaign has used (the contract's, the doctor's, earlier
         // checks').
         const std::set<long long> used = used_seeds(records);
         const std::string unseeded = seeds_not_reaching_job();
-        const CheckSeed seed = unseeded.empty() ? fresh_check_seed(fresh_seed(used), inv.seed)
+        const CheckSeed seed = unseeded.empty() ? fresh_check_seed(fresh_seed(c_.contract, used), inv.seed)
                                                 : contract_check_seed(unseeded, inv.seed);
         // At the candidate's own knobs, both runs, where they fit without the patches: the patch set cannot
         // tell this check from the A/B pairs by the knobs it runs at. Else nearer the baseline's.
-        const auto site = equivalence_site(c, ran_out);
+        const auto site = site_for(c, ran_out);
         space::Candidate patched = site.knobs;
         patched.patches = c.patches;
         auto r = running_record(c, site.knobs, site.moved, site.why, static_cast<int>(ran_out.size()) + 1,
                                 seed, tolerance, math_changing);
-        say(o, fmt::format("equivalence of patches {} apart from knobs: {} and the same knobs without the "
-                           "patches, {}, tolerance {:.3g} relative per step{}",
-                           fmt::join(c.patches, "+"), patched.describe(), seed.note, tolerance,
-                           site.moved ? "; " + site.why : std::string()));
+        host_.say(o,
+                  fmt::format("equivalence of patches {} apart from knobs: {} and the same knobs without the "
+                              "patches, {}, tolerance {:.3g} relative per step{}",
+                              fmt::join(c.patches, "+"), patched.describe(), seed.note, tolerance,
+                              site.moved ? "; " + site.why : std::string()));
         const auto batch =
-            batches_
-                ->plan(store::BatchKind::Equivalence, check_tasks(patched, site.knobs, site.moved, seed.seed))
+            c_.batches
+                .plan(store::BatchKind::Equivalence, check_tasks(patched, site.knobs, site.moved, seed.seed))
                 .id;
         r.batch_id = batch;
-        store_->add_equivalence_check(r);
-        batches_->submit(batch, o);
-        batches_->await(batch, o);
-        if (stopping(o)) return std::nullopt;
-        // A run that ran out of memory: another attempt nearer the baseline's knobs (finish_equivalence).
-        if (auto done = equivalence_record(c)) return done;
-        if (!recorded_retry(store_->equivalence_checks(), batch))
+        c_.store.add_equivalence_check(r);
+        c_.batches.submit(batch, o);
+        c_.batches.await(batch, o);
+        if (host_.stopping(o)) return std::nullopt;
+        // A run that ran out of memory: another attempt nearer the baseline's knobs (finish).
+        if (auto done = record(c)) return done;
+        if (!recorded_retry(c_.store.equivalence_checks(), batch))
             return std::nullopt; // not recorded: as if stopped
     }
 }
 
-json Campaign::judge_equivalence(const std::optional<store::TrialRow>& base,
-                                 const std::optional<store::TrialRow>& cand, double tolerance) {
-    const auto& inv = contract_.invariants;
+json EquivalenceStage::judge(const std::optional<store::TrialRow>& base,
+                             const std::optional<store::TrialRow>& cand, double tolerance) {
+    const auto& inv = c_.contract.invariants;
     auto losses = [](const std::optional<store::TrialRow>& t) {
         return t && t->measurements.losses ? *t->measurements.losses : std::vector<double>{};
     };
@@ -453,54 +452,54 @@ json Campaign::judge_equivalence(const std::optional<store::TrialRow>& base,
         t.outcome = trial::Outcome::ContractViolation;
         t.violation = trial::Violation::NotEquivalent;
         t.detail = "not equivalent to the baseline apart from knobs: " + e.reason;
-        store_->update_trial(t);
+        c_.store.update_trial(t);
     }
     return r;
 }
 
-double Campaign::equivalence_tolerance(const space::Candidate& c, bool* math_changing) const {
+double EquivalenceStage::tolerance_for(const space::Candidate& c, bool* math_changing) const {
     bool changing = false;
     for (const auto& id : c.patches)
-        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) changing = true;
+        if (const auto* p = host_.patch_info(id); p && p->has_tag("math_changing")) changing = true;
     if (math_changing) *math_changing = changing;
-    const auto& inv = contract_.invariants;
+    const auto& inv = c_.contract.invariants;
     return changing ? std::max(inv.equivalence_tolerance, inv.loss_tolerance) : inv.equivalence_tolerance;
 }
 
-void Campaign::record_not_equivalent(const space::Candidate& c, const json& check) {
+void EquivalenceStage::record_not_equivalent(const space::Candidate& c, const json& check) {
     auto r = store::equivalence_check_from_json(check);
     r.patches = c.patches;
     r.candidate = c.describe();
     r.candidate_key = c.key();
     r.state = "failed";
-    store_->add_equivalence_check(r);
+    c_.store.add_equivalence_check(r);
 }
 
 // Its runs are at a fresh seed of their own, compared with each other (judge_equivalence).
-void Campaign::register_equivalence_stage() {
-    batches_->register_stage(store::BatchKind::Equivalence,
-                             {
-                                 .finish = [this](std::int64_t batch_id) { finish_equivalence(batch_id); },
-                                 .own_seeds = true,
-                             });
+EquivalenceStage::EquivalenceStage(Context c, Host& host) : c_(c), host_(host) {
+    c_.batches.register_stage(store::BatchKind::Equivalence,
+                              {
+                                  .finish = [this](std::int64_t batch_id) { finish(batch_id); },
+                                  .own_seeds = true,
+                              });
 }
 
-void Campaign::finish_equivalence(std::int64_t batch_id) {
-    auto records = store_->equivalence_checks();
+void EquivalenceStage::finish(std::int64_t batch_id) {
+    auto records = c_.store.equivalence_checks();
     store::EquivalenceCheck* r = nullptr;
     for (auto& x : records)
         if (x.batch_id == batch_id) r = &x;
     if (!r) return;
     std::optional<store::TrialRow> base, cand;
-    for (const auto& t : store_->trials_of_batch(batch_id))
+    for (const auto& t : c_.store.trials_of_batch(batch_id))
         (t.kind == TrialKind::EquivalenceBaseline ? base : cand) = t;
-    store::update(*r, judge_equivalence(base, cand, r->tolerance.value()));
+    store::update(*r, judge(base, cand, r->tolerance.value()));
     // Out of memory is no verdict on the math: the check goes on nearer the baseline's knobs, which fit
     // (the doctor ran them), while attempts are left.
     const auto oom = [](const std::optional<store::TrialRow>& t) {
         return t && t->outcome == trial::Outcome::OutOfMemory;
     };
-    const auto baseline_key = contract_.space.baseline().key();
+    const auto baseline_key = c_.contract.space.baseline().key();
     if (r->state == "incomplete" && (oom(base) || oom(cand)) &&
         r->knobs_key.value_or(baseline_key) != baseline_key) {
         const bool left = r->attempt.value_or(1) < kMaxAttempts;
@@ -512,28 +511,28 @@ void Campaign::finish_equivalence(std::int64_t batch_id) {
                                      : fmt::format("no attempt left of {}", kMaxAttempts));
         if (left) r->state = "retry";
     }
-    store::Transaction tx(store_->db());
-    store_->update_equivalence_check(*r);
+    store::Transaction tx(c_.store.db());
+    c_.store.update_equivalence_check(*r);
     const auto set = fmt::format("{}", fmt::join(r->patches, "+"));
     if (r->state == "passed")
-        store_->log(fmt::format("equivalence of {}: passed at seed {}{} (largest difference {:.3g} relative, "
-                                "tolerance {:.3g})",
-                                set, r->seed.value(),
-                                r->knobs_moved.value_or(false) ? " and " + r->knobs.value() : "",
-                                r->max_relative.value(), r->tolerance.value()));
+        c_.store.log(fmt::format(
+            "equivalence of {}: passed at seed {}{} (largest difference {:.3g} relative, "
+            "tolerance {:.3g})",
+            set, r->seed.value(), r->knobs_moved.value_or(false) ? " and " + r->knobs.value() : "",
+            r->max_relative.value(), r->tolerance.value()));
     else
-        store_->log(fmt::format("equivalence of {}: {} at seed {}: {}", set, r->state, r->seed.value(),
-                                r->reason.value()));
+        c_.store.log(fmt::format("equivalence of {}: {} at seed {}: {}", set, r->state, r->seed.value(),
+                                 r->reason.value()));
     tx.commit();
     // Its runs may be what shows that the job ignores its seed: then no record keeps claiming a fresh one.
     retract_seed_claims(nullptr);
 }
 
 std::optional<store::SpotCheck>
-Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verification_id,
-                          const std::vector<store::PlannedPair>& plan,
-                          const std::vector<std::vector<std::string>>& pair_args, std::vector<Task>& tasks,
-                          std::vector<TaskPlacement>& where) {
+EquivalenceStage::plan_spot_check(const space::Candidate& cand, std::int64_t verification_id,
+                                  const std::vector<store::PlannedPair>& plan,
+                                  const std::vector<std::vector<std::string>>& pair_args,
+                                  std::vector<Task>& tasks, std::vector<TaskPlacement>& where) {
     const int pairs = static_cast<int>(plan.size());
     if (cand.patches.empty() || pairs == 0) return std::nullopt;
     std::mt19937_64 rng(std::random_device{}());
@@ -541,12 +540,12 @@ Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verificatio
     const std::optional<long long> seed = plan[static_cast<std::size_t>(j)].seed;
     store::SpotCheck spot;
     spot.pair = j + 1;
-    spot.seed = seed.value_or(contract_.invariants.seed);
+    spot.seed = seed.value_or(c_.contract.invariants.seed);
     if (const auto unseeded = seeds_not_reaching_job(); !unseeded.empty())
         spot.seed_note = "one seed: " + unseeded;
     // Where the equivalence check had to move (the candidate's knobs do not fit without its patches), the
     // spot check runs there too: the patch set and the same knobs without it, both at the pair's seed.
-    const auto eq = equivalence_record(cand);
+    const auto eq = record(cand);
     if (eq && eq->knobs_moved.value_or(false) && eq->knobs_candidate) {
         const auto site = space::Candidate::from_json(*eq->knobs_candidate);
         auto patched = site;
@@ -576,21 +575,22 @@ Campaign::plan_spot_check(const space::Candidate& cand, std::int64_t verificatio
     return spot;
 }
 
-void Campaign::judge_spot_check(store::SpotCheck& spot, std::int64_t batch_id, const space::Candidate& cand,
-                                const std::optional<store::TrialRow>& twin,
-                                const std::vector<store::TrialRow>& candidate_runs, verify::Decision& d,
-                                store::VerificationRow& v) {
+void EquivalenceStage::judge_spot_check(store::SpotCheck& spot, std::int64_t batch_id,
+                                        const space::Candidate& cand,
+                                        const std::optional<store::TrialRow>& twin,
+                                        const std::vector<store::TrialRow>& candidate_runs,
+                                        verify::Decision& d, store::VerificationRow& v) {
     const int j = spot.pair.value() - 1;
     const bool moved = spot.knobs_moved.value_or(false);
     std::optional<store::TrialRow> checked;
     if (moved) { // the patch set's own run at the moved knobs, not one of the pairs
-        for (const auto& t : store_->trials_of_batch(batch_id))
+        for (const auto& t : c_.store.trials_of_batch(batch_id))
             if (t.kind == TrialKind::EquivalenceCandidate) checked = t;
     } else if (j >= 0 && j < static_cast<int>(candidate_runs.size())) {
         checked = candidate_runs[static_cast<size_t>(j)];
     }
-    const double tolerance = equivalence_tolerance(cand);
-    store::update(spot, judge_equivalence(twin, checked, tolerance));
+    const double tolerance = tolerance_for(cand);
+    store::update(spot, judge(twin, checked, tolerance));
     spot.tolerance = tolerance;
     const auto what = moved
                           ? fmt::format("the patch set at {} is not the same math as those knobs without it "
@@ -616,9 +616,10 @@ void Campaign::judge_spot_check(store::SpotCheck& spot, std::int64_t batch_id, c
     retract_seed_claims(&v);
 }
 
-std::string Campaign::seeds_not_reaching_job() {
-    const auto& inv = contract_.invariants;
-    if (!can_seed()) return "the contract gives the job no seed ([invariants] has no seed_env or seed_arg)";
+std::string EquivalenceStage::seeds_not_reaching_job() {
+    const auto& inv = c_.contract.invariants;
+    if (!can_seed(c_.contract))
+        return "the contract gives the job no seed ([invariants] has no seed_env or seed_arg)";
     // The seed each run was given: its batch's manifest, what the trial wrapper passed the job.
     const auto arg = inv.seed_arg.find("{}");
     auto given = [&](const trial::ManifestTask& t) -> std::optional<long long> {
@@ -634,7 +635,7 @@ std::string Campaign::seeds_not_reaching_job() {
         return std::nullopt;
     };
     std::map<std::int64_t, long long> seed_of;
-    for (const auto& b : store_->batches()) {
+    for (const auto& b : c_.store.batches()) {
         if (b.kind == store::BatchKind::Submitted || b.manifest.empty())
             continue; // the user's job ran at its own seed
         try {
@@ -649,7 +650,8 @@ std::string Campaign::seeds_not_reaching_job() {
     // Three, not two: a job whose losses depend on the seed only a little (a fixture's, a coarse print) can
     // repeat at two seeds by chance, not at three.
     std::map<std::string, std::vector<std::pair<long long, const store::TrialRow*>>> runs;
-    const auto trials = store_->trials({.state = store::TrialState::Finished, .outcome = trial::Outcome::Ok});
+    const auto trials =
+        c_.store.trials({.state = store::TrialState::Finished, .outcome = trial::Outcome::Ok});
     for (const auto& t : trials) {
         if (!t.candidate["patches"].empty()) continue;
         const auto it = seed_of.find(t.id);
@@ -676,7 +678,7 @@ std::string Campaign::seeds_not_reaching_job() {
     return "";
 }
 
-void Campaign::retract_seed_claims(store::VerificationRow* current) {
+void EquivalenceStage::retract_seed_claims(store::VerificationRow* current) {
     const auto unseeded = seeds_not_reaching_job();
     if (unseeded.empty()) return;
     const auto note = fmt::format("no fresh seed in effect: {}; the check ran at one seed (a patch that "
@@ -688,8 +690,8 @@ void Campaign::retract_seed_claims(store::VerificationRow* current) {
         r.seed_note = note;
         return true;
     };
-    for (auto& r : store_->equivalence_checks())
-        if (retract(r)) store_->update_equivalence_check(r);
+    for (auto& r : c_.store.equivalence_checks())
+        if (retract(r)) c_.store.update_equivalence_check(r);
     auto fix = [&](store::VerificationRow& v) {
         bool c = false;
         if (v.detail.equivalence) c |= retract(*v.detail.equivalence);
@@ -701,8 +703,8 @@ void Campaign::retract_seed_claims(store::VerificationRow* current) {
         return c;
     };
     if (current) fix(*current);
-    for (auto v : store_->verifications())
-        if ((!current || v.id != current->id) && fix(v)) store_->update_verification(v);
+    for (auto v : c_.store.verifications())
+        if ((!current || v.id != current->id) && fix(v)) c_.store.update_verification(v);
 }
 
 } // namespace infrarsi::campaign
