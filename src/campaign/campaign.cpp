@@ -1,7 +1,9 @@
 // The campaign: opening and locking it, its budget, and run(), the sequencer of the stages (doctor_stage.cpp,
-// search.cpp, verification.cpp), which all run their trials through the batch runner (batch_runner.cpp).
+// search_stage.cpp, verification_stage.cpp), which all run their trials through the batch runner
+// (batch_runner.cpp).
 #include "campaign/campaign.hpp"
 
+#include "measure/statistics.hpp"
 #include "patch/hash.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -115,6 +117,7 @@ Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexi
     for (const auto& p : store_->patches())
         if (p.accepted) contract_.space.patches.push_back(p.id);
     std::sort(contract_.space.patches.begin(), contract_.space.patches.end());
+    // The parts, each before those that see it.
     batches_ = std::make_unique<BatchRunner>(
         BatchRunner::Context{.dir = dir_, .contract = contract_, .store = *store_},
         static_cast<BatchRunner::Host&>(*this));
@@ -127,12 +130,26 @@ Campaign::Campaign(const fs::path& dir, Open mode) : dir_(fs::absolute(dir).lexi
     ablation_ = std::make_unique<AblationStage>(
         AblationStage::Context{.contract = contract_, .store = *store_, .batches = *batches_},
         static_cast<AblationStage::Host&>(*this));
+    verification_ =
+        std::make_unique<VerificationStage>(VerificationStage::Context{.contract = contract_,
+                                                                       .store = *store_,
+                                                                       .batches = *batches_,
+                                                                       .doctor = *doctor_,
+                                                                       .equivalence = *equivalence_,
+                                                                       .ablation = *ablation_},
+                                            static_cast<VerificationStage::Host&>(*this));
     agent_ = std::make_unique<AgentStage>(
         AgentStage::Context{.dir = dir_, .contract = contract_, .store = *store_, .catalog = catalog_},
         static_cast<AgentStage::Host&>(*this));
     agent_->load_patches(mode == Open::read_only, changed_inputs_);
-    register_search_stage();
-    register_verification_stage();
+    search_ = std::make_unique<SearchStage>(SearchStage::Context{.contract = contract_,
+                                                                 .store = *store_,
+                                                                 .catalog = catalog_,
+                                                                 .batches = *batches_,
+                                                                 .doctor = *doctor_,
+                                                                 .equivalence = *equivalence_,
+                                                                 .agent = *agent_},
+                                            static_cast<SearchStage::Host&>(*this));
 }
 
 const patch::PatchInfo* Campaign::patch_info(const std::string& id) const {
@@ -150,6 +167,17 @@ void Campaign::say(const RunOptions& o, const std::string& msg) {
 
 void Campaign::doctor(const RunOptions& o) {
     doctor_->run(o);
+}
+
+void Campaign::search(const RunOptions& o) {
+    search_->run(o);
+}
+
+void Campaign::verify(const RunOptions& o) {
+    verification_->run(o);
+    // With the stage, not after it: `infrarsi verify` ends here, and a stop that comes now would leave a
+    // finished campaign, which nothing drives again, without its findings in the bank (recorded once).
+    if (store_->stage() == store::Stage::Done) record_in_bank(o);
 }
 
 std::optional<std::string> Campaign::paused() {
@@ -246,7 +274,7 @@ void Campaign::use_scheduler(std::unique_ptr<scheduler::Scheduler> s) {
     scheduler_ = std::move(s);
 }
 
-Campaign::BudgetUse Campaign::budget_use() {
+BudgetUse Campaign::budget_use() {
     BudgetUse u;
     for (const auto& t : store_->trials()) {
         // A patch set that does not build costs a build here, no cluster time: recorded, not a trial.
@@ -265,6 +293,31 @@ Campaign::BudgetUse Campaign::budget_use() {
     else if (b.wall_time_s > 0 && u.wall_s >= b.wall_time_s)
         u.exhausted = "wall-time budget";
     return u;
+}
+
+TrialCostModel Campaign::trial_cost_model() {
+    TrialCostModel m;
+    m.steps = contract_.invariants.steps;
+    m.warmup_steps = contract_.invariants.warmup_steps;
+    auto d = store_->baseline();
+    if (!d) return m;
+    m.step_s = d->median_step_s;
+    m.cold_step_s = d->cold_step_s;
+    // The overhead per trial: the wall time of the one-at-a-time batches (doctor, verification: what
+    // verification will look like) shared among their trials, less the steps. The median over batches, so
+    // one batch that waited out an orchestrator outage does not dominate.
+    std::vector<double> overheads;
+    for (const auto& b : store_->batches(store::BatchState::Finished)) {
+        if (b.kind == store::BatchKind::Search || b.kind == store::BatchKind::Submitted || b.submitted <= 0 ||
+            b.finished <= b.submitted)
+            continue;
+        int n = 0;
+        for (const auto& t : store_->trials_of_batch(b.id))
+            if (t.array_index >= 0) ++n;
+        if (n > 0) overheads.push_back((b.finished - b.submitted) / n - m.steps_s());
+    }
+    if (!overheads.empty()) m.overhead_s = std::max(0.0, measure::median(overheads));
+    return m;
 }
 
 double Campaign::wall_used_s() {

@@ -6,8 +6,10 @@
 // The root, Campaign, and its parts: campaign.cpp (open, lock, budget, run() the sequencer), the batch runner
 // (batch_runner.hpp: plan, submit, await, resume, ingest; it hands a finished batch to what its stage
 // registered, BatchStage, and names no stage), the doctor stage (doctor_stage.hpp), the ablation stage
-// (ablation_stage.hpp), the equivalence stage (equivalence_stage.hpp), the agent stage (agent_stage.hpp),
-// and the stages whose files are Campaign's still: search.cpp, verification.cpp, bank_stage.cpp.
+// (ablation_stage.hpp), the equivalence stage (equivalence_stage.hpp), the verification stage
+// (verification_stage.hpp), the agent stage (agent_stage.hpp), the search stage (search_stage.hpp), and
+// bank_stage.cpp (Campaign's own: the findings into the experience bank and its seeds out of it) and
+// memory_estimate.cpp (the analytic peak-memory estimate the stages ask for).
 #include "campaign/ablation_stage.hpp"
 #include "campaign/agent_stage.hpp"
 #include "campaign/batch_runner.hpp"
@@ -15,6 +17,8 @@
 #include "campaign/doctor_stage.hpp"
 #include "campaign/equivalence_stage.hpp"
 #include "campaign/experience.hpp"
+#include "campaign/search_stage.hpp"
+#include "campaign/verification_stage.hpp"
 #include "campaign/wall_plan.hpp"
 #include "contract/contract.hpp"
 #include "model/claim_calibration.hpp"
@@ -44,20 +48,14 @@ namespace infrarsi::campaign {
 
 namespace fs = std::filesystem;
 
-// The early stop of search trials: slower than the incumbent's step time by more than max(MDE,
-// kMinStopMargin) over the median of the first max(3, timed / 4) timed steps after the warm-up (timed = steps
-// - warmup_steps). None when that would save too little (fewer than half the timed steps left) or there is
-// no incumbent. The floor: the MDE is the noise of whole runs' means, and a few steps of two runs side by
-// side are noisier; a candidate within 10% of the incumbent is worth its full measurement.
-inline constexpr double kMinStopMargin = 0.10;
-std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_step_s, double mde, int steps,
-                                                            int warmup_steps);
-
 // The root of a campaign: it opens and locks it, sequences the stages (run) and owns its parts, the batch
-// runner and the doctor, equivalence, ablation and agent stages (their headers), whose Host it is.
+// runner and the doctor, search, equivalence, verification, ablation and agent stages (their headers), whose
+// Host it is.
 class Campaign : private BatchRunner::Host,
                  private DoctorStage::Host,
+                 private SearchStage::Host,
                  private EquivalenceStage::Host,
+                 private VerificationStage::Host,
                  private AblationStage::Host,
                  private AgentStage::Host {
   public:
@@ -92,9 +90,11 @@ class Campaign : private BatchRunner::Host,
 
     void doctor(const RunOptions& o); // runs (or re-attaches to) the doctor batch; no-op when done
     void search(const RunOptions& o); // batches until the budget ends
-    void verify(const RunOptions& o); // interleaved A/B verification of the best candidates
-    void run(const RunOptions& o);    // doctor, search, verify; resumable
-    bool finished();                  // every stage done
+    // Interleaved A/B verification of the best candidates (verification_stage.hpp); the findings into the
+    // bank as it ends.
+    void verify(const RunOptions& o);
+    void run(const RunOptions& o); // doctor, search, verify; resumable
+    bool finished();               // every stage done
     // Once the campaign is done: its findings (the doctor's noise prior, verified settings, ...) into o.bank,
     // once (bank_stage.cpp). Called as the last stage ends, and by `run` and the daemon on a finished
     // campaign whose findings are not recorded yet (a run stopped right after it, a bank named only later).
@@ -112,19 +112,13 @@ class Campaign : private BatchRunner::Host,
     // Cancels the jobs of the batches still submitted and ends their unfinished trials as cancelled.
     void cancel_running(const RunOptions& o);
 
-    struct BudgetUse {
-        int trials = 0;        // counted search trials (planned, running or finished)
-        double node_hours = 0; // all trials
-        double wall_s = 0;     // since the first run
-        std::string exhausted; // which limit ended the search, empty while budget is left
-    };
-    BudgetUse budget_use();
+    BudgetUse budget_use() override;
 
     // The contract's analytic peak-memory estimate of a candidate: its estimate command, run with the
     // candidate's knob environment and the build of the candidate's patch set when that was built already
     // (a patch that changes memory updates the estimate it builds), else the baseline build; cached per
     // build. Empty without a command or a doctor.
-    std::optional<double> memory_estimate(const space::Candidate& c) override;
+    std::optional<double> memory_estimate(const space::Candidate& c) override; // memory_estimate.cpp
 
     // The campaign as the experience bank sees it (experience.hpp), valid while this campaign lives.
     CampaignView experience_view();
@@ -133,8 +127,6 @@ class Campaign : private BatchRunner::Host,
     BatchRunner& batches() { return *batches_; }
 
   private:
-    void register_search_stage();
-    void register_verification_stage();
     // What the batch runner and the agent stage ask of the campaign (their Host interfaces).
     patch::SandboxCache sandbox_cache() const override; // keyed by the locked tree
     std::vector<const patch::PatchInfo*>
@@ -160,29 +152,12 @@ class Campaign : private BatchRunner::Host,
     fs::path baseline_tree() override; // the baseline's sandbox, for the agent to read
     std::vector<store::EquivalenceCheck> failed_equivalence_checks() override; // the failed checks' records
 
-    void seed_from_bank(const RunOptions& o); // once, after the doctor (bank_stage.cpp)
-    void finish_verification(std::int64_t verification_id);
-    // Plans, submits and awaits one block of a verification's sequence (verification.cpp,
-    // verify/sequential.hpp): two A/B pairs, one in each order, each pair on one node, spread over the
-    // nodes; the re-check's block (recheck = true) on nodes the first stage did not use where the partition
-    // has them.
-    void run_verification_stage(store::VerificationRow& v, bool recheck, const RunOptions& o);
-    // Runs a verification's first stage block by block until its look says otherwise (also after a
-    // restart); returns false when stopped.
-    bool run_sequence(std::int64_t verification_id, const RunOptions& o);
+    void seed_from_bank(const RunOptions& o);   // once, after the doctor (bank_stage.cpp)
     TrialCostModel trial_cost_model() override; // from the doctor and the one-at-a-time batches so far
     double wall_used_s() override;              // budget_use().wall_s
-    SearchWallPlan search_wall_plan(int q);     // for a next search batch of q candidates
     fs::path estimate_sandbox(const space::Candidate& c);    // the build memory_estimate uses; empty: none
     std::map<std::string, std::optional<double>> estimates_; // by candidate and build
     std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
-    // slow_stop_rule for the next batch: relative to its control, whose log is `control_log` (empty: none,
-    // the incumbent's absolute step time).
-    std::optional<trial::ManifestTask::SlowStop> search_slow_stop(const fs::path& control_log);
-    // Each search trial's step time over its batch's control's (or the controls' median where that control
-    // was a fluke: control_levels), kept in its measurements (control_ratio); every batch's again, as the
-    // controls grow.
-    void record_control_ratios(std::int64_t batch_id);
     void run_stages(const RunOptions& o);
     std::chrono::steady_clock::time_point cancel_checked_{};
     bool cancel_seen_ = false;
@@ -199,7 +174,9 @@ class Campaign : private BatchRunner::Host,
     std::unique_ptr<DoctorStage> doctor_;
     std::unique_ptr<EquivalenceStage> equivalence_;
     std::unique_ptr<AblationStage> ablation_;
+    std::unique_ptr<VerificationStage> verification_;
     std::unique_ptr<AgentStage> agent_;
+    std::unique_ptr<SearchStage> search_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
 };
 

@@ -70,10 +70,10 @@ class EquivalenceStage {
     std::vector<store::EquivalenceCheck> failed_checks();              // the failed checks' records
     std::vector<std::vector<std::string>> not_equivalent_patch_sets(); // every failed check's patch set
 
-    // The spot check of one verification stage (verification.cpp): plan_spot_check draws one of the stage's
-    // pairs (`plan`, placed by `pair_args`) and appends its runs to `tasks` (the candidate's knobs without
-    // its patches at that pair's seed; where the equivalence check had to move its knobs, the patch set and
-    // the same knobs without it there), returning its record (none without patches); judge_spot_check
+    // The spot check of one verification stage (verification_stage.cpp): plan_spot_check draws one of the
+    // stage's pairs (`plan`, placed by `pair_args`) and appends its runs to `tasks` (the candidate's knobs
+    // without its patches at that pair's seed; where the equivalence check had to move its knobs, the patch
+    // set and the same knobs without it there), returning its record (none without patches); judge_spot_check
     // records the verdict in `spot` and in the decision (a failure: never promoted, never proposed again).
     std::optional<store::SpotCheck> plan_spot_check(const space::Candidate& cand,
                                                     std::int64_t verification_id,

@@ -1,7 +1,17 @@
 #pragma once
 // Wall-time planning, read by the search (whether another batch fits), verification (how many pairs fit)
 // and ablation (how many rounds fit).
+#include <string>
+
 namespace infrarsi::campaign {
+
+// What a campaign has used of its budget (Campaign::budget_use).
+struct BudgetUse {
+    int trials = 0;        // counted search trials (planned, running or finished)
+    double node_hours = 0; // all trials
+    double wall_s = 0;     // since the first run
+    std::string exhausted; // which limit ended the search, empty while budget is left
+};
 
 // Wall-time planning. Verification runs after the search, one trial at a time, so the search must stop early
 // enough to leave it room within the wall-time budget. A trial's wall time is estimated from the doctor's

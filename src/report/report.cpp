@@ -133,8 +133,8 @@ json loss_comparison(const contract::Invariants& inv, const std::vector<double>&
     };
     const auto got = per_step(cand);
     const auto paired = per_step(base);
-    // Pairs each at a seed of their own (verification.cpp): the reference is the paired baselines' median at
-    // those seeds, not the doctor's curve at the contract's seed (an empty `reference`).
+    // Pairs each at a seed of their own (verification_stage.cpp): the reference is the paired baselines'
+    // median at those seeds, not the doctor's curve at the contract's seed (an empty `reference`).
     const bool at_pair_seeds = reference.empty();
     const std::vector<double>& ref = at_pair_seeds ? paired : reference;
     json steps = json::array();
@@ -189,7 +189,7 @@ json job_step_numbers(const std::vector<store::TrialRow>& trials, const store::E
     return e;
 }
 
-// Whether a verification's pairs ran each at a seed of its own (verification.cpp records it per pair).
+// Whether a verification's pairs ran each at a seed of its own (verification_stage.cpp records it per pair).
 bool pairs_seeded(const store::VerificationRow& v) {
     return !v.detail.pairs.empty() && v.detail.pairs[0].seed.has_value();
 }
@@ -226,7 +226,7 @@ std::string campaign_state(campaign::Campaign& c) {
 namespace {
 // What is left, in wall time: during the search, the search trials left at the pace so far (wall time per
 // counted trial, the doctor's included), within the wall-time budget; later, the wall-time budget.
-void add_estimate_left(json& j, store::Stage stage, const campaign::Campaign::BudgetUse& use,
+void add_estimate_left(json& j, store::Stage stage, const campaign::BudgetUse& use,
                        const contract::Budget& b) {
     const double wall_left = b.wall_time_s > 0 ? std::max(0.0, b.wall_time_s - use.wall_s) : -1;
     if (stage == store::Stage::Search && use.trials > 0) {
@@ -430,7 +430,8 @@ json why_none_promoted(campaign::Campaign& c, const std::vector<store::TrialRow>
                                 store::stage_names.name(s.stage()), searched);
     } else if (verifications.empty()) {
         // A candidate reaches verification when a search trial of it ran every step faster than the baseline
-        // beside it (its batch's control; without one, the doctor's) (campaign/verification.cpp): none did.
+        // beside it (its batch's control; without one, the doctor's) (campaign/verification_stage.cpp): none
+        // did.
         j["reason"] = "none_verified";
         j["text"] = fmt::format(
             "none: no candidate reached verification: none of the {} search trials ran "
@@ -628,7 +629,7 @@ json verification_json(const store::VerificationRow& v, const std::vector<store:
                   {"recheck", v.detail.recheck ? store::to_json(*v.detail.recheck) : json()}};
     // The sequence of looks (verify/sequential.hpp): each block's interval over the pairs so far.
     if (!v.detail.sequence.empty()) entry["sequence"] = store::to_json(v.detail.sequence);
-    // MFU with the campaign's one denominator (verification.cpp): its ratio is the speed-up.
+    // MFU with the campaign's one denominator (verification_stage.cpp): its ratio is the speed-up.
     if (const auto& m = v.detail.mfu) {
         entry["mfu"] = store::to_json(*m);
         // Over the peak the job's own figure implies: the job's claim, kept under mfu, not as ours.
@@ -817,8 +818,8 @@ std::string render_loss_comparison(const json& l) {
     return o + "\n";
 }
 
-// The spot check of a verification stage with patches (campaign/verification.cpp): one pair's candidate run
-// against the candidate's knobs without its patches at that pair's seed.
+// The spot check of a verification stage with patches (campaign/verification_stage.cpp): one pair's candidate
+// run against the candidate's knobs without its patches at that pair's seed.
 std::string render_spot_check(const json& s, const std::string& stage) {
     if (!s.is_object() || !s.contains("state")) return {};
     const auto got = fmt::format("{}, largest difference {} (tolerance {:.3g})", s.value("state", ""),

@@ -24,10 +24,10 @@
 namespace infrarsi::store {
 
 // What a trial is for. equivalence_*: a patch set's equivalence check, the baseline and the patch set at the
-// baseline's knobs and one fresh seed (campaign/equivalence_stage.cpp); ablation: a promoted bundle and the bundle
-// without one of its changes, in rounds (campaign/ablation_stage.cpp); search_control: the baseline run in a search
-// batch beside its candidates, under the same conditions, whose step time theirs are compared with
-// (campaign/search.cpp).
+// baseline's knobs and one fresh seed (campaign/equivalence_stage.cpp); ablation: a promoted bundle and the
+// bundle without one of its changes, in rounds (campaign/ablation_stage.cpp); search_control: the baseline
+// run in a search batch beside its candidates, under the same conditions, whose step time theirs are compared
+// with (campaign/search_stage.cpp).
 enum class TrialKind {
     Doctor,
     Search,

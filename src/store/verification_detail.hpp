@@ -1,5 +1,5 @@
 #pragma once
-// A verification's record, typed: what the verification stage (campaign/verification.cpp) planned and
+// A verification's record, typed: what the verification stage (campaign/verification_stage.cpp) planned and
 // decided, the ablation of a promoted bundle (campaign/ablation_stage.cpp), read by the report and the bank's
 // findings. The store keeps it as one JSON document per verification (the verifications table's `detail`
 // column), versioned by its "version" key; version 1 is the layout every earlier build wrote without the key,
@@ -130,8 +130,8 @@ struct Ablation {
 
 struct VerificationDetail {
     std::optional<std::int64_t> search_trial; // the search trial that made it a candidate
-    // Its patch set's equivalence check (campaign/equivalence_stage.cpp), as it stood when the verification began
-    // (written as the report shows it: no id).
+    // Its patch set's equivalence check (campaign/equivalence_stage.cpp), as it stood when the verification
+    // began (written as the report shows it: no id).
     std::optional<EquivalenceCheck> equivalence;
     bool not_equivalent = false; // refused as not the same math (the equivalence check or a spot check)
     std::vector<std::string> reasons, evidence;

@@ -47,8 +47,8 @@ struct JobFilesRemoved {
     std::uint64_t entries = 0, bytes = 0;
 };
 
-// A search trial against its batch's control (campaign/search.cpp): the control's trial, its step time, and
-// this trial's step time over it.
+// A search trial against its batch's control (campaign/search_stage.cpp): the control's trial, its step time,
+// and this trial's step time over it.
 struct ControlRatio {
     std::int64_t trial = 0;
     double step_s = 0,

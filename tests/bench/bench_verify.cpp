@@ -5,7 +5,7 @@
 // and verify::spread_pairs (each block's orders and nodes), verify::decide (each look), verify::after_look
 // and verify::after_recheck (the sequence: another block, the re-check in a fresh allocation, stop), with the
 // rule of verify::design (min_speedup 3%, alpha 1% over verify_top = 2 candidates, at most 12 pairs). The
-// loop over blocks is the campaign's (campaign/verification.cpp), without the scheduler. Two modes:
+// loop over blocks is the campaign's (campaign/verification_stage.cpp), without the scheduler. Two modes:
 //
 //   simulate  N verifications per true speed-up. Each run has per-step times (--steps steady steps, 3%
 //             step-to-step noise) around a run level with run-to-run noise drawn from recorded relative

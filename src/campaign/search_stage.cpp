@@ -1,15 +1,9 @@
-// The search stage: batches of proposed candidates until the trial, node-hour or wall-time budget ends
-// (leaving verification its wall time), with the memory estimates the proposer asks for.
-#include "campaign/campaign.hpp"
+// The search stage (search_stage.hpp).
+#include "campaign/search_stage.hpp"
 
-#include "model/transformer_memory.hpp"
-#include "space/memory_role.hpp"
-#include "space/rendering.hpp"
-
+#include "campaign/control.hpp"
 #include "measure/statistics.hpp"
-#include "util/bounded_json.hpp"
 #include "util/error.hpp"
-#include "util/process.hpp"
 #include "verify/sequential.hpp"
 
 #include <fmt/core.h>
@@ -20,6 +14,8 @@
 #include <set>
 
 namespace infrarsi::campaign {
+
+namespace fs = std::filesystem;
 
 using nlohmann::json;
 using store::TrialKind;
@@ -44,48 +40,48 @@ std::optional<trial::ManifestTask::SlowStop> slow_stop_rule(double incumbent_ste
     return rule;
 }
 
-void Campaign::register_search_stage() {
-    batches_->register_stage(
+SearchStage::SearchStage(Context c, Host& host) : c_(c), host_(host) {
+    c_.batches.register_stage(
         store::BatchKind::Search,
         {
             .finish = [this](std::int64_t batch_id) { record_control_ratios(batch_id); },
             .concurrent = true,
             .control_needs_candidate = true,
-            .slow_stop = [this](const fs::path& control_log) { return search_slow_stop(control_log); },
+            .slow_stop = [this](const fs::path& control_log) { return slow_stop(control_log); },
         });
 }
 
-std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs::path& control_log) {
+std::optional<trial::ManifestTask::SlowStop> SearchStage::slow_stop(const fs::path& control_log) {
     if (control_log.empty()) {
         // No control in the batch (planned by hand): the incumbent's step time as measured, the fastest so
         // far over every step (the baseline's or a search trial's that ran every step).
         double best = 0;
-        for (const auto& t : store_->trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
+        for (const auto& t : c_.store.trials({.kinds = {TrialKind::Search, TrialKind::Doctor},
                              .state = TrialState::Finished,
                              .outcome = trial::Outcome::Ok,
                              .counted = true}))
             if (t.step_time_s && *t.step_time_s > 0 && (best == 0 || *t.step_time_s < best))
                 best = *t.step_time_s;
-        return slow_stop_rule(best, doctor_->mde(), contract_.invariants.steps,
-                              contract_.invariants.warmup_steps);
+        return slow_stop_rule(best, c_.doctor.mde(), c_.contract.invariants.steps,
+                              c_.contract.invariants.warmup_steps);
     }
     // Like against like: the incumbent is the best ratio to its own batch's control so far (the baseline's
     // is 1), and a trial is held to that ratio, slowed by the MDE, times the control running beside it.
     double best = 1;
-    for (const auto& t : store_->trials({.kinds = {TrialKind::Search},
+    for (const auto& t : c_.store.trials({.kinds = {TrialKind::Search},
                          .state = TrialState::Finished,
                          .outcome = trial::Outcome::Ok,
                          .counted = true}))
         if (const auto r = control_ratio(t); r && *r > 0 && *r < best) best = *r;
-    auto rule =
-        slow_stop_rule(best, doctor_->mde(), contract_.invariants.steps, contract_.invariants.warmup_steps);
+    auto rule = slow_stop_rule(best, c_.doctor.mde(), c_.contract.invariants.steps,
+                               c_.contract.invariants.warmup_steps);
     if (!rule) return rule;
     rule->control_ratio = rule->step_s;
     rule->control_log = control_log.string();
     // Where the wrapper cannot read the control (the plugin's view hides it): the last batch's control's step
     // time, measured under the search's conditions; none before the first control has run.
     double last_control = 0;
-    for (const auto& t : store_->trials({.kinds = {TrialKind::SearchControl},
+    for (const auto& t : c_.store.trials({.kinds = {TrialKind::SearchControl},
                          .state = TrialState::Finished,
                          .outcome = trial::Outcome::Ok}))
         if (t.step_time_s && *t.step_time_s > 0) last_control = *t.step_time_s;
@@ -93,40 +89,40 @@ std::optional<trial::ManifestTask::SlowStop> Campaign::search_slow_stop(const fs
     return rule;
 }
 
-void Campaign::record_control_ratios(std::int64_t batch_id) {
-    const auto trials = store_->trials_of_batch(batch_id);
+void SearchStage::record_control_ratios(std::int64_t batch_id) {
+    const auto trials = c_.store.trials_of_batch(batch_id);
     const auto control = std::find_if(trials.begin(), trials.end(),
                                       [](const TrialRow& t) { return t.kind == TrialKind::SearchControl; });
     if (control != trials.end() &&
         (control->outcome != trial::Outcome::Ok || !control->step_time_s || !(*control->step_time_s > 0)))
-        store_->log(fmt::format("batch {}: its control (trial {}) ended {}: no ratios to it", batch_id,
-                                control->id, store::outcome_name(*control)));
+        c_.store.log(fmt::format("batch {}: its control (trial {}) ended {}: no ratios to it", batch_id,
+                                 control->id, store::outcome_name(*control)));
     // Every batch's again: a control is judged against all the others, which grow with each batch. (The
     // doctor's runs are no level here: they ran alone, the controls beside their batch.)
     std::vector<TrialRow> controls;
     std::vector<double> runs;
-    for (auto& c : store_->trials({.kinds = {TrialKind::SearchControl},
+    for (auto& c : c_.store.trials({.kinds = {TrialKind::SearchControl},
                    .state = TrialState::Finished,
                    .outcome = trial::Outcome::Ok}))
         if (c.step_time_s && *c.step_time_s > 0)
             runs.push_back(*c.step_time_s), controls.push_back(std::move(c));
-    const auto baseline = store_->baseline();
+    const auto baseline = c_.store.baseline();
     const double run_sd = baseline ? std::log1p(std::max(0.0, baseline->cv_between)) : 0.05;
-    const double bound = std::max(kControlOutlierSds * run_sd, std::log1p(doctor_->mde()));
+    const double bound = std::max(kControlOutlierSds * run_sd, std::log1p(c_.doctor.mde()));
     const auto levels = control_levels(runs, bound);
-    store::Transaction tx(store_->db());
+    store::Transaction tx(c_.store.db());
     for (std::size_t i = 0; i < controls.size(); ++i) {
         const auto& c = controls[i];
         const auto [over, outlier] = levels[i];
         bool logged = false;
-        for (auto t : store_->trials_of_batch(c.batch_id)) {
+        for (auto t : c_.store.trials_of_batch(c.batch_id)) {
             if (t.kind != TrialKind::Search || !t.step_time_s || !(*t.step_time_s > 0)) continue;
             const trial::ControlRatio r{c.id, over, *t.step_time_s / over,
                                         outlier ? std::optional<double>(runs[i]) : std::nullopt};
             const auto& was = t.measurements.control;
             if (was && was->step_s == r.step_s && was->outlier_control_s == r.outlier_control_s) continue;
             if (outlier && !logged && !(was && was->outlier_control_s))
-                store_->log(
+                c_.store.log(
                     fmt::format("batch {}: its control (trial {}) ran at {:.4f} s/step, {:+.0f}% from "
                                 "the median of the campaign's {} controls ({:.4f}; more than {:.0f}% "
                                 "is a fluke of that run): the batch's ratios are over that median",
@@ -134,187 +130,61 @@ void Campaign::record_control_ratios(std::int64_t batch_id) {
                                 100 * std::expm1(bound)));
             logged = true;
             t.measurements.control = r;
-            store_->update_trial(t);
+            c_.store.update_trial(t);
         }
     }
     tx.commit();
 }
 
-void Campaign::sandboxes_built() {
-    estimate_sandboxes_.clear(); // patch sets built now have their own estimate
-}
-
-fs::path Campaign::estimate_sandbox(const space::Candidate& c) {
-    std::string set;
-    for (const auto& id : c.patches)
-        set += id + "\n";
-    if (auto it = estimate_sandboxes_.find(set); it != estimate_sandboxes_.end()) return it->second;
-    fs::path box;
-    if (!c.patches.empty()) {
-        std::optional<patch::Sandbox> built;
-        try {
-            built = sandbox_cache().find(patch_set(c));
-        } catch (const Error&) {
-        }
-        if (built && built->state == patch::Sandbox::State::Ready) box = built->source.parent_path();
-    }
-    if (box.empty()) {
-        // The baseline's build: a doctor trial that ran in a sandbox (the submitted job ran in none).
-        for (const auto& t : store_->trials({.kinds = {TrialKind::Doctor}}))
-            if (!t.sandbox.empty()) {
-                box = dir_ / "sandboxes" / t.sandbox;
-                break;
-            }
-        if (box.empty()) return {};
-    }
-    estimate_sandboxes_[set] = box;
-    return box;
-}
-
-std::string memory_prior_name(const contract::Contract& c) {
-    if (!c.memory_estimate.empty()) return "the contract's estimate command";
-    if (c.memory_transformer) return "the transformer formulas from the declared model dimensions";
-    return "none: learned from the trials";
-}
-
-std::optional<double> transformer_memory_estimate(const contract::Contract& k, const space::Candidate& c) {
-    if (!k.memory_transformer) return std::nullopt;
-    const auto& p = *k.memory_transformer;
-    model::TransformerShape shape;
-    shape.parameters = p.parameters;
-    shape.layers = p.layers;
-    shape.hidden = p.hidden;
-    shape.heads = p.heads;
-    shape.seq_len = p.seq_len;
-    shape.vocab = p.vocab;
-    shape.activation_bytes = p.activation_bytes;
-    shape.parameter_bytes = p.parameter_bytes;
-    shape.optimizer_bytes = p.optimizer_bytes;
-    shape.runtime_bytes = static_cast<double>(p.runtime_bytes);
-    model::TransformerSettings st;
-    st.micro_batch = p.micro_batch;
-    st.zero_stage = p.zero_stage;
-    st.ranks_per_node = std::max(1, k.resources.ntasks_per_node);
-    for (const auto& knob : k.space.knobs) {
-        const auto it = c.knobs.find(knob.name);
-        if (it == c.knobs.end()) continue;
-        const auto role = space::memory_role(knob);
-        if (role == space::MemoryRole::MicroBatch)
-            st.micro_batch = static_cast<int>(std::get<long long>(it->second));
-        else if (role == space::MemoryRole::Recompute)
-            st.recompute = static_cast<model::Recompute>(space::recompute_strength(it->second));
-        if (knob.name == p.ranks_knob) st.ranks_per_node = static_cast<int>(std::get<long long>(it->second));
-    }
-    st.data_parallel = st.ranks_per_node * k.resources.nodes;
-    return model::transformer_memory(shape, st).per_node;
-}
-
-std::optional<double> Campaign::memory_estimate(const space::Candidate& c) {
-    if (contract_.memory_estimate.empty()) return transformer_memory_estimate(contract_, c);
-    const fs::path box = estimate_sandbox(c);
-    if (box.empty()) return std::nullopt;
-    const std::string cache_key = c.key() + "@" + box.filename().string();
-    if (auto it = estimates_.find(cache_key); it != estimates_.end()) return it->second;
-    // The candidate's environment and the knobs' arguments, as the trial gets them.
-    auto job = space::render(contract_.space, c, contract_.workload.env);
-    ProcessOptions po;
-    po.env = std::move(job.environment);
-    po.timeout = std::chrono::seconds(60);
-    auto argv = contract::substitute(
-        contract_.memory_estimate, {{"build", (box / "build").string()}, {"source", (box / "src").string()}});
-    for (auto& a : job.arguments)
-        argv.push_back(std::move(a));
-    std::optional<double> est;
-    try {
-        auto r = run_process(argv, po);
-        auto brace = r.out.find('{');
-        if (r.ok() && brace != std::string::npos) {
-            // The contract's command's output: bounded like any outside JSON.
-            auto j = parse_bounded_json(std::string_view(r.out).substr(brace), "memory_estimate output",
-                                        "a JSON object with estimated_peak_bytes", {.max_depth = 16});
-            if (j.is_object() && j.contains("estimated_peak_bytes") && j["estimated_peak_bytes"].is_number())
-                est = j["estimated_peak_bytes"].get<double>();
-        }
-    } catch (const Error&) {
-    }
-    estimates_[cache_key] = est;
-    return est;
-}
-
-TrialCostModel Campaign::trial_cost_model() {
-    TrialCostModel m;
-    m.steps = contract_.invariants.steps;
-    m.warmup_steps = contract_.invariants.warmup_steps;
-    auto d = store_->baseline();
-    if (!d) return m;
-    m.step_s = d->median_step_s;
-    m.cold_step_s = d->cold_step_s;
-    // The overhead per trial: the wall time of the one-at-a-time batches (doctor, verification: what
-    // verification will look like) shared among their trials, less the steps. The median over batches, so
-    // one batch that waited out an orchestrator outage does not dominate.
-    std::vector<double> overheads;
-    for (const auto& b : store_->batches(store::BatchState::Finished)) {
-        if (b.kind == store::BatchKind::Search || b.kind == store::BatchKind::Submitted || b.submitted <= 0 ||
-            b.finished <= b.submitted)
-            continue;
-        int n = 0;
-        for (const auto& t : store_->trials_of_batch(b.id))
-            if (t.array_index >= 0) ++n;
-        if (n > 0) overheads.push_back((b.finished - b.submitted) / n - m.steps_s());
-    }
-    if (!overheads.empty()) m.overhead_s = std::max(0.0, measure::median(overheads));
-    return m;
-}
-
-SearchWallPlan Campaign::search_wall_plan(int q) {
+SearchWallPlan SearchStage::wall_plan(int q) {
     SearchWallPlan p;
-    const auto m = trial_cost_model();
+    const auto m = host_.trial_cost_model();
     // The next batch: as long as the search batches so far took (from the end of the batch before, so the
     // proposal and the builds count), else its waves of trials at the baseline's pace.
     std::vector<double> periods;
     double previous_end = 0;
-    std::vector<store::BatchRow> done = store_->batches(store::BatchState::Finished);
+    std::vector<store::BatchRow> done = c_.store.batches(store::BatchState::Finished);
     std::sort(done.begin(), done.end(), [](auto& a, auto& b) { return a.finished < b.finished; });
     for (const auto& b : done) {
         if (b.kind == store::BatchKind::Search && previous_end > 0)
             periods.push_back(b.finished - previous_end);
         previous_end = b.finished;
     }
-    const int conc = std::max(1, contract_.resources.max_concurrent);
+    const int conc = std::max(1, c_.contract.resources.max_concurrent);
     p.next_batch_s = periods.empty()
                          ? std::ceil(double(std::max(q, 1) + 1) / conc) * m.trial_s() // + the control
                          : measure::median(periods);
     // Verification: the best verify_top distinct candidates faster than the baseline; the next batch may
     // add up to q of them.
-    const auto baseline = store_->baseline();
+    const auto baseline = c_.store.baseline();
     const double base = baseline ? baseline->median_step_s : 0.0;
-    const auto baseline_key = contract_.space.baseline().key();
+    const auto baseline_key = c_.contract.space.baseline().key();
     std::set<std::string> faster, unchecked; // unchecked: with a patch set whose equivalence is not known
     double best = 0; // the search's best speed-up (over its control, else the baseline)
-    for (const auto& t : store_->trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
+    for (const auto& t : c_.store.trials({.kinds = {TrialKind::Search}, .outcome = trial::Outcome::Ok}))
         if (const auto r = baseline_ratio(t, base); t.candidate_key != baseline_key && r && *r < 1) {
             faster.insert(t.candidate_key);
             best = std::max(best, 1 / *r);
             const auto c = space::Candidate::from_json(t.candidate);
-            if (const auto eq = c.patches.empty() ? std::nullopt : equivalence_->record(c);
+            if (const auto eq = c.patches.empty() ? std::nullopt : c_.equivalence.record(c);
                 !c.patches.empty() && (!eq || eq->state == "running"))
                 unchecked.insert(t.candidate_key);
         }
-    p.verify_candidates = std::min(contract_.repeats.verify_top, static_cast<int>(faster.size()) + q);
+    p.verify_candidates = std::min(c_.contract.repeats.verify_top, static_cast<int>(faster.size()) + q);
     // The next batch's candidates may each bring a patch set of its own when the space has patches.
     p.equivalence_checks =
-        std::min(p.verify_candidates, static_cast<int>(unchecked.size()) + (catalog_.empty() ? 0 : q));
+        std::min(p.verify_candidates, static_cast<int>(unchecked.size()) + (c_.catalog.empty() ? 0 : q));
     // The pairs each is expected to take, its re-check's block included (verify::Design::planned_pairs): at
     // the doctor's noise, for the search's best speed-up, or for a 1.10x (the common real gain) before any;
     // never more than half the wall-time budget holds (a noisy doctor plans max_pairs: reserving them all
     // would end the search before its first batch, and nothing would be found to verify).
-    const auto seq = verify::design(contract_);
+    const auto seq = verify::design(c_.contract);
     const double run_sd = baseline ? std::log1p(std::max(0.0, baseline->cv_between)) : 0.05;
-    p.pairs = std::max(contract_.repeats.verify, seq.planned_pairs(run_sd, best > 1 ? best : 1.10));
-    if (const double budget = contract_.budget.wall_time_s; budget > 0 && p.verify_candidates > 0) {
+    p.pairs = std::max(c_.contract.repeats.verify, seq.planned_pairs(run_sd, best > 1 ? best : 1.10));
+    if (const double budget = c_.contract.budget.wall_time_s; budget > 0 && p.verify_candidates > 0) {
         const double per_pair = verification_wall_s(m, p.verify_candidates, 1);
         if (per_pair > 0)
-            p.pairs = std::min(p.pairs, std::max(contract_.repeats.verify,
+            p.pairs = std::min(p.pairs, std::max(c_.contract.repeats.verify,
                                                  static_cast<int>(std::floor(budget / 2 / per_pair))));
     }
     p.verify_reserve_s = verification_wall_s(m, p.verify_candidates, p.pairs, p.equivalence_checks);
@@ -420,83 +290,84 @@ std::vector<search::Observation> search_history(store::CampaignStore& store, con
 
 } // namespace
 
-void Campaign::search(const RunOptions& o) {
-    batches_->resume_open(o);
+void SearchStage::run(const RunOptions& o) {
+    c_.batches.resume_open(o);
     auto proposer = search::make_proposer(o.proposer);
-    const auto baseline = store_->baseline();
-    while (!stopping(o)) {
-        auto use = budget_use();
+    const auto baseline = c_.store.baseline();
+    while (!host_.stopping(o)) {
+        auto use = host_.budget_use();
         if (!use.exhausted.empty()) {
-            if (store_->stage() < store::Stage::Verification)
-                say(o, "search ends: " + use.exhausted + " used");
+            if (c_.store.stage() < store::Stage::Verification)
+                host_.say(o, "search ends: " + use.exhausted + " used");
             return;
         }
-        const int q = std::min(contract_.budget.batch_size, contract_.budget.trials - use.trials);
+        const int q = std::min(c_.contract.budget.batch_size, c_.contract.budget.trials - use.trials);
         // Leave the wall time verification needs: stop before a batch that would eat into it.
-        if (const double budget = contract_.budget.wall_time_s; budget > 0 && o.verify && baseline) {
-            const auto plan = search_wall_plan(q);
+        if (const double budget = c_.contract.budget.wall_time_s; budget > 0 && o.verify && baseline) {
+            const auto plan = wall_plan(q);
             if (!plan.fits(use.wall_s, budget)) {
-                say(o, wall_time_end(budget, use.wall_s, plan, trial_cost_model().trial_s()));
+                host_.say(o, wall_time_end(budget, use.wall_s, plan, host_.trial_cost_model().trial_s()));
                 return;
             }
         }
         // The agent, after the doctor and after each batch: its patches join the space before the proposal.
-        if (contract_.agent.enabled()) {
-            agent_->consult(o, store_->agent_calls().empty() ? "after_doctor" : "after_batch");
-            if (stopping(o)) return;
+        if (c_.contract.agent.enabled()) {
+            c_.agent.consult(o, c_.store.agent_calls().empty() ? "after_doctor" : "after_batch");
+            if (host_.stopping(o)) return;
         }
         // Patch sets that failed their equivalence check: no candidate that contains one runs again.
-        const auto excluded = equivalence_->not_equivalent_patch_sets();
+        const auto excluded = c_.equivalence.not_equivalent_patch_sets();
         std::vector<std::int64_t> dequeued;
-        const auto seeds = store_->campaign_run().bank_seeds.value_or(std::vector<store::BankSeed>{});
-        std::vector<Task> tasks = first_tasks(*store_, q, excluded, seeds, dequeued);
+        const auto seeds = c_.store.campaign_run().bank_seeds.value_or(std::vector<store::BankSeed>{});
+        std::vector<Task> tasks = first_tasks(c_.store, q, excluded, seeds, dequeued);
         search::ProposalContext ctx;
-        ctx.space = &contract_.space;
+        ctx.space = &c_.contract.space;
         for (const auto& sd : seeds)
             ctx.seeds.push_back(space::Candidate::from_json(sd.candidate));
-        for (const auto& p : catalog_)
+        for (const auto& p : c_.catalog)
             ctx.patches.push_back({p.id, p.tags, search::tag_claim(p.tags)});
-        agent_->fill_priors(ctx);
-        ctx.history = search_history(*store_, contract_.space);
+        c_.agent.fill_priors(ctx);
+        ctx.history = search_history(c_.store, c_.contract.space);
         for (const auto& t : tasks)
             ctx.history.push_back({t.candidate, trial::Outcome::Ok, {}, {}, 0});
         if (baseline) ctx.baseline_step_s = baseline->median_step_s;
-        ctx.noise_floor = doctor_->mde();
-        set_contract_limits(ctx, contract_);
-        ctx.trial_overhead_s = trial_cost_model().overhead_s;
-        ctx.memory_estimate = [this](const space::Candidate& c) { return memory_estimate(c); };
+        ctx.noise_floor = c_.doctor.mde();
+        set_contract_limits(ctx, c_.contract);
+        ctx.trial_overhead_s = host_.trial_cost_model().overhead_s;
+        ctx.memory_estimate = [this](const space::Candidate& c) { return host_.memory_estimate(c); };
         ctx.excluded_patch_sets = excluded;
         ctx.q = q - static_cast<int>(tasks.size());
-        ctx.seed = std::hash<std::string>{}(store_->meta("id").value_or("")) + store_->batches().size();
+        ctx.seed = std::hash<std::string>{}(c_.store.meta("id").value_or("")) + c_.store.batches().size();
         if (ctx.q > 0) {
             for (auto& p : proposer->propose(ctx))
                 tasks.push_back({p.candidate, TrialKind::Search, p.reason, 0, {}, {}});
             // Why regions are avoided, for the audit (the campaign log) and for people.
             for (const auto& note : proposer->notes()) {
-                store_->log(note);
-                say(o, note);
+                c_.store.log(note);
+                host_.say(o, note);
             }
         }
-        if (tasks.empty() && contract_.agent.enabled() && agent_->due(true) &&
-            agent_->consult(o, "space_exhausted") > 0)
+        if (tasks.empty() && c_.contract.agent.enabled() && c_.agent.due(true) &&
+            c_.agent.consult(o, "space_exhausted") > 0)
             continue; // new patches: propose again
         if (tasks.empty()) {
             const auto why = proposer->stop_reason();
-            say(o, "search ends: " + (why.empty() ? "every candidate of the space has been tried" : why));
+            host_.say(o,
+                      "search ends: " + (why.empty() ? "every candidate of the space has been tried" : why));
             return;
         }
         // The batch's control first: the baseline under the same conditions as its candidates (the same
         // concurrency, nodes spread the same way), which their comparisons and early stops are made with.
-        tasks.insert(tasks.begin(), control_task(contract_.space));
-        const auto planned = batches_->plan(store::BatchKind::Search, tasks);
+        tasks.insert(tasks.begin(), control_task(c_.contract.space));
+        const auto planned = c_.batches.plan(store::BatchKind::Search, tasks);
         const auto id = planned.id;
         for (const auto e : dequeued)
-            store_->dequeue(e);
-        say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used){}", id,
-                           tasks.size() - 1, use.trials, contract_.budget.trials,
-                           planned.control_dropped ? "; none built, so its control does not run" : ""));
-        batches_->submit(id, o);
-        batches_->await(id, o);
+            c_.store.dequeue(e);
+        host_.say(o, fmt::format("batch {}: {} candidates and a control ({} of {} trials used){}", id,
+                                 tasks.size() - 1, use.trials, c_.contract.budget.trials,
+                                 planned.control_dropped ? "; none built, so its control does not run" : ""));
+        c_.batches.submit(id, o);
+        c_.batches.await(id, o);
     }
 }
 

@@ -1,6 +1,7 @@
-// The verification stage: interleaved A/B pairs of the best candidates against the baseline, block by block
-// until each is decided (verify/sequential.hpp: the looks and their level; verify::decide: each look).
-#include "campaign/campaign.hpp"
+// The verification stage (verification_stage.hpp).
+#include "campaign/verification_stage.hpp"
+
+#include "campaign/control.hpp"
 
 #include "trial/outcome.hpp"
 #include "util/error.hpp"
@@ -146,36 +147,36 @@ std::string verifying(const space::Candidate& cand, const store::TrialRow& t, do
 
 } // namespace
 
-void Campaign::verify(const RunOptions& o) {
-    batches_->resume_open(o);
-    if (store_->stage() >= store::Stage::Done || stopping(o)) return;
-    const auto baseline = store_->baseline();
+void VerificationStage::run(const RunOptions& o) {
+    c_.batches.resume_open(o);
+    if (c_.store.stage() >= store::Stage::Done || host_.stopping(o)) return;
+    const auto baseline = c_.store.baseline();
     const double base = baseline ? baseline->median_step_s : 0.0;
     // Sequences left mid-way (a restart): on with them first, block by block.
-    for (const auto& x : store_->verifications())
+    for (const auto& x : c_.store.verifications())
         if ((x.state == VerificationState::Running || x.state == VerificationState::Recheck) &&
             !run_sequence(x.id, o))
             return;
     // The distinct candidates faster than the baseline in the search, best first.
-    const auto ranked = ranked_by_ratio(*store_, contract_.space.baseline().key(), base);
+    const auto ranked = ranked_by_ratio(c_.store, c_.contract.space.baseline().key(), base);
     // The best verify_top candidates, not counting those whose patch set failed its equivalence check
     // (equivalence_stage.cpp): a cheat that is fastest does not take a real change's place.
-    const auto done = verified_candidates(*store_); // candidate key -> rejected as not equivalent
-    int slots = contract_.repeats.verify_top;
+    const auto done = verified_candidates(c_.store); // candidate key -> rejected as not equivalent
+    int slots = c_.contract.repeats.verify_top;
     // A candidate the wall-time budget leaves no room for (`no_room`: why, from the cost model, the budget
     // and what is left of it): skipped, with why. True when skipped.
     auto skipped_for_budget = [&](store::VerificationRow& v, const space::Candidate& cand,
                                   const auto& no_room) {
-        const double budget = contract_.budget.wall_time_s;
+        const double budget = c_.contract.budget.wall_time_s;
         if (budget <= 0) return false;
-        const auto m = trial_cost_model();
-        const double left = budget - budget_use().wall_s;
+        const auto m = host_.trial_cost_model();
+        const double left = budget - host_.wall_used_s();
         const std::optional<std::string> why = no_room(m, budget, left);
-        if (why) say(o, skip_for_budget(*store_, v, cand, *why, left, m.trial_s()));
+        if (why) host_.say(o, skip_for_budget(c_.store, v, cand, *why, left, m.trial_s()));
         return why.has_value();
     };
     for (const auto& t : ranked) {
-        if (stopping(o)) return;
+        if (host_.stopping(o)) return;
         if (slots <= 0) break;
         if (auto it = done.find(t.candidate_key); it != done.end()) {
             slots -= !it->second;
@@ -184,21 +185,22 @@ void Campaign::verify(const RunOptions& o) {
         auto cand = space::Candidate::from_json(t.candidate);
         auto v = new_verification(t);
         if (!cand.patches.empty()) {
-            auto eq = equivalence_->record(cand);
+            auto eq = c_.equivalence.record(cand);
             if (!eq || eq->state == "running") {
                 // Its wall time (one run of the patch set, one of the baseline) comes out of the budget too.
                 if (skipped_for_budget(v, cand, [&](const TrialCostModel& m, double budget, double left) {
-                        return no_room_for_equivalence(m, budget, left, contract_.repeats.verify);
+                        return no_room_for_equivalence(m, budget, left, c_.contract.repeats.verify);
                     })) {
                     --slots;
                     continue;
                 }
-                eq = equivalence_->run(cand, o);
+                eq = c_.equivalence.run(cand, o);
                 if (!eq) return; // stopped
             }
             v.detail.equivalence = *eq;
             if (eq->state != "passed") {
-                say(o, fmt::format("{}: {}", cand.describe(), record_not_passed(*store_, v, cand, *eq)));
+                host_.say(o,
+                          fmt::format("{}: {}", cand.describe(), record_not_passed(c_.store, v, cand, *eq)));
                 slots -= eq->state != "failed";
                 continue;
             }
@@ -206,32 +208,29 @@ void Campaign::verify(const RunOptions& o) {
         --slots;
         // The wall-time budget covers verification: one block (2 A/B pairs) at least, else skip the
         // candidate and say so.
-        const auto seq = verify::design(contract_);
+        const auto seq = verify::design(c_.contract);
         if (skipped_for_budget(v, cand, no_room_for_block)) continue;
-        start_verification(*store_, v, seq);
-        say(o, verifying(cand, t, base, seq));
+        start_verification(c_.store, v, seq);
+        host_.say(o, verifying(cand, t, base, seq));
         if (!run_sequence(v.id, o)) return;
     }
     // A first stage that promoted goes on in a fresh allocation before it is final (also after a restart
     // between the two).
-    for (const auto& x : store_->verifications())
+    for (const auto& x : c_.store.verifications())
         if (x.state == VerificationState::Recheck && !run_sequence(x.id, o)) return;
     // Which change of each promoted bundle carries its gain (ablation_stage.hpp).
-    ablation_->run(o);
+    c_.ablation.run(o);
     // Run to its end (`infrarsi run`, or `infrarsi verify` after a --no-verify run): the campaign is done.
-    if (stopping(o)) return;
-    mark_done(*store_);
-    // With the stage, not after it: `infrarsi verify` ends here, and a stop that comes now would leave a
-    // finished campaign, which nothing drives again, without its findings in the bank.
-    record_in_bank(o);
+    if (host_.stopping(o)) return;
+    mark_done(c_.store);
 }
 
-bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
+bool VerificationStage::run_sequence(std::int64_t vid, const RunOptions& o) {
     bool judged_once = false;
     for (;;) {
-        if (stopping(o)) return false;
+        if (host_.stopping(o)) return false;
         std::optional<store::VerificationRow> v;
-        for (const auto& x : store_->verifications())
+        for (const auto& x : c_.store.verifications())
             if (x.id == vid) v = x;
         if (!v || (v->state != VerificationState::Running && v->state != VerificationState::Recheck))
             return true;
@@ -251,26 +250,26 @@ bool Campaign::run_sequence(std::int64_t vid, const RunOptions& o) {
         else if (!recheck && v->batch_id > 0)
             last = v->batch_id;
         if (last && stage.next.value_or("") != "more") {
-            if (store_->batch(*last).state != store::BatchState::Finished) {
-                batches_->submit(*last, o);
-                batches_->await(*last, o);
+            if (c_.store.batch(*last).state != store::BatchState::Finished) {
+                c_.batches.submit(*last, o);
+                c_.batches.await(*last, o);
                 continue;
             }
             if (judged_once) return true; // nothing more to do for it (said in its record)
             judged_once = true;
-            finish_verification(vid);
+            finish(vid);
             continue;
         }
         judged_once = false;
-        run_verification_stage(*v, recheck, o);
+        run_block(*v, recheck, o);
         // Say the look the block ended with.
-        for (const auto& x : store_->verifications())
+        for (const auto& x : c_.store.verifications())
             if (x.id == vid && !x.detail.sequence.empty()) {
                 const auto& l = x.detail.sequence.back();
-                say(o, fmt::format("{}: look over {} A/B pairs{}: {}: {}",
-                                   space::Candidate::from_json(x.candidate).describe(), l.pairs,
-                                   l.stage == "recheck" ? " (re-check)" : "",
-                                   verify::look_text(l.estimate, l.lo, l.hi), l.next));
+                host_.say(o, fmt::format("{}: look over {} A/B pairs{}: {}: {}",
+                                         space::Candidate::from_json(x.candidate).describe(), l.pairs,
+                                         l.stage == "recheck" ? " (re-check)" : "",
+                                         verify::look_text(l.estimate, l.lo, l.hi), l.next));
             }
     }
 }
@@ -376,23 +375,24 @@ void record_block(store::VerificationRow& v, store::VerificationStage& stage, bo
 
 } // namespace
 
-void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, const RunOptions& o) {
+void VerificationStage::run_block(store::VerificationRow& v, bool recheck, const RunOptions& o) {
     auto cand = space::Candidate::from_json(v.candidate);
     const int pairs = verify::Design::kBlock;
-    if (const double budget = contract_.budget.wall_time_s; recheck && budget > 0) {
-        const auto m = trial_cost_model();
-        const double left = budget - budget_use().wall_s;
+    if (const double budget = c_.contract.budget.wall_time_s; recheck && budget > 0) {
+        const auto m = host_.trial_cost_model();
+        const double left = budget - host_.wall_used_s();
         if (affordable_pairs(m, left, pairs) < pairs) {
             const auto why = skip_recheck(v, left, pairs, m.trial_s());
-            store_->update_verification(v);
-            say(o, fmt::format("{} not promoted: {}", cand.describe(), why));
+            c_.store.update_verification(v);
+            host_.say(o, fmt::format("{} not promoted: {}", cand.describe(), why));
             return;
         }
     }
     // Where the pairs run: the nodes the partition has now but the doctor's slow ones, a block to a node;
     // the re-check on the nodes the first stage did not use, where there are any.
-    auto nodes = scheduler(o).nodes(contract_.resources.partition);
-    if (const auto slow = scheduler::nodes_to_avoid(doctor_->slow_nodes(), nodes, contract_.resources.nodes);
+    auto nodes = host_.scheduler(o).nodes(c_.contract.resources.partition);
+    if (const auto slow =
+            scheduler::nodes_to_avoid(c_.doctor.slow_nodes(), nodes, c_.contract.resources.nodes);
         !slow.empty())
         std::erase_if(nodes, [&](const std::string& n) {
             return std::find(slow.begin(), slow.end(), n) != slow.end();
@@ -400,28 +400,28 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     if (recheck && !v.detail.recheck) v.detail.recheck.emplace();
     store::VerificationStage& stage_record =
         recheck ? static_cast<store::VerificationStage&>(*v.detail.recheck) : v.detail.first;
-    if (recheck) nodes = recheck_nodes(v.detail.first.plan, nodes, contract_.resources.nodes);
+    if (recheck) nodes = recheck_nodes(v.detail.first.plan, nodes, c_.contract.resources.nodes);
     // Node-blocked: the stage's block b on node b mod N, both its pairs there (verify::spread_pairs), so
     // each block continues round the nodes where the last stopped.
     const int before = static_cast<int>(stage_record.plan.size());
-    auto placed = verify::spread_pairs(before + pairs, nodes, contract_.resources.nodes);
+    auto placed = verify::spread_pairs(before + pairs, nodes, c_.contract.resources.nodes);
     if (!placed.empty()) placed.erase(placed.begin(), placed.begin() + before);
     // The order of each pair: one AB and one BA a block, which first drawn from a seed drawn now and
     // recorded.
     const std::uint64_t seed = std::random_device{}();
     // Each pair at a seed of its own, drawn now, both its runs at it: no loss the candidate could have
     // memorized from an earlier run exists at it (the contract's seed only where the job cannot be seeded).
-    std::set<long long> used = seeds_used(*store_);
-    auto block = block_pairs(contract_.space.baseline(), cand, v.id, recheck, before, pairs,
+    std::set<long long> used = seeds_used(c_.store);
+    auto block = block_pairs(c_.contract.space.baseline(), cand, v.id, recheck, before, pairs,
                              verify::block_orders(seed), placed, [&]() -> std::optional<long long> {
-                                 if (!can_seed(contract_)) return std::nullopt;
-                                 const long long s = fresh_seed(contract_, used);
+                                 if (!can_seed(c_.contract)) return std::nullopt;
+                                 const long long s = fresh_seed(c_.contract, used);
                                  used.insert(s);
                                  return s;
                              });
     // The spot check of a candidate with patches: one pair, drawn now at random, also runs the candidate's
     // knobs without its patches at that pair's seed, and the pair's candidate run must print the same losses
-    // (finish_verification). The patch set cannot tell the run that is checked from the others: it is an A/B
+    // (finish). The patch set cannot tell the run that is checked from the others: it is an A/B
     // pair like them, so one that computes honestly only when it guesses it is being checked (the equivalence
     // run, told apart by a run count it keeps outside the campaign) is caught in the pairs it cheats in.
     // Where the knobs do not fit without the patches: at the equivalence check's knobs
@@ -429,30 +429,30 @@ void Campaign::run_verification_stage(store::VerificationRow& v, bool recheck, c
     std::optional<store::SpotCheck> spot;
     if (before == 0)
         spot =
-            equivalence_->plan_spot_check(cand, v.id, block.plan, block.pair_args, block.tasks, block.where);
-    const auto batch = batches_->plan(store::BatchKind::Verify, block.tasks, block.where).id;
+            c_.equivalence.plan_spot_check(cand, v.id, block.plan, block.pair_args, block.tasks, block.where);
+    const auto batch = c_.batches.plan(store::BatchKind::Verify, block.tasks, block.where).id;
     record_block(v, stage_record, recheck, batch, seed, block.plan, spot);
-    store_->update_verification(v);
-    batches_->submit(batch, o);
-    batches_->await(batch, o);
+    c_.store.update_verification(v);
+    c_.batches.submit(batch, o);
+    c_.batches.await(batch, o);
 }
 
 // A verification batch finishes each verification it ran pairs of. Where the contract can seed, each A/B
 // pair runs at a seed of its own and is compared within the pair (verify::decide), not with the doctor's
 // reference at the contract's seed.
-void Campaign::register_verification_stage() {
-    batches_->register_stage(store::BatchKind::Verify,
-                             {
-                                 .finish =
-                                     [this](std::int64_t batch_id) {
-                                         std::set<std::int64_t> vids;
-                                         for (const auto& t : store_->trials_of_batch(batch_id))
-                                             if (t.verification_id) vids.insert(*t.verification_id);
-                                         for (auto v : vids)
-                                             finish_verification(v);
-                                     },
-                                 .own_seeds = can_seed(contract_),
-                             });
+VerificationStage::VerificationStage(Context c, Host& host) : c_(c), host_(host) {
+    c_.batches.register_stage(store::BatchKind::Verify,
+                              {
+                                  .finish =
+                                      [this](std::int64_t batch_id) {
+                                          std::set<std::int64_t> vids;
+                                          for (const auto& t : c_.store.trials_of_batch(batch_id))
+                                              if (t.verification_id) vids.insert(*t.verification_id);
+                                          for (auto v : vids)
+                                              finish(v);
+                                      },
+                                  .own_seeds = can_seed(c_.contract),
+                              });
 }
 
 namespace {
@@ -709,9 +709,9 @@ void finish_first_stage(store::CampaignStore& st, Judgement& j, const std::vecto
 }
 } // namespace
 
-void Campaign::finish_verification(std::int64_t vid) {
+void VerificationStage::finish(std::int64_t vid) {
     store::VerificationRow v;
-    for (const auto& x : store_->verifications())
+    for (const auto& x : c_.store.verifications())
         if (x.id == vid) v = x;
     const bool recheck = v.state == VerificationState::Recheck;
     if (recheck && !v.detail.recheck) return; // its batch was planned, not yet recorded here
@@ -719,8 +719,8 @@ void Campaign::finish_verification(std::int64_t vid) {
     // re-check's.
     std::set<std::int64_t> first_batches(v.detail.first.blocks.begin(), v.detail.first.blocks.end());
     if (first_batches.empty()) first_batches.insert(v.batch_id);
-    const auto all_trials = store_->trials({.verification_id = vid});
-    const int steps = contract_.invariants.steps;
+    const auto all_trials = c_.store.trials({.verification_id = vid});
+    const int steps = c_.contract.invariants.steps;
     const auto first_stage = stage_pairs(all_trials, first_batches, v.detail.first.plan, steps);
     StagePairs fresh;
     if (recheck) {
@@ -736,17 +736,18 @@ void Campaign::finish_verification(std::int64_t vid) {
     const auto cand = space::Candidate::from_json(v.candidate);
     bool math_changing = false;
     for (const auto& id : cand.patches)
-        if (const auto* p = patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
-    const auto baseline = store_->baseline();
+        if (const auto* p = host_.patch_info(id); p && p->has_tag("math_changing")) math_changing = true;
+    const auto baseline = c_.store.baseline();
     verify::NoisePrior noise;
     verify::EvalReference eval;
     if (baseline) {
         noise = verify::doctor_prior(*baseline);
         eval = verify::eval_reference(baseline->eval_losses);
     }
-    const auto seq = verify::design(contract_);
+    const auto seq = verify::design(c_.contract);
     const int so_far = static_cast<int>(ab.size());
-    auto d = verify::decide(ab, reference_losses(), contract_, seq.rule(so_far), math_changing, noise, eval);
+    auto d = verify::decide(ab, c_.doctor.reference_losses(), c_.contract, seq.rule(so_far), math_changing,
+                            noise, eval);
     // The spot check's verdict: a failure is a patch set that is not the same math in the runs it was
     // measured in (never promoted, never proposed again); one that did not complete promotes nothing.
     store::VerificationStage& stage =
@@ -756,26 +757,26 @@ void Campaign::finish_verification(std::int64_t vid) {
         const std::int64_t spot_batch = !stage.blocks.empty() ? stage.blocks[0]
                                         : recheck             ? v.detail.recheck->batch.value()
                                                               : v.batch_id;
-        equivalence_->judge_spot_check(*stage.spot_check, spot_batch, cand, judged.twin,
-                                       judged.candidate_runs, d, v);
+        c_.equivalence.judge_spot_check(*stage.spot_check, spot_batch, cand, judged.twin,
+                                        judged.candidate_runs, d, v);
     }
     // A spot check that failed or did not complete is not changed by more pairs.
     if (stage.spot_check && stage.spot_check->state != "passed") d.settled = true;
     // Room in the wall-time budget for another block.
     bool room = true;
-    if (const double budget = contract_.budget.wall_time_s; budget > 0) {
-        const auto m = trial_cost_model();
-        room = affordable_pairs(m, budget - budget_use().wall_s, verify::Design::kBlock) >=
+    if (const double budget = c_.contract.budget.wall_time_s; budget > 0) {
+        const auto m = host_.trial_cost_model();
+        room = affordable_pairs(m, budget - host_.wall_used_s(), verify::Design::kBlock) >=
                verify::Design::kBlock;
     }
     Judgement j{v, cand, std::move(d), std::move(ab), seq, so_far, room, recheck, baseline};
     if (recheck)
-        finish_recheck(*store_, j,
-                       verify::decide(fresh.ab, reference_losses(), contract_, seq.rule(so_far),
+        finish_recheck(c_.store, j,
+                       verify::decide(fresh.ab, c_.doctor.reference_losses(), c_.contract, seq.rule(so_far),
                                       math_changing, noise, eval),
                        judged.pairs);
     else
-        finish_first_stage(*store_, j, judged.pairs, doctor_->mde());
+        finish_first_stage(c_.store, j, judged.pairs, c_.doctor.mde());
 }
 
 } // namespace infrarsi::campaign
