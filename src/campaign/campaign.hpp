@@ -21,26 +21,16 @@
 #include "campaign/verification_stage.hpp"
 #include "campaign/wall_plan.hpp"
 #include "contract/contract.hpp"
-#include "model/claim_calibration.hpp"
-#include "node/allocation_record.hpp"
 #include "patch/catalog.hpp"
 #include "patch/sandbox.hpp"
 #include "scheduler/scheduler.hpp"
-#include "search/proposer.hpp"
 #include "store/campaign_store.hpp"
-#include "trial/assess.hpp"
-#include "trial/manifest.hpp"
-#include "verify/verify.hpp"
 
-#include <nlohmann/json.hpp>
-
-#include <atomic>
+#include <chrono>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -127,42 +117,32 @@ class Campaign : private BatchRunner::Host,
     BatchRunner& batches() { return *batches_; }
 
   private:
-    // What the batch runner and the agent stage ask of the campaign (their Host interfaces).
+    // What the parts ask of the campaign (their Host interfaces); some the doctor's or the equivalence
+    // stage's, answered by them.
     patch::SandboxCache sandbox_cache() const override; // keyed by the locked tree
-    std::vector<const patch::PatchInfo*>
-    patch_set(const space::Candidate& c) const override; // throws if unknown
-    void sandboxes_built() override;
-    scheduler::Scheduler&
-    scheduler(const RunOptions& o) override; // chosen on first use (RunOptions::scheduler)
-    scheduler::Scheduler&
-    slurm_for_submitted_job() override; // awaited through Slurm whatever runs the trials
+    std::vector<const patch::PatchInfo*> patch_set(const space::Candidate& c) const override; // or throws
+    void sandboxes_built() override; // the builds the memory estimates use are looked up again
+    scheduler::Scheduler& scheduler(const RunOptions& o) override; // chosen on first use (RunOptions)
+    scheduler::Scheduler& slurm_for_submitted_job() override;      // the doctor's
     // The plugin's spool for `sched`'s jobs: RunOptions::spool, else discovered (slurm/plugstack.hpp), said
     // once per scheduler; empty when there is none.
     std::string plugin_spool(scheduler::Scheduler& sched, const RunOptions& o) override;
-    // The doctor's slow nodes to keep this campaign's jobs off now (scheduler::nodes_to_avoid over the
-    // partition's nodes).
-    std::vector<std::string> nodes_to_avoid(scheduler::Scheduler& sched) override;
-    std::vector<double> reference_losses() override;
-    // Ingest of the job submitted with --infrarsi=tune (submitted_job.cpp): its output into the trial's
-    // log.txt, its Slurm record into result.json.
+    std::vector<std::string> nodes_to_avoid(scheduler::Scheduler& sched) override; // the doctor's
+    std::vector<double> reference_losses() override;                               // the doctor's
+    // The doctor's: the job submitted with --infrarsi=tune into its trial directory.
     void take_submitted_output(const store::TrialRow& t, const slurm::JobRecord& rec) override;
     // A signal (o.stop) or a cancel written by another process (read from the store once a second at most).
     bool stopping(const RunOptions& o) override;
-    void say(const RunOptions& o, const std::string& msg) override;
+    void say(const RunOptions& o, const std::string& msg) override; // the store's log, then people
     fs::path baseline_tree() override; // the baseline's sandbox, for the agent to read
-    std::vector<store::EquivalenceCheck> failed_equivalence_checks() override; // the failed checks' records
-
-    void seed_from_bank(const RunOptions& o);   // once, after the doctor (bank_stage.cpp)
+    std::vector<store::EquivalenceCheck> failed_equivalence_checks() override; // the equivalence stage's
     TrialCostModel trial_cost_model() override; // from the doctor and the one-at-a-time batches so far
     double wall_used_s() override;              // budget_use().wall_s
-    fs::path estimate_sandbox(const space::Candidate& c);    // the build memory_estimate uses; empty: none
-    std::map<std::string, std::optional<double>> estimates_; // by candidate and build
-    std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
+
     void run_stages(const RunOptions& o);
-    std::chrono::steady_clock::time_point cancel_checked_{};
-    bool cancel_seen_ = false;
-    void check_scheduler_change(const std::string& to); // throws while a batch is open on another
-    std::map<std::string, std::string> plugin_spools_;  // by scheduler name, once discovered
+    void check_scheduler_change(const std::string& to);   // throws while a batch is open on another
+    void seed_from_bank(const RunOptions& o);             // once, after the doctor (bank_stage.cpp)
+    fs::path estimate_sandbox(const space::Candidate& c); // the build memory_estimate uses; empty: none
 
     fs::path dir_;
     std::vector<std::string> changed_inputs_;
@@ -178,6 +158,11 @@ class Campaign : private BatchRunner::Host,
     std::unique_ptr<AgentStage> agent_;
     std::unique_ptr<SearchStage> search_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
+    std::map<std::string, std::string> plugin_spools_;       // by scheduler name, once discovered
+    std::map<std::string, std::optional<double>> estimates_; // by candidate and build
+    std::map<std::string, fs::path> estimate_sandboxes_;     // by patch set, until the next batch builds
+    std::chrono::steady_clock::time_point cancel_checked_{};
+    bool cancel_seen_ = false;
 };
 
 // Which prior the memory model starts from, for people: the estimate command, the transformer formulas, or
