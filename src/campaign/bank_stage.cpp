@@ -32,7 +32,7 @@ void Campaign::seed_from_bank(const RunOptions& o) {
         bank::ExperienceBank b(o.bank);
         const auto here = campaign_hardware(experience_view(), plugin_spool(scheduler(o), o));
         const auto known = b.match_hardware(here); // with or without findings for this workload
-        store_->set_meta("bank_hardware", known.dump());
+        store_->set_bank_hardware(known);
         auto seeds = seeds_from_bank(b, experience_view(), here);
         std::vector<store::BankSeed> kept;
         for (const auto& sd : seeds) {
@@ -59,7 +59,7 @@ void Campaign::seed_from_bank(const RunOptions& o) {
                     fmt::format("experience bank: agent {}: {} claims measured before on hardware like this",
                                 contract_.agent.name, known_pairs.speed.size()));
         }
-        store_->set_meta("bank", o.bank);
+        store_->set_bank_path(o.bank);
         say(o, fmt::format("experience bank {}: {}; {} seeds for this hardware", o.bank,
                            bank::describe_match(known), seeds.size()));
     }

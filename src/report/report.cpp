@@ -483,10 +483,9 @@ void add_baseline(json& r, campaign::Campaign& c, const std::string& unseeded) {
     // after.
     if (auto slow = s.campaign_run().slow_nodes) r["slow_nodes"] = *slow;
     // Where the search started: the experience bank's seeds (a campaign that inherited nothing has none).
-    if (auto bank = s.meta("bank")) {
-        const auto run = s.campaign_run();
-        r["bank"] = {{"path", *bank},
-                     {"hardware", json::parse(s.meta("bank_hardware").value_or("{}"))},
+    if (const auto run = s.campaign_run(); run.bank_path) {
+        r["bank"] = {{"path", *run.bank_path},
+                     {"hardware", run.bank_hardware.value_or(json::object())},
                      {"seeds", store::to_json(run.bank_seeds.value_or(std::vector<store::BankSeed>{}))},
                      {"findings_recorded", run.bank_ingested.has_value()}};
     }

@@ -2,6 +2,7 @@
 
 #include "store/measurements.hpp"
 
+#include "util/bounded_json.hpp"
 #include "util/error.hpp"
 
 #include <chrono>
@@ -225,6 +226,18 @@ UPDATE campaign_run SET
   bank_ingested = (SELECT CASE value WHEN '1' THEN 'done' ELSE 'searched' END FROM meta
                    WHERE key = 'bank_ingested' AND value <> '');
 DELETE FROM meta WHERE key IN ('startup', 'bank_seeds', 'agent_bank_pairs', 'bank_ingested');
+)sql",
+    // 10: the bank's last facts out of the meta blackboard (issue 30): the experience-bank file the seeds
+    // came from and the bank's match of this hardware (a JSON document, the shape bank::ExperienceBank::
+    // match_hardware returns) are columns of campaign_run (meta 'bank' and 'bank_hardware'; a match that is
+    // not JSON is dropped: the report says the hardware was not matched, where before it stopped on it).
+    R"sql(
+ALTER TABLE campaign_run ADD COLUMN bank_path TEXT;
+ALTER TABLE campaign_run ADD COLUMN bank_hardware TEXT;
+UPDATE campaign_run SET
+  bank_path = (SELECT value FROM meta WHERE key = 'bank'),
+  bank_hardware = (SELECT value FROM meta WHERE key = 'bank_hardware' AND json_valid(value));
+DELETE FROM meta WHERE key IN ('bank', 'bank_hardware');
 )sql",
 };
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
@@ -598,10 +611,11 @@ std::vector<EquivalenceCheck> CampaignStore::equivalence_checks() {
 }
 
 CampaignRun CampaignStore::campaign_run() {
-    Statement s(db_, "SELECT started, ended, paused, cancelled, noise_accepted, submitted_job, "
-                     "submitted_job_output, slow_nodes, step_pace, step_pace_runs, startup_median_s, "
-                     "startup_spread_s, startup_runs, startup_wall_clock, startup_source, bank_seeds, "
-                     "agent_bank_pairs, bank_ingested FROM campaign_run WHERE id = 1");
+    Statement s(db_,
+                "SELECT started, ended, paused, cancelled, noise_accepted, submitted_job, "
+                "submitted_job_output, slow_nodes, step_pace, step_pace_runs, startup_median_s, "
+                "startup_spread_s, startup_runs, startup_wall_clock, startup_source, bank_seeds, "
+                "agent_bank_pairs, bank_ingested, bank_path, bank_hardware FROM campaign_run WHERE id = 1");
     if (!s.step()) return {};
     CampaignRun r;
     r.started = s.opt_real(0);
@@ -632,6 +646,17 @@ CampaignRun CampaignStore::campaign_run() {
         if (!r.bank_ingested)
             throw Error("unknown bank ingestion '" + *ingested + "'", db_.path() + ", campaign_run",
                         bank_ingested_names.list());
+    }
+    r.bank_path = s.opt_text(18);
+    // Migration 10 kept an older build's match as it was if it was JSON at all: one too deep or too large
+    // for the bounded reader, or not JSON, reads as none rather than stopping the report.
+    if (const auto match = s.opt_text(19)) {
+        try {
+            r.bank_hardware = parse_bounded_json(*match, db_.path() + ", campaign_run.bank_hardware",
+                                                 "the experience bank's hardware match as JSON");
+        } catch (const Error&) {
+            // none
+        }
     }
     return r;
 }
@@ -696,6 +721,14 @@ void CampaignStore::set_agent_bank_pairs(const AgentBankPairs& pairs) {
 
 void CampaignStore::set_bank_ingested(BankIngested what) {
     update_run(db_, "bank_ingested = ?1", std::string(bank_ingested_names.name(what)));
+}
+
+void CampaignStore::set_bank_path(const std::string& path) {
+    update_run(db_, "bank_path = ?1", path);
+}
+
+void CampaignStore::set_bank_hardware(const nlohmann::json& match) {
+    update_run(db_, "bank_hardware = ?1", match.dump());
 }
 
 void CampaignStore::set_submitted_job(const std::string& decision, const std::optional<std::string>& output) {

@@ -129,7 +129,10 @@ struct BatchRow {
 // 'step_pace'. Schema 9: the startup the doctor measured, which the timing check allows later trials (none:
 // not measured, the check is off; it was meta 'startup'), and what the experience bank gave the campaign
 // and took from it (store/bank_facts.hpp; they were meta 'bank_seeds', 'agent_bank_pairs' and
-// 'bank_ingested'): none before the bank was asked (a campaign without a bank never asks it).
+// 'bank_ingested'): none before the bank was asked (a campaign without a bank never asks it). Schema 10:
+// the experience-bank file the seeds came from and the bank's match of this hardware (the JSON document
+// bank::ExperienceBank::match_hardware returns; one that cannot be read back reads as none); they were meta
+// 'bank' and 'bank_hardware'.
 struct CampaignRun {
     std::optional<double> started, ended; // store::now_seconds()
     std::optional<std::string> paused, cancelled, noise_accepted;
@@ -141,6 +144,8 @@ struct CampaignRun {
     std::optional<std::vector<BankSeed>> bank_seeds; // looked up once: an empty list is an answer
     std::optional<AgentBankPairs> agent_bank_pairs;  // only where the contract has an agent
     std::optional<BankIngested> bank_ingested;
+    std::optional<std::string> bank_path;        // set once the seeds are kept
+    std::optional<nlohmann::json> bank_hardware; // {"entries": N, "seen": ..., "similarity": ..., ...}
 };
 
 // One array job of a batch: the trials with array indices first_index .. first_index + tasks - 1, which share
@@ -223,15 +228,15 @@ struct RequeueEntry {
 
 class CampaignStore {
   public:
-    static constexpr int schema_version = 9;
+    static constexpr int schema_version = 10;
     explicit CampaignStore(const std::string& path);
 
     Database& db() { return db_; }
 
     // The blackboard of settings about the campaign (its id, contract, scheduler, ...). The stage, the
     // re-queue (schema 6), the run's state (schema 7), the equivalence checks (schema 8), the doctor's
-    // startup and the bank's seeds, pairs and ingestion (schema 9) are not kept here: they have typed tables
-    // or columns.
+    // startup and the bank's seeds, pairs and ingestion (schema 9), the bank's file and hardware match
+    // (schema 10) are not kept here: they have typed tables or columns.
     void set_meta(const std::string& key, const std::string& value);
     std::optional<std::string> meta(const std::string& key);
 
@@ -249,6 +254,8 @@ class CampaignStore {
     void set_bank_seeds(const std::vector<BankSeed>& seeds);
     void set_agent_bank_pairs(const AgentBankPairs& pairs);
     void set_bank_ingested(BankIngested what);
+    void set_bank_path(const std::string& path);
+    void set_bank_hardware(const nlohmann::json& match);
 
     // The campaign's equivalence checks (store/equivalence_check.hpp), in the order they were recorded.
     std::int64_t add_equivalence_check(const EquivalenceCheck& c); // returns its id

@@ -4,6 +4,7 @@
 #include "bank/experience_bank.hpp"
 #include "campaign/campaign_lock.hpp"
 #include "campaign/daemon.hpp"
+#include "report/report.hpp"
 #include "test_support.hpp"
 #include "util/error.hpp"
 #include "util/privilege.hpp"
@@ -210,6 +211,19 @@ TEST_CASE(
     CHECK(finding_kinds(verify_bank).count("noise") == 1); // what it has after its search...
     CHECK(campaign::Campaign(d.path / "verified").store().campaign_run().bank_ingested ==
           store::BankIngested::Searched);
+    {
+        // The bank's file and its match of this hardware are the run's (schema 10), as the report shows them.
+        campaign::Campaign c(d.path / "verified");
+        const auto run = c.store().campaign_run();
+        CHECK(run.bank_path == verify_bank.string());
+        REQUIRE(run.bank_hardware);
+        CHECK(run.bank_hardware->contains("entries"));
+        CHECK_FALSE(c.store().meta("bank"));
+        CHECK_FALSE(c.store().meta("bank_hardware"));
+        const auto r = report::build(c);
+        CHECK(r["bank"]["path"] == verify_bank.string());
+        CHECK(r["bank"]["hardware"] == *run.bank_hardware);
+    }
     o.verify = true;
     campaign::Campaign c(d.path / "verified");
     c.verify(o);

@@ -159,6 +159,9 @@ TEST_CASE("a version-1 campaign database is migrated: each contract violation ge
     CHECK(outcomes == std::map<std::string, int>{
                           {"ok", 15}, {"oom", 1}, {"build_failure", 4}, {"contract_violation", 1}});
     CHECK(s.trials({.outcome = trial::Outcome::OutOfMemory}).size() == 1);
+    // The bank the first builds wrote to meta is in the run's row.
+    CHECK(s.campaign_run().bank_path == "/tmp/infrarsi-bank.locp2C/bank.sqlite");
+    CHECK(s.campaign_run().bank_hardware == nlohmann::json{{"entries", 0}, {"seen", false}});
     // Reopening runs no migration twice.
     store::CampaignStore again(tmp.path());
     CHECK(again.trials({.outcome = trial::Outcome::ContractViolation}).size() == 1);
@@ -512,7 +515,9 @@ TEST_CASE("a version-8 campaign database's startup and bank facts become columns
             }
             for (const char* key : {"startup", "bank_seeds", "agent_bank_pairs", "bank_ingested"})
                 CHECK_FALSE(s.meta(key));
-            CHECK(s.meta("bank") == "/banks/site.sqlite"); // a setting: it stays
+            // The bank's file stayed in meta until schema 10 made it a column of the run's row.
+            CHECK_FALSE(s.meta("bank"));
+            CHECK(s.campaign_run().bank_path == "/banks/site.sqlite");
             CHECK(s.meta("id") == "61b8cdc0");
             const auto run = s.campaign_run();
             CHECK(run.bank_ingested == c.ingested);
@@ -586,6 +591,103 @@ TEST_CASE("a version-8 campaign database's startup and bank facts become columns
         store::CampaignStore again(tmp.path()); // no migration twice
         check(again);
     }
+}
+
+namespace {
+// What a version-9 build kept in meta of the experience bank: the bank's file and its hardware match, as
+// bank_stage.cpp wrote them (bank::ExperienceBank::match_hardware's JSON, dumped).
+const char* const v9_bank_hardware = R"({"entries":3,"nearest":"big1","seen":true,"similarity":0.97})";
+} // namespace
+
+TEST_CASE(
+    "a version-9 campaign database's bank file and hardware match become columns of the run's row, once") {
+    // campaign-v5.sql with the bank's meta keys a version-9 build kept: migrations 6 to 9 leave them as they
+    // were, 10 moves them. The cases: both kept, a match that is not JSON (dropped), a match too deep for the
+    // bounded reader (kept by the migration, read as none), a file without a match, and neither.
+    struct Case {
+        const char* name;
+        const char* edit;
+        std::optional<std::string> path;
+        std::optional<nlohmann::json> hardware;
+    };
+    const std::string deep = std::string(100, '[') + std::string(100, ']');
+    const Case cases[] = {
+        {"both", "", "/banks/site.sqlite", nlohmann::json::parse(v9_bank_hardware)},
+        {"corrupt match", "UPDATE meta SET value = '{\"entries\":' WHERE key = 'bank_hardware'",
+         "/banks/site.sqlite", std::nullopt},
+        {"no match", "DELETE FROM meta WHERE key = 'bank_hardware'", "/banks/site.sqlite", std::nullopt},
+        {"neither", "DELETE FROM meta WHERE key IN ('bank', 'bank_hardware')", std::nullopt, std::nullopt},
+        {"deep match", "", "/banks/site.sqlite", std::nullopt},
+    };
+    for (const auto& c : cases) {
+        const std::string name = c.name;
+        CAPTURE(name);
+        TempDb tmp;
+        load_fixture(tmp.path(), "campaign-v5.sql");
+        {
+            store::Database db(tmp.path());
+            store::Statement(db, "INSERT INTO meta (key, value) VALUES ('bank', '/banks/site.sqlite'), "
+                                 "('bank_hardware', ?1)")
+                .bind(1, name == "deep match" ? deep : std::string(v9_bank_hardware))
+                .run();
+            if (*c.edit != '\0') db.exec(c.edit);
+        }
+        const auto check = [&](store::CampaignStore& s) {
+            {
+                store::Statement v(s.db(), "PRAGMA user_version");
+                REQUIRE(v.step());
+                CHECK(v.integer(0) == store::CampaignStore::schema_version);
+            }
+            CHECK_FALSE(s.meta("bank"));
+            CHECK_FALSE(s.meta("bank_hardware"));
+            CHECK(s.meta("id") == "61b8cdc0"); // the settings stay
+            const auto run = s.campaign_run();
+            CHECK(run.bank_path == c.path);
+            CHECK(run.bank_hardware == c.hardware);
+            // The rest of the run's row as migrations 7 to 9 made it.
+            CHECK(run.started == doctest::Approx(1796643694.512));
+            CHECK(run.step_pace_runs == 3);
+            REQUIRE(run.startup);
+            CHECK(run.startup->runs == 3);
+        };
+        {
+            store::CampaignStore s(tmp.path());
+            check(s);
+        }
+        store::CampaignStore again(tmp.path()); // no migration twice
+        check(again);
+    }
+}
+
+TEST_CASE("the bank's file and hardware match are set and read back typed") {
+    TempDb tmp;
+    {
+        store::CampaignStore s(tmp.path());
+        {
+            const auto run = s.campaign_run();
+            CHECK_FALSE(run.bank_path);
+            CHECK_FALSE(run.bank_hardware);
+        }
+        const auto match = nlohmann::json::parse(v9_bank_hardware);
+        s.set_bank_hardware(match);
+        {
+            const auto run = s.campaign_run();
+            CHECK_FALSE(run.bank_path); // the file is set once the seeds are kept
+            CHECK(run.bank_hardware == match);
+        }
+        s.set_bank_path("/banks/site.sqlite");
+        s.set_bank_hardware({{"entries", 0}, {"seen", false}});
+        CHECK_FALSE(s.meta("bank"));
+        CHECK_FALSE(s.meta("bank_hardware"));
+    }
+    store::CampaignStore again(tmp.path());
+    const auto run = again.campaign_run();
+    CHECK(run.bank_path == "/banks/site.sqlite");
+    CHECK(run.bank_hardware == nlohmann::json{{"entries", 0}, {"seen", false}});
+    // A match this store cannot read back (written by hand, or by an older build) reads as none.
+    store::Statement(again.db(), "UPDATE campaign_run SET bank_hardware = '{' WHERE id = 1").run();
+    CHECK_FALSE(again.campaign_run().bank_hardware);
+    CHECK(again.campaign_run().bank_path == "/banks/site.sqlite");
 }
 
 TEST_CASE("the doctor's startup and the bank's facts are set once each and read back typed") {
